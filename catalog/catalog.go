@@ -1,0 +1,426 @@
+// Package catalog is the v4 current-state catalog (.distributor.json) that
+// lives beside the outputs in every destination root: its types, a strict
+// reader and a deterministic writer. See shared/seed/catalog-roadmap.md.
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// SchemaVersion is the only catalog version this distributor writes.
+const SchemaVersion = 4
+
+// ModeCatalog is the one value of state.mode in a v4 catalog.
+const ModeCatalog = "catalog"
+
+// Output kinds.
+const (
+	KindSource    = "source"
+	KindGenerated = "generated"
+)
+
+var (
+	// ErrInvalid marks a catalog that claims v4 but fails validation. Nothing
+	// may overwrite it: an operator has to look.
+	ErrInvalid = errors.New("invalid catalog")
+	// ErrNewer marks a catalog written by a newer distributor (schema > 4).
+	ErrNewer = errors.New("catalog written by a newer distributor")
+)
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ValidDigest reports whether d has the form sha256:<64 lowercase hex>.
+func ValidDigest(d string) bool { return digestRE.MatchString(d) }
+
+// Catalog is the whole v4 document.
+type Catalog struct {
+	DistributorVersion string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	Outputs            []Output // sorted by Path, unique
+}
+
+// Source is the compact identity of the bundle that produced an output.
+type Source struct {
+	ID      string    `json:"id"`
+	Digest  string    `json:"digest"`
+	Created time.Time `json:"created"`
+}
+
+// Owner is the (pipeline, destination) pair that last wrote an output.
+type Owner struct {
+	PipelineID    string
+	DestinationID string
+}
+
+func (o Owner) String() string { return o.PipelineID + "/" + o.DestinationID }
+
+// Output is one managed output record.
+type Output struct {
+	Path          string
+	PipelineID    string
+	DestinationID string
+	Source        Source
+	Kind          string
+	SourcePath    string // generated outputs only
+	Transform     string // generated outputs only
+	SHA256        string
+	Size          int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	URL           string // only when links produce one
+}
+
+// Owner returns the record's owner.
+func (o Output) Owner() Owner { return Owner{o.PipelineID, o.DestinationID} }
+
+// SameContent reports whether two records agree on everything but their
+// timestamps: when true, nothing about the output changed.
+func (o Output) SameContent(p Output) bool {
+	return o.Path == p.Path && o.PipelineID == p.PipelineID && o.DestinationID == p.DestinationID &&
+		o.Source.ID == p.Source.ID && o.Source.Digest == p.Source.Digest && o.Source.Created.Equal(p.Source.Created) &&
+		o.Kind == p.Kind && o.SourcePath == p.SourcePath && o.Transform == p.Transform &&
+		o.SHA256 == p.SHA256 && o.Size == p.Size && o.URL == p.URL
+}
+
+// Lookup returns the record at path.
+func (c *Catalog) Lookup(path string) (Output, bool) {
+	i := sort.Search(len(c.Outputs), func(i int) bool { return c.Outputs[i].Path >= path })
+	if i < len(c.Outputs) && c.Outputs[i].Path == path {
+		return c.Outputs[i], true
+	}
+	return Output{}, false
+}
+
+// Index returns the records keyed by path.
+func (c *Catalog) Index() map[string]Output {
+	m := make(map[string]Output, len(c.Outputs))
+	for _, o := range c.Outputs {
+		m[o.Path] = o
+	}
+	return m
+}
+
+// Validate checks every rule of the v4 shape.
+func (c *Catalog) Validate() error {
+	if c.CreatedAt.IsZero() || c.UpdatedAt.IsZero() {
+		return fmt.Errorf("%w: created_at and updated_at are required", ErrInvalid)
+	}
+	seen := make(map[string]bool, len(c.Outputs))
+	for i, o := range c.Outputs {
+		if err := o.Validate(); err != nil {
+			return fmt.Errorf("%w: outputs[%d]: %v", ErrInvalid, i, err)
+		}
+		if seen[o.Path] {
+			return fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
+		}
+		seen[o.Path] = true
+	}
+	return nil
+}
+
+// Validate checks one record.
+func (o Output) Validate() error {
+	if err := ValidateOutputPath(o.Path); err != nil {
+		return err
+	}
+	switch {
+	case o.PipelineID == "":
+		return fmt.Errorf("%q: pipeline_id is required", o.Path)
+	case o.DestinationID == "":
+		return fmt.Errorf("%q: destination_id is required", o.Path)
+	case o.Source.ID == "":
+		return fmt.Errorf("%q: source.id is required", o.Path)
+	case !ValidDigest(o.Source.Digest):
+		return fmt.Errorf("%q: source.digest must be sha256:<64 lowercase hex>", o.Path)
+	case o.Source.Created.IsZero():
+		return fmt.Errorf("%q: source.created is required", o.Path)
+	case !ValidDigest(o.SHA256):
+		return fmt.Errorf("%q: sha256 must be sha256:<64 lowercase hex>", o.Path)
+	case o.Size < 0:
+		return fmt.Errorf("%q: size must not be negative", o.Path)
+	case o.CreatedAt.IsZero() || o.UpdatedAt.IsZero():
+		return fmt.Errorf("%q: created_at and updated_at are required", o.Path)
+	}
+	switch o.Kind {
+	case KindSource:
+		if o.SourcePath != "" || o.Transform != "" {
+			return fmt.Errorf("%q: a source output carries no source_path or transform", o.Path)
+		}
+	case KindGenerated:
+		if o.SourcePath == "" || o.Transform == "" {
+			return fmt.Errorf("%q: a generated output needs source_path and transform", o.Path)
+		}
+		if err := ValidatePath(o.SourcePath); err != nil {
+			return fmt.Errorf("%q: source_path: %v", o.Path, err)
+		}
+	default:
+		return fmt.Errorf("%q: kind must be %q or %q, not %q", o.Path, KindSource, KindGenerated, o.Kind)
+	}
+	return nil
+}
+
+// Sort orders outputs by path (the written order).
+func (c *Catalog) Sort() {
+	sort.Slice(c.Outputs, func(i, j int) bool { return c.Outputs[i].Path < c.Outputs[j].Path })
+}
+
+// --- wire format ---
+
+type wireState struct {
+	Mode *string `json:"mode"`
+}
+
+type wireSource struct {
+	ID      *string `json:"id"`
+	Digest  *string `json:"digest"`
+	Created *string `json:"created"`
+}
+
+type wireOutput struct {
+	Path          *string     `json:"path"`
+	PipelineID    *string     `json:"pipeline_id"`
+	DestinationID *string     `json:"destination_id"`
+	Source        *wireSource `json:"source"`
+	Kind          *string     `json:"kind"`
+	SourcePath    *string     `json:"source_path,omitempty"`
+	Transform     *string     `json:"transform,omitempty"`
+	SHA256        *string     `json:"sha256"`
+	Size          *int64      `json:"size"`
+	CreatedAt     *string     `json:"created_at"`
+	UpdatedAt     *string     `json:"updated_at"`
+	URL           *string     `json:"url,omitempty"`
+}
+
+type wireCatalog struct {
+	SchemaVersion      *int          `json:"schema_version"`
+	DistributorVersion *string       `json:"distributor_version,omitempty"`
+	CreatedAt          *string       `json:"created_at"`
+	UpdatedAt          *string       `json:"updated_at"`
+	State              *wireState    `json:"state"`
+	Outputs            *[]wireOutput `json:"outputs"`
+}
+
+// Parse reads a catalog file strictly. It returns:
+//   - (cat, false, nil) for a valid v4 catalog;
+//   - (nil, true, nil) for superseded legacy state (schema_version < 4);
+//   - an error wrapping ErrNewer for schema_version > 4;
+//   - an error wrapping ErrInvalid for anything else.
+func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
+	var head struct {
+		SchemaVersion *json.Number `json:"schema_version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, false, fmt.Errorf("%w: not a JSON object: %v", ErrInvalid, err)
+	}
+	if head.SchemaVersion == nil {
+		return nil, false, fmt.Errorf("%w: schema_version is missing", ErrInvalid)
+	}
+	v, err := head.SchemaVersion.Int64()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: schema_version %s is not an integer", ErrInvalid, head.SchemaVersion)
+	}
+	switch {
+	case v < SchemaVersion:
+		return nil, true, nil
+	case v > SchemaVersion:
+		return nil, false, fmt.Errorf("%w (schema_version %d; this one reads %d): upgrade distributor", ErrNewer, v, SchemaVersion)
+	}
+
+	var w wireCatalog
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return nil, false, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalid)
+	}
+	missing := func(field string) (*Catalog, bool, error) {
+		return nil, false, fmt.Errorf("%w: %s is required", ErrInvalid, field)
+	}
+	if w.CreatedAt == nil {
+		return missing("created_at")
+	}
+	if w.UpdatedAt == nil {
+		return missing("updated_at")
+	}
+	if w.State == nil || w.State.Mode == nil {
+		return missing("state.mode")
+	}
+	if *w.State.Mode != ModeCatalog {
+		return nil, false, fmt.Errorf("%w: state.mode is %q, want %q", ErrInvalid, *w.State.Mode, ModeCatalog)
+	}
+	if w.Outputs == nil {
+		return missing("outputs")
+	}
+	c := &Catalog{}
+	if w.DistributorVersion != nil {
+		c.DistributorVersion = *w.DistributorVersion
+	}
+	if c.CreatedAt, err = parseTime("created_at", *w.CreatedAt); err != nil {
+		return nil, false, err
+	}
+	if c.UpdatedAt, err = parseTime("updated_at", *w.UpdatedAt); err != nil {
+		return nil, false, err
+	}
+	c.Outputs = make([]Output, 0, len(*w.Outputs))
+	for i, wo := range *w.Outputs {
+		o, err := wo.decode()
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: outputs[%d]: %v", ErrInvalid, i, err)
+		}
+		c.Outputs = append(c.Outputs, o)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, false, err
+	}
+	c.Sort()
+	return c, false, nil
+}
+
+func (w wireOutput) decode() (Output, error) {
+	var o Output
+	req := []struct {
+		name string
+		p    *string
+		dst  *string
+	}{
+		{"path", w.Path, &o.Path},
+		{"pipeline_id", w.PipelineID, &o.PipelineID},
+		{"destination_id", w.DestinationID, &o.DestinationID},
+		{"kind", w.Kind, &o.Kind},
+		{"sha256", w.SHA256, &o.SHA256},
+	}
+	for _, r := range req {
+		if r.p == nil {
+			return o, fmt.Errorf("%s is required", r.name)
+		}
+		*r.dst = *r.p
+	}
+	if w.Source == nil || w.Source.ID == nil || w.Source.Digest == nil || w.Source.Created == nil {
+		return o, fmt.Errorf("%q: source with id, digest and created is required", o.Path)
+	}
+	if w.Size == nil {
+		return o, fmt.Errorf("%q: size is required", o.Path)
+	}
+	if w.CreatedAt == nil || w.UpdatedAt == nil {
+		return o, fmt.Errorf("%q: created_at and updated_at are required", o.Path)
+	}
+	o.Size = *w.Size
+	o.Source.ID = *w.Source.ID
+	o.Source.Digest = *w.Source.Digest
+	var err error
+	if o.Source.Created, err = parseTime("source.created", *w.Source.Created); err != nil {
+		return o, err
+	}
+	if o.CreatedAt, err = parseTime("created_at", *w.CreatedAt); err != nil {
+		return o, err
+	}
+	if o.UpdatedAt, err = parseTime("updated_at", *w.UpdatedAt); err != nil {
+		return o, err
+	}
+	// Present-but-empty optional fields are as wrong as misplaced ones.
+	for _, opt := range []struct {
+		name string
+		p    *string
+		dst  *string
+	}{{"source_path", w.SourcePath, &o.SourcePath}, {"transform", w.Transform, &o.Transform}, {"url", w.URL, &o.URL}} {
+		if opt.p == nil {
+			continue
+		}
+		if *opt.p == "" {
+			return o, fmt.Errorf("%q: %s is empty; omit it instead", o.Path, opt.name)
+		}
+		*opt.dst = *opt.p
+	}
+	return o, nil
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s %q is not an RFC3339 time", ErrInvalid, field, s)
+	}
+	return t.UTC(), nil
+}
+
+// FormatTime renders t as the catalog writes times: RFC3339, UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+type outSource struct {
+	ID      string `json:"id"`
+	Digest  string `json:"digest"`
+	Created string `json:"created"`
+}
+
+type outOutput struct {
+	Path          string    `json:"path"`
+	PipelineID    string    `json:"pipeline_id"`
+	DestinationID string    `json:"destination_id"`
+	Source        outSource `json:"source"`
+	Kind          string    `json:"kind"`
+	SourcePath    string    `json:"source_path,omitempty"`
+	Transform     string    `json:"transform,omitempty"`
+	SHA256        string    `json:"sha256"`
+	Size          int64     `json:"size"`
+	CreatedAt     string    `json:"created_at"`
+	UpdatedAt     string    `json:"updated_at"`
+	URL           string    `json:"url,omitempty"`
+}
+
+type outCatalog struct {
+	SchemaVersion      int         `json:"schema_version"`
+	DistributorVersion string      `json:"distributor_version,omitempty"`
+	CreatedAt          string      `json:"created_at"`
+	UpdatedAt          string      `json:"updated_at"`
+	State              outState    `json:"state"`
+	Outputs            []outOutput `json:"outputs"`
+}
+
+type outState struct {
+	Mode string `json:"mode"`
+}
+
+// Marshal writes the catalog deterministically: outputs sorted by path,
+// two-space indent, trailing newline, RFC3339 UTC times. It refuses to write
+// a catalog that would not read back as valid.
+func Marshal(c *Catalog) ([]byte, error) {
+	cp := *c
+	cp.Outputs = append([]Output(nil), c.Outputs...)
+	cp.Sort()
+	if err := cp.Validate(); err != nil {
+		return nil, err
+	}
+	w := outCatalog{
+		SchemaVersion:      SchemaVersion,
+		DistributorVersion: cp.DistributorVersion,
+		CreatedAt:          FormatTime(cp.CreatedAt),
+		UpdatedAt:          FormatTime(cp.UpdatedAt),
+		State:              outState{Mode: ModeCatalog},
+		Outputs:            make([]outOutput, 0, len(cp.Outputs)),
+	}
+	for _, o := range cp.Outputs {
+		w.Outputs = append(w.Outputs, outOutput{
+			Path: o.Path, PipelineID: o.PipelineID, DestinationID: o.DestinationID,
+			Source: outSource{ID: o.Source.ID, Digest: o.Source.Digest, Created: FormatTime(o.Source.Created)},
+			Kind:   o.Kind, SourcePath: o.SourcePath, Transform: o.Transform,
+			SHA256: o.SHA256, Size: o.Size,
+			CreatedAt: FormatTime(o.CreatedAt), UpdatedAt: FormatTime(o.UpdatedAt), URL: o.URL,
+		})
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

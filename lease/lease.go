@@ -1,0 +1,48 @@
+// Package lease serialises work on one destination root. A publication or a
+// maintenance command holds a lease on the root for its whole run. Two
+// implementations share one interface: a JetStream KV lease (serve) and a
+// lock object inside the root (direct mode: apply, prune, ...).
+package lease
+
+import (
+	"context"
+	"errors"
+
+	"github.com/distributor/distributor/storage"
+)
+
+var (
+	// ErrHeld: another live holder has the lease.
+	ErrHeld = errors.New("lease held by another live holder")
+	// ErrLost: the lease expired or could not be renewed; the holder must
+	// stop before its next mutation.
+	ErrLost = errors.New("lease lost")
+)
+
+// Root identifies a destination root for locking.
+type Root struct {
+	// Key is the root's canonical name ("file:///abs/dir/", "s3://bucket/prefix/").
+	// Several destination ids sharing one root share one Key.
+	Key string
+	// Store is the root itself (the direct-mode lock lives inside it).
+	Store storage.Backend
+}
+
+// Lease is one held lease.
+type Lease interface {
+	// Token is the fencing token: it increases with every new holder.
+	Token() string
+	// Err returns nil while the lease is held, ErrLost (wrapped) once it is
+	// not. Holders check it before every mutation.
+	Err() error
+	// Release gives the lease up; releasing a lost lease is not an error.
+	Release(ctx context.Context) error
+}
+
+// Locker hands out leases.
+type Locker interface {
+	// Acquire takes the root's lease, or fails with an error wrapping ErrHeld
+	// when another live holder has it. The lease is renewed in the
+	// background until Release or ctx ends.
+	Acquire(ctx context.Context, root Root) (Lease, error)
+}

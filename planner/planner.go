@@ -1,0 +1,316 @@
+// Package planner decides what a publication does to one destination root.
+// It is pure: desired outputs + catalog + storage facts + workflow + time in,
+// a plan and the next catalog out. No I/O, no clock.
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+)
+
+// Workflow is a destination's runtime policy.
+type Workflow string
+
+const (
+	// Replacement makes the owner's managed set equal the publication.
+	Replacement Workflow = "replacement"
+	// Additive writes the planned outputs and keeps everything else.
+	Additive Workflow = "additive"
+)
+
+// ParseWorkflow validates a configured workflow; "" means the default, additive.
+func ParseWorkflow(s string) (Workflow, error) {
+	switch Workflow(s) {
+	case "":
+		return Additive, nil
+	case Replacement, Additive:
+		return Workflow(s), nil
+	}
+	return "", fmt.Errorf("unknown workflow %q: use %q or %q", s, Replacement, Additive)
+}
+
+var (
+	// ErrEmptyReplacement refuses a replacement that desires nothing and would
+	// delete every record of its owner (almost always a broken producer).
+	ErrEmptyReplacement = errors.New("refused: replacement publication desires no outputs and would delete every output of its owner")
+	// ErrTooManyDeletes aborts a plan whose delete set exceeds max_deletes.
+	ErrTooManyDeletes = errors.New("refused: delete set exceeds max_deletes")
+	// ErrDuplicateOutput: two desired outputs map to one path.
+	ErrDuplicateOutput = errors.New("two outputs map to the same path")
+)
+
+// Desired is one output the publication wants at a path.
+type Desired struct {
+	Path string
+	// From is the bundle path whose bytes are copied (kind source) or
+	// transformed (kind generated).
+	From      string
+	Kind      string // catalog.KindSource or catalog.KindGenerated
+	Transform string // generated only
+	SHA256    string
+	Size      int64
+	URL       string
+}
+
+// Stored is what storage says about an object in the root.
+type Stored struct {
+	Size int64
+}
+
+// Input is everything a publication plan depends on.
+type Input struct {
+	Owner    catalog.Owner
+	Source   catalog.Source
+	Workflow Workflow
+	Desired  []Desired
+	// Catalog is the root's valid v4 catalog, or nil when there is none.
+	Catalog *catalog.Catalog
+	// Legacy is true when the root holds superseded (<v4) state.
+	Legacy bool
+	// Stored lists the objects in the root (reserved paths excluded). It
+	// must cover at least every desired path; for a legacy replacement it
+	// must list the whole root.
+	Stored map[string]Stored
+	Now    time.Time
+	// MaxDeletes > 0 aborts a plan that deletes more objects.
+	MaxDeletes int
+	// TakeOwnership adopts colliding unmanaged paths instead of blocking.
+	TakeOwnership bool
+	// DistributorVersion is written into the next catalog.
+	DistributorVersion string
+}
+
+// Action is what happens at one path.
+type Action string
+
+const (
+	Create    Action = "create"
+	Update    Action = "update"
+	Unchanged Action = "unchanged"
+	Delete    Action = "delete"
+	Collision Action = "collision"
+)
+
+// Item is the plan for one path.
+type Item struct {
+	Path   string
+	Action Action
+	// Write is true when the bytes must be (re)written.
+	Write bool
+	// Desired is set for create, update, unchanged and collision.
+	Desired *Desired
+	// Record is the record after the plan (create/update/unchanged) or the
+	// record being removed (delete).
+	Record catalog.Output
+	// Adopted marks a create that takes over unmanaged content (--take-ownership).
+	Adopted bool
+}
+
+// Plan is the outcome of Build.
+type Plan struct {
+	Owner    catalog.Owner
+	Workflow Workflow
+	Items    []Item // sorted by path
+	// Collisions are desired paths that exist in storage but not in the
+	// catalog. Any collision blocks the whole publication to the root.
+	Collisions []string
+	// Clear lists unmanaged paths a legacy replacement first run removes.
+	Clear []string
+	// Next is the catalog after the plan fully succeeds; nil when blocked.
+	Next *catalog.Catalog
+	// Changed is false when executing the plan would change nothing at all.
+	Changed bool
+}
+
+// Blocked reports whether collisions stop the publication.
+func (p *Plan) Blocked() bool { return len(p.Collisions) > 0 }
+
+// Count returns how many items have action a.
+func (p *Plan) Count(a Action) int {
+	n := 0
+	for _, it := range p.Items {
+		if it.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Writes returns the items whose bytes must be written.
+func (p *Plan) Writes() []Item {
+	var out []Item
+	for _, it := range p.Items {
+		if it.Write {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Deletes returns the managed paths to delete (records and bytes), plus the
+// legacy clear set, in path order.
+func (p *Plan) Deletes() []string {
+	var out []string
+	for _, it := range p.Items {
+		if it.Action == Delete {
+			out = append(out, it.Path)
+		}
+	}
+	out = append(out, p.Clear...)
+	sort.Strings(out)
+	return out
+}
+
+// Build plans one publication on one root.
+func Build(in Input) (Plan, error) {
+	p := Plan{Owner: in.Owner, Workflow: in.Workflow}
+	if in.Workflow != Replacement && in.Workflow != Additive {
+		return p, fmt.Errorf("unknown workflow %q", in.Workflow)
+	}
+	if in.Catalog != nil && in.Legacy {
+		return p, errors.New("planner: input has both a catalog and legacy state")
+	}
+	desired := make(map[string]*Desired, len(in.Desired))
+	for i := range in.Desired {
+		d := &in.Desired[i]
+		if err := catalog.ValidateOutputPath(d.Path); err != nil {
+			return p, err
+		}
+		if prev, dup := desired[d.Path]; dup {
+			return p, fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
+		}
+		desired[d.Path] = d
+	}
+
+	cur := in.Catalog
+	if cur == nil {
+		cur = &catalog.Catalog{}
+	}
+	records := cur.Index()
+
+	for _, path := range sortedKeys(desired) {
+		d := desired[path]
+		rec := record(in, d)
+		old, managed := records[path]
+		stored, exists := in.Stored[path]
+		switch {
+		case managed:
+			rec.CreatedAt = old.CreatedAt
+			write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size
+			if !write && rec.SameContent(old) {
+				p.Items = append(p.Items, Item{Path: path, Action: Unchanged, Desired: d, Record: old})
+				continue
+			}
+			p.Items = append(p.Items, Item{Path: path, Action: Update, Write: write, Desired: d, Record: rec})
+		case exists && !in.Legacy && !in.TakeOwnership:
+			p.Collisions = append(p.Collisions, path)
+			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d})
+		default:
+			p.Items = append(p.Items, Item{Path: path, Action: Create, Write: true, Desired: d, Record: rec,
+				Adopted: exists && !in.Legacy})
+		}
+	}
+
+	if in.Workflow == Replacement {
+		owned := 0
+		for _, old := range cur.Outputs {
+			if old.Owner() != in.Owner {
+				continue
+			}
+			owned++
+			if _, keep := desired[old.Path]; !keep {
+				p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
+			}
+		}
+		if len(desired) == 0 && owned > 0 {
+			return p, ErrEmptyReplacement
+		}
+		if in.Legacy {
+			for _, path := range sortedKeys(in.Stored) {
+				if _, keep := desired[path]; !keep && !catalog.IsReserved(path) {
+					p.Clear = append(p.Clear, path)
+				}
+			}
+		}
+	}
+	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Path < p.Items[j].Path })
+
+	if n := len(p.Deletes()); in.MaxDeletes > 0 && n > in.MaxDeletes {
+		return p, fmt.Errorf("%w: %d deletes, max_deletes is %d; nothing was deleted", ErrTooManyDeletes, n, in.MaxDeletes)
+	}
+	if p.Blocked() {
+		return p, nil
+	}
+	p.Next, p.Changed = next(in, cur, p.Items)
+	return p, nil
+}
+
+// record is the catalog record a desired output gets when written now.
+func record(in Input, d *Desired) catalog.Output {
+	o := catalog.Output{
+		Path: d.Path, PipelineID: in.Owner.PipelineID, DestinationID: in.Owner.DestinationID,
+		Source: in.Source, Kind: d.Kind, SHA256: d.SHA256, Size: d.Size, URL: d.URL,
+		CreatedAt: in.Now, UpdatedAt: in.Now,
+	}
+	if d.Kind == catalog.KindGenerated {
+		o.SourcePath, o.Transform = d.From, d.Transform
+	}
+	return o
+}
+
+func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool) {
+	n := &catalog.Catalog{
+		DistributorVersion: cur.DistributorVersion,
+		CreatedAt:          cur.CreatedAt,
+		UpdatedAt:          cur.UpdatedAt,
+	}
+	fresh := in.Catalog == nil // absent or legacy: a new v4 catalog
+	changed := fresh
+	byPath := make(map[string]Item, len(items))
+	for _, it := range items {
+		byPath[it.Path] = it
+		if it.Action != Unchanged {
+			changed = true
+		}
+	}
+	for _, old := range cur.Outputs {
+		if it, ok := byPath[old.Path]; ok {
+			if it.Action == Delete {
+				continue
+			}
+			n.Outputs = append(n.Outputs, it.Record)
+			delete(byPath, old.Path)
+			continue
+		}
+		n.Outputs = append(n.Outputs, old)
+	}
+	for _, it := range byPath {
+		if it.Action == Create {
+			n.Outputs = append(n.Outputs, it.Record)
+		}
+	}
+	n.Sort()
+	if fresh {
+		n.CreatedAt = in.Now
+	}
+	if changed {
+		n.UpdatedAt = in.Now
+		if in.DistributorVersion != "" {
+			n.DistributorVersion = in.DistributorVersion
+		}
+	}
+	return n, changed
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,72 @@
+// Package storage is the one small interface every destination backend
+// (local folder, S3 prefix) satisfies. Paths are root-relative and
+// '/'-separated; backends confine them to the root.
+package storage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+var (
+	// ErrNotExist: the object is not there.
+	ErrNotExist = errors.New("object does not exist")
+	// ErrConflict: a conditional write lost (the object changed since it was read).
+	ErrConflict = errors.New("object changed since it was read")
+	// ErrUnavailable wraps transient backend failures (network, throttling):
+	// the operation may succeed if tried again later.
+	ErrUnavailable = errors.New("storage unavailable")
+)
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Path    string
+	Size    int64
+	ModTime time.Time
+	// SHA256 is the digest recorded with the object by distributor
+	// ("sha256:<hex>"), when the backend keeps metadata; empty otherwise.
+	SHA256 string
+}
+
+// Version identifies one stored version of an object for compare-and-swap.
+// The zero Version means "no object".
+type Version string
+
+// PutOptions tune a write.
+type PutOptions struct {
+	// SHA256 of the bytes, stored as object metadata where supported.
+	SHA256 string
+	// ContentType, when known.
+	ContentType string
+}
+
+// Backend is a destination root (or a bundle location) on some storage.
+type Backend interface {
+	// Stat returns the object's info or an error wrapping ErrNotExist.
+	Stat(ctx context.Context, path string) (ObjectInfo, error)
+	// Open streams the object's bytes; ErrNotExist when missing.
+	Open(ctx context.Context, path string) (io.ReadCloser, error)
+	// Put writes r (size bytes, -1 if unknown) to path atomically: readers see
+	// the old object or the whole new one, never a part. A failed or cancelled
+	// Put leaves the old object (or nothing) at path.
+	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) error
+	// Delete removes the objects; missing ones are not an error.
+	Delete(ctx context.Context, paths ...string) error
+	// List calls fn for every object under prefix ("" for all), in path order,
+	// recursively. Folders are not objects.
+	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
+	// ReadVersion returns the object's bytes and version; a missing object
+	// returns (nil, "", nil).
+	ReadVersion(ctx context.Context, path string) ([]byte, Version, error)
+	// WriteIfVersion writes data only if the object's current version is
+	// want ("" = must not exist); otherwise it fails with ErrConflict. It
+	// returns the new version.
+	WriteIfVersion(ctx context.Context, path string, data []byte, want Version) (Version, error)
+	// DeleteIfVersion deletes the object only if its version is want;
+	// otherwise ErrConflict.
+	DeleteIfVersion(ctx context.Context, path string, want Version) error
+	// String names the root for messages (e.g. "/srv/x" or "s3://b/p/").
+	String() string
+}

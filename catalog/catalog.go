@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // SchemaVersion is the only catalog version this distributor writes.
@@ -112,10 +114,16 @@ func (c *Catalog) Validate() error {
 	if c.CreatedAt.IsZero() || c.UpdatedAt.IsZero() {
 		return fmt.Errorf("%w: created_at and updated_at are required", ErrInvalid)
 	}
+	if err := writableTimes(c.CreatedAt, c.UpdatedAt); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !utf8.ValidString(c.DistributorVersion) {
+		return fmt.Errorf("%w: distributor_version is not valid UTF-8", ErrInvalid)
+	}
 	seen := make(map[string]bool, len(c.Outputs))
 	for i, o := range c.Outputs {
 		if err := o.Validate(); err != nil {
-			return fmt.Errorf("%w: outputs[%d]: %v", ErrInvalid, i, err)
+			return fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
 		}
 		if seen[o.Path] {
 			return fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
@@ -148,6 +156,19 @@ func (o Output) Validate() error {
 	case o.CreatedAt.IsZero() || o.UpdatedAt.IsZero():
 		return fmt.Errorf("%q: created_at and updated_at are required", o.Path)
 	}
+	if err := writableTimes(o.Source.Created, o.CreatedAt, o.UpdatedAt); err != nil {
+		return fmt.Errorf("%q: %w", o.Path, err)
+	}
+	// JSON would silently turn invalid UTF-8 into U+FFFD: the record written
+	// would not be the record read back.
+	for _, f := range []struct{ name, v string }{
+		{"pipeline_id", o.PipelineID}, {"destination_id", o.DestinationID}, {"source.id", o.Source.ID},
+		{"transform", o.Transform}, {"url", o.URL},
+	} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%q: %s is not valid UTF-8", o.Path, f.name)
+		}
+	}
 	switch o.Kind {
 	case KindSource:
 		if o.SourcePath != "" || o.Transform != "" {
@@ -162,6 +183,18 @@ func (o Output) Validate() error {
 		}
 	default:
 		return fmt.Errorf("%q: kind must be %q or %q, not %q", o.Path, KindSource, KindGenerated, o.Kind)
+	}
+	return nil
+}
+
+// writableTimes rejects times whose UTC form RFC3339 cannot express (years
+// outside 0000-9999): written, they would never read back. A parsed time with
+// an offset can land there ("0000-01-01T00:00:00+01:00").
+func writableTimes(ts ...time.Time) error {
+	for _, t := range ts {
+		if y := t.UTC().Year(); y < 0 || y > 9999 {
+			return fmt.Errorf("time %s is outside years 0000-9999 in UTC", t.UTC().Format(time.RFC3339Nano))
+		}
 	}
 	return nil
 }
@@ -214,15 +247,16 @@ type wireCatalog struct {
 //   - an error wrapping ErrInvalid for anything else.
 func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
 	var head struct {
-		SchemaVersion *json.Number `json:"schema_version"`
+		SchemaVersion json.RawMessage `json:"schema_version"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, false, fmt.Errorf("%w: not a JSON object: %v", ErrInvalid, err)
 	}
-	if head.SchemaVersion == nil {
+	if head.SchemaVersion == nil || string(head.SchemaVersion) == "null" {
 		return nil, false, fmt.Errorf("%w: schema_version is missing", ErrInvalid)
 	}
-	v, err := head.SchemaVersion.Int64()
+	// A number, not a string that looks like one: "2" must not pass as legacy.
+	v, err := strconv.ParseInt(string(head.SchemaVersion), 10, 64)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: schema_version %s is not an integer", ErrInvalid, head.SchemaVersion)
 	}
@@ -262,13 +296,16 @@ func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
 	}
 	c := &Catalog{}
 	if w.DistributorVersion != nil {
+		if *w.DistributorVersion == "" {
+			return nil, false, fmt.Errorf("%w: distributor_version is empty; omit it instead", ErrInvalid)
+		}
 		c.DistributorVersion = *w.DistributorVersion
 	}
 	if c.CreatedAt, err = parseTime("created_at", *w.CreatedAt); err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.UpdatedAt, err = parseTime("updated_at", *w.UpdatedAt); err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	c.Outputs = make([]Output, 0, len(*w.Outputs))
 	for i, wo := range *w.Outputs {
@@ -318,13 +355,13 @@ func (w wireOutput) decode() (Output, error) {
 	o.Source.Digest = *w.Source.Digest
 	var err error
 	if o.Source.Created, err = parseTime("source.created", *w.Source.Created); err != nil {
-		return o, err
+		return o, fmt.Errorf("%q: %w", o.Path, err)
 	}
 	if o.CreatedAt, err = parseTime("created_at", *w.CreatedAt); err != nil {
-		return o, err
+		return o, fmt.Errorf("%q: %w", o.Path, err)
 	}
 	if o.UpdatedAt, err = parseTime("updated_at", *w.UpdatedAt); err != nil {
-		return o, err
+		return o, fmt.Errorf("%q: %w", o.Path, err)
 	}
 	// Present-but-empty optional fields are as wrong as misplaced ones.
 	for _, opt := range []struct {
@@ -346,7 +383,7 @@ func (w wireOutput) decode() (Output, error) {
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s %q is not an RFC3339 time", ErrInvalid, field, s)
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC3339 time", field, s)
 	}
 	return t.UTC(), nil
 }

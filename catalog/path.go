@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -38,7 +39,7 @@ func ValidatePath(p string) error {
 		return bad(`contains '\'; use '/' as the separator`)
 	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) { // C0, DEL and C1
 			return bad("contains a NUL or control character")
 		}
 	}
@@ -53,10 +54,12 @@ func ValidatePath(p string) error {
 	return nil
 }
 
-// IsReserved reports whether p is the catalog file or lies under the reserved
-// folder; such paths can never be outputs.
+// IsReserved reports whether p is the catalog file, the reserved folder, or
+// lies under either; such paths can never be outputs. The comparison ignores
+// case: on a case-insensitive file system ".Distributor.json" is the catalog.
 func IsReserved(p string) bool {
-	return p == FileName || p == ReservedDir || strings.HasPrefix(p, ReservedDir+"/")
+	first, _, _ := strings.Cut(p, "/")
+	return strings.EqualFold(first, FileName) || strings.EqualFold(first, ReservedDir)
 }
 
 // ValidateOutputPath is ValidatePath plus the reserved-name rule.

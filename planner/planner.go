@@ -140,8 +140,12 @@ func (p *Plan) Count(a Action) int {
 	return n
 }
 
-// Writes returns the items whose bytes must be written.
+// Writes returns the items whose bytes must be written; none when the plan
+// is blocked, so that no caller can half-execute a refused publication.
 func (p *Plan) Writes() []Item {
+	if p.Blocked() {
+		return nil
+	}
 	var out []Item
 	for _, it := range p.Items {
 		if it.Write {
@@ -152,8 +156,11 @@ func (p *Plan) Writes() []Item {
 }
 
 // Deletes returns the managed paths to delete (records and bytes), plus the
-// legacy clear set, in path order.
+// legacy clear set, in path order; none when the plan is blocked.
 func (p *Plan) Deletes() []string {
+	if p.Blocked() {
+		return nil
+	}
 	var out []string
 	for _, it := range p.Items {
 		if it.Action == Delete {
@@ -174,6 +181,12 @@ func Build(in Input) (Plan, error) {
 	if in.Catalog != nil && in.Legacy {
 		return p, errors.New("planner: input has both a catalog and legacy state")
 	}
+	if in.Owner.PipelineID == "" || in.Owner.DestinationID == "" {
+		return p, fmt.Errorf("planner: owner %q needs both a pipeline id and a destination id", in.Owner)
+	}
+	if in.Now.IsZero() {
+		return p, errors.New("planner: Now is required")
+	}
 	desired := make(map[string]*Desired, len(in.Desired))
 	for i := range in.Desired {
 		d := &in.Desired[i]
@@ -182,6 +195,11 @@ func Build(in Input) (Plan, error) {
 		}
 		if prev, dup := desired[d.Path]; dup {
 			return p, fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
+		}
+		// Refuse here what the next catalog could not hold (bad digest,
+		// kind, source identity), rather than failing after the writes.
+		if err := record(in, d).Validate(); err != nil {
+			return p, fmt.Errorf("planner: desired output %w", err)
 		}
 		desired[d.Path] = d
 	}
@@ -226,9 +244,6 @@ func Build(in Input) (Plan, error) {
 				p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
 			}
 		}
-		if len(desired) == 0 && owned > 0 {
-			return p, ErrEmptyReplacement
-		}
 		if in.Legacy {
 			for _, path := range sortedKeys(in.Stored) {
 				if _, keep := desired[path]; !keep && !catalog.IsReserved(path) {
@@ -236,10 +251,14 @@ func Build(in Input) (Plan, error) {
 				}
 			}
 		}
+		// An empty legacy replacement would clear the whole root: as broken.
+		if len(desired) == 0 && (owned > 0 || len(p.Clear) > 0) {
+			return p, ErrEmptyReplacement
+		}
 	}
 	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Path < p.Items[j].Path })
 
-	if n := len(p.Deletes()); in.MaxDeletes > 0 && n > in.MaxDeletes {
+	if n := p.Count(Delete) + len(p.Clear); in.MaxDeletes > 0 && n > in.MaxDeletes {
 		return p, fmt.Errorf("%w: %d deletes, max_deletes is %d; nothing was deleted", ErrTooManyDeletes, n, in.MaxDeletes)
 	}
 	if p.Blocked() {

@@ -1,0 +1,262 @@
+// Package bundle reads and writes source bundles: a folder or S3 prefix
+// holding manifest.json and the files it lists. Every byte read through a
+// Bundle is checked against the manifest.
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/distributor/distributor/catalog"
+)
+
+// ManifestName is the manifest's name at the top of a bundle.
+const ManifestName = "manifest.json"
+
+// SchemaVersion is the manifest schema this package reads and writes.
+const SchemaVersion = 1
+
+var (
+	// ErrInvalidManifest: manifest.json breaks the manifest rules.
+	ErrInvalidManifest = errors.New("invalid manifest")
+	// ErrDigestMismatch: manifest.json is not the one the event announced.
+	ErrDigestMismatch = errors.New("manifest digest does not match")
+	// ErrContentMismatch: a file's bytes differ from the manifest (size or sha256).
+	ErrContentMismatch = errors.New("file content does not match the manifest")
+	// ErrMissingFile: a file the manifest lists is not in the bundle.
+	ErrMissingFile = errors.New("file listed in the manifest is missing")
+	// ErrNoManifest: the location holds no manifest.json.
+	ErrNoManifest = errors.New("no manifest.json")
+	// ErrNotListed: a path asked for is not in the manifest.
+	ErrNotListed = errors.New("not listed in the manifest")
+)
+
+// File is one manifest entry.
+type File struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Manifest is the producer-to-distributor contract.
+type Manifest struct {
+	SchemaVersion int       `json:"schema_version"`
+	ID            string    `json:"id"`
+	Created       time.Time `json:"created"`
+	Files         []File    `json:"files"`
+}
+
+// Digest is the source digest of manifest bytes: "sha256:" + hex of exactly
+// these bytes.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// The wire form uses pointers so that a missing field is told apart from a
+// zero one.
+type wireFile struct {
+	Path   *string `json:"path"`
+	SHA256 *string `json:"sha256"`
+	Size   *int64  `json:"size"`
+}
+
+type wireManifest struct {
+	SchemaVersion *int        `json:"schema_version"`
+	ID            *string     `json:"id"`
+	Created       *string     `json:"created"`
+	Files         *[]wireFile `json:"files"`
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidManifest}, args...)...)
+}
+
+// ParseManifest reads manifest bytes strictly: unknown fields, a missing
+// field, another schema_version, an empty id, a created time that is not
+// RFC 3339, an invalid, reserved or duplicate path, a malformed sha256 or a
+// negative size make an error wrapping ErrInvalidManifest that names the
+// entry.
+func ParseManifest(data []byte) (Manifest, error) {
+	var w wireManifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Manifest{}, invalid("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Manifest{}, invalid("trailing data after the JSON object")
+	}
+	switch {
+	case w.SchemaVersion == nil:
+		return Manifest{}, invalid("schema_version is missing")
+	case *w.SchemaVersion != SchemaVersion:
+		return Manifest{}, invalid("schema_version %d is not supported (this distributor reads %d)", *w.SchemaVersion, SchemaVersion)
+	case w.ID == nil || strings.TrimSpace(*w.ID) == "":
+		return Manifest{}, invalid("id is missing or empty")
+	case w.Created == nil:
+		return Manifest{}, invalid("created is missing")
+	case w.Files == nil:
+		return Manifest{}, invalid("files is missing")
+	}
+	created, err := time.Parse(time.RFC3339Nano, *w.Created)
+	if err != nil {
+		return Manifest{}, invalid("created %q is not an RFC 3339 time (like 2026-06-19T12:00:00Z)", *w.Created)
+	}
+	m := Manifest{SchemaVersion: *w.SchemaVersion, ID: *w.ID, Created: created, Files: make([]File, 0, len(*w.Files))}
+	seen := make(map[string]int, len(*w.Files))
+	for i, wf := range *w.Files {
+		if wf.Path == nil {
+			return Manifest{}, invalid("files[%d]: path is missing", i)
+		}
+		f := File{Path: *wf.Path}
+		if err := checkFilePath(f.Path); err != nil {
+			return Manifest{}, fmt.Errorf("%w: files[%d]: %w", ErrInvalidManifest, i, err)
+		}
+		if j, dup := seen[f.Path]; dup {
+			return Manifest{}, invalid("files[%d] %q: duplicate path (also files[%d])", i, f.Path, j)
+		}
+		seen[f.Path] = i
+		switch {
+		case wf.SHA256 == nil:
+			return Manifest{}, invalid("files[%d] %q: sha256 is missing", i, f.Path)
+		case !catalog.ValidDigest(*wf.SHA256):
+			return Manifest{}, invalid("files[%d] %q: sha256 %q must be sha256:<64 lowercase hex>", i, f.Path, *wf.SHA256)
+		case wf.Size == nil:
+			return Manifest{}, invalid("files[%d] %q: size is missing", i, f.Path)
+		case *wf.Size < 0:
+			return Manifest{}, invalid("files[%d] %q: size %d is negative", i, f.Path, *wf.Size)
+		}
+		f.SHA256, f.Size = *wf.SHA256, *wf.Size
+		m.Files = append(m.Files, f)
+	}
+	return m, nil
+}
+
+// checkFilePath: an output-able path that is not the manifest itself.
+func checkFilePath(p string) error {
+	if err := catalog.ValidateOutputPath(p); err != nil {
+		return err
+	}
+	if p == ManifestName {
+		return fmt.Errorf("%w %q: the manifest cannot list itself", catalog.ErrBadPath, p)
+	}
+	return nil
+}
+
+// Marshal returns the manifest's deterministic bytes: fields in schema
+// order, two-space indent, created in UTC, trailing newline.
+func (m Manifest) Marshal() ([]byte, error) {
+	m.Created = m.Created.UTC()
+	if m.Files == nil {
+		m.Files = []File{}
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// Create writes dir/manifest.json listing every regular file under dir
+// (except manifest.json at the top), sorted by path, and returns it with its
+// exact bytes. Symlinks and other non-regular files are refused, as are paths
+// the manifest rules forbid. The manifest is replaced atomically. The same
+// tree, id and time always give the same bytes.
+func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, []byte, error) {
+	if strings.TrimSpace(id) == "" {
+		return Manifest{}, nil, errors.New("bundle create: the source id is empty: pass --id")
+	}
+	if created.IsZero() {
+		return Manifest{}, nil, errors.New("bundle create: the created time is zero")
+	}
+	m := Manifest{SchemaVersion: SchemaVersion, ID: id, Created: created.UTC(), Files: []File{}}
+	err := filepath.WalkDir(dir, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, name)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case rel == ".":
+			return nil
+		case rel == ManifestName:
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symlink: bundles hold regular files only; copy the target in", name)
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file (%s)", name, d.Type())
+		}
+		if err := checkFilePath(rel); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		f, err := hashFile(ctx, name)
+		if err != nil {
+			return err
+		}
+		f.Path = rel
+		m.Files = append(m.Files, f)
+		return nil
+	})
+	if err != nil {
+		return Manifest{}, nil, fmt.Errorf("bundle create %s: %w", dir, err)
+	}
+	// WalkDir orders by name per folder; the manifest orders whole paths.
+	slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	data, err := m.Marshal()
+	if err != nil {
+		return Manifest{}, nil, fmt.Errorf("bundle create %s: %w", dir, err)
+	}
+	if err := renameio.WriteFile(filepath.Join(dir, ManifestName), data, 0o644); err != nil {
+		return Manifest{}, nil, fmt.Errorf("bundle create %s: write %s: %w", dir, ManifestName, err)
+	}
+	return m, data, nil
+}
+
+func hashFile(ctx context.Context, name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return File{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, ctxReader{ctx, f})
+	if err != nil {
+		return File{}, fmt.Errorf("read %s: %w", name, err)
+	}
+	return File{SHA256: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

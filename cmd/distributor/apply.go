@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/stores"
+)
+
+// publishFlags are shared by plan and apply.
+type publishFlags struct {
+	pipeline      string
+	bundle        string
+	digest        string
+	destinations  []string
+	takeOwnership bool
+}
+
+func (f *publishFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.pipeline, "pipeline", "", "pipeline id (from the configuration)")
+	cmd.Flags().StringVar(&f.bundle, "bundle", "", "bundle location: a folder, file:///abs/path/ or s3://bucket/prefix/")
+	cmd.Flags().StringVar(&f.digest, "digest", "", "expected manifest digest (sha256:…); default: not checked")
+	cmd.Flags().StringSliceVar(&f.destinations, "destination", nil, "only these destinations of the pipeline (repeatable)")
+}
+
+func (f *publishFlags) request() (engine.Request, error) {
+	if err := requireFlag("pipeline", f.pipeline); err != nil {
+		return engine.Request{}, err
+	}
+	if err := requireFlag("bundle", f.bundle); err != nil {
+		return engine.Request{}, err
+	}
+	return engine.Request{PipelineID: f.pipeline, Bundle: f.bundle, ManifestDigest: f.digest,
+		Destinations: f.destinations, TakeOwnership: f.takeOwnership}, nil
+}
+
+// directLockTTL bounds how long a crashed direct-mode run blocks a root when
+// its holder cannot be checked (another host). The lock is renewed while held.
+const directLockTTL = 2 * time.Minute
+
+func (a *app) runner(cfg *config.Config) *engine.Runner {
+	host, _ := os.Hostname()
+	return &engine.Runner{
+		Engine: &engine.Engine{Version: version, Log: a.log},
+		Config: cfg,
+		Stores: stores.New(cfg),
+		Locker: lease.NewStorageLocker(fmt.Sprintf("distributor %s on %s pid %d", version, host, os.Getpid()), directLockTTL),
+	}
+}
+
+func (a *app) planCommand() *cobra.Command {
+	var f publishFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plan --pipeline P --bundle LOCATION [--destination D]",
+		Short: "Show what apply would do, changing nothing",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			r := a.runner(cfg)
+			return a.eachDestination(cmd.Context(), r, req, asJSON, r.Plan)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&f.takeOwnership, "take-ownership", false, "plan adopting colliding unmanaged paths")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plans as JSON")
+	return cmd
+}
+
+func (a *app) applyCommand() *cobra.Command {
+	var f publishFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "apply --pipeline P --bundle LOCATION [--destination D] [--take-ownership]",
+		Short: "Publish a bundle to the pipeline's destinations now, without NATS",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			r := a.runner(cfg)
+			return a.eachDestination(cmd.Context(), r, req, asJSON, r.Publish)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&f.takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths for this publication (named in the output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	return cmd
+}
+
+// eachDestination opens the bundle once and runs step for every destination,
+// printing each result. The first error decides the exit code.
+func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, asJSON bool, step func(context.Context, engine.Request, *bundle.Bundle, config.Destination) (engine.Result, error)) error {
+	dests, err := r.Destinations(req)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	b, err := r.OpenBundle(ctx, req)
+	if err != nil {
+		return err
+	}
+	var first error
+	var reports []resultJSON
+	for _, d := range dests {
+		res, err := step(ctx, req, b, d)
+		if asJSON {
+			reports = append(reports, toResultJSON(d, res, err))
+		} else {
+			a.printResult(d, res, err)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reports); err != nil {
+			return err
+		}
+	}
+	if first != nil && len(dests) > 1 {
+		return fmt.Errorf("not every destination succeeded: %w", first)
+	}
+	return first
+}
+
+func (a *app) printResult(d config.Destination, res engine.Result, err error) {
+	p := res.Plan
+	fmt.Fprintf(a.stdout, "%s (%s, %s)\n", d.ID, res.Root, d.Workflow)
+	if res.Recovered {
+		fmt.Fprintf(a.stdout, "  recovered an interrupted earlier run\n")
+	}
+	for _, it := range p.Items {
+		mark := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}[it.Action]
+		if it.Action == planner.Unchanged {
+			continue
+		}
+		note := ""
+		if it.Adopted {
+			note = " (adopted: --take-ownership)"
+		}
+		if it.Action == planner.Update && !it.Write {
+			note = " (record only)"
+		}
+		fmt.Fprintf(a.stdout, "  %s %s%s\n", mark, it.Path, note)
+	}
+	for _, c := range p.Clear {
+		fmt.Fprintf(a.stdout, "  - %s (legacy state: cleared)\n", c)
+	}
+	fmt.Fprintf(a.stdout, "  %d create, %d update, %d unchanged, %d delete, %d collision\n",
+		p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged), len(p.Deletes()), len(p.Collisions))
+	if err != nil {
+		fmt.Fprintf(a.stdout, "  error: %s\n", oneLine(err.Error()))
+	}
+}
+
+type resultJSON struct {
+	Destination string     `json:"destination"`
+	Root        string     `json:"root"`
+	Workflow    string     `json:"workflow"`
+	Changed     bool       `json:"changed"`
+	Items       []itemJSON `json:"items"`
+	Collisions  []string   `json:"collisions"`
+	Clear       []string   `json:"clear,omitempty"`
+	Recovered   bool       `json:"recovered,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+type itemJSON struct {
+	Path    string `json:"path"`
+	Action  string `json:"action"`
+	Write   bool   `json:"write"`
+	Adopted bool   `json:"adopted,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+	Size    int64  `json:"size"`
+	URL     string `json:"url,omitempty"`
+}
+
+func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON {
+	out := resultJSON{Destination: d.ID, Root: res.Root, Workflow: string(d.Workflow), Changed: res.Plan.Changed,
+		Items: []itemJSON{}, Collisions: res.Plan.Collisions, Clear: res.Plan.Clear, Recovered: res.Recovered}
+	if out.Collisions == nil {
+		out.Collisions = []string{}
+	}
+	for _, it := range res.Plan.Items {
+		j := itemJSON{Path: it.Path, Action: string(it.Action), Write: it.Write, Adopted: it.Adopted}
+		if it.Desired != nil {
+			j.SHA256, j.Size, j.URL = it.Desired.SHA256, it.Desired.Size, it.Desired.URL
+		} else {
+			j.SHA256, j.Size, j.URL = it.Record.SHA256, it.Record.Size, it.Record.URL
+		}
+		out.Items = append(out.Items, j)
+	}
+	if err != nil {
+		out.Error = oneLine(err.Error())
+	}
+	return out
+}

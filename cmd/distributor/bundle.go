@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/stores"
+)
+
+func (a *app) bundleCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "bundle", Short: "Create and verify source bundles", Args: noArgs}
+	cmd.AddCommand(a.bundleCreateCommand(), a.bundleVerifyCommand())
+	return cmd
+}
+
+func (a *app) bundleCreateCommand() *cobra.Command {
+	var id, created string
+	cmd := &cobra.Command{
+		Use:   "create DIR --id ID [--created RFC3339]",
+		Short: "Write DIR/manifest.json listing every file with its sha256 and size",
+		Args:  args(1, "one folder"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := requireFlag("id", id); err != nil {
+				return err
+			}
+			at := time.Now().UTC().Truncate(time.Second)
+			if created != "" {
+				t, err := time.Parse(time.RFC3339, created)
+				if err != nil {
+					return usageErr("--created %q is not an RFC3339 time (e.g. 2026-06-19T12:00:00Z)", created)
+				}
+				at = t.UTC()
+			}
+			m, data, err := bundle.Create(cmd.Context(), argv[0], id, at)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "wrote %s/%s: %d files, id %s, digest %s\n", argv[0], bundle.ManifestName, len(m.Files), m.ID, bundle.Digest(data))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&id, "id", "", "source id (e.g. weatherreporter.tomorrow)")
+	cmd.Flags().StringVar(&created, "created", "", "creation time (RFC3339; default now)")
+	return cmd
+}
+
+func (a *app) bundleVerifyCommand() *cobra.Command {
+	var digest string
+	cmd := &cobra.Command{
+		Use:   "verify LOCATION",
+		Short: "Re-hash every file of a bundle (folder, file:// or s3:// URL) against its manifest",
+		Args:  args(1, "one bundle location"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx := cmd.Context()
+			opener := stores.New(a.optionalConfig())
+			store, err := opener.Bundle(ctx, argv[0])
+			if err != nil {
+				return err
+			}
+			b, err := bundle.Open(ctx, store, argv[0], digest)
+			if err != nil {
+				return err
+			}
+			rep, err := b.Verify(ctx)
+			for _, p := range rep.Missing {
+				fmt.Fprintf(a.stdout, "missing   %s\n", p)
+			}
+			for _, p := range rep.Mismatched {
+				fmt.Fprintf(a.stdout, "damaged   %s\n", p)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "ok: %s (%s), %d files match %s\n", b.Manifest.ID, b.Digest, len(b.Manifest.Files), bundle.ManifestName)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&digest, "digest", "", "expected manifest digest (sha256:…)")
+	return cmd
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/natsserver"
+	"github.com/distributor/distributor/stores"
+)
+
+const demoConfig = `# distributor demo configuration (paths filled in at run time)
+pipelines:
+  - id: weatherreporter.daily
+    destinations: [latest-html, weather-archive]
+destinations:
+  - id: latest-html
+    backend: local
+    path: %[1]s/latest
+    workflow: additive
+    layout: {prefix: "{source_name}/"}
+    transforms:
+      - {name: markdown_to_html, match: "**/*.md", index: report.md}
+    links: {base_url: "https://reports.example.com/weather/", pretty: true}
+  - id: weather-archive
+    backend: local
+    path: %[1]s/archive
+    workflow: replacement
+    publish: {sources: true, html: false}
+`
+
+func (a *app) demoCommand() *cobra.Command {
+	var keep string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole flow on an embedded NATS server and temp folders, and show what happened",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir := keep
+			if dir == "" {
+				tmp, err := os.MkdirTemp("", "distributor-demo-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				dir = tmp
+			} else if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			return a.demo(cmd.Context(), dir)
+		},
+	}
+	cmd.Flags().StringVar(&keep, "keep", "", "work in this folder and keep it afterwards (default: a temp folder, removed)")
+	return cmd
+}
+
+func (a *app) demo(ctx context.Context, dir string) error {
+	out := a.stdout
+	step := func(format string, args ...any) { fmt.Fprintf(out, "\n==> "+format+"\n", args...) }
+	for _, d := range []string{"latest", "archive", "bundles"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	cfgText := fmt.Sprintf(demoConfig, dir)
+	cfg, err := config.Parse([]byte(cfgText), "demo.yaml")
+	if err != nil {
+		return fmt.Errorf("demo configuration: %w", err)
+	}
+	step("configuration: one pipeline, an additive and a replacement destination")
+	fmt.Fprint(out, indent(cfgText))
+
+	srv, err := natsserver.Start(ctx, natsserver.Options{StoreDir: filepath.Join(dir, "nats")})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, streams, err := setupStreams(ctx, nc, cfg)
+	if err != nil {
+		return err
+	}
+	runner := &engine.Runner{
+		Engine: &engine.Engine{Version: version, Log: a.log},
+		Config: cfg,
+		Stores: stores.New(cfg),
+		Locker: lease.NewKV(js, streams.Leases, holderName("demo"), serveLeaseTTL),
+	}
+	cons := consumer.New(js, streams.Subjects, runner, consumer.Options{Workers: 2, Log: a.log, BackOff: []time.Duration{200 * time.Millisecond}})
+	consCtx, stopConsumer := context.WithCancel(ctx)
+	consDone := make(chan error, 1)
+	go func() { consDone <- cons.Run(consCtx) }()
+	defer func() { stopConsumer(); <-consDone }()
+	step("embedded NATS JetStream server started; a consumer is waiting for bundle-ready events")
+
+	publish := func(name string, files map[string]string) (string, error) {
+		bdir := filepath.Join(dir, "bundles", name)
+		if err := os.MkdirAll(bdir, 0o755); err != nil {
+			return "", err
+		}
+		for p, content := range files {
+			fp := filepath.Join(bdir, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(fp, []byte(content), 0o644); err != nil {
+				return "", err
+			}
+		}
+		m, data, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", time.Now().UTC().Truncate(time.Second))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(out, "bundle %s: %d files, manifest digest %s\n", bdir, len(m.Files), bundle.Digest(data))
+		ev := events.BundleReady{PipelineID: "weatherreporter.daily", Bundle: bdir, ManifestDigest: bundle.Digest(data)}
+		err = a.announce(ctx, js, streams, ev, true, 2, 30*time.Second)
+		return bdir, err
+	}
+
+	step("bundle 1: a report and a forecast, announced with a bundle-ready event")
+	if _, err := publish("run-1", map[string]string{
+		"report.md":         "# Weather for tomorrow\n\nSunny, 24 °C. See the [forecast table](data/forecast.md).\n",
+		"data/forecast.md":  "# Forecast\n\n| hour | °C |\n|-----:|---:|\n| 09 | 18 |\n| 15 | 24 |\n",
+		"data/forecast.csv": "hour,celsius\n09,18\n15,24\n",
+	}); err != nil {
+		return err
+	}
+	a.demoCatalog(ctx, cfg, "latest-html")
+
+	step("bundle 2: the report changes, forecast.csv is gone, alerts.csv is new")
+	if _, err := publish("run-2", map[string]string{
+		"report.md":        "# Weather for tomorrow\n\nThunderstorms after 16:00. See the [forecast table](data/forecast.md).\n",
+		"data/forecast.md": "# Forecast\n\n| hour | °C |\n|-----:|---:|\n| 09 | 18 |\n| 15 | 24 |\n",
+		"data/alerts.csv":  "from,to,kind\n16:00,20:00,thunderstorm\n",
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "additive latest-html kept data/forecast.csv; replacement weather-archive deleted it:")
+	a.demoCatalog(ctx, cfg, "latest-html")
+	a.demoCatalog(ctx, cfg, "weather-archive")
+
+	step("someone copies a file by hand into latest-html at a path bundle 3 wants")
+	unmanaged := filepath.Join(dir, "latest", "tomorrow", "data", "radar.png")
+	if err := os.WriteFile(unmanaged, []byte("not distributor's"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s (unmanaged: not in the catalog)\n", unmanaged)
+	files3 := map[string]string{
+		"report.md":        "# Weather for tomorrow\n\nClearing up by evening.\n",
+		"data/forecast.md": "# Forecast\n\nNo change.\n",
+		"data/radar.png":   "PNG…",
+	}
+	if _, err := publish("run-3", files3); err == nil {
+		return fmt.Errorf("demo: expected a collision on %s", unmanaged)
+	}
+	fmt.Fprintln(out, "the collision blocked latest-html entirely (nothing written there); the archive was published")
+
+	step("the operator removes the stray file and replays the collision")
+	if err := os.Remove(unmanaged); err != nil {
+		return err
+	}
+	replayed := 0
+	err = readEvents(ctx, streams, eventFilter{types: []string{events.TypeCollision}}, false, func(r events.Result, _ jetstream.MsgMetadata) error {
+		if r.Original == nil {
+			return nil
+		}
+		ev := *r.Original
+		ev.ReplayOf, ev.ID, ev.ProducedAt = ev.ID, ev.ID+".replay.1", time.Time{}
+		ev.Destinations = []string{r.DestinationID}
+		replayed++
+		return a.announce(ctx, js, streams, ev, true, 1, 30*time.Second)
+	})
+	if err != nil {
+		return err
+	}
+	a.demoCatalog(ctx, cfg, "latest-html")
+
+	step("what is on disk")
+	for _, d := range []string{"latest", "archive"} {
+		_ = filepath.WalkDir(filepath.Join(dir, d), func(p string, e os.DirEntry, err error) error {
+			if err == nil && !e.IsDir() && !strings.Contains(p, "/.distributor/") {
+				rel, _ := filepath.Rel(dir, p)
+				fmt.Fprintf(out, "  %s\n", rel)
+			}
+			return nil
+		})
+	}
+	fmt.Fprintf(out, "\ndone: %d bundles published, 1 collision, %d replay. Try it with your own files:\n", 3, replayed)
+	fmt.Fprintln(out, "  distributor bundle create DIR --id my.source && distributor apply --config distributor.yaml --pipeline P --bundle DIR")
+	return nil
+}
+
+func (a *app) demoCatalog(ctx context.Context, cfg *config.Config, dest string) {
+	d, _ := cfg.Destination(dest)
+	root, err := stores.New(cfg).Destination(ctx, d)
+	if err != nil {
+		return
+	}
+	data, _, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil || data == nil {
+		return
+	}
+	cat, _, err := catalog.Parse(data)
+	if err != nil || cat == nil {
+		return
+	}
+	fmt.Fprintf(a.stdout, "catalog of %s (%s/%s):\n", dest, d.Path, catalog.FileName)
+	tw := tabwriter.NewWriter(a.stdout, 0, 2, 2, ' ', 0)
+	for _, o := range cat.Outputs {
+		extra := ""
+		if o.Kind == catalog.KindGenerated {
+			extra = "from " + o.SourcePath
+		}
+		if o.URL != "" {
+			extra = strings.TrimSpace(extra + " " + o.URL)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d B\t%s\t%s\n", o.Path, o.Kind, o.Size, catalog.FormatTime(o.UpdatedAt), extra)
+	}
+	_ = tw.Flush()
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}

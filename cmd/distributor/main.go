@@ -1,0 +1,88 @@
+// Command distributor publishes source bundles to destinations and keeps the
+// v4 catalog beside the outputs. One file per subcommand.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the CLI and returns the process exit code. Errors are one
+// line on stderr, never a stack trace.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	cmd := app.rootCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	fmt.Fprintf(stderr, "distributor: %s\n", oneLine(err.Error()))
+	return code
+}
+
+// Exit codes (DESIGN.md "CLI").
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitRefused = 3
+	exitDamaged = 4
+)
+
+// codeError carries an exit code through cobra.
+type codeError struct {
+	code int
+	err  error
+}
+
+func (e *codeError) Error() string { return e.err.Error() }
+func (e *codeError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &codeError{code: code, err: err}
+}
+
+func usageErr(format string, a ...any) error {
+	return withCode(exitUsage, fmt.Errorf(format, a...))
+}
+
+func exitCode(err error) int {
+	var ce *codeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	return classify(err)
+}
+
+func oneLine(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		if r == '\n' || r == '\r' {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}

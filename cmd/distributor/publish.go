@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/stores"
+)
+
+func (a *app) publishCommand() *cobra.Command {
+	var f publishFlags
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "publish --pipeline P --bundle LOCATION [--destination D] [--wait]",
+		Short: "Announce a bundle on NATS (bundle-ready); with --wait, print the result events",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			// The digest is computed here from the bundle itself, so that
+			// the event pins the exact manifest bytes.
+			store, err := stores.New(cfg).Bundle(ctx, req.Bundle)
+			if err != nil {
+				return err
+			}
+			b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+			if err != nil {
+				return err
+			}
+			nc, js, streams, err := a.jetStream(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ev := events.BundleReady{PipelineID: req.PipelineID, Bundle: req.Bundle, ManifestDigest: b.Digest, Destinations: req.Destinations}
+			expect := 1 // an unknown pipeline yields one failed event
+			if dests, err := (&engine.Runner{Config: cfg}).Destinations(req); err == nil {
+				expect = len(dests)
+			}
+			return a.announce(ctx, js, streams, ev, wait, expect, timeout)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit 0 (published), 3 (collision/refused) or 1 (failed)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	return cmd
+}
+
+// announce publishes ev and, with wait, prints the results for it.
+func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ev events.BundleReady, wait bool, expect int, timeout time.Duration) error {
+	start := time.Now().Add(-time.Second)
+	if ev.ID == "" {
+		ev.ID = events.NewEventID()
+	}
+	pub := events.NewPublisher(js, streams.Subjects)
+	seq, dup, err := pub.AnnounceBundle(ctx, ev)
+	if err != nil {
+		return err
+	}
+	note := ""
+	if dup {
+		note = " (duplicate: already announced)"
+	}
+	fmt.Fprintf(a.stdout, "announced %s: pipeline %s, bundle %s, seq %d%s\n", ev.ID, ev.PipelineID, ev.Bundle, seq, note)
+	if !wait {
+		return nil
+	}
+	results, err := waitResults(ctx, streams, ev, start, expect, timeout)
+	for _, r := range results {
+		printEvent(a.stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	return resultsErr(results)
+}
+
+// waitResults collects the result events of one bundle event.
+func waitResults(ctx context.Context, streams *events.Streams, ev events.BundleReady, since time.Time, expect int, timeout time.Duration) ([]events.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out []events.Result
+	seen := map[string]bool{}
+	errDone := errors.New("done")
+	err := readEvents(ctx, streams, eventFilter{pipeline: ev.PipelineID, since: since}, true, func(r events.Result, _ jetstream.MsgMetadata) error {
+		if r.BundleEventID != ev.ID || seen[r.DestinationID] {
+			return nil
+		}
+		seen[r.DestinationID] = true
+		out = append(out, r)
+		if len(out) >= expect || r.DestinationID == "" {
+			return errDone
+		}
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return out, nil
+	}
+	if err == nil && len(out) < expect {
+		return out, fmt.Errorf("timed out after %s waiting for results of %s (%d of %d): is `distributor serve` running?", timeout, ev.ID, len(out), expect)
+	}
+	return out, err
+}
+
+// resultsErr turns result events into the command's exit status.
+func resultsErr(results []events.Result) error {
+	code := exitOK
+	for _, r := range results {
+		switch r.Type {
+		case events.TypeCollision:
+			code = max(code, exitRefused)
+		case events.TypeFailed:
+			if r.Reason == events.ReasonInvalidCatalog || r.Reason == events.ReasonNewerCatalog || r.Reason == events.ReasonRefused {
+				code = max(code, exitRefused)
+			} else if code == exitOK {
+				code = exitFailed
+			}
+		}
+	}
+	if code == exitOK {
+		return nil
+	}
+	return withCode(code, errors.New("not every destination was published (see the events above)"))
+}

@@ -1,0 +1,443 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/planner"
+)
+
+// validate lists every problem in document order of the struct (nats, s3,
+// pipelines, destinations), each keyed by the field's structural path.
+func (c *Config) validate() []fieldErr {
+	var errs []fieldErr
+	add := func(key, format string, args ...any) {
+		errs = append(errs, fieldErr{key, fmt.Sprintf(format, args...)})
+	}
+
+	n := c.NATS
+	if n.URL != "" {
+		if msg := checkNATSURL(n.URL); msg != "" {
+			add("nats.url", "nats.url %q: %s", n.URL, msg)
+		}
+	}
+	if _, port, err := net.SplitHostPort(n.Listen); err != nil || !validPort(port) {
+		add("nats.listen", "nats.listen %q must be host:port, e.g. %q", n.Listen, DefaultListen)
+	}
+	if n.StoreDir == "" {
+		add("nats.store_dir", "nats.store_dir is empty: set a folder for the embedded server's data, e.g. %q", DefaultStoreDir)
+	}
+	if msg := checkSubjectPrefix(n.SubjectPrefix); msg != "" {
+		add("nats.subject_prefix", "nats.subject_prefix %q: %s", n.SubjectPrefix, msg)
+	}
+	if n.Password != "" && n.User == "" {
+		add("nats.password", "nats.password is set without nats.user: set both or neither")
+	}
+	if (n.TLS.Cert == "") != (n.TLS.Key == "") {
+		add("nats.tls", "nats.tls needs both cert and key for a client certificate, or neither")
+	}
+	if n.BundleMaxAge < 0 {
+		add("nats.bundle_max_age", "nats.bundle_max_age must not be negative (0 = no limit)")
+	}
+	if n.EventMaxAge < 0 {
+		add("nats.event_max_age", "nats.event_max_age must not be negative (0 = no limit)")
+	}
+	if c.S3.Endpoint != "" {
+		if msg := checkEndpoint(c.S3.Endpoint); msg != "" {
+			add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)
+		}
+	}
+
+	dests := map[string]int{}
+	for i, d := range c.Destinations {
+		if _, dup := dests[d.ID]; !dup && d.ID != "" {
+			dests[d.ID] = i
+		}
+	}
+
+	pipes := map[string]int{}
+	for i, p := range c.Pipelines {
+		k := "pipelines[" + strconv.Itoa(i) + "]"
+		lbl := label("pipelines", i, p.ID)
+		switch {
+		case p.ID == "":
+			add(k+".id", "%s: id is missing: set the producer's pipeline id, e.g. \"weatherreporter.daily\"", lbl)
+		case checkID(p.ID) != "":
+			add(k+".id", "%s: id %q %s", lbl, p.ID, checkID(p.ID))
+		case strings.HasPrefix(p.ID, ".") || strings.HasSuffix(p.ID, ".") || strings.Contains(p.ID, ".."):
+			add(k+".id", "%s: id %q must not start or end with '.' or contain \"..\" (it becomes NATS subject tokens)", lbl, p.ID)
+		default:
+			if j, dup := pipes[p.ID]; dup {
+				add(k+".id", "%s: duplicate pipeline id %q (also pipelines[%d]): ids must be unique", lbl, p.ID, j)
+			} else {
+				pipes[p.ID] = i
+			}
+		}
+		if len(p.Destinations) == 0 {
+			add(k+".destinations", "%s: no destinations: list at least one destination id under destinations", lbl)
+		}
+		seen := map[string]bool{}
+		for j, id := range p.Destinations {
+			dk := k + ".destinations[" + strconv.Itoa(j) + "]"
+			if _, ok := dests[id]; !ok {
+				add(dk, "%s: unknown destination %q: define it under destinations or remove it", lbl, id)
+			} else if seen[id] {
+				add(dk, "%s: destination %q is listed twice: remove one", lbl, id)
+			}
+			seen[id] = true
+		}
+	}
+
+	type root struct {
+		key string
+		i   int
+	}
+	var roots []root
+	for i, d := range c.Destinations {
+		errs = append(errs, d.validate(i)...)
+		k := "destinations[" + strconv.Itoa(i) + "]"
+		lbl := label("destinations", i, d.ID)
+		if j := dests[d.ID]; d.ID != "" && j != i {
+			add(k+".id", "%s: duplicate destination id %q (also destinations[%d]): ids must be unique", lbl, d.ID, j)
+		}
+		if !d.hasRoot() {
+			continue
+		}
+		// Roots must be equal (shared) or disjoint: a root inside another
+		// would be unmanaged content, and its catalog a file, of the outer one.
+		rk := d.RootKey()
+		for _, o := range roots {
+			inner, outer := rk, o.key
+			if len(outer) > len(inner) {
+				inner, outer = outer, inner
+			}
+			if inner != outer && strings.HasPrefix(inner, outer) {
+				add(k+".path", "%s: root %s is nested with the root of %s (%s): destination roots must be the same or not nested",
+					lbl, rk, label("destinations", o.i, c.Destinations[o.i].ID), o.key)
+				break
+			}
+		}
+		roots = append(roots, root{rk, i})
+	}
+	return errs
+}
+
+// hasRoot reports whether d names a root well enough to compare it.
+func (d Destination) hasRoot() bool {
+	switch d.Backend {
+	case BackendLocal:
+		return d.Path != ""
+	case BackendS3:
+		return d.Bucket != "" && checkS3Prefix(d.Path) == ""
+	}
+	return false
+}
+
+func (d Destination) validate(i int) []fieldErr {
+	var errs []fieldErr
+	k := "destinations[" + strconv.Itoa(i) + "]"
+	lbl := label("destinations", i, d.ID)
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fieldErr{join(k, field), lbl + ": " + fmt.Sprintf(format, args...)})
+	}
+
+	switch {
+	case d.ID == "":
+		add("id", "id is missing: give the destination a unique id, e.g. \"latest-html\"")
+	case checkID(d.ID) != "":
+		add("id", "id %q %s", d.ID, checkID(d.ID))
+	case strings.Contains(d.ID, "."):
+		add("id", "id %q must not contain '.' (it is one NATS subject token); use '-' or '_'", d.ID)
+	}
+
+	switch d.Backend {
+	case BackendLocal:
+		if d.Path == "" {
+			add("path", "local destination needs path: the folder to publish into")
+		}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"bucket", d.Bucket != ""}, {"region", d.Region != ""}, {"endpoint", d.Endpoint != ""}, {"path_style", d.PathStyle}} {
+			if f.set {
+				add(f.name, "%s is only for s3 destinations: remove it or set backend: s3", f.name)
+			}
+		}
+	case BackendS3:
+		switch {
+		case d.Bucket == "":
+			add("bucket", "s3 destination needs bucket")
+		case strings.ContainsAny(d.Bucket, "/ \\") || strings.Contains(d.Bucket, "://"):
+			add("bucket", "bucket %q must be a bare bucket name; put the key prefix in path", d.Bucket)
+		}
+		if msg := checkS3Prefix(d.Path); msg != "" {
+			add("path", "path %q %s", d.Path, msg)
+		}
+		if d.Endpoint != "" {
+			if msg := checkEndpoint(d.Endpoint); msg != "" {
+				add("endpoint", "endpoint %q: %s", d.Endpoint, msg)
+			}
+		}
+	case "":
+		add("backend", `backend is missing: use "local" or "s3"`)
+	default:
+		add("backend", "unknown backend %q: use \"local\" or \"s3\"", d.Backend)
+	}
+
+	if d.Workflow == "" {
+		add("workflow", "workflow is missing: use %q or %q", planner.Replacement, planner.Additive)
+	} else if _, err := planner.ParseWorkflow(string(d.Workflow)); err != nil {
+		add("workflow", "%v", err)
+	}
+
+	if msg := checkLayout(d.Layout.Prefix); msg != "" {
+		add("layout.prefix", "layout.prefix %q: %s", d.Layout.Prefix, msg)
+	}
+
+	for j, g := range d.Publish.Include {
+		if !doublestar.ValidatePattern(g) {
+			add("publish.include["+strconv.Itoa(j)+"]", "publish.include %q is not a valid glob (check brackets and braces)", g)
+		}
+	}
+	for j, g := range d.Publish.Exclude {
+		if !doublestar.ValidatePattern(g) {
+			add("publish.exclude["+strconv.Itoa(j)+"]", "publish.exclude %q is not a valid glob (check brackets and braces)", g)
+		}
+	}
+
+	for j, t := range d.Transforms {
+		tk := "transforms[" + strconv.Itoa(j) + "]"
+		switch t.Name {
+		case MarkdownToHTML:
+		case "":
+			add(tk+".name", "%s.name is missing: use %q", tk, MarkdownToHTML)
+			continue
+		default:
+			add(tk+".name", "%s: unknown transform %q: use %q", tk, t.Name, MarkdownToHTML)
+			continue
+		}
+		if t.Match == "" || !doublestar.ValidatePattern(t.Match) {
+			add(tk+".match", "%s.match %q is not a valid glob, e.g. %q", tk, t.Match, DefaultMarkdownMatch)
+			continue
+		}
+		if t.Index != "" {
+			if err := catalog.ValidatePath(t.Index); err != nil {
+				add(tk+".index", "%s.index: %v", tk, err)
+			} else if ok, _ := doublestar.Match(t.Match, t.Index); !ok {
+				add(tk+".index", "%s.index %q does not match %s.match %q, so it would never be rendered", tk, t.Index, tk, t.Match)
+			}
+		}
+	}
+
+	if d.Links.BaseURL != "" {
+		if msg := checkBaseURL(d.Links.BaseURL); msg != "" {
+			add("links.base_url", "links.base_url %q %s", d.Links.BaseURL, msg)
+		}
+	}
+	if d.Retention.MaxAge < 0 {
+		add("retention.max_age", "retention.max_age must not be negative (0 = prune needs --older-than)")
+	}
+	if d.MaxDeletes < 0 {
+		add("max_deletes", "max_deletes must be 0 (no limit) or more, got %d", d.MaxDeletes)
+	}
+	return errs
+}
+
+// checkID allows letters, digits, '.', '_' and '-'.
+func checkID(id string) string {
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Sprintf("has %q: ids may use only letters, digits, '.', '_' and '-'", r)
+		}
+	}
+	return ""
+}
+
+// checkSubjectPrefix: the prefix also names streams and KV buckets, which
+// allow only letters, digits, '_' and '-'.
+func checkSubjectPrefix(s string) string {
+	if s == "" {
+		return "is empty: use letters, digits, '_' or '-', e.g. \"distributor\""
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Sprintf("has %q: use only letters, digits, '_' and '-' (it also names streams and buckets)", r)
+		}
+	}
+	return ""
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+// checkNATSURL checks each comma-separated server URL.
+func checkNATSURL(s string) string {
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return "has an empty server entry"
+		}
+		if !strings.Contains(part, "://") {
+			if _, port, err := net.SplitHostPort(part); err != nil || !validPort(port) {
+				return fmt.Sprintf("server %q must be a URL like nats://host:4222", part)
+			}
+			continue
+		}
+		u, err := url.Parse(part)
+		if err != nil || u.Host == "" {
+			return fmt.Sprintf("server %q must be a URL like nats://host:4222", part)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Sprintf("server %q has scheme %q: use nats://, tls://, ws:// or wss://", part, u.Scheme)
+		}
+	}
+	return ""
+}
+
+func checkEndpoint(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an http(s) URL like https://s3.example.com"
+	}
+	return ""
+}
+
+func checkBaseURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return "must be an absolute http(s) URL like \"https://reports.example.com/weather/\""
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return "must not have a query or fragment: output paths are appended to it"
+	case !strings.HasSuffix(u.Path, "/") && u.Path != "":
+		return "must end in \"/\""
+	case u.Path == "" && !strings.HasSuffix(s, "/"):
+		return "must end in \"/\""
+	}
+	return ""
+}
+
+// checkS3Prefix: "" (bucket root) or a relative key prefix ending in "/".
+func checkS3Prefix(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case strings.HasPrefix(p, "/"):
+		return "must not start with \"/\": it is a key prefix inside the bucket (\"\" = bucket root)"
+	case !strings.HasSuffix(p, "/"):
+		return "must end in \"/\""
+	}
+	if err := catalog.ValidateOutputPath(strings.TrimSuffix(p, "/")); err != nil {
+		return "is not a clean key prefix: " + err.Error()
+	}
+	return ""
+}
+
+// placeholders are the layout template's variables.
+var placeholders = []string{"source_id", "source_name", "pipeline_id"}
+
+// expand substitutes {name} placeholders in tmpl.
+func expand(tmpl string, vals map[string]string) (string, error) {
+	var b strings.Builder
+	for s := tmpl; s != ""; {
+		i := strings.IndexAny(s, "{}")
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i])
+		if s[i] == '}' {
+			return "", fmt.Errorf("has an unmatched \"}\"")
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return "", fmt.Errorf("has an unclosed \"{\"")
+		}
+		name := s[i+1 : i+j]
+		v, ok := vals[name]
+		if !ok {
+			return "", fmt.Errorf("unknown placeholder {%s}: use {source_id}, {source_name} or {pipeline_id}", name)
+		}
+		b.WriteString(v)
+		s = s[i+j+1:]
+	}
+	return b.String(), nil
+}
+
+// checkPrefix: "" or a relative, non-reserved path prefix (a trailing "/"
+// is added by normalisePrefix).
+func checkPrefix(p string) error {
+	if p == "" {
+		return nil
+	}
+	return catalog.ValidateOutputPath(strings.TrimSuffix(p, "/"))
+}
+
+func normalisePrefix(p string) string {
+	if p != "" && !strings.HasSuffix(p, "/") {
+		return p + "/"
+	}
+	return p
+}
+
+func checkLayout(tmpl string) string {
+	sample := map[string]string{"source_id": "producer.name", "source_name": "name", "pipeline_id": "pipeline.id"}
+	p, err := expand(tmpl, sample)
+	if err != nil {
+		return err.Error()
+	}
+	if strings.HasPrefix(p, "/") {
+		return "must not start with \"/\": it is relative to the destination root (\"\" = the root itself)"
+	}
+	if err := checkPrefix(p); err != nil {
+		return "is not a relative folder prefix: " + err.Error()
+	}
+	return ""
+}
+
+// RootKey is the canonical identity of the destination's root: local
+// "file://" + absolute clean path + "/", s3 "s3://" + bucket + "/" + prefix.
+// Destinations with the same root have the same key (and share one lease).
+func (d Destination) RootKey() string {
+	switch d.Backend {
+	case BackendLocal:
+		p := d.Path
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		p = filepath.ToSlash(filepath.Clean(p))
+		if !strings.HasSuffix(p, "/") {
+			p += "/"
+		}
+		return "file://" + p
+	case BackendS3:
+		return "s3://" + d.Bucket + "/" + normalisePrefix(d.Path)
+	}
+	return d.Backend + "://" + d.Path
+}
+
+// Prefix expands the layout prefix for one source: "" (outputs at the root)
+// or a valid relative folder prefix ending in "/". {source_name} is the last
+// '.'-separated part of the source id.
+func (d Destination) Prefix(sourceID, pipelineID string) (string, error) {
+	name := sourceID[strings.LastIndexByte(sourceID, '.')+1:]
+	p, err := expand(d.Layout.Prefix, map[string]string{"source_id": sourceID, "source_name": name, "pipeline_id": pipelineID})
+	if err != nil {
+		return "", fmt.Errorf("destination %q: layout.prefix %q: %w", d.ID, d.Layout.Prefix, err)
+	}
+	if err := checkPrefix(p); err != nil {
+		return "", fmt.Errorf("destination %q: layout.prefix %q gives %q for source %q: %w", d.ID, d.Layout.Prefix, p, sourceID, err)
+	}
+	return normalisePrefix(p), nil
+}

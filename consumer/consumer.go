@@ -1,0 +1,371 @@
+// Package consumer is the JetStream pull loop of `distributor serve`: it
+// decodes bundle-ready events, publishes each destination under its root's
+// lease through the engine, reports one result event per destination, and
+// acks, naks with back-off, or terminates the message.
+//
+// Every serve process shares one durable consumer. Errors are split in two:
+// transient ones (storage or lease unavailable, a lease held by another live
+// holder, a lost catalog race) are retried with a delay; bad input (an
+// undecodable event, an unknown pipeline, a missing bundle, a digest
+// mismatch, an invalid catalog, a collision, a refused plan) gets exactly one
+// result event and is terminated, never retried. The last allowed delivery
+// of a transient failure reports `failed` with reason `max_deliveries`.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// Options tune the consumer. Zero values take the defaults.
+type Options struct {
+	// Workers is how many bundle events are processed at once (default 4).
+	Workers int
+	// MaxDeliver bounds deliveries of one event (default 5).
+	MaxDeliver int
+	// BackOff is the redelivery delay after attempt n (default 1s, 5s, 15s,
+	// 30s, 60s); the last entry repeats.
+	BackOff []time.Duration
+	// AckWait is how long the server waits for an ack before redelivering
+	// (default 30s); heartbeats extend it while work runs.
+	AckWait time.Duration
+	// Heartbeat is the InProgress interval (default AckWait/3).
+	Heartbeat time.Duration
+	// ShutdownTimeout bounds how long in-flight work may finish after the
+	// context is cancelled (default 30s); then it is abandoned (nak) and the
+	// leases are released.
+	ShutdownTimeout time.Duration
+	Log             zerolog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.MaxDeliver <= 0 {
+		o.MaxDeliver = 5
+	}
+	if len(o.BackOff) == 0 {
+		o.BackOff = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute}
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = o.AckWait / 3
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	return o
+}
+
+// Consumer processes bundle-ready events.
+type Consumer struct {
+	js        jetstream.JetStream
+	subjects  events.Subjects
+	runner    *engine.Runner
+	publisher *events.Publisher
+	opts      Options
+}
+
+// New returns a consumer. Streams must exist (events.Setup).
+func New(js jetstream.JetStream, subjects events.Subjects, runner *engine.Runner, opts Options) *Consumer {
+	return &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects), opts: opts.withDefaults()}
+}
+
+// Durable creates or updates the shared durable pull consumer.
+func (c *Consumer) Durable(ctx context.Context) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
+		Durable:       c.subjects.Durable(),
+		Description:   "distributor serve: publishes bundle-ready events",
+		FilterSubject: c.subjects.BundleReadyFilter(""),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.opts.AckWait,
+		MaxDeliver:    c.opts.MaxDeliver,
+		MaxAckPending: 1000,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.subjects.BundlesStream(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s on %s: %w", cfg.Durable, c.subjects.BundlesStream(), err)
+	}
+	return cons, nil
+}
+
+// Run consumes until ctx is cancelled, then stops fetching, lets in-flight
+// work finish within ShutdownTimeout and returns.
+func (c *Consumer) Run(ctx context.Context) error {
+	cons, err := c.Durable(ctx)
+	if err != nil {
+		return err
+	}
+	// Work runs on its own context so that a shutdown lets it finish; it is
+	// cancelled only when ShutdownTimeout passes.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	sem := make(chan struct{}, c.opts.Workers)
+	var wg sync.WaitGroup
+	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
+	// they wait (see shared/notes/nats-jetstream.md).
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c.Handle(workCtx, msg)
+		}()
+	}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		c.opts.Log.Debug().Err(err).Msg("consume")
+	}))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Msg("consuming bundle-ready events")
+	<-ctx.Done()
+	cc.Stop()
+	<-cc.Closed()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.opts.ShutdownTimeout):
+		c.opts.Log.Warn().Dur("timeout", c.opts.ShutdownTimeout).Msg("abandoning in-flight work")
+		cancelWork()
+		<-done
+	}
+	return nil
+}
+
+// outcome is what happened to one destination of an event.
+type outcome struct {
+	dest      string
+	result    engine.Result
+	err       error
+	transient bool
+}
+
+// Handle processes one message to its end: ack, nak with delay or term.
+func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
+	log := c.opts.Log
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	last := attempt >= c.opts.MaxDeliver
+
+	ev, err := events.DecodeBundleReady(msg.Data())
+	if err != nil {
+		log.Warn().Err(err).Str("subject", msg.Subject()).Msg("undecodable bundle-ready event")
+		c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt})
+		_ = msg.TermWithReason("invalid event")
+		return
+	}
+	log = log.With().Str("event", ev.ID).Str("pipeline", ev.PipelineID).Int("attempt", attempt).Logger()
+
+	stopBeat := heartbeat(msg, c.opts.Heartbeat)
+	defer stopBeat()
+
+	outs := c.process(ctx, ev)
+	retry := false
+	for _, o := range outs {
+		if o.transient && !last && ctx.Err() == nil {
+			retry = true
+			log.Info().Err(o.err).Str("destination", o.dest).Msg("transient failure; will retry")
+			continue
+		}
+		r := c.resultFor(ev, o, attempt, last)
+		c.publish(ctx, r)
+		log.Info().Str("destination", o.dest).Str("type", r.Type).Str("reason", r.Reason).Msg("result")
+	}
+	stopBeat()
+	if retry {
+		_ = msg.NakWithDelay(c.backoff(attempt))
+		return
+	}
+	if ctx.Err() != nil {
+		_ = msg.NakWithDelay(c.backoff(attempt)) // abandoned at shutdown
+		return
+	}
+	_ = msg.Ack()
+}
+
+func (c *Consumer) backoff(attempt int) time.Duration {
+	i := attempt - 1
+	if i >= len(c.opts.BackOff) {
+		i = len(c.opts.BackOff) - 1
+	}
+	return c.opts.BackOff[i]
+}
+
+// process runs every destination of the event, concurrently; each under its
+// own root lease. Destinations sharing a root serialise on that lease.
+func (c *Consumer) process(ctx context.Context, ev events.BundleReady) []outcome {
+	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
+		Destinations: ev.Destinations, BundleEventID: ev.ID}
+	dests, err := c.runner.Destinations(req)
+	if err != nil {
+		return []outcome{{dest: "", err: err}}
+	}
+	b, err := c.runner.OpenBundle(ctx, req)
+	if err != nil {
+		outs := make([]outcome, len(dests))
+		for i, d := range dests {
+			outs[i] = outcome{dest: d.ID, err: err, transient: isTransient(err)}
+		}
+		return outs
+	}
+	outs := make([]outcome, len(dests))
+	var wg sync.WaitGroup
+	for i, d := range dests {
+		wg.Add(1)
+		go func(i int, d config.Destination) {
+			defer wg.Done()
+			res, err := c.runner.Publish(ctx, req, b, d)
+			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: err != nil && isTransient(err)}
+		}(i, d)
+	}
+	wg.Wait()
+	return outs
+}
+
+// isTransient reports whether a retry may succeed.
+func isTransient(err error) bool {
+	switch {
+	case errors.Is(err, storage.ErrUnavailable),
+		errors.Is(err, lease.ErrHeld),
+		errors.Is(err, lease.ErrLost),
+		errors.Is(err, engine.ErrCatalogRace),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled):
+		return true
+	}
+	return false
+}
+
+// reason maps a terminal error to its reason code.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrUnknownPipeline):
+		return events.ReasonUnknownPipeline
+	case errors.Is(err, engine.ErrUnknownDestination):
+		return events.ReasonUnknownDestination
+	case errors.Is(err, bundle.ErrDigestMismatch):
+		return events.ReasonDigestMismatch
+	case errors.Is(err, bundle.ErrContentMismatch):
+		return events.ReasonContentMismatch
+	case errors.Is(err, bundle.ErrNoManifest), errors.Is(err, bundle.ErrMissingFile), errors.Is(err, storage.ErrNotExist):
+		return events.ReasonBundleMissing
+	case errors.Is(err, bundle.ErrInvalidManifest):
+		return events.ReasonInvalidEvent
+	case errors.Is(err, catalog.ErrInvalid):
+		return events.ReasonInvalidCatalog
+	case errors.Is(err, catalog.ErrNewer):
+		return events.ReasonNewerCatalog
+	case errors.Is(err, planner.ErrEmptyReplacement), errors.Is(err, planner.ErrTooManyDeletes), errors.Is(err, planner.ErrDuplicateOutput):
+		return events.ReasonRefused
+	case isTransient(err):
+		return events.ReasonMaxDeliveries
+	case errors.Is(err, storage.ErrConflict):
+		return events.ReasonStorage
+	}
+	return events.ReasonInternal
+}
+
+func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
+	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: o.dest, Attempts: attempt}
+	res := o.result
+	switch {
+	case o.err == nil:
+		r.Type = events.TypePublished
+	case errors.Is(o.err, engine.ErrCollision):
+		r.Type = events.TypeCollision
+		r.Collisions = res.Plan.Collisions
+		r.Message = o.err.Error()
+		orig := ev
+		r.Original = &orig
+	default:
+		r.Type = events.TypeFailed
+		r.Reason = reason(o.err)
+		if o.transient && last {
+			r.Reason = events.ReasonMaxDeliveries
+		}
+		r.Message = o.err.Error()
+		orig := ev
+		r.Original = &orig
+	}
+	fillCounts(&r, res)
+	return r
+}
+
+// fillCounts copies what the publication did into the event.
+func fillCounts(r *events.Result, res engine.Result) {
+	r.Written = len(res.Written)
+	r.Deleted = len(res.Deleted)
+	r.Unchanged = res.Unchanged
+	for _, it := range res.Written {
+		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionWritten})
+		if it.Adopted {
+			r.Adopted = append(r.Adopted, it.Path)
+		}
+	}
+	for _, p := range res.Deleted {
+		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
+	}
+	for _, it := range res.Plan.Items {
+		if it.Record.Source.ID != "" {
+			s := it.Record.Source
+			r.Source = &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
+			break
+		}
+	}
+}
+
+func (c *Consumer) publish(ctx context.Context, r events.Result) {
+	if err := c.publisher.PublishResult(context.WithoutCancel(ctx), r); err != nil {
+		c.opts.Log.Error().Err(err).Str("type", r.Type).Str("destination", r.DestinationID).Msg("could not publish result event")
+	}
+}
+
+func msgID(msg jetstream.Msg) string {
+	if md, err := msg.Metadata(); err == nil {
+		return fmt.Sprintf("%s.%d", md.Stream, md.Sequence.Stream)
+	}
+	return "unknown"
+}
+
+// heartbeat tells the server the message is still being worked on, so the
+// ack deadline does not pass during long publications.
+func heartbeat(msg jetstream.Msg, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}

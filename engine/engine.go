@@ -1,0 +1,407 @@
+// Package engine runs one publication on one destination root: recover,
+// read the catalog, plan, write, delete, commit. The consumer and the
+// direct-mode CLI both call it; planner decides, engine does the I/O.
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"path"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+var (
+	// ErrCollision: desired paths exist as unmanaged content; nothing was written.
+	ErrCollision = errors.New("collision with unmanaged content")
+	// ErrCatalogRace: the catalog changed between read and commit.
+	ErrCatalogRace = errors.New("catalog changed during the publication (lost compare-and-swap)")
+)
+
+// epoch stands in for required times in documents that have none.
+var epoch = time.Unix(0, 0).UTC()
+
+// Engine executes plans against storage.
+type Engine struct {
+	// Now is the clock; times are truncated to seconds for the catalog.
+	Now func() time.Time
+	// Version is written into catalogs as distributor_version.
+	Version string
+	// Workers bounds concurrent object writes (default 4).
+	Workers int
+	Log     zerolog.Logger
+}
+
+// Output is one desired output and where its bytes come from.
+type Output struct {
+	planner.Desired
+	// Content holds a generated output's bytes; nil means "copy Desired.From
+	// from the bundle".
+	Content []byte
+}
+
+// Publication is one bundle going to one destination root.
+type Publication struct {
+	Owner         catalog.Owner
+	Workflow      planner.Workflow
+	Source        catalog.Source
+	BundleEventID string
+	Outputs       []Output
+	Bundle        *bundle.Bundle
+	MaxDeletes    int
+	TakeOwnership bool
+}
+
+// Result says what a publication did.
+type Result struct {
+	Root      string
+	Plan      planner.Plan
+	Written   []planner.Item // outputs whose bytes were written
+	Updated   []planner.Item // records updated without a byte write
+	Deleted   []string       // managed outputs (and legacy leftovers) deleted
+	Unchanged int
+	Recovered bool // an interrupted earlier run was rolled forward first
+}
+
+func (e *Engine) now() time.Time {
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	return now().UTC().Truncate(time.Second)
+}
+
+// state is what a root holds before planning.
+type state struct {
+	cat     *catalog.Catalog // nil when absent or legacy
+	legacy  bool
+	version storage.Version
+}
+
+func readState(ctx context.Context, root storage.Backend) (state, error) {
+	data, v, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return state{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	if v == "" {
+		return state{}, nil
+	}
+	cat, legacy, err := catalog.Parse(data)
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	return state{cat: cat, legacy: legacy, version: v}, nil
+}
+
+func listStored(ctx context.Context, root storage.Backend) (map[string]planner.Stored, error) {
+	stored := map[string]planner.Stored{}
+	err := root.List(ctx, "", func(o storage.ObjectInfo) error {
+		if !catalog.IsReserved(o.Path) {
+			stored[o.Path] = planner.Stored{Size: o.Size}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", root, err)
+	}
+	return stored, nil
+}
+
+// Plan computes the publication's plan without changing anything.
+func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
+	p, _, err := e.plan(ctx, root, pub)
+	return p, err
+}
+
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, state, error) {
+	st, err := readState(ctx, root)
+	if err != nil {
+		return planner.Plan{}, st, err
+	}
+	stored, err := listStored(ctx, root)
+	if err != nil {
+		return planner.Plan{}, st, err
+	}
+	desired := make([]planner.Desired, len(pub.Outputs))
+	for i, o := range pub.Outputs {
+		desired[i] = o.Desired
+	}
+	p, err := planner.Build(planner.Input{
+		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
+		Catalog: st.cat, Legacy: st.legacy, Stored: stored, Now: e.now(),
+		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, DistributorVersion: e.Version,
+	})
+	if err != nil {
+		return p, st, fmt.Errorf("%s: %w", root, err)
+	}
+	return p, st, nil
+}
+
+// Publish runs the publication on root under l. See intent.go for the order
+// of writes and why it survives a crash at any point.
+func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication) (Result, error) {
+	res := Result{Root: root.String()}
+	recovered, err := e.Recover(ctx, root, l)
+	if err != nil {
+		return res, err
+	}
+	res.Recovered = recovered
+
+	p, st, err := e.plan(ctx, root, pub)
+	res.Plan = p
+	if err != nil {
+		return res, err
+	}
+	if p.Blocked() {
+		return res, fmt.Errorf("%w in %s: %d planned path(s) exist but are not managed: %s", ErrCollision, root, len(p.Collisions), summarize(p.Collisions))
+	}
+	res.Unchanged = p.Count(planner.Unchanged)
+	if !p.Changed {
+		return res, nil
+	}
+
+	writes, deletes := p.Writes(), p.Deletes()
+	content := make(map[string][]byte)
+	var copies []string
+	for _, o := range pub.Outputs {
+		if o.Content != nil {
+			content[o.Path] = o.Content
+		}
+	}
+	for _, it := range writes {
+		if _, ok := content[it.Path]; !ok {
+			copies = append(copies, it.Desired.From)
+		}
+	}
+	if len(copies) > 0 {
+		if pub.Bundle == nil {
+			return res, errors.New("engine: publication copies files but has no bundle")
+		}
+		// Cheap pre-flight: a missing or wrongly sized bundle file fails the
+		// publication before any byte is written.
+		if err := pub.Bundle.CheckSizes(ctx, copies); err != nil {
+			return res, err
+		}
+	}
+
+	if len(writes)+len(deletes) > 0 {
+		records := make([]catalog.Output, 0, len(writes))
+		for _, it := range writes {
+			records = append(records, it.Record)
+		}
+		data, err := encodeIntent(pub.BundleEventID, records, deletes)
+		if err != nil {
+			return res, err
+		}
+		if err := l.Err(); err != nil {
+			return res, err
+		}
+		if err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+			return res, fmt.Errorf("write intent in %s: %w", root, err)
+		}
+	}
+
+	written, werr := e.writeAll(ctx, root, l, pub, writes, content)
+	res.Written = written
+	if werr != nil {
+		// Deletes are skipped; roll the landed writes forward so the catalog
+		// describes them (and a retry does not collide with them).
+		if _, rerr := e.Recover(context.WithoutCancel(ctx), root, l); rerr != nil {
+			e.Log.Warn().Err(rerr).Str("root", root.String()).Msg("recovery after failed write did not finish; the next run completes it")
+		}
+		return res, werr
+	}
+
+	if len(deletes) > 0 {
+		if err := l.Err(); err != nil {
+			return res, err
+		}
+		if err := root.Delete(ctx, deletes...); err != nil {
+			return res, fmt.Errorf("delete in %s: %w", root, err)
+		}
+		res.Deleted = deletes
+	}
+	for _, it := range p.Items {
+		if it.Action == planner.Update && !it.Write {
+			res.Updated = append(res.Updated, it)
+		}
+	}
+	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
+		return res, err
+	}
+	if len(writes)+len(deletes) > 0 {
+		if err := root.Delete(ctx, IntentPath); err != nil {
+			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
+		}
+	}
+	return res, nil
+}
+
+func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
+	data, err := catalog.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	_, err = root.WriteIfVersion(ctx, catalog.FileName, data, version)
+	if errors.Is(err, storage.ErrConflict) {
+		return fmt.Errorf("%w: %s", ErrCatalogRace, root)
+	}
+	if err != nil {
+		return fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)
+	}
+	return nil
+}
+
+func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte) ([]planner.Item, error) {
+	workers := e.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	var (
+		mu   sync.Mutex
+		done []planner.Item
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, it := range writes {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := l.Err(); err != nil {
+				return err
+			}
+			if err := e.writeOne(gctx, root, pub, it, content[it.Path]); err != nil {
+				return err
+			}
+			mu.Lock()
+			done = append(done, it)
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	sort.Slice(done, func(i, j int) bool { return done[i].Path < done[j].Path })
+	return done, err
+}
+
+func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte) error {
+	var r io.Reader
+	if data != nil {
+		r = bytes.NewReader(data)
+	} else {
+		rc, err := pub.Bundle.Open(ctx, it.Desired.From)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		r = rc
+	}
+	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path))}
+	if err := root.Put(ctx, it.Path, r, it.Desired.Size, opts); err != nil {
+		return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
+	}
+	return nil
+}
+
+// Recover rolls an interrupted publication's intent forward (see intent.go).
+// It reports whether there was anything to recover.
+func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Lease) (bool, error) {
+	data, _, err := root.ReadVersion(ctx, IntentPath)
+	if err != nil {
+		return false, fmt.Errorf("read intent in %s: %w", root, err)
+	}
+	if data == nil {
+		return false, nil
+	}
+	writes, deletes, err := decodeIntent(data)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", root, err)
+	}
+	st, err := readState(ctx, root)
+	if err != nil {
+		return false, err
+	}
+	if !st.legacy {
+		cur := st.cat
+		if cur == nil {
+			cur = &catalog.Catalog{}
+		}
+		next := &catalog.Catalog{DistributorVersion: cur.DistributorVersion, CreatedAt: cur.CreatedAt, UpdatedAt: cur.UpdatedAt}
+		index := cur.Index()
+		changed := false
+		for _, rec := range writes {
+			ok, err := landed(ctx, root, rec)
+			if err != nil {
+				return false, fmt.Errorf("recover %s in %s: %w", rec.Path, root, err)
+			}
+			if old, managed := index[rec.Path]; ok && !(managed && old.SameContent(rec)) {
+				if managed {
+					rec.CreatedAt = old.CreatedAt
+				}
+				index[rec.Path] = rec
+				changed = true
+			}
+		}
+		for _, p := range deletes {
+			if _, managed := index[p]; !managed {
+				continue
+			}
+			if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) {
+				delete(index, p)
+				changed = true
+			} else if err != nil {
+				return false, fmt.Errorf("recover %s in %s: %w", p, root, err)
+			}
+		}
+		if changed {
+			for _, o := range index {
+				next.Outputs = append(next.Outputs, o)
+			}
+			now := e.now()
+			if st.cat == nil {
+				next.CreatedAt = now
+			}
+			next.UpdatedAt = now
+			if e.Version != "" {
+				next.DistributorVersion = e.Version
+			}
+			if err := e.commit(ctx, root, l, next, st.version); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := l.Err(); err != nil {
+		return false, err
+	}
+	if err := root.Delete(ctx, IntentPath); err != nil {
+		return false, fmt.Errorf("remove intent in %s: %w", root, err)
+	}
+	e.Log.Info().Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")
+	return true, nil
+}
+
+func summarize(paths []string) string {
+	const max = 5
+	if len(paths) <= max {
+		return fmt.Sprintf("%q", paths)
+	}
+	return fmt.Sprintf("%q and %d more", paths[:max], len(paths)-max)
+}

@@ -1,0 +1,133 @@
+package engine
+
+// Crash consistency
+//
+// A publication on a root runs, under the root's lease, in this order:
+//
+//  1. recover: finish the bookkeeping of an earlier run that died (below);
+//  2. read the catalog and list the root, plan;
+//  3. write the intent (.distributor/intent.json): the full records of
+//     every output about to be written and the paths about to be deleted;
+//  4. write the outputs' bytes, each atomically (temp + rename, or a single
+//     S3 object put), so a path holds the whole old or the whole new bytes;
+//  5. delete the bytes of removed outputs (skipped when any write failed);
+//  6. commit the catalog with a compare-and-swap on the version read in 2;
+//  7. delete the intent.
+//
+// A kill between 3 and 7 leaves bytes the catalog does not describe yet:
+// new outputs that would otherwise look like unmanaged content and collide
+// with the retry, rewritten outputs whose record still has the old digest,
+// deleted outputs whose record is still there. Recovery reads the intent
+// and rolls it forward against what storage really holds: a written record
+// whose object now has the intended size (and digest, where the backend
+// keeps it or by re-hashing) is upserted; a deleted record whose object is
+// gone is removed; everything else is left as the catalog says. It commits
+// that catalog (CAS) and deletes the intent. The retry then plans against
+// a catalog that matches storage, so it converges to what an uninterrupted
+// run produces, never collides with its own bytes and never loses a record.
+// Unmanaged content is never touched: intended writes at unmanaged paths
+// only exist when the plan adopted them (--take-ownership) or on a legacy
+// first run, which rewrites those paths anyway.
+//
+// Against superseded legacy state the intent is simply dropped: the retry
+// is again a legacy first run and rewrites every planned path.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+// IntentPath is where an in-flight publication records what it is doing.
+const IntentPath = ".distributor/intent.json"
+
+// The intent reuses the catalog's own record codec: it marshals a one-off
+// catalog holding the records and reads it back the same strict way.
+func encodeIntent(eventID string, writes []catalog.Output, deletes []string) ([]byte, error) {
+	doc := struct {
+		Version       int             `json:"version"`
+		BundleEventID string          `json:"bundle_event_id,omitempty"`
+		Writes        json.RawMessage `json:"writes"`
+		Deletes       []string        `json:"deletes"`
+	}{Version: 1, BundleEventID: eventID, Deletes: deletes}
+	if doc.Deletes == nil {
+		doc.Deletes = []string{}
+	}
+	cat := &catalog.Catalog{Outputs: writes}
+	cat.CreatedAt, cat.UpdatedAt = epoch, epoch
+	b, err := catalog.Marshal(cat)
+	if err != nil {
+		return nil, fmt.Errorf("encode intent: %w", err)
+	}
+	var whole struct {
+		Outputs json.RawMessage `json:"outputs"`
+	}
+	if err := json.Unmarshal(b, &whole); err != nil {
+		return nil, err
+	}
+	doc.Writes = whole.Outputs
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+func decodeIntent(data []byte) (writes []catalog.Output, deletes []string, err error) {
+	var doc struct {
+		Version int             `json:"version"`
+		Writes  json.RawMessage `json:"writes"`
+		Deletes []string        `json:"deletes"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil || doc.Version != 1 {
+		return nil, nil, fmt.Errorf("unreadable intent %s: remove it after checking the root (%v)", IntentPath, err)
+	}
+	wrapped, _ := json.Marshal(map[string]any{
+		"schema_version": catalog.SchemaVersion, "created_at": catalog.FormatTime(epoch),
+		"updated_at": catalog.FormatTime(epoch), "state": map[string]string{"mode": catalog.ModeCatalog},
+		"outputs": doc.Writes,
+	})
+	cat, _, err := catalog.Parse(wrapped)
+	if err != nil {
+		return nil, nil, fmt.Errorf("unreadable intent %s: %w", IntentPath, err)
+	}
+	return cat.Outputs, doc.Deletes, nil
+}
+
+// landed reports whether the object at rec.Path holds exactly rec's bytes.
+func landed(ctx context.Context, root storage.Backend, rec catalog.Output) (bool, error) {
+	info, err := root.Stat(ctx, rec.Path)
+	if errors.Is(err, storage.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if info.Size != rec.Size {
+		return false, nil
+	}
+	if info.SHA256 != "" {
+		return info.SHA256 == rec.SHA256, nil
+	}
+	sum, err := hashObject(ctx, root, rec.Path)
+	if err != nil {
+		return false, err
+	}
+	return sum == rec.SHA256, nil
+}
+
+func hashObject(ctx context.Context, root storage.Backend, path string) (string, error) {
+	r, err := root.Open(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}

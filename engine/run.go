@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
+)
+
+// Stores opens backends for destinations and bundle locations.
+type Stores interface {
+	Destination(ctx context.Context, d config.Destination) (storage.Backend, error)
+	Bundle(ctx context.Context, location string) (storage.Backend, error)
+}
+
+// Runner publishes a pipeline's bundle to its configured destinations: it
+// resolves config, opens the bundle, takes each root's lease and runs the
+// engine. Both `apply` and the consumer use it.
+type Runner struct {
+	Engine *Engine
+	Config *config.Config
+	Stores Stores
+	Locker lease.Locker
+}
+
+// Request names a bundle and where it goes.
+type Request struct {
+	PipelineID string
+	Bundle     string // location
+	// ManifestDigest, when set, must match the manifest's bytes.
+	ManifestDigest string
+	// Destinations restricts the pipeline's destinations (empty = all).
+	Destinations  []string
+	BundleEventID string
+	TakeOwnership bool
+}
+
+// Target is one destination of a request, resolved.
+type Target struct {
+	Destination config.Destination
+	Root        storage.Backend
+}
+
+// ErrUnknownPipeline / ErrUnknownDestination: the request names something
+// the configuration does not have.
+var (
+	ErrUnknownPipeline    = errors.New("unknown pipeline")
+	ErrUnknownDestination = errors.New("unknown destination")
+)
+
+// Destinations resolves the request's destinations in config order.
+func (r *Runner) Destinations(req Request) ([]config.Destination, error) {
+	p, ok := r.Config.Pipeline(req.PipelineID)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: add it under pipelines in the configuration", ErrUnknownPipeline, req.PipelineID)
+	}
+	want := map[string]bool{}
+	for _, id := range req.Destinations {
+		want[id] = true
+	}
+	var out []config.Destination
+	for _, id := range p.Destinations {
+		if len(want) > 0 && !want[id] {
+			continue
+		}
+		delete(want, id)
+		d, ok := r.Config.Destination(id)
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownDestination, id)
+		}
+		out = append(out, d)
+	}
+	for id := range want {
+		return nil, fmt.Errorf("%w %q: pipeline %q publishes to %v", ErrUnknownDestination, id, req.PipelineID, p.Destinations)
+	}
+	return out, nil
+}
+
+// OpenBundle opens and checks the bundle named by the request.
+func (r *Runner) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, error) {
+	store, err := r.Stores.Bundle(ctx, req.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+}
+
+// Publication builds the publication of b to d.
+func (r *Runner) Publication(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (Publication, error) {
+	outs, err := Desire(ctx, d, req.PipelineID, b)
+	if err != nil {
+		return Publication{}, fmt.Errorf("destination %q: %w", d.ID, err)
+	}
+	return Publication{
+		Owner:         catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID},
+		Workflow:      d.Workflow,
+		Source:        catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()},
+		BundleEventID: req.BundleEventID,
+		Outputs:       outs,
+		Bundle:        b,
+		MaxDeletes:    d.MaxDeletes,
+		TakeOwnership: req.TakeOwnership,
+	}, nil
+}
+
+// Publish runs one destination of the request under its root's lease.
+func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (Result, error) {
+	pub, err := r.Publication(ctx, req, b, d)
+	if err != nil {
+		return Result{}, err
+	}
+	root, err := r.Stores.Destination(ctx, d)
+	if err != nil {
+		return Result{}, err
+	}
+	l, err := r.Locker.Acquire(ctx, lease.Root{Key: d.RootKey(), Store: root})
+	if err != nil {
+		return Result{Root: root.String()}, err
+	}
+	defer func() {
+		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil {
+			r.Engine.Log.Warn().Err(rerr).Str("root", root.String()).Msg("lease release failed; it expires on its own")
+		}
+	}()
+	return r.Engine.Publish(ctx, root, l, pub)
+}
+
+// Plan computes the plan of one destination without a lease or any write.
+func (r *Runner) Plan(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (Result, error) {
+	pub, err := r.Publication(ctx, req, b, d)
+	if err != nil {
+		return Result{}, err
+	}
+	root, err := r.Stores.Destination(ctx, d)
+	if err != nil {
+		return Result{}, err
+	}
+	p, err := r.Engine.Plan(ctx, root, pub)
+	return Result{Root: root.String(), Plan: p}, err
+}

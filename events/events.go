@@ -1,0 +1,273 @@
+// Package events defines distributor's JetStream messages: the bundle-ready
+// event producers announce and the result events distributor publishes, their
+// JSON codecs, subjects, stream and key-value setup, and publishing.
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode"
+)
+
+// SchemaVersion is the version of every event this package writes and reads.
+const SchemaVersion = 1
+
+// Event types.
+const (
+	TypeBundleReady = "bundle.ready"
+	TypePublished   = "published"
+	TypeCollision   = "collision"
+	TypeFailed      = "failed"
+	TypePruned      = "pruned"
+	TypeReconciled  = "reconciled"
+)
+
+// Reason codes of failed events.
+const (
+	ReasonInvalidEvent       = "invalid_event"
+	ReasonUnknownPipeline    = "unknown_pipeline"
+	ReasonUnknownDestination = "unknown_destination"
+	ReasonBundleMissing      = "bundle_missing"
+	ReasonDigestMismatch     = "digest_mismatch"
+	ReasonContentMismatch    = "content_mismatch"
+	ReasonInvalidCatalog     = "invalid_catalog"
+	ReasonNewerCatalog       = "newer_catalog"
+	ReasonRefused            = "refused"
+	ReasonMaxDeliveries      = "max_deliveries"
+	ReasonStorage            = "storage"
+	ReasonInternal           = "internal"
+)
+
+// Output actions.
+const (
+	ActionWritten = "written"
+	ActionDeleted = "deleted"
+)
+
+// ErrInvalidEvent marks an event that cannot be decoded or fails validation.
+var ErrInvalidEvent = errors.New("invalid event")
+
+// BundleReady is the event a producer publishes when a bundle is complete.
+// ProducedAt plays the role of the event time.
+type BundleReady struct {
+	SchemaVersion  int       `json:"schema_version"`
+	Type           string    `json:"type"`
+	ID             string    `json:"id"`
+	PipelineID     string    `json:"pipeline_id"`
+	Bundle         string    `json:"bundle"`
+	ManifestDigest string    `json:"manifest_digest"`
+	ProducedAt     time.Time `json:"produced_at,omitzero"`
+	// Destinations optionally limits the publication to a subset of the
+	// pipeline's destinations.
+	Destinations []string `json:"destinations,omitempty"`
+	// ReplayOf names the event this one replays.
+	ReplayOf string `json:"replay_of,omitempty"`
+}
+
+// SourceRef is the source identity of a published bundle.
+type SourceRef struct {
+	ID      string    `json:"id"`
+	Digest  string    `json:"digest"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+// OutputRef is one changed output of a publication.
+type OutputRef struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	URL    string `json:"url,omitempty"`
+	Action string `json:"action"`
+}
+
+// Result reports what distributor did: a publication (published, collision,
+// failed) or a maintenance run (pruned, reconciled).
+type Result struct {
+	SchemaVersion int       `json:"schema_version"`
+	Type          string    `json:"type"`
+	ID            string    `json:"id"`
+	Time          time.Time `json:"time"`
+
+	BundleEventID string     `json:"bundle_event_id,omitempty"`
+	PipelineID    string     `json:"pipeline_id,omitempty"`
+	DestinationID string     `json:"destination_id,omitempty"`
+	Source        *SourceRef `json:"source,omitempty"`
+
+	Written   int `json:"written"`
+	Unchanged int `json:"unchanged"`
+	Deleted   int `json:"deleted"`
+
+	// Outputs lists the changed outputs; OutputsTruncated says some were
+	// left out to keep the event under the size limit (the counts are exact).
+	Outputs          []OutputRef `json:"outputs,omitempty"`
+	OutputsTruncated bool        `json:"outputs_truncated,omitempty"`
+	// Collisions are the unmanaged paths that blocked the publication.
+	Collisions []string `json:"collisions,omitempty"`
+	// Adopted are colliding paths taken over with --take-ownership.
+	Adopted []string `json:"adopted,omitempty"`
+	// ListsTruncated says collisions, adopted or size_mismatches were cut
+	// to keep the event under the size limit.
+	ListsTruncated bool `json:"lists_truncated,omitempty"`
+
+	// Failed events.
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
+	// Original is the bundle-ready event behind a failed or collision
+	// event, kept so that it can be replayed.
+	Original *BundleReady `json:"original,omitempty"`
+
+	// Reconciled events.
+	Removed        int      `json:"removed,omitempty"`
+	SizeMismatches []string `json:"size_mismatches,omitempty"`
+}
+
+// Encode returns the event's JSON.
+func (e BundleReady) Encode() ([]byte, error) { return json.Marshal(e) }
+
+// Encode returns the event's JSON.
+func (r Result) Encode() ([]byte, error) { return json.Marshal(r) }
+
+// Validate checks a bundle-ready event as DecodeBundleReady does.
+func (e BundleReady) Validate() error {
+	if e.SchemaVersion != SchemaVersion {
+		return invalid("bundle.ready", "schema_version %d is not supported (want %d)", e.SchemaVersion, SchemaVersion)
+	}
+	if e.Type != TypeBundleReady {
+		return invalid("bundle.ready", "type is %q, want %q", e.Type, TypeBundleReady)
+	}
+	if e.ID == "" {
+		return invalid("bundle.ready", "id is empty")
+	}
+	if !printable(e.ID) {
+		return invalid("bundle.ready", "id %q contains whitespace or control characters", e.ID)
+	}
+	if err := ValidatePipelineID(e.PipelineID); err != nil {
+		return invalid("bundle.ready "+e.ID, "%v", err)
+	}
+	if e.Bundle == "" {
+		return invalid("bundle.ready "+e.ID, "bundle is empty")
+	}
+	if !ValidDigest(e.ManifestDigest) {
+		return invalid("bundle.ready "+e.ID, "manifest_digest %q is not sha256:<64 lowercase hex>", e.ManifestDigest)
+	}
+	seen := make(map[string]bool, len(e.Destinations))
+	for _, d := range e.Destinations {
+		if err := ValidateDestinationID(d); err != nil {
+			return invalid("bundle.ready "+e.ID, "destinations: %v", err)
+		}
+		if seen[d] {
+			return invalid("bundle.ready "+e.ID, "destinations: %q is listed twice", d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
+// Validate checks a result event as DecodeResult does.
+func (r Result) Validate() error {
+	if r.SchemaVersion != SchemaVersion {
+		return invalid("result", "schema_version %d is not supported (want %d)", r.SchemaVersion, SchemaVersion)
+	}
+	if !IsResultType(r.Type) {
+		return invalid("result", "type %q is not one of published, collision, failed, pruned, reconciled", r.Type)
+	}
+	if r.ID == "" {
+		return invalid(r.Type, "id is empty")
+	}
+	if !printable(r.ID) {
+		return invalid(r.Type, "id %q contains whitespace or control characters", r.ID)
+	}
+	if r.Time.IsZero() {
+		return invalid(r.Type+" "+r.ID, "time is missing")
+	}
+	if r.Type == TypeFailed && r.Reason == "" {
+		return invalid(r.Type+" "+r.ID, "reason is empty")
+	}
+	if r.Original != nil {
+		if err := r.Original.Validate(); err != nil {
+			return fmt.Errorf("%s %s: original: %w", r.Type, r.ID, err)
+		}
+	}
+	return nil
+}
+
+// IsResultType reports whether t is a result event type.
+func IsResultType(t string) bool {
+	switch t {
+	case TypePublished, TypeCollision, TypeFailed, TypePruned, TypeReconciled:
+		return true
+	}
+	return false
+}
+
+// DecodeBundleReady strictly decodes a bundle-ready event: unknown fields,
+// a wrong type or schema version, a missing id, pipeline_id or bundle, or a
+// malformed manifest_digest give an error wrapping ErrInvalidEvent.
+func DecodeBundleReady(data []byte) (BundleReady, error) {
+	var e BundleReady
+	if err := decodeStrict(data, &e); err != nil {
+		return BundleReady{}, fmt.Errorf("%w: bundle.ready: %v", ErrInvalidEvent, err)
+	}
+	if err := e.Validate(); err != nil {
+		return BundleReady{}, err
+	}
+	return e, nil
+}
+
+// DecodeResult strictly decodes a result event; errors wrap ErrInvalidEvent.
+func DecodeResult(data []byte) (Result, error) {
+	var r Result
+	if err := decodeStrict(data, &r); err != nil {
+		return Result{}, fmt.Errorf("%w: result: %v", ErrInvalidEvent, err)
+	}
+	if err := r.Validate(); err != nil {
+		return Result{}, err
+	}
+	return r, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func invalid(what, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidEvent, what, fmt.Sprintf(format, args...))
+}
+
+// printable reports whether id has no whitespace, control or invalid UTF-8
+// characters (it becomes a Nats-Msg-Id header).
+func printable(id string) bool {
+	for _, c := range id {
+		if unicode.IsSpace(c) || unicode.IsControl(c) || c == unicode.ReplacementChar {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidDigest reports whether d is "sha256:" followed by 64 lowercase hex digits.
+func ValidDigest(d string) bool {
+	const p = "sha256:"
+	if len(d) != len(p)+64 || d[:len(p)] != p {
+		return false
+	}
+	for _, c := range d[len(p):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,362 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/testenv"
+)
+
+func setup(t *testing.T) (jetstream.JetStream, *events.Streams) {
+	t.Helper()
+	js := testenv.NewNATS(t).JetStream(t)
+	st, err := events.Setup(context.Background(), js, events.SetupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, st
+}
+
+func TestSetupIdempotent(t *testing.T) {
+	ctx := context.Background()
+	js := testenv.NewNATS(t).JetStream(t)
+	cfg := events.SetupConfig{Subjects: events.Subjects{Prefix: "acme"}}
+	if _, err := events.Setup(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.Setup(ctx, js, cfg)
+	if err != nil {
+		t.Fatalf("second Setup: %v", err)
+	}
+
+	b, err := st.Bundles.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := b.Config; c.Name != "ACME_BUNDLES" || len(c.Subjects) != 1 || c.Subjects[0] != "acme.bundle.ready.>" ||
+		c.Retention != jetstream.LimitsPolicy || c.MaxAge != 7*24*time.Hour || c.Duplicates != 2*time.Minute || c.Storage != jetstream.FileStorage {
+		t.Fatalf("bundles stream config = %+v", c)
+	}
+	e, err := st.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := e.Config; c.Name != "ACME_EVENTS" || len(c.Subjects) != 1 || c.Subjects[0] != "acme.events.>" ||
+		c.Retention != jetstream.LimitsPolicy || c.MaxAge != 30*24*time.Hour || c.Duplicates != time.Hour {
+		t.Fatalf("events stream config = %+v", c)
+	}
+	kvs, err := st.Leases.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kvs.Bucket() != "ACME_LEASES" || kvs.LimitMarkerTTL() != time.Minute || kvs.History() != 1 {
+		t.Fatalf("lease bucket %s marker TTL %s history %d", kvs.Bucket(), kvs.LimitMarkerTTL(), kvs.History())
+	}
+	// Per-key TTL works (it needs the marker TTL).
+	if _, err := st.Leases.Create(ctx, "k", []byte("v"), jetstream.KeyTTL(time.Second)); err != nil {
+		t.Fatalf("create with per-key TTL: %v", err)
+	}
+
+	// A changed setting is applied by a later Setup.
+	cfg.EventsMaxAge = 48 * time.Hour
+	st, err = events.Setup(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ = st.Events.Info(ctx)
+	if e.Config.MaxAge != 48*time.Hour || e.Config.Duplicates != time.Hour {
+		t.Fatalf("after update: max age %s duplicates %s", e.Config.MaxAge, e.Config.Duplicates)
+	}
+	// Messages survive a re-run of Setup.
+	if _, _, err := events.NewPublisher(js, cfg.Subjects).AnnounceBundle(ctx, events.BundleReady{PipelineID: "p", Bundle: "/b", ManifestDigest: digest}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = events.Setup(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := st.Bundles.Info(ctx); b.State.Msgs != 1 {
+		t.Fatalf("bundles stream has %d messages after re-Setup, want 1", b.State.Msgs)
+	}
+
+	if _, err := events.Setup(ctx, js, events.SetupConfig{Subjects: events.Subjects{Prefix: "a.b"}}); err == nil {
+		t.Fatal("Setup with prefix a.b succeeded")
+	}
+}
+
+func TestAnnounceBundleDedup(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	now := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	p := events.NewPublisher(js, st.Subjects, events.WithPublisherClock(func() time.Time { return now }))
+
+	ev := events.BundleReady{ID: "evt-1", PipelineID: "weatherreporter.daily", Bundle: "s3://b/p/", ManifestDigest: digest}
+	seq, dup, err := p.AnnounceBundle(ctx, ev)
+	if err != nil || seq != 1 || dup {
+		t.Fatalf("first announce: seq %d dup %v err %v, want 1 false nil", seq, dup, err)
+	}
+	seq, dup, err = p.AnnounceBundle(ctx, ev)
+	if err != nil || seq != 1 || !dup {
+		t.Fatalf("second announce: seq %d dup %v err %v, want 1 true nil", seq, dup, err)
+	}
+	ev.ID = "evt-2"
+	if seq, dup, err = p.AnnounceBundle(ctx, ev); err != nil || seq != 2 || dup {
+		t.Fatalf("other id: seq %d dup %v err %v, want 2 false nil", seq, dup, err)
+	}
+
+	m, err := st.Bundles.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "distributor.bundle.ready.weatherreporter.daily" || m.Header.Get("Nats-Msg-Id") != "evt-1" {
+		t.Fatalf("stored subject %q msg id %q", m.Subject, m.Header.Get("Nats-Msg-Id"))
+	}
+	got, err := events.DecodeBundleReady(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "evt-1" || got.SchemaVersion != 1 || got.Type != "bundle.ready" || !got.ProducedAt.Equal(now) {
+		t.Fatalf("stored event %+v", got)
+	}
+
+	// An empty id is filled with a fresh one.
+	ev.ID = ""
+	if seq, _, err = p.AnnounceBundle(ctx, ev); err != nil || seq != 3 {
+		t.Fatalf("announce without id: seq %d err %v", seq, err)
+	}
+	m, _ = st.Bundles.GetMsg(ctx, 3)
+	got, _ = events.DecodeBundleReady(m.Data)
+	if len(got.ID) != 32 || m.Header.Get("Nats-Msg-Id") != got.ID {
+		t.Fatalf("generated id %q, msg id %q", got.ID, m.Header.Get("Nats-Msg-Id"))
+	}
+
+	// An invalid event is refused before anything is published.
+	ev.ManifestDigest = "sha256:nope"
+	if _, _, err := p.AnnounceBundle(ctx, ev); !errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("invalid announce: err = %v, want ErrInvalidEvent", err)
+	}
+	if info, _ := st.Bundles.Info(ctx); info.State.Msgs != 3 {
+		t.Fatalf("stream has %d messages, want 3", info.State.Msgs)
+	}
+}
+
+func TestAnnounceWithoutStreams(t *testing.T) {
+	js := testenv.NewNATS(t).JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := events.NewPublisher(js, events.Subjects{}).AnnounceBundle(ctx, events.BundleReady{ID: "e", PipelineID: "p", Bundle: "/b", ManifestDigest: digest})
+	if err == nil || !strings.Contains(err.Error(), "stream DISTRIBUTOR_BUNDLES does not exist") {
+		t.Fatalf("err = %v, want the missing stream named", err)
+	}
+}
+
+func published(bundleID, dest, pipeline string) events.Result {
+	return events.Result{
+		Type: events.TypePublished, BundleEventID: bundleID, PipelineID: pipeline, DestinationID: dest,
+		Source:  &events.SourceRef{ID: "weatherreporter.tomorrow", Digest: digest},
+		Written: 1, Outputs: []events.OutputRef{{Path: "tomorrow/report.md", SHA256: digest, Size: 10, Action: events.ActionWritten}},
+	}
+}
+
+func TestPublishResultDeterministicID(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	p := events.NewPublisher(js, st.Subjects)
+
+	r := published("evt-1", "latest-html", "weatherreporter.daily")
+	if got := events.ResultMsgID(r); got != "evt-1.latest-html.published" {
+		t.Fatalf("ResultMsgID = %q", got)
+	}
+	for i := 0; i < 3; i++ { // a redelivered bundle publishes its result again
+		if err := p.PublishResult(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, _ := st.Events.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Fatalf("events stream has %d messages after 3 identical publishes, want 1", info.State.Msgs)
+	}
+	m, err := st.Events.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.DecodeResult(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "distributor.events.published.latest-html.weatherreporter.daily" ||
+		m.Header.Get("Nats-Msg-Id") != "evt-1.latest-html.published" || got.ID != "evt-1.latest-html.published" || got.Time.IsZero() {
+		t.Fatalf("stored %s msg-id %s event %+v", m.Subject, m.Header.Get("Nats-Msg-Id"), got)
+	}
+
+	// Another destination, another type: separate events.
+	if err := p.PublishResult(ctx, published("evt-1", "archive", "weatherreporter.daily")); err != nil {
+		t.Fatal(err)
+	}
+	orig := sampleBundle()
+	failed := events.Result{Type: events.TypeFailed, BundleEventID: "evt-1", PipelineID: "weatherreporter.daily",
+		Reason: events.ReasonUnknownPipeline, Message: "pipeline not configured", Attempts: 1, Original: &orig}
+	if err := p.PublishResult(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishResult(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	// Maintenance results are not tied to a bundle event: each is new.
+	for i := 0; i < 2; i++ {
+		if err := p.PublishResult(ctx, events.Result{Type: events.TypePruned, PipelineID: "w.daily", DestinationID: "archive", Deleted: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, _ = st.Events.Info(ctx, jetstream.WithSubjectFilter(">"))
+	want := map[string]uint64{
+		"distributor.events.published.latest-html.weatherreporter.daily": 1,
+		"distributor.events.published.archive.weatherreporter.daily":     1,
+		"distributor.events.failed._.weatherreporter.daily":              1,
+		"distributor.events.pruned.archive.w.daily":                      2,
+	}
+	if fmt.Sprint(info.State.Subjects) != fmt.Sprint(want) {
+		t.Fatalf("subjects %v, want %v", info.State.Subjects, want)
+	}
+	m, _ = st.Events.GetMsg(ctx, 3)
+	if m.Header.Get("Nats-Msg-Id") != "evt-1._.failed" {
+		t.Fatalf("failed msg id %q", m.Header.Get("Nats-Msg-Id"))
+	}
+	if got, err := events.DecodeResult(m.Data); err != nil || got.Original == nil || got.Original.ID != orig.ID {
+		t.Fatalf("failed event lost its original: %+v %v", got, err)
+	}
+
+	// Invalid results are refused.
+	if err := p.PublishResult(ctx, events.Result{Type: "done"}); !errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("unknown type: err = %v", err)
+	}
+	if err := p.PublishResult(ctx, events.Result{Type: events.TypeFailed, BundleEventID: "x"}); !errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("failed without reason: err = %v", err)
+	}
+}
+
+func TestResultFilterMatchesStream(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	p := events.NewPublisher(js, st.Subjects)
+	for _, r := range []events.Result{
+		published("e1", "html", "w.daily"),
+		published("e1", "archive", "w.daily"),
+		published("e2", "html", "w.daily.eu"),
+		published("e3", "html", "w"),
+		{Type: events.TypeCollision, BundleEventID: "e4", DestinationID: "html", PipelineID: "w.daily"},
+		{Type: events.TypeFailed, BundleEventID: "e5", PipelineID: "w.daily", Reason: events.ReasonInvalidEvent},
+	} {
+		if err := p.PublishResult(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := st.Subjects
+	cases := []struct {
+		filter string
+		want   uint64
+	}{
+		{s.ResultFilter("", "", ""), 6},
+		{s.ResultFilter("published", "", ""), 4},
+		{s.ResultFilter("", "html", ""), 4},
+		{s.ResultFilter("", "", "w.daily"), 4},
+		{s.ResultFilter("published", "html", "w.daily"), 1},
+		{s.ResultFilter("", "", "w"), 1},
+		{s.ResultFilter("failed", "_", ""), 1},
+		{s.ResultFilter("collision", "", "w.daily"), 1},
+	}
+	for _, c := range cases {
+		info, err := st.Events.Info(ctx, jetstream.WithSubjectFilter(c.filter))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, v := range info.State.Subjects {
+			n += v
+		}
+		if n != c.want {
+			t.Errorf("filter %s matched %d events (%v), want %d", c.filter, n, info.State.Subjects, c.want)
+		}
+	}
+}
+
+func TestResultTruncation(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	const limit = 4096
+	p := events.NewPublisher(js, st.Subjects, events.WithMaxResultBytes(limit))
+
+	r := published("big", "html", "w.daily")
+	r.Outputs = nil
+	for i := range 200 {
+		r.Outputs = append(r.Outputs, events.OutputRef{Path: fmt.Sprintf("dir/file-%03d.html", i), SHA256: digest, Size: int64(i), Action: events.ActionWritten})
+	}
+	r.Written = 200
+	if err := p.PublishResult(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// Under the limit nothing is cut.
+	small := published("small", "html", "w.daily")
+	if err := p.PublishResult(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+
+	m, _ := st.Events.GetMsg(ctx, 1)
+	if len(m.Data) > limit {
+		t.Fatalf("encoded %d bytes, limit %d", len(m.Data), limit)
+	}
+	got, err := events.DecodeResult(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.OutputsTruncated || got.ListsTruncated || got.Written != 200 || len(got.Outputs) == 0 || len(got.Outputs) >= 200 {
+		t.Fatalf("truncated=%v lists=%v written=%d outputs=%d", got.OutputsTruncated, got.ListsTruncated, got.Written, len(got.Outputs))
+	}
+	if got.Outputs[0].Path != "dir/file-000.html" {
+		t.Fatalf("kept outputs start at %q, want the first", got.Outputs[0].Path)
+	}
+	// As many as fit: one more would not.
+	more := got
+	more.Outputs = r.Outputs[:len(got.Outputs)+1]
+	if d, _ := more.Encode(); len(d) <= limit {
+		t.Fatalf("kept %d outputs but %d fit (%d bytes)", len(got.Outputs), len(more.Outputs), len(d))
+	}
+	if len(r.Outputs) != 200 || r.Outputs[199].Path != "dir/file-199.html" {
+		t.Fatal("PublishResult changed the caller's outputs")
+	}
+
+	m, _ = st.Events.GetMsg(ctx, 2)
+	got, _ = events.DecodeResult(m.Data)
+	if got.OutputsTruncated || len(got.Outputs) != 1 {
+		t.Fatalf("small event: truncated=%v outputs=%d", got.OutputsTruncated, len(got.Outputs))
+	}
+
+	// A collision with a huge path list keeps the event publishable.
+	c := events.Result{Type: events.TypeCollision, BundleEventID: "col", DestinationID: "html", PipelineID: "w.daily"}
+	for i := range 500 {
+		c.Collisions = append(c.Collisions, fmt.Sprintf("unmanaged/path-%04d.txt", i))
+	}
+	if err := p.PublishResult(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = st.Events.GetMsg(ctx, 3)
+	got, _ = events.DecodeResult(m.Data)
+	if len(m.Data) > limit || !got.ListsTruncated || got.OutputsTruncated || len(got.Collisions) == 0 || len(got.Collisions) >= 500 {
+		t.Fatalf("collision event: %d bytes, lists truncated %v, %d collisions", len(m.Data), got.ListsTruncated, len(got.Collisions))
+	}
+
+	// Nothing left to cut: a clear error, nothing published.
+	f := events.Result{Type: events.TypeFailed, BundleEventID: "huge", Reason: events.ReasonInternal, Message: strings.Repeat("x", limit)}
+	if err := p.PublishResult(ctx, f); !errors.Is(err, events.ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	if info, _ := st.Events.Info(ctx); info.State.Msgs != 3 {
+		t.Fatalf("events stream has %d messages, want 3", info.State.Msgs)
+	}
+}

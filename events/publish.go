@@ -1,0 +1,191 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultMaxResultBytes bounds an encoded result event; NATS refuses
+// messages above its max_payload (1 MiB by default).
+const DefaultMaxResultBytes = 512 << 10
+
+// ErrTooLarge: a result event does not fit the size limit even with its
+// output and path lists emptied.
+var ErrTooLarge = errors.New("result event too large")
+
+// Publisher publishes bundle-ready and result events.
+type Publisher struct {
+	js       jetstream.JetStream
+	subjects Subjects
+	maxBytes int
+	now      func() time.Time
+}
+
+// PublisherOption configures a Publisher.
+type PublisherOption func(*Publisher)
+
+// WithMaxResultBytes sets the size limit of an encoded result event
+// (default DefaultMaxResultBytes).
+func WithMaxResultBytes(n int) PublisherOption { return func(p *Publisher) { p.maxBytes = n } }
+
+// WithPublisherClock replaces time.Now for the times the publisher fills in.
+func WithPublisherClock(now func() time.Time) PublisherOption {
+	return func(p *Publisher) { p.now = now }
+}
+
+// NewPublisher returns a publisher for the streams named by subjects (see
+// Setup).
+func NewPublisher(js jetstream.JetStream, subjects Subjects, opts ...PublisherOption) *Publisher {
+	p := &Publisher{js: js, subjects: subjects, maxBytes: DefaultMaxResultBytes, now: time.Now}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// AnnounceBundle publishes a bundle-ready event: the call a producer makes
+// once a bundle (files + manifest.json) is complete. Zero SchemaVersion and
+// Type, an empty ID (a NewEventID) and a zero ProducedAt (now) are filled
+// in; set ID yourself to know it or to retry safely. The event id is the
+// Nats-Msg-Id, so announcing the same id again within the dedup window
+// stores nothing and reports dup = true with the first sequence.
+func (p *Publisher) AnnounceBundle(ctx context.Context, ev BundleReady) (seq uint64, dup bool, err error) {
+	if ev.SchemaVersion == 0 {
+		ev.SchemaVersion = SchemaVersion
+	}
+	if ev.Type == "" {
+		ev.Type = TypeBundleReady
+	}
+	if ev.ID == "" {
+		ev.ID = NewEventID()
+	}
+	if ev.ProducedAt.IsZero() {
+		ev.ProducedAt = p.now().UTC()
+	}
+	if err := ev.Validate(); err != nil {
+		return 0, false, err
+	}
+	data, err := ev.Encode()
+	if err != nil {
+		return 0, false, fmt.Errorf("encode bundle.ready %s: %w", ev.ID, err)
+	}
+	stream := p.subjects.BundlesStream()
+	ack, err := p.js.Publish(ctx, p.subjects.BundleReady(ev.PipelineID), data,
+		jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
+	if err != nil {
+		return 0, false, publishErr("announce bundle "+ev.ID, stream, err)
+	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+// PublishResult publishes a result event. Zero SchemaVersion and Time are
+// filled in. A publication result (published, collision, failed with a
+// BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also used
+// as its ID when ID is empty, so a redelivered bundle does not publish its
+// result twice. Other results use ID (a NewEventID when empty). Outputs,
+// then the path lists, are cut to keep the event under the size limit.
+func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
+	if r.SchemaVersion == 0 {
+		r.SchemaVersion = SchemaVersion
+	}
+	if r.Time.IsZero() {
+		r.Time = p.now().UTC()
+	}
+	msgID := ResultMsgID(r)
+	if r.ID == "" {
+		r.ID = msgID
+		if r.ID == "" {
+			r.ID = NewEventID()
+		}
+	}
+	if msgID == "" {
+		msgID = r.ID
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	data, err := fitResult(r, p.maxBytes)
+	if err != nil {
+		return err
+	}
+	stream := p.subjects.EventsStream()
+	if _, err := p.js.Publish(ctx, p.subjects.Result(r.Type, r.DestinationID, r.PipelineID), data,
+		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream)); err != nil {
+		return publishErr("publish "+r.Type+" event "+r.ID, stream, err)
+	}
+	return nil
+}
+
+// ResultMsgID is the deterministic Nats-Msg-Id of a publication result,
+// "<bundle_event_id>.<destination_id or _>.<type>", or "" for results not
+// tied to a bundle event.
+func ResultMsgID(r Result) string {
+	switch r.Type {
+	case TypePublished, TypeCollision, TypeFailed:
+		if r.BundleEventID != "" {
+			return r.BundleEventID + "." + orUnderscore(r.DestinationID) + "." + r.Type
+		}
+	}
+	return ""
+}
+
+func publishErr(what, stream string, err error) error {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return fmt.Errorf("%s: stream %s does not exist: start distributor serve once (it creates the streams): %w", what, stream, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// fitResult encodes r within limit bytes: it keeps as many outputs as fit
+// (OutputsTruncated), then as many path-list entries as fit (ListsTruncated).
+func fitResult(r Result, limit int) ([]byte, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event %s: %w", r.Type, r.ID, err)
+	}
+	if len(data) <= limit {
+		return data, nil
+	}
+	if len(r.Outputs) > 0 {
+		outputs := r.Outputs
+		r.OutputsTruncated = true
+		if data, ok := largestFit(len(outputs), limit, func(k int) Result { r.Outputs = outputs[:k:k]; return r }); ok {
+			return data, nil
+		}
+		r.Outputs = nil
+	}
+	n := max(len(r.Collisions), len(r.Adopted), len(r.SizeMismatches))
+	if n > 0 {
+		col, ad, sm := r.Collisions, r.Adopted, r.SizeMismatches
+		r.ListsTruncated = true
+		if data, ok := largestFit(n, limit, func(k int) Result {
+			r.Collisions, r.Adopted, r.SizeMismatches = col[:min(k, len(col))], ad[:min(k, len(ad))], sm[:min(k, len(sm))]
+			return r
+		}); ok {
+			return data, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s event %s exceeds %d bytes even without outputs and path lists", ErrTooLarge, r.Type, r.ID, limit)
+}
+
+// largestFit finds the largest k in [0, n) whose encoding of with(k) fits
+// limit (encoded size grows with k).
+func largestFit(n, limit int, with func(k int) Result) ([]byte, bool) {
+	size := func(k int) int {
+		d, _ := json.Marshal(with(k))
+		return len(d)
+	}
+	// First k that does not fit; n itself is known not to fit.
+	k := sort.Search(n, func(k int) bool { return size(k) > limit })
+	if k == 0 {
+		return nil, false
+	}
+	data, _ := json.Marshal(with(k - 1))
+	return data, true
+}

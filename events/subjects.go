@@ -1,0 +1,146 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// DefaultPrefix is the subject prefix when none is configured.
+const DefaultPrefix = "distributor"
+
+// Subjects names every subject, stream, bucket and consumer under one prefix
+// (one prefix per tenant). The zero value uses DefaultPrefix.
+//
+//	<prefix>.bundle.ready.<pipeline_id>
+//	<prefix>.events.<type>.<destination_id or _>.<pipeline_id>
+//
+// Pipeline ids may contain dots, so they come last.
+type Subjects struct {
+	Prefix string
+}
+
+// NewSubjects validates prefix ("" means DefaultPrefix).
+func NewSubjects(prefix string) (Subjects, error) {
+	s := Subjects{Prefix: prefix}
+	return s, s.Validate()
+}
+
+// Validate checks the prefix: one subject token of letters, digits, '_' or
+// '-' (it also names streams and a bucket, which allow nothing else).
+func (s Subjects) Validate() error {
+	p := s.prefix()
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("nats.subject_prefix %q: use only letters, digits, '_' and '-'", p)
+		}
+	}
+	return nil
+}
+
+func (s Subjects) prefix() string {
+	if s.Prefix == "" {
+		return DefaultPrefix
+	}
+	return s.Prefix
+}
+
+func (s Subjects) upper() string {
+	return strings.ToUpper(strings.ReplaceAll(s.prefix(), "-", "_"))
+}
+
+// BundleReady is the subject of a pipeline's bundle-ready events.
+func (s Subjects) BundleReady(pipelineID string) string {
+	return s.prefix() + ".bundle.ready." + pipelineID
+}
+
+// BundleReadyFilter matches one pipeline's bundle-ready events, or all of
+// them when pipelineID is "".
+func (s Subjects) BundleReadyFilter(pipelineID string) string {
+	if pipelineID == "" {
+		pipelineID = ">"
+	}
+	return s.BundleReady(pipelineID)
+}
+
+// Result is the subject of a result event. An empty destination or
+// pipeline id becomes "_".
+func (s Subjects) Result(typ, destinationID, pipelineID string) string {
+	return s.prefix() + ".events." + typ + "." + orUnderscore(destinationID) + "." + orUnderscore(pipelineID)
+}
+
+// ResultFilter matches result events; "" matches any type, destination or
+// pipeline. The pipeline comes last and may contain dots, hence ">".
+func (s Subjects) ResultFilter(typ, destinationID, pipelineID string) string {
+	if typ == "" {
+		typ = "*"
+	}
+	if destinationID == "" {
+		destinationID = "*"
+	}
+	if pipelineID == "" {
+		pipelineID = ">"
+	}
+	return s.prefix() + ".events." + typ + "." + destinationID + "." + pipelineID
+}
+
+// BundlesStream is the stream of bundle-ready events ("DISTRIBUTOR_BUNDLES").
+func (s Subjects) BundlesStream() string { return s.upper() + "_BUNDLES" }
+
+// EventsStream is the stream of result events ("DISTRIBUTOR_EVENTS").
+func (s Subjects) EventsStream() string { return s.upper() + "_EVENTS" }
+
+// LeaseBucket is the key-value bucket of root leases ("DISTRIBUTOR_LEASES").
+func (s Subjects) LeaseBucket() string { return s.upper() + "_LEASES" }
+
+// Durable is the pull consumer every serve process shares ("distributor-publisher").
+func (s Subjects) Durable() string { return s.prefix() + "-publisher" }
+
+func orUnderscore(id string) string {
+	if id == "" {
+		return "_"
+	}
+	return id
+}
+
+// ValidatePipelineID checks that id can be the last part of a subject: not
+// empty, no whitespace or control characters, no '*' or '>', and dots only
+// between non-empty parts ("weatherreporter.daily").
+func ValidatePipelineID(id string) error {
+	if err := validateToken("pipeline id", id); err != nil {
+		return err
+	}
+	for _, part := range strings.Split(id, ".") {
+		if part == "" {
+			return fmt.Errorf("pipeline id %q has an empty part between dots", id)
+		}
+	}
+	return nil
+}
+
+// ValidateDestinationID checks that id is one subject token: like a
+// pipeline id but without dots (it sits in the middle of result subjects).
+func ValidateDestinationID(id string) error {
+	if err := validateToken("destination id", id); err != nil {
+		return err
+	}
+	if strings.Contains(id, ".") {
+		return fmt.Errorf("destination id %q contains '.': use '-' or '_'", id)
+	}
+	return nil
+}
+
+func validateToken(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if id == "_" {
+		return fmt.Errorf("%s \"_\" is reserved (it stands for none in subjects)", what)
+	}
+	for _, c := range id {
+		if unicode.IsSpace(c) || unicode.IsControl(c) || c == '*' || c == '>' || c == unicode.ReplacementChar {
+			return fmt.Errorf("%s %q contains %q: use letters, digits, '-', '_' and '.'", what, id, c)
+		}
+	}
+	return nil
+}

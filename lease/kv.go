@@ -1,0 +1,230 @@
+package lease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// minKVTTL is the smallest per-message TTL NATS accepts.
+const minKVTTL = time.Second
+
+// KVLocker is the serve-mode Locker: one key per destination root in a
+// JetStream key-value bucket (events.Setup creates it with LimitMarkerTTL,
+// which per-key TTLs need; NATS 2.11 or newer). A lease is a key created
+// with a TTL and renewed every ttl/3; a holder that stops renewing loses it
+// when the TTL runs out and the next Create succeeds. The key's first
+// revision is the fencing token: revisions are the bucket stream's
+// sequence, so they grow across all keys and are never reused.
+type KVLocker struct {
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue
+	holder   string
+	ttl      time.Duration
+	interval time.Duration
+	now      func() time.Time
+
+	// beforeRenew runs before each renewal attempt (tests stall renewal here).
+	beforeRenew func()
+}
+
+// KVOption configures a KVLocker.
+type KVOption func(*KVLocker)
+
+// WithKVClock replaces time.Now for lease deadlines (tests).
+func WithKVClock(now func() time.Time) KVOption { return func(l *KVLocker) { l.now = now } }
+
+// WithKVRenewInterval sets how often a held lease is renewed (default ttl/3).
+func WithKVRenewInterval(d time.Duration) KVOption { return func(l *KVLocker) { l.interval = d } }
+
+// NewKV returns a locker on the bucket kv. js is the JetStream context kv was
+// opened with: renewals publish to the bucket's subject directly, because
+// kv.Update would drop the key's TTL. holder names this process in the
+// error another holder sees ("host/pid"); ttl (at least 1 s) bounds how
+// long a crashed holder blocks a root.
+func NewKV(js jetstream.JetStream, kv jetstream.KeyValue, holder string, ttl time.Duration, opts ...KVOption) *KVLocker {
+	l := &KVLocker{js: js, kv: kv, holder: holder, ttl: ttl, interval: ttl / 3, now: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// KVKey is the bucket key of a root: the lowercase hex SHA-256 of root.Key.
+// Root keys are URLs that KV keys cannot hold; a digest always fits.
+func KVKey(rootKey string) string {
+	sum := sha256.Sum256([]byte(rootKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// kvRecord is the key's value: who holds the root, for the ErrHeld message.
+type kvRecord struct {
+	Holder   string    `json:"holder"`
+	Root     string    `json:"root"`
+	Acquired time.Time `json:"acquired"`
+	Renewed  time.Time `json:"renewed,omitzero"`
+	TTL      string    `json:"ttl"`
+}
+
+// Acquire implements Locker. The lease is renewed until Release or ctx ends.
+func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
+	if l.ttl < minKVTTL {
+		return nil, fmt.Errorf("lease ttl %s is below the 1s NATS allows: raise the lease ttl", l.ttl)
+	}
+	key := KVKey(root.Key)
+	rec := kvRecord{Holder: l.holder, Root: root.Key, TTL: l.ttl.String()}
+	// A few tries: the key may expire or be released between our Create
+	// and our read of its holder.
+	for range 3 {
+		sent := l.now()
+		rec.Acquired = sent.UTC()
+		data, _ := json.Marshal(rec)
+		rev, err := l.kv.Create(ctx, key, data, jetstream.KeyTTL(l.ttl))
+		if err == nil {
+			ls := &kvLease{
+				locker: l, root: root, key: key, rec: rec, token: rev, rev: rev,
+				deadline: sent.Add(l.ttl), stop: make(chan struct{}), done: make(chan struct{}),
+			}
+			go ls.renew(ctx)
+			return ls, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("acquire lease on %s in bucket %s: %w", root.Key, l.kv.Bucket(), err)
+		}
+		e, err := l.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s (cannot read the holder: %v)", ErrHeld, root.Key, err)
+		}
+		var cur kvRecord
+		if json.Unmarshal(e.Value(), &cur) != nil || cur.Holder == "" {
+			cur.Holder = "an unknown holder"
+		}
+		return nil, fmt.Errorf("%w: %s is held by %s since %s; retry after it finishes (a dead holder's lease expires within %s)",
+			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), cur.TTL)
+	}
+	return nil, fmt.Errorf("%w: %s (it changed hands while acquiring)", ErrHeld, root.Key)
+}
+
+type kvLease struct {
+	locker *KVLocker
+	root   Root
+	key    string
+	rec    kvRecord
+	token  uint64
+
+	mu       sync.Mutex
+	rev      uint64    // current revision: the next renewal's compare-and-swap
+	deadline time.Time // the lease is ours until then (local clock)
+	lost     error
+
+	once sync.Once
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Token is the key's first revision in decimal; compare tokens as numbers.
+func (s *kvLease) Token() string { return strconv.FormatUint(s.token, 10) }
+
+func (s *kvLease) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.errLocked()
+}
+
+func (s *kvLease) errLocked() error {
+	if s.lost == nil && !s.locker.now().Before(s.deadline) {
+		s.lost = fmt.Errorf("%w: lease on %s was not renewed within %s", ErrLost, s.root.Key, s.locker.ttl)
+	}
+	return s.lost
+}
+
+func (s *kvLease) renew(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.locker.interval)
+	defer t.Stop()
+	subject := "$KV." + s.locker.kv.Bucket() + "." + s.key
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ctx.Done():
+			return // Err reports the loss once the deadline passes
+		case <-t.C:
+		}
+		if s.locker.beforeRenew != nil {
+			s.locker.beforeRenew()
+		}
+		s.mu.Lock()
+		err := s.errLocked()
+		rev, deadline := s.rev, s.deadline
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+
+		sent := s.locker.now()
+		rec := s.rec
+		rec.Renewed = sent.UTC()
+		data, _ := json.Marshal(rec)
+		// A renewal later than the deadline is worthless.
+		pctx, cancel := context.WithTimeout(ctx, deadline.Sub(sent))
+		ack, err := s.locker.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data},
+			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.locker.ttl))
+		cancel()
+
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.rev, s.deadline = ack.Sequence, sent.Add(s.locker.ttl)
+		case wrongLastSequence(err):
+			if s.lost == nil {
+				s.lost = fmt.Errorf("%w: lease on %s expired or was taken over", ErrLost, s.root.Key)
+			}
+		}
+		// Other errors are transient: retry on the next tick until the
+		// deadline passes.
+		s.mu.Unlock()
+	}
+}
+
+// Release stops renewal and deletes the key if it is still this lease's
+// revision; a key another holder has since created is left alone.
+func (s *kvLease) Release(ctx context.Context) error {
+	s.once.Do(func() { close(s.stop) })
+	<-s.done
+	s.mu.Lock()
+	rev, lost := s.rev, s.errLocked()
+	if s.lost == nil {
+		s.lost = fmt.Errorf("%w: lease on %s was released", ErrLost, s.root.Key)
+	}
+	s.mu.Unlock()
+
+	err := s.locker.kv.Delete(ctx, s.key, jetstream.LastRevision(rev))
+	switch {
+	case err == nil, errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil // released, or no longer ours
+	case lost != nil:
+		return nil // a lost lease has nothing left to give up
+	}
+	return fmt.Errorf("release lease on %s: %w", s.root.Key, err)
+}
+
+// wrongLastSequence reports a failed compare-and-swap on the key: it expired
+// or another holder has it (10071; 10164 on replicated buckets).
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

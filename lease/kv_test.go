@@ -1,0 +1,306 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/testenv"
+)
+
+// kvEnv is one embedded server with the production lease bucket.
+type kvEnv struct {
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+}
+
+func newKVEnv(t *testing.T) kvEnv {
+	t.Helper()
+	js := testenv.NewNATS(t).JetStream(t)
+	st, err := events.Setup(context.Background(), js, events.SetupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kvEnv{js: js, kv: st.Leases}
+}
+
+func (e kvEnv) locker(holder string, ttl time.Duration, opts ...KVOption) *KVLocker {
+	return NewKV(e.js, e.kv, holder, ttl, opts...)
+}
+
+func token(t *testing.T, l Lease) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(l.Token(), 10, 64)
+	if err != nil {
+		t.Fatalf("token %q is not a decimal revision: %v", l.Token(), err)
+	}
+	return n
+}
+
+func TestKVKey(t *testing.T) {
+	k := KVKey("s3://reports/weather/archive/")
+	if len(k) != 64 || strings.Trim(k, "0123456789abcdef") != "" {
+		t.Fatalf("KVKey = %q, want 64 lowercase hex digits", k)
+	}
+	if k != KVKey("s3://reports/weather/archive/") || k == KVKey("s3://reports/weather/latest/") {
+		t.Fatal("KVKey is not a deterministic, distinct encoding")
+	}
+}
+
+func TestKVRaceExactlyOneHolder(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	root := Root{Key: "file:///srv/reports/"}
+	const n = 8
+	var (
+		wg     sync.WaitGroup
+		leases = make([]Lease, n)
+		errs   = make([]error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			leases[i], errs[i] = env.locker(fmt.Sprintf("holder-%d", i), 5*time.Second).Acquire(context.Background(), root)
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i := range n {
+		if errs[i] == nil {
+			if winner >= 0 {
+				t.Fatalf("holders %d and %d both hold the lease", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("nobody got the lease: %v", errs)
+	}
+	defer leases[winner].Release(context.Background())
+	want := fmt.Sprintf("file:///srv/reports/ is held by holder-%d since ", winner)
+	for i, err := range errs {
+		if i == winner {
+			continue
+		}
+		if !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), want) {
+			t.Errorf("holder %d: err = %v, want ErrHeld naming holder-%d", i, err, winner)
+		}
+	}
+	if err := leases[winner].Err(); err != nil {
+		t.Fatalf("winner's Err() = %v", err)
+	}
+}
+
+func TestKVRenewalKeepsLeasePastTTL(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	ctx := context.Background()
+	root := Root{Key: "s3://reports/weather/"}
+	a, err := env.locker("a", time.Second).Acquire(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := a.Err(); err != nil {
+		t.Fatalf("renewed lease: Err() = %v after 3 TTLs", err)
+	}
+	if _, err := env.locker("b", time.Second).Acquire(ctx, root); !errors.Is(err, ErrHeld) {
+		t.Fatalf("b acquired a renewed lease: err = %v", err)
+	}
+	// Renewals are new revisions; the token stays the first one.
+	e, err := env.kv.Get(ctx, KVKey(root.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() <= token(t, a) {
+		t.Fatalf("key revision %d, token %s: no renewal happened", e.Revision(), a.Token())
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(a.Err(), ErrLost) {
+		t.Fatalf("released lease: Err() = %v, want ErrLost", a.Err())
+	}
+	// Released: the next holder need not wait for the TTL.
+	b, err := env.locker("b", time.Second).Acquire(ctx, root)
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if token(t, b) <= token(t, a) {
+		t.Fatalf("token did not increase: a=%s b=%s", a.Token(), b.Token())
+	}
+	b.Release(ctx)
+}
+
+func TestKVStalledHolderLosesLease(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	ctx := context.Background()
+	root := Root{Key: "file:///srv/stalled/"}
+
+	// Three renewals go through, then the holder stalls (a GC pause, a
+	// frozen VM). Renewing with kv.Update would drop the TTL and the key
+	// would never expire: the renewals must keep it.
+	stall := make(chan struct{})
+	var (
+		mu          sync.Mutex
+		calls       int
+		lastRenewal time.Time
+	)
+	stale := env.locker("stale", time.Second)
+	stale.beforeRenew = func() {
+		mu.Lock()
+		calls++
+		n := calls
+		if n <= 3 {
+			lastRenewal = time.Now()
+		}
+		mu.Unlock()
+		if n > 3 {
+			<-stall
+		}
+	}
+	a, err := stale.Acquire(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+
+	var b Lease
+	for b == nil {
+		b, err = env.locker("fresh", time.Second).Acquire(ctx, root)
+		if err != nil && !errors.Is(err, ErrHeld) {
+			t.Fatal(err)
+		}
+		if time.Since(start) > 6*time.Second {
+			t.Fatalf("stalled holder's lease did not expire: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	took, renewals := time.Since(lastRenewal), calls
+	mu.Unlock()
+	t.Logf("second holder acquired %s after the stalled holder's last renewal", took)
+	if renewals < 4 {
+		t.Fatalf("only %d renewal attempts before the lease moved, want 3 renewals then a stall", renewals)
+	}
+	if took < 900*time.Millisecond {
+		t.Fatalf("lease taken %s after the last renewal, before its 1s TTL", took)
+	}
+	defer b.Release(ctx)
+
+	if err := a.Err(); !errors.Is(err, ErrLost) {
+		t.Fatalf("stale holder: Err() = %v, want ErrLost", err)
+	}
+	if token(t, b) <= token(t, a) {
+		t.Fatalf("token did not increase: stale=%s fresh=%s", a.Token(), b.Token())
+	}
+
+	close(stall) // the stale holder wakes up and tries to renew
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("releasing a lost lease: %v", err)
+	}
+	e, err := env.kv.Get(ctx, KVKey(root.Key))
+	if err != nil {
+		t.Fatalf("new holder's key after stale release: %v", err)
+	}
+	if !strings.Contains(string(e.Value()), `"holder":"fresh"`) {
+		t.Fatalf("key holds %s, want the fresh holder", e.Value())
+	}
+	if err := b.Err(); err != nil {
+		t.Fatalf("fresh holder: Err() = %v", err)
+	}
+	if _, err := env.locker("third", time.Second).Acquire(ctx, root); !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "held by fresh") {
+		t.Fatalf("third holder: err = %v, want ErrHeld by fresh", err)
+	}
+}
+
+func TestKVTokensIncreaseAcrossHolders(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	ctx := context.Background()
+	roots := []Root{{Key: "file:///a/"}, {Key: "file:///b/"}}
+	var prev uint64
+	for i := range 6 {
+		l, err := env.locker(fmt.Sprintf("h%d", i), 2*time.Second).Acquire(ctx, roots[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := token(t, l)
+		if tok <= prev {
+			t.Fatalf("holder %d token %d, previous %d", i, tok, prev)
+		}
+		prev = tok
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("second release: %v", err)
+		}
+	}
+}
+
+func TestKVClockDeadline(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	// Renewal far in the future: only the clock decides.
+	l, err := env.locker("a", 10*time.Second, WithKVClock(clock), WithKVRenewInterval(time.Hour)).Acquire(ctx, Root{Key: "file:///c/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	mu.Lock()
+	now = now.Add(9 * time.Second)
+	mu.Unlock()
+	if err := l.Err(); err != nil {
+		t.Fatalf("9s into a 10s lease: Err() = %v", err)
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	if err := l.Err(); !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), "not renewed within 10s") {
+		t.Fatalf("at the deadline: Err() = %v, want ErrLost", err)
+	}
+}
+
+func TestKVContextEndStopsRenewal(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	root := Root{Key: "file:///d/"}
+	a, err := env.locker("a", time.Second).Acquire(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(1500 * time.Millisecond)
+	if !errors.Is(a.Err(), ErrLost) {
+		t.Fatalf("Err() = %v after ctx ended and the TTL passed, want ErrLost", a.Err())
+	}
+	b, err := env.locker("b", time.Second).Acquire(context.Background(), root)
+	if err != nil {
+		t.Fatalf("acquire after the first holder's ctx ended: %v", err)
+	}
+	b.Release(context.Background())
+}
+
+func TestKVTTLTooShort(t *testing.T) {
+	env := newKVEnv(t)
+	_, err := env.locker("a", 500*time.Millisecond).Acquire(context.Background(), Root{Key: "file:///e/"})
+	if err == nil || !strings.Contains(err.Error(), "below the 1s") {
+		t.Fatalf("err = %v, want the TTL minimum", err)
+	}
+}

@@ -1,0 +1,202 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/distributor/distributor/storage"
+)
+
+// LockPath is the direct-mode lock object inside a root.
+const LockPath = ".distributor/lock"
+
+// lockRecord is the lock object's content.
+type lockRecord struct {
+	Holder   string    `json:"holder"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Acquired time.Time `json:"acquired"`
+	Expires  time.Time `json:"expires"`
+	// Generation increases with every takeover of an expired lock; with
+	// Acquired it forms the fencing token.
+	Generation int64 `json:"generation"`
+}
+
+// StorageLocker is the direct-mode Locker: a lock object in the root created
+// with a conditional write, carrying holder and expiry, renewed while held.
+// A lock whose expiry passed, or whose holder process on this same host is
+// gone, is taken over with a compare-and-swap on its version, so a crashed
+// run never leaves a root stuck.
+type StorageLocker struct {
+	holder string
+	ttl    time.Duration
+	now    func() time.Time
+	host   string
+	pid    int
+	alive  func(pid int) bool
+}
+
+// LockOption configures a StorageLocker.
+type LockOption func(*StorageLocker)
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) LockOption { return func(l *StorageLocker) { l.now = now } }
+
+// WithProcess sets the host and pid recorded in the lock (tests).
+func WithProcess(host string, pid int, alive func(int) bool) LockOption {
+	return func(l *StorageLocker) { l.host, l.pid, l.alive = host, pid, alive }
+}
+
+// NewStorageLocker returns a direct-mode locker. ttl bounds how long a crashed
+// holder on another host blocks the root.
+func NewStorageLocker(holder string, ttl time.Duration, opts ...LockOption) *StorageLocker {
+	host, _ := os.Hostname()
+	l := &StorageLocker{holder: holder, ttl: ttl, now: time.Now, host: host, pid: os.Getpid(), alive: processAlive}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Acquire implements Locker.
+func (l *StorageLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
+	rec := lockRecord{Holder: l.holder, Host: l.host, PID: l.pid, Generation: 1}
+	rec.Acquired = l.now().UTC()
+	rec.Expires = rec.Acquired.Add(l.ttl)
+	data, _ := json.Marshal(rec)
+	v, err := root.Store.WriteIfVersion(ctx, LockPath, data, "")
+	if errors.Is(err, storage.ErrConflict) {
+		v, rec, err = l.takeOver(ctx, root, rec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ls := &storageLease{locker: l, root: root, rec: rec, version: v, done: make(chan struct{})}
+	ls.wg.Add(1)
+	go ls.renew()
+	return ls, nil
+}
+
+func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord) (storage.Version, lockRecord, error) {
+	data, v, err := root.Store.ReadVersion(ctx, LockPath)
+	if err != nil {
+		return "", rec, fmt.Errorf("read lock %s/%s: %w", root.Store, LockPath, err)
+	}
+	if v == "" { // released between our write and read: try once more
+		data, _ := json.Marshal(rec)
+		nv, err := root.Store.WriteIfVersion(ctx, LockPath, data, "")
+		if errors.Is(err, storage.ErrConflict) {
+			return "", rec, fmt.Errorf("%w: %s (lock changed while acquiring)", ErrHeld, root.Key)
+		}
+		return nv, rec, err
+	}
+	var cur lockRecord
+	if err := json.Unmarshal(data, &cur); err != nil {
+		// An unreadable lock has no expiry to honour: refuse, with the fix.
+		return "", rec, fmt.Errorf("%w: lock object %s in %s is unreadable; remove it if no run is active", ErrHeld, LockPath, root.Store)
+	}
+	now := l.now()
+	dead := cur.Host == l.host && cur.PID > 0 && !l.alive(cur.PID)
+	if now.Before(cur.Expires) && !dead {
+		return "", rec, fmt.Errorf("%w: %s is locked by %s (pid %d on %s) until %s", ErrHeld, root.Store, cur.Holder, cur.PID, cur.Host, cur.Expires.Format(time.RFC3339))
+	}
+	rec.Generation = cur.Generation + 1
+	nd, _ := json.Marshal(rec)
+	nv, err := root.Store.WriteIfVersion(ctx, LockPath, nd, v)
+	if errors.Is(err, storage.ErrConflict) {
+		return "", rec, fmt.Errorf("%w: %s (another run took the expired lock first)", ErrHeld, root.Store)
+	}
+	return nv, rec, err
+}
+
+type storageLease struct {
+	locker *StorageLocker
+	root   Root
+
+	mu      sync.Mutex
+	rec     lockRecord
+	version storage.Version
+	lost    error
+
+	once sync.Once
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func (s *storageLease) Token() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strconv.FormatInt(s.rec.Generation, 10) + "." + strconv.FormatInt(s.rec.Acquired.UnixNano(), 10)
+}
+
+func (s *storageLease) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil && !s.locker.now().Before(s.rec.Expires) {
+		s.lost = fmt.Errorf("%w: lock on %s expired at %s", ErrLost, s.root.Store, s.rec.Expires.Format(time.RFC3339))
+	}
+	return s.lost
+}
+
+func (s *storageLease) renew() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.locker.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if s.Err() != nil {
+			return
+		}
+		s.mu.Lock()
+		rec := s.rec
+		v := s.version
+		s.mu.Unlock()
+		rec.Expires = s.locker.now().UTC().Add(s.locker.ttl)
+		data, _ := json.Marshal(rec)
+		ctx, cancel := context.WithTimeout(context.Background(), s.locker.ttl/3)
+		nv, err := s.root.Store.WriteIfVersion(ctx, LockPath, data, v)
+		cancel()
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.rec, s.version = rec, nv
+		case errors.Is(err, storage.ErrConflict):
+			s.lost = fmt.Errorf("%w: lock on %s was taken over", ErrLost, s.root.Store)
+		}
+		// Other (transient) errors: keep trying until the expiry passes; Err()
+		// reports the loss once it does.
+		s.mu.Unlock()
+	}
+}
+
+func (s *storageLease) Release(ctx context.Context) error {
+	s.once.Do(func() { close(s.done) })
+	s.wg.Wait()
+	s.mu.Lock()
+	v, lost := s.version, s.lost
+	s.mu.Unlock()
+	if lost != nil {
+		return nil
+	}
+	err := s.root.Store.DeleteIfVersion(ctx, LockPath, v)
+	if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotExist) {
+		return nil // someone took it over after it expired: not ours to delete
+	}
+	return err
+}

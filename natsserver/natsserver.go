@@ -1,0 +1,187 @@
+// Package natsserver runs the embedded NATS JetStream server that `serve`
+// starts when no external nats.url is configured. Tests reuse it through
+// testenv.
+package natsserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// readyTimeout bounds how long Start waits for the server to accept clients.
+const readyTimeout = 5 * time.Second
+
+// Options configures the embedded server.
+type Options struct {
+	// Listen is the client address, e.g. "127.0.0.1:4222"; port 0 picks a
+	// free port. Empty means no TCP listener: only in-process connections
+	// made with Connect.
+	Listen string
+	// StoreDir is where JetStream keeps streams and key-value buckets. Required.
+	StoreDir string
+	// Logger receives the server's log lines. Nil silences the server.
+	Logger *zerolog.Logger
+}
+
+// Server is a running embedded NATS server with JetStream enabled.
+type Server struct {
+	ns     *server.Server
+	inProc bool
+}
+
+// Start starts the server and waits until it accepts clients (at most 5 s).
+// ctx bounds the start only; stop the server with Shutdown.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.StoreDir == "" {
+		return nil, errors.New("natsserver: store directory is empty: set nats.store_dir")
+	}
+	sopts := &server.Options{
+		ServerName: "distributor",
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+		// Without NoSigs the server catches SIGINT/SIGTERM and calls
+		// os.Exit, skipping the program's own drain.
+		NoSigs: true,
+		NoLog:  opts.Logger == nil,
+	}
+	if opts.Listen == "" {
+		sopts.DontListen = true
+	} else {
+		host, port, err := splitListen(opts.Listen)
+		if err != nil {
+			return nil, err
+		}
+		sopts.Host, sopts.Port = host, port
+		if port != server.RANDOM_PORT {
+			// The server only reports a bind failure by timing out; probe
+			// first so the user gets an immediate, precise error.
+			if err := probeListen(opts.Listen); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	ns, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: configure embedded server: %w", err)
+	}
+	if opts.Logger != nil {
+		l := zlog{opts.Logger}
+		ns.SetLoggerV2(l, opts.Logger.GetLevel() <= zerolog.DebugLevel, opts.Logger.GetLevel() <= zerolog.TraceLevel, false)
+	}
+	go ns.Start()
+
+	ready := make(chan bool, 1)
+	go func() { ready <- ns.ReadyForConnections(readyTimeout) }()
+	select {
+	case ok := <-ready:
+		if !ok {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			if opts.Listen != "" {
+				if err := probeListen(opts.Listen); err != nil {
+					return nil, err
+				}
+			}
+			return nil, fmt.Errorf("natsserver: embedded server not ready after %s (store %s)", readyTimeout, opts.StoreDir)
+		}
+	case <-ctx.Done():
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("natsserver: start interrupted: %w", ctx.Err())
+	}
+	if !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("natsserver: JetStream did not start (store %s): check that the directory is writable", opts.StoreDir)
+	}
+	return &Server{ns: ns, inProc: opts.Listen == ""}, nil
+}
+
+// ClientURL is the URL other processes connect to ("nats://127.0.0.1:4222"),
+// or "" when the server has no TCP listener.
+func (s *Server) ClientURL() string {
+	if s.inProc {
+		return ""
+	}
+	return s.ns.ClientURL()
+}
+
+// Connect opens a client connection: in-process when the server has no TCP
+// listener, over TCP to ClientURL otherwise.
+func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	if s.inProc {
+		opts = append(opts, nats.InProcessServer(s.ns))
+		nc, err := nats.Connect("", opts...)
+		if err != nil {
+			return nil, fmt.Errorf("natsserver: connect in-process: %w", err)
+		}
+		return nc, nil
+	}
+	nc, err := nats.Connect(s.ns.ClientURL(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: connect %s: %w", s.ns.ClientURL(), err)
+	}
+	return nc, nil
+}
+
+// Shutdown stops the server and waits until it has stopped. It is safe to
+// call more than once.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}
+
+// splitListen parses "host:port"; port 0 means a random free port.
+func splitListen(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("nats.listen %q is not host:port: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("nats.listen %q has an invalid port: use a number from 0 to 65535", addr)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	if port == 0 {
+		// For nats-server 0 means the default port 4222.
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+// probeListen reports a clear error when addr cannot be bound.
+func probeListen(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("nats.listen %s is in use: set nats.listen or nats.url", addr)
+		}
+		return fmt.Errorf("nats.listen %s cannot be used: %w", addr, err)
+	}
+	return l.Close()
+}
+
+// zlog adapts zerolog to the server's logger interface.
+type zlog struct{ l *zerolog.Logger }
+
+func (z zlog) Noticef(format string, v ...any) { z.l.Info().Msgf(format, v...) }
+func (z zlog) Warnf(format string, v ...any)   { z.l.Warn().Msgf(format, v...) }
+
+// Fatalf must not exit the process: the program decides what a server
+// failure means.
+func (z zlog) Fatalf(format string, v ...any) { z.l.Error().Msgf(format, v...) }
+func (z zlog) Errorf(format string, v ...any) { z.l.Error().Msgf(format, v...) }
+func (z zlog) Debugf(format string, v ...any) { z.l.Debug().Msgf(format, v...) }
+func (z zlog) Tracef(format string, v ...any) { z.l.Trace().Msgf(format, v...) }

@@ -1,0 +1,583 @@
+// Package local is the storage.Backend on a local folder.
+//
+// Confinement: every path is checked with catalog.ValidatePath and every
+// operation goes through an os.Root opened on the folder, so nothing outside
+// it can be reached. On top of that, any path with a symlink in it (folder or
+// final name) is refused with ErrOutsideRoot: the simplest rule that cannot
+// be talked into writing through a link, even one that points inside the root
+// today and elsewhere tomorrow. List skips symlinks and other non-regular
+// files.
+//
+// Writes go to a temp file under .distributor/tmp/ (same filesystem), are
+// fsynced, renamed over the target and the target's folder is fsynced, so an
+// object is durable before the caller commits the catalog that records it.
+//
+// Compare-and-swap (catalog writes, lock objects) holds an exclusive flock on
+// .distributor/cas.lock around the content check and the rename, which
+// excludes other goroutines and processes on this machine. Versions are
+// "sha256:<hex>" of the content. Do not delete the lock file while
+// distributor runs; a new one would not exclude holders of the old one.
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+// ErrOutsideRoot is wrapped by the error for a path that leads through a
+// symlink, and so possibly outside the root.
+var ErrOutsideRoot = errors.New("path leads through a symlink")
+
+const (
+	tmpDir   = catalog.ReservedDir + "/tmp"
+	lockName = catalog.ReservedDir + "/cas.lock"
+)
+
+// Backend is a destination root (or bundle location) on a local folder.
+type Backend struct {
+	root string // absolute
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns the backend for the existing folder root.
+func New(root string) (*Backend, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("local root %q: %w", root, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("local root %s does not exist: create the folder first", abs)
+	case err != nil:
+		return nil, fmt.Errorf("local root %s: %w", abs, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("local root %s is not a folder", abs)
+	}
+	return &Backend{root: abs}, nil
+}
+
+// String returns the absolute root path.
+func (b *Backend) String() string { return b.root }
+
+// openRoot opens the root for one operation. Opening per operation (instead
+// of once in New) leaks no descriptor and follows a root that was replaced.
+func (b *Backend) openRoot() (*os.Root, error) {
+	r, err := os.OpenRoot(b.root)
+	if err != nil {
+		return nil, fmt.Errorf("local root %s: %w", b.root, err)
+	}
+	return r, nil
+}
+
+// checkPath validates p and refuses it when any existing component of it is
+// a symlink.
+func (b *Backend) checkPath(r *os.Root, p string) error {
+	if err := catalog.ValidatePath(p); err != nil {
+		return fmt.Errorf("local root %s: %w", b.root, err)
+	}
+	for i := 0; i >= 0; {
+		j := strings.IndexByte(p[i:], '/')
+		name := p
+		if j >= 0 {
+			name, i = p[:i+j], i+j+1
+		} else {
+			i = -1
+		}
+		fi, err := r.Lstat(name)
+		if isMissing(err) {
+			return nil // nothing below can exist either
+		}
+		if err != nil {
+			return fmt.Errorf("local root %s: %q: %w", b.root, name, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
+				b.root, p, ErrOutsideRoot, name)
+		}
+	}
+	return nil
+}
+
+// open validates p and opens the root for an operation on it.
+func (b *Backend) open(p string) (*os.Root, error) {
+	r, err := b.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkPath(r, p); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func isMissing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func (b *Backend) notExist(p string) error {
+	return fmt.Errorf("%q in %s: %w", p, b.root, storage.ErrNotExist)
+}
+
+// regular returns p's info when p is a regular file; a folder or nothing is
+// ErrNotExist (folders are not objects).
+func (b *Backend) regular(r *os.Root, p string) (fs.FileInfo, error) {
+	fi, err := r.Lstat(p)
+	switch {
+	case isMissing(err):
+		return nil, b.notExist(p)
+	case err != nil:
+		return nil, fmt.Errorf("%q in %s: %w", p, b.root, err)
+	case fi.IsDir():
+		return nil, b.notExist(p)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%q in %s is not a regular file (%s)", p, b.root, fi.Mode().Type())
+	}
+	return fi, nil
+}
+
+func info(p string, fi fs.FileInfo) storage.ObjectInfo {
+	return storage.ObjectInfo{Path: p, Size: fi.Size(), ModTime: fi.ModTime()}
+}
+
+// Stat returns the object's info; SHA256 is always empty (no metadata).
+func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	r, err := b.open(p)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	defer r.Close()
+	fi, err := b.regular(r, p)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return info(p, fi), nil
+}
+
+// Open streams the object's bytes.
+func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	r, err := b.open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if _, err := b.regular(r, p); err != nil {
+		return nil, err
+	}
+	f, err := r.Open(p)
+	if isMissing(err) {
+		return nil, b.notExist(p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %q in %s: %w", p, b.root, err)
+	}
+	return f, nil
+}
+
+// Put writes r to p atomically and durably.
+func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, _ storage.PutOptions) error {
+	r, err := b.open(p)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := b.writeAtomic(ctx, r, p, src, size); err != nil {
+		return fmt.Errorf("put %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// writeAtomic copies src into a temp file, syncs it and renames it to p.
+// On any failure the temp file is removed and p is untouched.
+func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.Reader, size int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, tmp, err := createTemp(r)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			f.Close()
+			r.Remove(tmp)
+		}
+	}()
+	// struct{io.Writer} hides ReadFrom so that the large buffer is used.
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, make([]byte, 256<<10))
+	if err != nil {
+		return err
+	}
+	if size >= 0 && n != size {
+		return fmt.Errorf("the source gave %d bytes, expected %d", n, size)
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := path.Dir(p)
+	for attempt := 0; ; attempt++ {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		err = r.Rename(tmp, p)
+		// A concurrent Delete may remove the folder it just emptied
+		// between MkdirAll and Rename: make it again.
+		if errors.Is(err, fs.ErrNotExist) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	committed = true
+	return syncDir(r, dir)
+}
+
+func createTemp(r *os.Root) (*os.File, string, error) {
+	for attempt := 0; ; attempt++ {
+		if err := r.MkdirAll(tmpDir, 0o755); err != nil {
+			return nil, "", err
+		}
+		name := tmpDir + "/" + rand.Text() + ".tmp"
+		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrNotExist) && attempt < 5 {
+			continue // the temp folder was removed meanwhile
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		return f, name, nil
+	}
+}
+
+func syncDir(r *os.Root, dir string) error {
+	d, err := r.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync folder %q: %w", dir, err)
+	}
+	return nil
+}
+
+// Delete removes the files, then the folders that became empty, up to (not
+// including) the root. Missing paths and folder names are skipped. The
+// removals are fsynced before Delete returns.
+func (b *Backend) Delete(ctx context.Context, paths ...string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	for _, p := range paths {
+		if err := catalog.ValidatePath(p); err != nil {
+			return fmt.Errorf("delete in %s: %w", b.root, err)
+		}
+	}
+	r, err := b.openRoot()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	dirty := map[string]bool{}
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.checkPath(r, p); err != nil {
+			return err
+		}
+		dir, err := b.remove(r, p)
+		if err != nil {
+			return err
+		}
+		if dir != "" {
+			dirty[dir] = true
+		}
+	}
+	for dir := range dirty {
+		if err := syncDir(r, dir); err != nil && !isMissing(err) {
+			return fmt.Errorf("delete in %s: %w", b.root, err)
+		}
+	}
+	return nil
+}
+
+// remove deletes the file p and its emptied folders and returns the folder
+// left holding the change ("" when p was not there).
+func (b *Backend) remove(r *os.Root, p string) (string, error) {
+	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("delete: %w", err)
+	}
+	if err := r.Remove(p); err != nil && !isMissing(err) {
+		return "", fmt.Errorf("delete %q in %s: %w", p, b.root, err)
+	}
+	dir := path.Dir(p)
+	for dir != "." && r.Remove(dir) == nil {
+		dir = path.Dir(dir)
+	}
+	return dir, nil
+}
+
+// List walks the objects under prefix in byte order of their paths. A prefix
+// not ending in '/' is a plain string prefix (as on S3): "ab" matches "ab/x"
+// and "abc". The temp area is skipped; reserved paths are the caller's.
+func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	dir := "."
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		dir = prefix[:i]
+	}
+	r, err := b.openRoot()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if prefix != "" {
+		check := strings.TrimSuffix(prefix, "/")
+		if err := catalog.ValidatePath(check); err != nil {
+			return fmt.Errorf("list in %s: prefix: %w", b.root, err)
+		}
+		if dir != "." {
+			if err := b.checkPath(r, dir); err != nil {
+				return err
+			}
+		}
+	}
+	if dir == tmpDir || strings.HasPrefix(dir, tmpDir+"/") {
+		return nil
+	}
+	return b.walk(ctx, r, dir, prefix, fn)
+}
+
+func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn func(storage.ObjectInfo) error) error {
+	d, err := r.Open(dir)
+	if isMissing(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %q in %s: %w", dir, b.root, err)
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil // the prefix names a file's "folder"
+	}
+	if err != nil {
+		return fmt.Errorf("list %q in %s: %w", dir, b.root, err)
+	}
+	type entry struct {
+		key string // the path, with '/' appended for folders
+		de  fs.DirEntry
+	}
+	var keep []entry
+	for _, de := range entries {
+		key := de.Name()
+		if dir != "." {
+			key = dir + "/" + key
+		}
+		switch {
+		case de.IsDir():
+			key += "/"
+			if key == tmpDir+"/" {
+				continue
+			}
+			// Descend when the folder is under the prefix or the prefix
+			// is inside it.
+			if !strings.HasPrefix(key, prefix) && !strings.HasPrefix(prefix, key) {
+				continue
+			}
+		case de.Type().IsRegular():
+			if !strings.HasPrefix(key, prefix) {
+				continue
+			}
+		default:
+			continue // symlinks, sockets, devices: not objects
+		}
+		keep = append(keep, entry{key, de})
+	}
+	// Sorting with folders as "name/" gives whole-path byte order.
+	slices.SortFunc(keep, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range keep {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.de.IsDir() {
+			if err := b.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		fi, err := e.de.Info()
+		if isMissing(err) {
+			continue // deleted while listing
+		}
+		if err != nil {
+			return fmt.Errorf("list %q in %s: %w", e.key, b.root, err)
+		}
+		if err := fn(info(e.key, fi)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Version returns the compare-and-swap version of content: "sha256:<hex>".
+func Version(data []byte) storage.Version {
+	return storage.Version(fmt.Sprintf("sha256:%x", sha256.Sum256(data)))
+}
+
+func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, error) {
+	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {
+		return nil, "", nil
+	} else if err != nil {
+		return nil, "", err
+	}
+	data, err := r.ReadFile(p)
+	if isMissing(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+	}
+	return data, Version(data), nil
+}
+
+// ReadVersion returns the object's bytes and version; (nil, "", nil) when
+// it is missing.
+func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	r, err := b.open(p)
+	if err != nil {
+		return nil, "", err
+	}
+	defer r.Close()
+	return b.readVersion(r, p)
+}
+
+// lock takes the root's compare-and-swap lock. flock locks belong to the
+// open file, so this excludes other goroutines as well as other processes.
+func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err error) {
+	if err := r.MkdirAll(catalog.ReservedDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	f, err := r.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	wait := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, err)
+		}
+		// Poll instead of blocking so that ctx can end the wait.
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
+}
+
+// WriteIfVersion writes data at p only if p's current version is want (""
+// = must not exist).
+func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	r, err := b.open(p)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	unlock, err := b.lock(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	_, cur, err := b.readVersion(r, p)
+	if err != nil {
+		return "", err
+	}
+	if cur != want {
+		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
+	}
+	if err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data))); err != nil {
+		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	return Version(data), nil
+}
+
+// DeleteIfVersion deletes p only if its version is want. want "" on a
+// missing object matches and does nothing.
+func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) error {
+	r, err := b.open(p)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	unlock, err := b.lock(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, cur, err := b.readVersion(r, p)
+	if err != nil {
+		return err
+	}
+	if cur != want {
+		return fmt.Errorf("delete %q in %s: %w", p, b.root, storage.ErrConflict)
+	}
+	if cur == "" {
+		return nil
+	}
+	dir, err := b.remove(r, p)
+	if err != nil {
+		return err
+	}
+	return syncDir(r, dir)
+}

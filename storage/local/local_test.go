@@ -1,0 +1,320 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/storagetest"
+)
+
+func newBackend(t testing.TB) *Backend {
+	t.Helper()
+	b, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestContract(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Backend { return newBackend(t) })
+}
+
+func TestNew(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("rel", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New("rel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "rel"); b.String() != want {
+		t.Fatalf("String() = %q, want %q", b.String(), want)
+	}
+
+	_, err = New(filepath.Join(dir, "missing"))
+	if want := "local root " + filepath.Join(dir, "missing") + " does not exist: create the folder first"; err == nil || err.Error() != want {
+		t.Fatalf("New(missing) error = %v, want %q", err, want)
+	}
+	if err := os.WriteFile("file", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New("file")
+	if want := "local root " + filepath.Join(dir, "file") + " is not a folder"; err == nil || err.Error() != want {
+		t.Fatalf("New(file) error = %v, want %q", err, want)
+	}
+}
+
+func TestSymlinksRefused(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.Symlink(outside, filepath.Join(b.root, "out")))
+	must(t, os.Symlink(secret, filepath.Join(b.root, "secret-link")))
+	must(t, os.Mkdir(filepath.Join(b.root, "real"), 0o755))
+	must(t, os.Symlink("real", filepath.Join(b.root, "inside-link"))) // inside, still refused
+
+	for _, p := range []string{"out/secret", "out/new", "secret-link", "inside-link/x"} {
+		wantOutside := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, ErrOutsideRoot) {
+				t.Errorf("%s(%q) error = %v, want ErrOutsideRoot", op, p, err)
+			}
+		}
+		_, err := b.Stat(ctx, p)
+		wantOutside("Stat", err)
+		_, err = b.Open(ctx, p)
+		wantOutside("Open", err)
+		wantOutside("Put", b.Put(ctx, p, strings.NewReader("pwned"), 5, storage.PutOptions{}))
+		_, _, err = b.ReadVersion(ctx, p)
+		wantOutside("ReadVersion", err)
+		_, err = b.WriteIfVersion(ctx, p, []byte("pwned"), "")
+		wantOutside("WriteIfVersion", err)
+		wantOutside("DeleteIfVersion", b.DeleteIfVersion(ctx, p, Version([]byte("secret"))))
+		wantOutside("Delete", b.Delete(ctx, p))
+	}
+	err := b.List(ctx, "out/", func(storage.ObjectInfo) error { return nil })
+	if !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("List(out/) error = %v, want ErrOutsideRoot", err)
+	}
+	_, err = b.Stat(ctx, "out/secret")
+	if want := fmt.Sprintf(`local root %s: "out/secret": path leads through a symlink "out"; symlinks are refused so that nothing outside the root is touched`, b.root); err == nil || err.Error() != want {
+		t.Errorf("error = %v\nwant    %s", err, want)
+	}
+	// List skips symlinks.
+	var got []string
+	must(t, b.List(ctx, "", func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }))
+	if len(got) != 0 {
+		t.Errorf("List = %q, want no objects (symlinks are not objects)", got)
+	}
+	if data, err := os.ReadFile(secret); err != nil || string(data) != "secret" {
+		t.Fatalf("outside file = %q, %v; want it untouched", data, err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Fatalf("outside folder has %d entries, want 1", len(entries))
+	}
+}
+
+func TestDotDotRefused(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "root")
+	must(t, os.Mkdir(root, 0o755))
+	b, err := New(root)
+	must(t, err)
+	for _, p := range []string{"../escape", "a/../../escape", "/etc/escape"} {
+		err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{})
+		if !errors.Is(err, catalog.ErrBadPath) {
+			t.Errorf("Put(%q) error = %v, want ErrBadPath", p, err)
+		}
+	}
+	err = b.Put(t.Context(), "../escape", strings.NewReader("x"), 1, storage.PutOptions{})
+	if want := fmt.Sprintf(`local root %s: invalid path "../escape": has a ".." segment`, root); err.Error() != want {
+		t.Errorf("error = %v\nwant    %s", err, want)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "escape")); !os.IsNotExist(err) {
+		t.Fatalf("file outside the root: %v", err)
+	}
+}
+
+func TestDeleteRemovesEmptiedFolders(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	for _, p := range []string{"a/b/c/f", "a/g", "top"} {
+		must(t, b.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{}))
+	}
+	must(t, b.Delete(ctx, "a/b/c/f"))
+	wantTree(t, b.root, ".distributor/", ".distributor/tmp/", "a/", "a/g", "top")
+	must(t, b.Delete(ctx, "a/g", "top"))
+	wantTree(t, b.root, ".distributor/", ".distributor/tmp/")
+	if fi, err := os.Stat(b.root); err != nil || !fi.IsDir() {
+		t.Fatalf("root removed: %v", err)
+	}
+	// A folder holding only a subfolder someone else made is emptied too;
+	// a folder still holding anything is kept.
+	must(t, b.Put(ctx, "x/y/z", strings.NewReader("z"), 1, storage.PutOptions{}))
+	must(t, os.Mkdir(filepath.Join(b.root, "x", "keep"), 0o755))
+	must(t, b.Delete(ctx, "x/y/z"))
+	wantTree(t, b.root, ".distributor/", ".distributor/tmp/", "x/", "x/keep/")
+	// DeleteIfVersion empties folders the same way.
+	v, err := b.WriteIfVersion(ctx, "p/q/lock", []byte("l"), "")
+	must(t, err)
+	must(t, b.DeleteIfVersion(ctx, "p/q/lock", v))
+	wantTree(t, b.root, ".distributor/", ".distributor/cas.lock", ".distributor/tmp/", "x/", "x/keep/")
+}
+
+// wantTree compares everything under root (folders end in '/').
+func wantTree(t *testing.T, root string, want ...string) {
+	t.Helper()
+	var got []string
+	must(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			rel += "/"
+		}
+		got = append(got, filepath.ToSlash(rel))
+		return nil
+	}))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("tree = %q, want %q", got, want)
+	}
+}
+
+var errBoom = errors.New("boom")
+
+type failAfter struct {
+	n int
+}
+
+func (r *failAfter) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, errBoom
+	}
+	p = p[:min(len(p), r.n)]
+	r.n -= len(p)
+	return len(p), nil
+}
+
+func TestTempFilesNeverListed(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	err := b.Put(ctx, "f", &failAfter{n: 100 << 10}, 200<<10, storage.PutOptions{})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("Put error = %v, want the reader's error", err)
+	}
+	// The failed Put left no temp file behind.
+	wantTree(t, b.root, ".distributor/", ".distributor/tmp/")
+	// A stray temp (a crash mid-Put) is not an object.
+	must(t, os.WriteFile(filepath.Join(b.root, ".distributor", "tmp", "crash.tmp"), []byte("x"), 0o644))
+	must(t, b.Put(ctx, ".distributor/state", strings.NewReader("s"), 1, storage.PutOptions{}))
+	for _, prefix := range []string{"", ".distributor/", ".distributor/tmp/", ".distributor/tmp"} {
+		var got []string
+		must(t, b.List(ctx, prefix, func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }))
+		want := []string{".distributor/state"}
+		if strings.HasPrefix(prefix, ".distributor/tmp") {
+			want = nil
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("List(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+}
+
+func TestPutSizeMismatch(t *testing.T) {
+	b := newBackend(t)
+	err := b.Put(t.Context(), "short", strings.NewReader("abc"), 4, storage.PutOptions{})
+	want := fmt.Sprintf(`put "short" in %s: the source gave 3 bytes, expected 4`, b.root)
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v, want %q", err, want)
+	}
+	if _, err := b.Stat(t.Context(), "short"); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Stat after failed Put: %v, want ErrNotExist", err)
+	}
+}
+
+func TestVersionIsContentDigest(t *testing.T) {
+	b := newBackend(t)
+	data := []byte("catalog bytes")
+	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, "")
+	must(t, err)
+	want := storage.Version(fmt.Sprintf("sha256:%x", sha256.Sum256(data)))
+	if v != want {
+		t.Fatalf("version = %q, want %q", v, want)
+	}
+	if fi, err := os.Stat(filepath.Join(b.root, catalog.FileName)); err != nil || fi.Mode().Perm() != 0o644&^umask() {
+		t.Fatalf("catalog file mode: %v, %v", fi.Mode(), err)
+	}
+}
+
+func umask() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return os.FileMode(m)
+}
+
+// TestLockExcludesOtherHolders holds the lock file the way another process
+// would (its own open file description) and checks that CAS waits for it.
+func TestLockExcludesOtherHolders(t *testing.T) {
+	b := newBackend(t)
+	other, err := New(b.root) // a second backend on the same root
+	must(t, err)
+	must(t, os.MkdirAll(filepath.Join(b.root, ".distributor"), 0o755))
+	f, err := os.OpenFile(filepath.Join(b.root, ".distributor", "cas.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	must(t, err)
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = other.WriteIfVersion(ctx, "cat", []byte("x"), "")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteIfVersion while locked: %v, want DeadlineExceeded", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.WriteIfVersion(t.Context(), "cat", []byte("x"), "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("WriteIfVersion finished while the lock was held: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	f.Close() // release
+	must(t, <-done)
+}
+
+func TestOpenStreamsFile(t *testing.T) {
+	b := newBackend(t)
+	data := bytes.Repeat([]byte("x"), 1<<20)
+	must(t, b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}))
+	rc, err := b.Open(t.Context(), "f")
+	must(t, err)
+	defer rc.Close()
+	if _, ok := rc.(*os.File); !ok {
+		t.Fatalf("Open returned %T, want a file stream", rc)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("read %d, %v", n, err)
+	}
+}
+
+func BenchmarkPut4KiB(b *testing.B) {
+	be := newBackend(b)
+	data := bytes.Repeat([]byte("x"), 4<<10)
+	b.SetBytes(int64(len(data)))
+	for i := 0; b.Loop(); i++ {
+		p := fmt.Sprintf("d%02d/f%06d", i%50, i)
+		if err := be.Put(b.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,618 @@
+// Package s3store is the storage.Backend for a bucket and key prefix on S3
+// or an S3-compatible server.
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"mime"
+	"net"
+	"net/url"
+	"path"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+// ErrNoBucket: the bucket does not exist or the credentials may not see it.
+var ErrNoBucket = errors.New("s3 bucket does not exist (or no access)")
+
+const (
+	defaultConcurrency = 4
+	defaultPartSize    = 8 << 20
+	// maxDeleteBatch is the DeleteObjects limit per request.
+	maxDeleteBatch = 1000
+	// metaSHA256 is stored as x-amz-meta-sha256.
+	metaSHA256 = "sha256"
+	// abortTimeout bounds the clean-up of a failed multipart upload, which
+	// runs even when the caller's context is already cancelled.
+	abortTimeout = 30 * time.Second
+)
+
+// Options configure a Backend.
+type Options struct {
+	Bucket string
+	// Prefix is the key prefix of the root inside the bucket ("" = whole bucket).
+	Prefix string
+	// Region; empty takes the standard AWS chain's (us-east-1 with a custom endpoint).
+	Region string
+	// Endpoint of an S3-compatible server (http(s)://host:port); empty = AWS.
+	Endpoint string
+	// PathStyle addresses buckets as endpoint/bucket (always on with Endpoint).
+	PathStyle bool
+	// Concurrency is the number of multipart parts in flight per Put (default 4).
+	Concurrency int
+	// PartSize is the multipart part size (default 8 MiB, at least 5 MiB).
+	// A Put buffers at most (Concurrency+2) parts.
+	PartSize int64
+}
+
+// Backend is a destination root (or bundle location) at s3://bucket/prefix.
+type Backend struct {
+	client   *s3.Client
+	uploader *manager.Uploader
+	bucket   string
+	prefix   string // "" or ends with "/"
+	partSize int64
+	endpoint string // for messages
+	// bucketSeen: HeadBucket succeeded once, so a 404 from HeadObject
+	// means a missing key.
+	bucketSeen atomic.Bool
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New builds a Backend with credentials from the standard AWS chain (env,
+// shared config, web identity, IMDS). It does not contact S3; call
+// CheckBucket for an early, clear error.
+func New(ctx context.Context, opts Options) (*Backend, error) {
+	if opts.Endpoint != "" {
+		u, err := url.Parse(opts.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("invalid s3 endpoint %q: want http(s)://host[:port]", opts.Endpoint)
+		}
+	}
+	var load []func(*config.LoadOptions) error
+	if opts.Region != "" {
+		load = append(load, config.WithRegion(opts.Region))
+	}
+	// LoadDefaultConfig keeps the SDK's buildable HTTP client, so
+	// AWS_CA_BUNDLE keeps working.
+	cfg, err := config.LoadDefaultConfig(ctx, load...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration for s3://%s: %w", opts.Bucket, err)
+	}
+	if cfg.Region == "" {
+		if opts.Endpoint == "" {
+			return nil, fmt.Errorf("s3://%s: no AWS region: set region in the destination or AWS_REGION", opts.Bucket)
+		}
+		cfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = opts.PathStyle
+		if opts.Endpoint != "" {
+			o.BaseEndpoint = aws.String(opts.Endpoint)
+			o.UsePathStyle = true
+			// S3-compatible servers often mishandle the SDK's default
+			// streaming checksums (gofakes3 stores the aws-chunked framing).
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
+	})
+	return NewFromClient(client, opts.Bucket, opts.Prefix, opts)
+}
+
+// NewFromClient builds a Backend on an existing client (tests, custom
+// setups); opts.Bucket and opts.Prefix are ignored in favour of the arguments.
+func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Backend, error) {
+	if bucket == "" {
+		return nil, errors.New("s3 destination has no bucket: set bucket")
+	}
+	p, err := cleanPrefix(prefix)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = defaultConcurrency
+	}
+	if opts.PartSize == 0 {
+		opts.PartSize = defaultPartSize
+	}
+	if opts.PartSize < manager.MinUploadPartSize {
+		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, manager.MinUploadPartSize)
+	}
+	co := client.Options()
+	endpoint := aws.ToString(co.BaseEndpoint)
+	if endpoint == "" {
+		endpoint = "AWS S3 (" + co.Region + ")"
+	}
+	up := manager.NewUploader(client, func(u *manager.Uploader) {
+		u.PartSize = opts.PartSize
+		u.Concurrency = opts.Concurrency
+		// Put aborts failed uploads itself, with a context that survives
+		// the caller's cancellation (the uploader would reuse the dead one).
+		u.LeavePartsOnError = true
+		u.RequestChecksumCalculation = co.RequestChecksumCalculation
+	})
+	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize, endpoint: endpoint}, nil
+}
+
+// cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".
+func cleanPrefix(prefix string) (string, error) {
+	p := strings.Trim(prefix, "/")
+	if p == "" {
+		return "", nil
+	}
+	if err := catalog.ValidatePath(p); err != nil {
+		return "", fmt.Errorf("invalid s3 key prefix %q (use a/b/ style, no '.', '..' or empty segments): %w", prefix, err)
+	}
+	return p + "/", nil
+}
+
+// String names the root: s3://bucket/prefix/.
+func (b *Backend) String() string { return "s3://" + b.bucket + "/" + b.prefix }
+
+// CheckBucket verifies that the bucket exists and is reachable.
+func (b *Backend) CheckBucket(ctx context.Context) error {
+	_, err := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &b.bucket})
+	if err == nil {
+		b.bucketSeen.Store(true)
+		return nil
+	}
+	switch status := httpStatus(err); {
+	case status == 404 || apiCode(err) == "NoSuchBucket":
+		return b.noBucket()
+	case status == 403:
+		return fmt.Errorf("no access to s3 bucket %q: check the AWS credentials and the bucket policy: %w", b.bucket, err)
+	case isTransient(err):
+		return fmt.Errorf("cannot reach S3 endpoint %s for bucket %q: %w: %w", b.endpoint, b.bucket, storage.ErrUnavailable, err)
+	}
+	return fmt.Errorf("check s3 bucket %q: %w", b.bucket, err)
+}
+
+func (b *Backend) noBucket() error {
+	return fmt.Errorf("s3 bucket %q does not exist (or no access) at %s: create it or fix the destination's bucket: %w", b.bucket, b.endpoint, ErrNoBucket)
+}
+
+func (b *Backend) key(p string) (string, error) {
+	if err := catalog.ValidatePath(p); err != nil {
+		return "", fmt.Errorf("%s: %w", b, err)
+	}
+	return b.prefix + p, nil
+}
+
+// Stat reads the object's size, time and recorded sha256 (HeadObject).
+func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	key, err := b.key(p)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	out, err := b.head(ctx, "stat", key)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return storage.ObjectInfo{
+		Path:    p,
+		Size:    aws.ToInt64(out.ContentLength),
+		ModTime: aws.ToTime(out.LastModified),
+		SHA256:  metaValue(out.Metadata, metaSHA256),
+	}, nil
+}
+
+// head is HeadObject with its errors mapped. A HEAD answer has no body, so
+// a missing bucket looks like a missing key: the first 404 checks the
+// bucket once, lest a deleted or misspelt bucket read as "no outputs".
+func (b *Backend) head(ctx context.Context, op, key string) (*s3.HeadObjectOutput, error) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
+	if err == nil {
+		return out, nil
+	}
+	err = b.wrap(op, key, err)
+	if errors.Is(err, storage.ErrNotExist) && !b.bucketSeen.Load() {
+		if berr := b.CheckBucket(ctx); berr != nil {
+			return nil, fmt.Errorf("s3 %s s3://%s/%s: %w", op, b.bucket, key, berr)
+		}
+	}
+	return nil, err
+}
+
+// metaValue looks a metadata key up regardless of case: servers differ in
+// how they return x-amz-meta-* names.
+func metaValue(m map[string]string, k string) string {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	for mk, v := range m {
+		if strings.EqualFold(mk, k) {
+			return v
+		}
+	}
+	return ""
+}
+
+// Open streams the object's bytes (GetObject).
+func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	key, err := b.key(p)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		return nil, b.wrap("open", key, err)
+	}
+	return out.Body, nil
+}
+
+// Put streams r to the key: one PutObject up to PartSize, a multipart
+// upload beyond, holding at most (Concurrency+2) parts in memory. The bytes
+// must number size (when >= 0) and hash to opts.SHA256 (when set), or
+// nothing is stored. A failed multipart upload is aborted, so the old object
+// (or none) stays. One case is ambiguous, as with any S3 client: if the
+// connection drops after the server completed the upload, the new object
+// is there although Put reports an error.
+func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) error {
+	key, err := b.key(p)
+	if err != nil {
+		return err
+	}
+	var want []byte
+	if opts.SHA256 != "" {
+		hexDigest, ok := strings.CutPrefix(opts.SHA256, "sha256:")
+		if want, err = hex.DecodeString(hexDigest); !ok || err != nil || len(want) != sha256.Size {
+			return fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 hex digits>", b, p, opts.SHA256)
+		}
+	}
+	body := &checkedReader{ctx: ctx, r: r, size: size, want: want, where: b.String() + p}
+	if want != nil {
+		body.h = sha256.New()
+	}
+	in := &s3.PutObjectInput{Bucket: &b.bucket, Key: &key, Metadata: map[string]string{}}
+	if opts.SHA256 != "" {
+		in.Metadata[metaSHA256] = opts.SHA256
+	}
+	if opts.ContentType != "" {
+		in.ContentType = aws.String(opts.ContentType)
+	}
+
+	if size >= 0 && size <= b.partSize {
+		// Small enough for one request: read it whole (checked) and send a
+		// seekable body, which the SDK needs over plain http.
+		// Reading up to size+1 bytes makes checkedReader see either EOF
+		// (and check size and digest) or the excess byte.
+		data, err := io.ReadAll(io.LimitReader(body, size+1))
+		if err != nil {
+			return fmt.Errorf("put %s: %w", body.where, err)
+		}
+		in.Body = bytes.NewReader(data)
+		in.ContentLength = aws.Int64(int64(len(data)))
+		if _, err := b.client.PutObject(ctx, in); err != nil {
+			return b.wrap("put", key, err)
+		}
+		return nil
+	}
+
+	// The uploader sees a plain io.Reader and buffers parts from its pool.
+	in.Body = body
+	if _, err := b.uploader.Upload(ctx, in); err != nil {
+		var mf manager.MultiUploadFailure
+		if errors.As(err, &mf) && mf.UploadID() != "" {
+			if aerr := b.abort(ctx, key, mf.UploadID()); aerr != nil {
+				err = fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, mf.UploadID(), aerr)
+			}
+		}
+		return b.wrap("put", key, err)
+	}
+	return nil
+}
+
+func (b *Backend) abort(ctx context.Context, key, uploadID string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: &uploadID})
+	if httpStatus(err) == 404 { // already gone
+		return nil
+	}
+	return err
+}
+
+// checkedReader hashes and counts what passes through and turns EOF into
+// an error when the size or digest is not the promised one, so that the
+// upload fails before it completes. It also stops on cancellation.
+type checkedReader struct {
+	ctx   context.Context
+	r     io.Reader
+	size  int64
+	want  []byte
+	h     hash.Hash // nil when no digest is expected
+	n     int64
+	where string
+	err   error
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if err := c.ctx.Err(); err != nil {
+		c.err = err
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.h != nil {
+		c.h.Write(p[:n])
+	}
+	switch {
+	case c.size >= 0 && c.n > c.size:
+		err = fmt.Errorf("source has more than the announced %d bytes", c.size)
+	case err == io.EOF && c.size >= 0 && c.n != c.size:
+		err = fmt.Errorf("source ended after %d of the announced %d bytes", c.n, c.size)
+	case err == io.EOF && c.want != nil:
+		if got := c.h.Sum(nil); !bytes.Equal(got, c.want) {
+			err = fmt.Errorf("content sha256:%x does not match the expected sha256:%x", got, c.want)
+		}
+	case err != nil && err != io.EOF:
+		err = fmt.Errorf("read source: %w", err)
+	}
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// Delete removes the objects with DeleteObjects, 1000 keys a request;
+// missing keys are fine. Every key that failed is named in the error.
+func (b *Backend) Delete(ctx context.Context, paths ...string) error {
+	seen := make(map[string]bool, len(paths))
+	var keys []types.ObjectIdentifier
+	for _, p := range paths {
+		key, err := b.key(p)
+		if err != nil {
+			return err
+		}
+		if !seen[key] {
+			seen[key] = true
+			keys = append(keys, types.ObjectIdentifier{Key: aws.String(key)})
+		}
+	}
+	var errs []error
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), maxDeleteBatch)]
+		keys = keys[len(batch):]
+		out, err := b.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: &b.bucket,
+			Delete: &types.Delete{Objects: batch, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			return errors.Join(append(errs, b.wrap(fmt.Sprintf("delete %d objects, first", len(batch)), aws.ToString(batch[0].Key), err))...)
+		}
+		for _, e := range out.Errors {
+			code, msg := aws.ToString(e.Code), aws.ToString(e.Message)
+			err := fmt.Errorf("s3 delete s3://%s/%s: %s: %s", b.bucket, aws.ToString(e.Key), code, msg)
+			if _, ok := retry.DefaultThrottleErrorCodes[code]; ok || code == "InternalError" || code == "ServiceUnavailable" {
+				err = fmt.Errorf("%w: %w", err, storage.ErrUnavailable)
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// List calls fn for the objects whose path starts with prefix ("" = the
+// whole root; "a/" = the folder a; "a" also matches "ab") in key order,
+// which is path order. ObjectInfo.SHA256 is left empty (listing does not
+// return metadata; Stat has it). Folder markers (keys ending in "/") and
+// keys that are not valid paths are skipped: they cannot be outputs.
+func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	if p := strings.TrimSuffix(prefix, "/"); p != "" {
+		if err := catalog.ValidatePath(p); err != nil {
+			return fmt.Errorf("list %s: %w", b, err)
+		}
+	}
+	full := b.prefix + prefix
+	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(full)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return b.wrap("list", full, err)
+		}
+		for _, o := range page.Contents {
+			p, ok := strings.CutPrefix(aws.ToString(o.Key), b.prefix)
+			if !ok || strings.HasSuffix(p, "/") || catalog.ValidatePath(p) != nil {
+				continue
+			}
+			if err := fn(storage.ObjectInfo{Path: p, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ReadVersion reads the whole object and its ETag, the version that
+// WriteIfVersion and DeleteIfVersion compare against.
+func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	key, err := b.key(p)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		err = b.wrap("read", key, err)
+		if errors.Is(err, storage.ErrNotExist) {
+			return nil, "", nil
+		}
+		return nil, "", err
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, "", b.wrap("read", key, err)
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		return nil, "", fmt.Errorf("s3 read s3://%s/%s: the server returned no ETag, which compare-and-swap needs", b.bucket, key)
+	}
+	return data, storage.Version(etag), nil
+}
+
+// WriteIfVersion is a compare-and-swap PutObject: If-None-Match "*" when
+// want is "", If-Match want otherwise. A lost race is ErrConflict.
+func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	key, err := b.key(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	in := &s3.PutObjectInput{
+		Bucket:        &b.bucket,
+		Key:           &key,
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		Metadata:      map[string]string{metaSHA256: "sha256:" + hex.EncodeToString(sum[:])},
+	}
+	if ct := mime.TypeByExtension(path.Ext(p)); ct != "" {
+		in.ContentType = aws.String(ct)
+	}
+	if want == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(string(want))
+	}
+	out, err := b.client.PutObject(ctx, in)
+	if err != nil {
+		// 412 PreconditionFailed, 409 ConditionalRequestConflict (AWS, a
+		// concurrent write), and for If-Match 404 (AWS, versitygw: the
+		// object is gone; gofakes3 says 412).
+		if s := httpStatus(err); s == 412 || s == 409 || (want != "" && s == 404 && apiCode(err) != "NoSuchBucket") {
+			return "", fmt.Errorf("s3 write s3://%s/%s: %w", b.bucket, key, storage.ErrConflict)
+		}
+		return "", b.wrap("write", key, err)
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		return "", fmt.Errorf("s3 write s3://%s/%s: the server returned no ETag, which compare-and-swap needs", b.bucket, key)
+	}
+	return storage.Version(etag), nil
+}
+
+// DeleteIfVersion deletes the object only if its ETag is want (want "" =
+// the object must be missing, and then there is nothing to delete). It
+// compares the current ETag first, then deletes with If-Match: servers that
+// honour If-Match on DeleteObject (AWS) close the race; servers that ignore
+// it (gofakes3) leave a small window between the check and the delete in
+// which another writer's new version could be deleted. Callers hold the
+// root's lease, so that window needs a second writer that bypasses it.
+func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) error {
+	key, err := b.key(p)
+	if err != nil {
+		return err
+	}
+	conflict := fmt.Errorf("s3 delete s3://%s/%s: %w", b.bucket, key, storage.ErrConflict)
+	head, err := b.head(ctx, "delete", key)
+	if err != nil {
+		if errors.Is(err, storage.ErrNotExist) {
+			if want == "" {
+				return nil
+			}
+			return conflict
+		}
+		return err
+	}
+	if want == "" || storage.Version(aws.ToString(head.ETag)) != want {
+		return conflict
+	}
+	in := &s3.DeleteObjectInput{Bucket: &b.bucket, Key: &key, IfMatch: aws.String(string(want))}
+	_, err = b.client.DeleteObject(ctx, in)
+	if s := httpStatus(err); s == 501 || apiCode(err) == "NotImplemented" {
+		in.IfMatch = nil // a server that refuses the header: plain delete after the check
+		_, err = b.client.DeleteObject(ctx, in)
+	}
+	if err != nil {
+		if s := httpStatus(err); s == 412 || s == 409 || (s == 404 && apiCode(err) != "NoSuchBucket") {
+			return conflict
+		}
+		return b.wrap("delete", key, err)
+	}
+	return nil
+}
+
+// wrap names the object and maps SDK errors to the storage sentinels.
+func (b *Backend) wrap(op, key string, err error) error {
+	where := "s3://" + b.bucket + "/" + key
+	var nf *types.NotFound
+	var nk *types.NoSuchKey
+	switch code := apiCode(err); {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("s3 %s %s: %w", op, where, err)
+	case code == "NoSuchBucket":
+		return fmt.Errorf("s3 %s %s: %w", op, where, b.noBucket())
+	case errors.As(err, &nf) || errors.As(err, &nk) || code == "NoSuchKey" || code == "NotFound":
+		return fmt.Errorf("s3 %s %s: %w", op, where, storage.ErrNotExist)
+	case httpStatus(err) == 403 || code == "AccessDenied":
+		return fmt.Errorf("s3 %s %s: access denied: check the AWS credentials and the bucket policy: %w", op, where, err)
+	case isTransient(err):
+		return fmt.Errorf("s3 %s %s at %s: %w: %w", op, where, b.endpoint, storage.ErrUnavailable, err)
+	}
+	return fmt.Errorf("s3 %s %s: %w", op, where, err)
+}
+
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func httpStatus(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// isTransient reports failures that may pass if tried later, once the
+// SDK's own retries are spent: no response, 5xx, throttling.
+func isTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if s := httpStatus(err); s >= 500 || s == 429 {
+		return true
+	}
+	if _, ok := retry.DefaultThrottleErrorCodes[apiCode(err)]; ok {
+		return true
+	}
+	switch apiCode(err) {
+	case "RequestTimeout", "InternalError", "ServiceUnavailable":
+		return true
+	}
+	var send *smithyhttp.RequestSendError
+	var ne net.Error
+	var quota ratelimit.QuotaExceededError
+	return errors.As(err, &send) || errors.As(err, &ne) || errors.As(err, &quota) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}

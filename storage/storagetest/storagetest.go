@@ -1,0 +1,718 @@
+// Package storagetest is the one contract suite every storage.Backend must
+// pass. A backend's own tests call Run with a constructor for a fresh, empty
+// root; the suite then checks the storage.Backend contract against it.
+package storagetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+// Run runs every contract subtest. newBackend must return a fresh, empty
+// root for each call (it is called once per subtest, with the subtest's t).
+func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, b storage.Backend)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"UnknownSize", testUnknownSize},
+		{"EmptyFile", testEmptyFile},
+		{"SpacesAndUnicode", testSpacesAndUnicode},
+		{"Missing", testMissing},
+		{"FoldersAreNotObjects", testFoldersAreNotObjects},
+		{"InvalidPaths", testInvalidPaths},
+		{"AtomicReplace", testAtomicReplace},
+		{"FailingReader", testFailingReader},
+		{"CancelledBeforePut", testCancelledBeforePut},
+		{"CancelledDuringPut", testCancelledDuringPut},
+		{"Metadata", testMetadata},
+		{"Delete", testDelete},
+		{"ListOrder", testListOrder},
+		{"ListPrefix", testListPrefix},
+		{"ListStopsOnError", testListStopsOnError},
+		{"ManyKeys", testManyKeys},
+		{"CreateIfAbsent", testCreateIfAbsent},
+		{"WriteIfVersion", testWriteIfVersion},
+		{"ConcurrentWriteIfVersion", testConcurrentWriteIfVersion},
+		{"DeleteIfVersion", testDeleteIfVersion},
+		{"Large", testLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			if b.String() == "" {
+				t.Fatal("String() is empty; it must name the root")
+			}
+			tc.fn(t, b)
+		})
+	}
+}
+
+func put(t *testing.T, b storage.Backend, path string, data []byte) {
+	t.Helper()
+	if err := b.Put(t.Context(), path, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+		t.Fatalf("Put(%q): %v", path, err)
+	}
+}
+
+func get(t *testing.T, b storage.Backend, path string) []byte {
+	t.Helper()
+	rc, err := b.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("read %q: %v", path, err)
+	}
+	return data
+}
+
+// list returns what List reports, less distributor's reserved paths (such as
+// a local backend's lock file), which callers filter out themselves.
+func list(t *testing.T, b storage.Backend, prefix string) []storage.ObjectInfo {
+	t.Helper()
+	var got []storage.ObjectInfo
+	err := b.List(t.Context(), prefix, func(oi storage.ObjectInfo) error {
+		if !catalog.IsReserved(oi.Path) {
+			got = append(got, oi)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("List(%q): %v", prefix, err)
+	}
+	return got
+}
+
+func listPaths(t *testing.T, b storage.Backend, prefix string) []string {
+	t.Helper()
+	var paths []string
+	for _, oi := range list(t, b, prefix) {
+		paths = append(paths, oi.Path)
+	}
+	return paths
+}
+
+func wantPaths(t *testing.T, b storage.Backend, prefix string, want ...string) {
+	t.Helper()
+	got := listPaths(t, b, prefix)
+	if !slices.Equal(got, want) {
+		t.Fatalf("List(%q) = %q, want %q", prefix, got, want)
+	}
+}
+
+func wantContent(t *testing.T, b storage.Backend, path string, want []byte) {
+	t.Helper()
+	if got := get(t, b, path); !bytes.Equal(got, want) {
+		t.Fatalf("content of %q = %q, want %q", path, abbrev(got), abbrev(want))
+	}
+}
+
+func wantMissing(t *testing.T, b storage.Backend, path string) {
+	t.Helper()
+	if _, err := b.Stat(t.Context(), path); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Stat(%q) error = %v, want ErrNotExist", path, err)
+	}
+	rc, err := b.Open(t.Context(), path)
+	if err == nil {
+		rc.Close()
+	}
+	if !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Open(%q) error = %v, want ErrNotExist", path, err)
+	}
+}
+
+func abbrev(b []byte) string {
+	if len(b) > 40 {
+		return fmt.Sprintf("%s... (%d bytes)", b[:40], len(b))
+	}
+	return string(b)
+}
+
+func testRoundTrip(t *testing.T, b storage.Backend) {
+	data := []byte("hello, distributor\n")
+	before := time.Now().Add(-time.Minute)
+	put(t, b, "a/b/c.txt", data)
+	oi, err := b.Stat(t.Context(), "a/b/c.txt")
+	if err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if oi.Path != "a/b/c.txt" || oi.Size != int64(len(data)) {
+		t.Fatalf("Stat = %+v, want path a/b/c.txt size %d", oi, len(data))
+	}
+	if oi.ModTime.Before(before) || oi.ModTime.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("Stat ModTime = %v, want about now", oi.ModTime)
+	}
+	wantContent(t, b, "a/b/c.txt", data)
+	// Overwrite with shorter content: no stale tail.
+	put(t, b, "a/b/c.txt", []byte("hi"))
+	wantContent(t, b, "a/b/c.txt", []byte("hi"))
+	wantPaths(t, b, "", "a/b/c.txt")
+}
+
+func testUnknownSize(t *testing.T, b storage.Backend) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 10000) // 160,000 bytes
+	// A reader that is not a *bytes.Reader, so no backend can learn the size.
+	r := io.MultiReader(bytes.NewReader(data[:1000]), bytes.NewReader(data[1000:]))
+	if err := b.Put(t.Context(), "unknown", r, -1, storage.PutOptions{}); err != nil {
+		t.Fatalf("Put with size -1: %v", err)
+	}
+	oi, err := b.Stat(t.Context(), "unknown")
+	if err != nil || oi.Size != int64(len(data)) {
+		t.Fatalf("Stat = %+v, %v; want size %d", oi, err, len(data))
+	}
+	wantContent(t, b, "unknown", data)
+}
+
+func testEmptyFile(t *testing.T, b storage.Backend) {
+	put(t, b, "empty", nil)
+	oi, err := b.Stat(t.Context(), "empty")
+	if err != nil || oi.Size != 0 {
+		t.Fatalf("Stat = %+v, %v; want size 0", oi, err)
+	}
+	wantContent(t, b, "empty", []byte{})
+	got := list(t, b, "")
+	if len(got) != 1 || got[0].Path != "empty" || got[0].Size != 0 {
+		t.Fatalf("List = %+v, want one empty object", got)
+	}
+}
+
+func testSpacesAndUnicode(t *testing.T, b storage.Backend) {
+	paths := []string{"dir with space/file name.txt", "naïve/日本語 ファイル.md", "emoji/🚀+plus&amp=eq%25.txt"}
+	for i, p := range paths {
+		put(t, b, p, []byte(fmt.Sprint("content ", i)))
+	}
+	for i, p := range paths {
+		wantContent(t, b, p, []byte(fmt.Sprint("content ", i)))
+	}
+	want := slices.Clone(paths)
+	sort.Strings(want)
+	wantPaths(t, b, "", want...)
+	wantPaths(t, b, "naïve/", "naïve/日本語 ファイル.md")
+	if err := b.Delete(t.Context(), paths...); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	wantPaths(t, b, "")
+}
+
+func testMissing(t *testing.T, b storage.Backend) {
+	wantMissing(t, b, "nope")
+	wantMissing(t, b, "no/such/folder/file")
+	put(t, b, "x/present", []byte("x"))
+	wantMissing(t, b, "x/absent")
+	if data, v, err := b.ReadVersion(t.Context(), "nope"); data != nil || v != "" || err != nil {
+		t.Fatalf("ReadVersion(missing) = %q, %q, %v; want nil, \"\", nil", data, v, err)
+	}
+	wantPaths(t, b, "no/")
+}
+
+func testFoldersAreNotObjects(t *testing.T, b storage.Backend) {
+	put(t, b, "dir/x", []byte("x"))
+	wantMissing(t, b, "dir")
+	// Deleting a name that is only a folder is deleting a missing object.
+	if err := b.Delete(t.Context(), "dir"); err != nil {
+		t.Fatalf("Delete(folder name): %v", err)
+	}
+	wantContent(t, b, "dir/x", []byte("x"))
+}
+
+func testInvalidPaths(t *testing.T, b storage.Backend) {
+	for _, p := range []string{"", "../x", "a/../../x", "/abs", "a//b", "./a", `a\b`, "a\x00b"} {
+		if err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{}); err == nil {
+			t.Errorf("Put(%q) succeeded, want an invalid path error", p)
+		}
+		if _, err := b.Stat(t.Context(), p); err == nil || errors.Is(err, storage.ErrNotExist) {
+			t.Errorf("Stat(%q) error = %v, want an invalid path error", p, err)
+		}
+		if _, err := b.WriteIfVersion(t.Context(), p, []byte("x"), ""); err == nil {
+			t.Errorf("WriteIfVersion(%q) succeeded, want an invalid path error", p)
+		}
+		if err := b.Delete(t.Context(), p); err == nil {
+			t.Errorf("Delete(%q) succeeded, want an invalid path error", p)
+		}
+	}
+	wantPaths(t, b, "")
+}
+
+// testAtomicReplace overwrites one object repeatedly while readers read it:
+// every read must see one whole version.
+func testAtomicReplace(t *testing.T, b storage.Backend) {
+	const size = 512 << 10
+	old := bytes.Repeat([]byte{'o'}, size)
+	newer := bytes.Repeat([]byte{'n'}, size+1000)
+	put(t, b, "obj", old)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				rc, err := b.Open(ctx, "obj")
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- fmt.Errorf("Open during replace: %w", err)
+					}
+					return
+				}
+				data, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- fmt.Errorf("read during replace: %w", err)
+					}
+					return
+				}
+				if !bytes.Equal(data, old) && !bytes.Equal(data, newer) {
+					errs <- fmt.Errorf("read a mixed or partial object (%d bytes)", len(data))
+					return
+				}
+			}
+		})
+	}
+	for i := range 10 {
+		data := old
+		if i%2 == 0 {
+			data = newer
+		}
+		if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+			t.Errorf("Put #%d: %v", i, err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	wantContent(t, b, "obj", old)
+	wantPaths(t, b, "", "obj")
+}
+
+var errBoom = errors.New("storagetest: reader failed on purpose")
+
+// failingReader yields n bytes, then fails.
+type failingReader struct{ n int }
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, errBoom
+	}
+	p = p[:min(len(p), r.n)]
+	for i := range p {
+		p[i] = 'f'
+	}
+	r.n -= len(p)
+	return len(p), nil
+}
+
+func testFailingReader(t *testing.T, b storage.Backend) {
+	put(t, b, "keep", []byte("old"))
+	const size = 256 << 10
+	err := b.Put(t.Context(), "keep", &failingReader{n: size / 2}, size, storage.PutOptions{})
+	if err == nil {
+		t.Fatal("Put with a failing reader succeeded")
+	}
+	wantContent(t, b, "keep", []byte("old"))
+	err = b.Put(t.Context(), "fresh/new", &failingReader{n: size / 2}, -1, storage.PutOptions{})
+	if err == nil {
+		t.Fatal("Put (size -1) with a failing reader succeeded")
+	}
+	wantMissing(t, b, "fresh/new")
+	wantPaths(t, b, "", "keep")
+}
+
+func testCancelledBeforePut(t *testing.T, b storage.Backend) {
+	put(t, b, "keep", []byte("old"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.Put(ctx, "keep", strings.NewReader("new"), 3, storage.PutOptions{}); err == nil {
+		t.Fatal("Put with a cancelled context succeeded")
+	}
+	if err := b.Put(ctx, "other", strings.NewReader("new"), 3, storage.PutOptions{}); err == nil {
+		t.Fatal("Put with a cancelled context succeeded")
+	}
+	wantContent(t, b, "keep", []byte("old"))
+	wantMissing(t, b, "other")
+	wantPaths(t, b, "", "keep")
+}
+
+// cancellingReader cancels its context after the first chunk, then keeps
+// yielding bytes slowly, as a source would that does not watch the context.
+type cancellingReader struct {
+	n      int
+	cancel context.CancelFunc
+	reads  int
+}
+
+func (r *cancellingReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, io.EOF
+	}
+	r.reads++
+	if r.reads == 2 {
+		r.cancel()
+	}
+	if r.reads > 2 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	p = p[:min(len(p), r.n, 32<<10)]
+	for i := range p {
+		p[i] = 'c'
+	}
+	r.n -= len(p)
+	return len(p), nil
+}
+
+func testCancelledDuringPut(t *testing.T, b storage.Backend) {
+	put(t, b, "keep", []byte("old"))
+	const size = 1 << 20
+	for _, path := range []string{"keep", "fresh"} {
+		ctx, cancel := context.WithCancel(t.Context())
+		r := &cancellingReader{n: size, cancel: cancel}
+		err := b.Put(ctx, path, r, size, storage.PutOptions{})
+		cancel()
+		if err == nil {
+			t.Fatalf("Put(%q) cancelled midway succeeded", path)
+		}
+	}
+	wantContent(t, b, "keep", []byte("old"))
+	wantMissing(t, b, "fresh")
+	wantPaths(t, b, "", "keep")
+}
+
+// testMetadata: a backend either keeps PutOptions.SHA256 or reports none.
+func testMetadata(t *testing.T, b storage.Backend) {
+	data := []byte("with metadata")
+	sum := fmt.Sprintf("sha256:%x", sha256.Sum256(data))
+	err := b.Put(t.Context(), "m.txt", bytes.NewReader(data), int64(len(data)),
+		storage.PutOptions{SHA256: sum, ContentType: "text/plain"})
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	oi, err := b.Stat(t.Context(), "m.txt")
+	if err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if oi.SHA256 != "" && oi.SHA256 != sum {
+		t.Fatalf("Stat SHA256 = %q, want %q or empty", oi.SHA256, sum)
+	}
+	for _, oi := range list(t, b, "") {
+		if oi.SHA256 != "" && oi.SHA256 != sum {
+			t.Fatalf("List SHA256 = %q, want %q or empty", oi.SHA256, sum)
+		}
+	}
+}
+
+func testDelete(t *testing.T, b storage.Backend) {
+	for _, p := range []string{"a/1", "a/2", "a/b/3", "c"} {
+		put(t, b, p, []byte(p))
+	}
+	if err := b.Delete(t.Context()); err != nil {
+		t.Fatalf("Delete(): %v", err)
+	}
+	if err := b.Delete(t.Context(), "missing", "a/missing", "deep/missing/x"); err != nil {
+		t.Fatalf("Delete(missing keys): %v", err)
+	}
+	if err := b.Delete(t.Context(), "a/1", "missing", "a/b/3"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	wantMissing(t, b, "a/1")
+	wantMissing(t, b, "a/b/3")
+	wantPaths(t, b, "", "a/2", "c")
+	// Deleting twice is fine.
+	if err := b.Delete(t.Context(), "a/1", "a/2", "c"); err != nil {
+		t.Fatalf("Delete again: %v", err)
+	}
+	wantPaths(t, b, "")
+	// The emptied folders do not block new objects at those names.
+	put(t, b, "a", []byte("now a file"))
+	wantContent(t, b, "a", []byte("now a file"))
+}
+
+func testListOrder(t *testing.T, b storage.Backend) {
+	// Byte order of whole paths, not per-folder name order: "a-b" < "a.txt"
+	// < "a/x" < "a0" ('-' < '.' < '/' < '0').
+	paths := []string{"a/x", "a0", "a.txt", "a-b", "a/y/z", "b", "A", "a/y.txt", "é"}
+	for _, p := range paths {
+		put(t, b, p, []byte(p))
+	}
+	want := slices.Clone(paths)
+	sort.Strings(want)
+	got := list(t, b, "")
+	var gotPaths []string
+	for _, oi := range got {
+		gotPaths = append(gotPaths, oi.Path)
+		if oi.Size != int64(len(oi.Path)) {
+			t.Errorf("List size of %q = %d, want %d", oi.Path, oi.Size, len(oi.Path))
+		}
+	}
+	if !slices.Equal(gotPaths, want) {
+		t.Fatalf("List = %q, want %q", gotPaths, want)
+	}
+}
+
+func testListPrefix(t *testing.T, b storage.Backend) {
+	for _, p := range []string{"a/1", "a/b/2", "a/b/c/3", "ab/x", "abc", "b/a/1"} {
+		put(t, b, p, []byte(p))
+	}
+	wantPaths(t, b, "a/", "a/1", "a/b/2", "a/b/c/3")
+	wantPaths(t, b, "a/b/", "a/b/2", "a/b/c/3")
+	wantPaths(t, b, "a/b/c/", "a/b/c/3")
+	wantPaths(t, b, "ab/", "ab/x")
+	wantPaths(t, b, "b/", "b/a/1")
+	wantPaths(t, b, "missing/")
+	wantPaths(t, b, "a/1/") // a file is not a folder
+	// A prefix that does not end in '/' is a plain string prefix, as on S3.
+	wantPaths(t, b, "ab", "ab/x", "abc")
+	wantPaths(t, b, "a/b/c/3", "a/b/c/3")
+}
+
+func testListStopsOnError(t *testing.T, b storage.Backend) {
+	for _, p := range []string{"1", "2", "3"} {
+		put(t, b, p, []byte(p))
+	}
+	stop := errors.New("stop here")
+	var seen []string
+	err := b.List(t.Context(), "", func(oi storage.ObjectInfo) error {
+		if catalog.IsReserved(oi.Path) {
+			return nil
+		}
+		seen = append(seen, oi.Path)
+		if oi.Path == "2" {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("List error = %v, want the callback's error", err)
+	}
+	if !slices.Equal(seen, []string{"1", "2"}) {
+		t.Fatalf("List visited %q after the callback failed, want [1 2]", seen)
+	}
+}
+
+// testManyKeys crosses S3's 1000-key page and batch-delete limits.
+func testManyKeys(t *testing.T, b storage.Backend) {
+	const n = 1100
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("many/%03d/k%04d", i/100, i)
+	}
+	jobs := make(chan string)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range 8 {
+		wg.Go(func() {
+			for k := range jobs {
+				if err := b.Put(t.Context(), k, strings.NewReader(k), int64(len(k)), storage.PutOptions{}); err != nil {
+					errs <- fmt.Errorf("Put(%q): %w", k, err)
+				}
+			}
+		})
+	}
+	for _, k := range keys {
+		jobs <- k
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	put(t, b, "other", []byte("x"))
+	wantPaths(t, b, "many/", keys...)
+	if got := len(listPaths(t, b, "")); got != n+1 {
+		t.Fatalf("List(\"\") found %d objects, want %d", got, n+1)
+	}
+	if err := b.Delete(t.Context(), keys...); err != nil {
+		t.Fatalf("Delete(%d keys): %v", n, err)
+	}
+	wantPaths(t, b, "", "other")
+}
+
+func testCreateIfAbsent(t *testing.T, b storage.Backend) {
+	v1, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("one"), "")
+	if err != nil {
+		t.Fatalf("create-if-absent: %v", err)
+	}
+	if v1 == "" {
+		t.Fatal("WriteIfVersion returned an empty version")
+	}
+	_, err = b.WriteIfVersion(t.Context(), "cat.json", []byte("two"), "")
+	if !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("second create-if-absent error = %v, want ErrConflict", err)
+	}
+	data, v, err := b.ReadVersion(t.Context(), "cat.json")
+	if err != nil || string(data) != "one" || v != v1 {
+		t.Fatalf("ReadVersion = %q, %q, %v; want \"one\", %q", data, v, err, v1)
+	}
+	// A Put object can be read with ReadVersion as well.
+	put(t, b, "sub/put.json", []byte("put"))
+	data, v, err = b.ReadVersion(t.Context(), "sub/put.json")
+	if err != nil || string(data) != "put" || v == "" {
+		t.Fatalf("ReadVersion(Put object) = %q, %q, %v", data, v, err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "sub/put.json", []byte("x"), ""); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("create-if-absent over a Put object error = %v, want ErrConflict", err)
+	}
+	// Creating in a new folder works.
+	if _, err := b.WriteIfVersion(t.Context(), "new/dir/cat.json", []byte("n"), ""); err != nil {
+		t.Fatalf("create-if-absent in a new folder: %v", err)
+	}
+	wantPaths(t, b, "", "cat.json", "new/dir/cat.json", "sub/put.json")
+}
+
+func testWriteIfVersion(t *testing.T, b storage.Backend) {
+	v1, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("one"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("two"), v1)
+	if err != nil {
+		t.Fatalf("WriteIfVersion(current version): %v", err)
+	}
+	if v2 == "" || v2 == v1 {
+		t.Fatalf("new version = %q after %q, want a different non-empty version", v2, v1)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("three"), v1); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersion(stale version) error = %v, want ErrConflict", err)
+	}
+	data, v, err := b.ReadVersion(t.Context(), "cat.json")
+	if err != nil || string(data) != "two" || v != v2 {
+		t.Fatalf("ReadVersion = %q, %q, %v; want \"two\", %q", data, v, err, v2)
+	}
+	// A version for an object that is not there is stale too.
+	if _, err := b.WriteIfVersion(t.Context(), "absent.json", []byte("x"), v2); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersion(missing object, some version) error = %v, want ErrConflict", err)
+	}
+	wantMissing(t, b, "absent.json")
+	// A Put behind the reader's back makes its version stale.
+	put(t, b, "cat.json", []byte("changed by someone else"))
+	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("mine"), v2); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersion after a foreign Put error = %v, want ErrConflict", err)
+	}
+	wantContent(t, b, "cat.json", []byte("changed by someone else"))
+	wantPaths(t, b, "", "cat.json")
+}
+
+func testConcurrentWriteIfVersion(t *testing.T, b storage.Backend) {
+	for round := range 3 {
+		path := fmt.Sprintf("race%d.json", round)
+		base, err := b.WriteIfVersion(t.Context(), path, []byte("base"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 8
+		var wg sync.WaitGroup
+		results := make([]error, n)
+		versions := make([]storage.Version, n)
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				versions[i], results[i] = b.WriteIfVersion(t.Context(), path, []byte(fmt.Sprint("writer ", i)), base)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range results {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("round %d: writers %d and %d both won", round, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, storage.ErrConflict):
+				t.Fatalf("round %d: writer %d error = %v, want ErrConflict", round, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no writer won", round)
+		}
+		data, v, err := b.ReadVersion(t.Context(), path)
+		if err != nil || string(data) != fmt.Sprint("writer ", winner) || v != versions[winner] {
+			t.Fatalf("round %d: ReadVersion = %q, %q, %v; want the winner's (%d) bytes and version", round, data, v, err, winner)
+		}
+	}
+}
+
+func testDeleteIfVersion(t *testing.T, b storage.Backend) {
+	v1, err := b.WriteIfVersion(t.Context(), "lock", []byte("one"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := b.WriteIfVersion(t.Context(), "lock", []byte("two"), v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteIfVersion(t.Context(), "lock", v1); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("DeleteIfVersion(stale) error = %v, want ErrConflict", err)
+	}
+	wantContent(t, b, "lock", []byte("two"))
+	if err := b.DeleteIfVersion(t.Context(), "lock", v2); err != nil {
+		t.Fatalf("DeleteIfVersion(current): %v", err)
+	}
+	wantMissing(t, b, "lock")
+	if err := b.DeleteIfVersion(t.Context(), "lock", v2); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("DeleteIfVersion(already deleted) error = %v, want ErrConflict", err)
+	}
+	// Versions of Put objects work too, in nested folders.
+	put(t, b, "d/e/f", []byte("f"))
+	_, v, err := b.ReadVersion(t.Context(), "d/e/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteIfVersion(t.Context(), "d/e/f", v); err != nil {
+		t.Fatalf("DeleteIfVersion(Put object): %v", err)
+	}
+	wantPaths(t, b, "")
+}
+
+// testLarge streams 64 MiB from a generator in and out; neither side holds
+// the object in memory.
+func testLarge(t *testing.T, b storage.Backend) {
+	if testing.Short() {
+		t.Skip("64 MiB object: skipped with -short")
+	}
+	const size = 64 << 20
+	in := sha256.New()
+	src := io.TeeReader(io.LimitReader(rand.NewChaCha8([32]byte{1}), size), in)
+	if err := b.Put(t.Context(), "big/blob.bin", src, size, storage.PutOptions{}); err != nil {
+		t.Fatalf("Put 64 MiB: %v", err)
+	}
+	oi, err := b.Stat(t.Context(), "big/blob.bin")
+	if err != nil || oi.Size != size {
+		t.Fatalf("Stat = %+v, %v; want size %d", oi, err, size)
+	}
+	rc, err := b.Open(t.Context(), "big/blob.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	out := sha256.New()
+	n, err := io.Copy(out, rc)
+	if err != nil || n != size {
+		t.Fatalf("read back %d bytes, %v; want %d", n, err, size)
+	}
+	if !bytes.Equal(in.Sum(nil), out.Sum(nil)) {
+		t.Fatal("64 MiB object read back with other bytes")
+	}
+}

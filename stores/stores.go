@@ -1,0 +1,83 @@
+// Package stores opens the storage backends that a configuration and bundle
+// locations name: local folders and S3 prefixes. S3 clients are shared per
+// (region, endpoint, path style).
+package stores
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
+	s3store "github.com/distributor/distributor/storage/s3"
+)
+
+// Opener opens backends for destinations and bundle locations.
+type Opener struct {
+	// S3 holds the defaults for bundle locations on S3.
+	S3 config.S3Defaults
+
+	mu    sync.Mutex
+	cache map[string]storage.Backend
+}
+
+// New returns an Opener using cfg's S3 defaults.
+func New(cfg *config.Config) *Opener {
+	o := &Opener{}
+	if cfg != nil {
+		o.S3 = cfg.S3
+	}
+	return o
+}
+
+// Destination opens a destination's root.
+func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
+	switch d.Backend {
+	case "local":
+		return o.cached(d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path) })
+	case "s3":
+		opts := s3store.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle}
+		return o.cached(d.RootKey(), func() (storage.Backend, error) { return s3store.New(ctx, opts) })
+	}
+	return nil, fmt.Errorf("destination %q: unknown backend %q: use local or s3", d.ID, d.Backend)
+}
+
+// Bundle opens a bundle location (absolute path, file:// or s3:// URL).
+func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, error) {
+	loc, err := bundle.ParseLocation(location)
+	if err != nil {
+		return nil, err
+	}
+	switch loc.Scheme {
+	case "file":
+		b, err := local.New(loc.Path)
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: %w", location, err)
+		}
+		return b, nil
+	case "s3":
+		opts := s3store.Options{Bucket: loc.Bucket, Prefix: loc.Prefix, Region: o.S3.Region, Endpoint: o.S3.Endpoint, PathStyle: o.S3.PathStyle}
+		return s3store.New(ctx, opts)
+	}
+	return nil, fmt.Errorf("bundle location %q: unsupported scheme %q", location, loc.Scheme)
+}
+
+func (o *Opener) cached(key string, open func() (storage.Backend, error)) (storage.Backend, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b, ok := o.cache[key]; ok {
+		return b, nil
+	}
+	b, err := open()
+	if err != nil {
+		return nil, err
+	}
+	if o.cache == nil {
+		o.cache = map[string]storage.Backend{}
+	}
+	o.cache[key] = b
+	return b, nil
+}

@@ -1,0 +1,387 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
+)
+
+var errCrash = errors.New("injected crash")
+
+// crashingBackend simulates a process killed before its n-th mutating
+// storage call: that call and every later call (reads included) fail, as
+// nothing runs after a kill.
+type crashingBackend struct {
+	storage.Backend
+	mu      sync.Mutex
+	crashAt int // 1-based; 0 = never
+	calls   int
+	crashed bool
+}
+
+func (c *crashingBackend) mutate() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.crashAt > 0 && c.calls >= c.crashAt {
+		c.crashed = true
+	}
+	if c.crashed {
+		return errCrash
+	}
+	return nil
+}
+
+func (c *crashingBackend) dead() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.crashed {
+		return errCrash
+	}
+	return nil
+}
+
+func (c *crashingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+	if err := c.mutate(); err != nil {
+		return err
+	}
+	return c.Backend.Put(ctx, p, r, size, o)
+}
+
+func (c *crashingBackend) Delete(ctx context.Context, paths ...string) error {
+	// A kill can land between two deletes of one batch: one call per path.
+	for _, p := range paths {
+		if err := c.mutate(); err != nil {
+			return err
+		}
+		if err := c.Backend.Delete(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *crashingBackend) WriteIfVersion(ctx context.Context, p string, d []byte, v storage.Version) (storage.Version, error) {
+	if err := c.mutate(); err != nil {
+		return "", err
+	}
+	return c.Backend.WriteIfVersion(ctx, p, d, v)
+}
+
+func (c *crashingBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
+	if err := c.mutate(); err != nil {
+		return err
+	}
+	return c.Backend.DeleteIfVersion(ctx, p, v)
+}
+
+func (c *crashingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	if err := c.dead(); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return c.Backend.Stat(ctx, p)
+}
+
+func (c *crashingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	if err := c.dead(); err != nil {
+		return nil, "", err
+	}
+	return c.Backend.ReadVersion(ctx, p)
+}
+
+func (c *crashingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	if err := c.dead(); err != nil {
+		return err
+	}
+	return c.Backend.List(ctx, prefix, fn)
+}
+
+// heldLease is a lease that is always held (the crash tests are about
+// storage order, not lease expiry).
+type heldLease struct{}
+
+func (heldLease) Token() string                 { return "1" }
+func (heldLease) Err() error                    { return nil }
+func (heldLease) Release(context.Context) error { return nil }
+
+var _ lease.Lease = heldLease{}
+
+// scenario is a root's starting state plus a publication to run on it.
+type scenario struct {
+	name     string
+	workflow planner.Workflow
+	// before prepares the root (earlier publications, legacy state, ...).
+	before func(t *testing.T, root string)
+	files  map[string]string // the bundle being published
+}
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		fp := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(fp, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var fixedNow = time.Date(2026, 6, 19, 12, 5, 0, 0, time.UTC)
+
+// publish runs one publication of files to root through the engine.
+func publish(t *testing.T, root storage.Backend, wf planner.Workflow, files map[string]string, now time.Time) (engine.Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	bdir := t.TempDir()
+	writeTree(t, bdir, files)
+	if _, _, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	bstore, err := local.New(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Open(ctx, bstore, bdir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := config.Destination{ID: "latest-html", Backend: "local", Workflow: wf,
+		Publish:    config.Publish{Sources: true, HTML: true, Include: []string{"**"}},
+		Transforms: []config.Transform{{Name: "markdown_to_html", Match: "**/*.md", Index: "report.md"}}}
+	outs, err := engine.Desire(ctx, dest, "weatherreporter.daily", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := engine.Publication{
+		Owner:    catalog.Owner{PipelineID: "weatherreporter.daily", DestinationID: "latest-html"},
+		Workflow: wf, Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
+		BundleEventID: "ev-1", Outputs: outs, Bundle: b,
+	}
+	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
+	return e.Publish(ctx, root, heldLease{}, pub)
+}
+
+// snapshot is every file under root except distributor's scratch space,
+// with the catalog parsed (so that its comparison ignores nothing but is
+// readable in failures).
+func snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == ".distributor" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[rel] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diff(a, b map[string]string) string {
+	var keys []string
+	seen := map[string]bool{}
+	for k := range a {
+		keys, seen[k] = append(keys, k), true
+	}
+	for k := range b {
+		if !seen[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	for _, k := range keys {
+		av, aok := a[k]
+		bv, bok := b[k]
+		switch {
+		case !aok:
+			fmt.Fprintf(&sb, "  only after crash+retry: %s\n", k)
+		case !bok:
+			fmt.Fprintf(&sb, "  only in uninterrupted run: %s\n", k)
+		case av != bv:
+			fmt.Fprintf(&sb, "  differs: %s\n    crash+retry: %q\n    uninterrupted: %q\n", k, av, bv)
+		}
+	}
+	return sb.String()
+}
+
+var crashScenarios = []scenario{
+	{
+		name: "first publication into an empty root", workflow: planner.Additive,
+		files: map[string]string{"report.md": "# Tomorrow\n\nSunny.\n", "data/a.csv": "a\n", "data/b.csv": "b\n"},
+	},
+	{
+		name: "replacement update with creates, updates and deletes", workflow: planner.Replacement,
+		before: func(t *testing.T, root string) {
+			b, _ := local.New(root)
+			if _, err := publish(t, b, planner.Replacement, map[string]string{
+				"report.md": "# Today\n", "data/a.csv": "a\n", "data/old1.csv": "x\n", "data/old2.csv": "y\n",
+			}, fixedNow.Add(-time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			writeTree(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
+		},
+		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n", "data/new.csv": "n\n"},
+	},
+	{
+		name: "additive update keeps unplanned outputs", workflow: planner.Additive,
+		before: func(t *testing.T, root string) {
+			b, _ := local.New(root)
+			if _, err := publish(t, b, planner.Additive, map[string]string{"report.md": "# Today\n", "data/keep.csv": "k\n"}, fixedNow.Add(-time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		},
+		files: map[string]string{"report.md": "# Tomorrow\n", "data/more.csv": "m\n"},
+	},
+	{
+		name: "legacy replacement first run clears the root", workflow: planner.Replacement,
+		before: func(t *testing.T, root string) {
+			writeTree(t, root, map[string]string{
+				".distributor.json": `{"schema_version": 3, "owners": {}}`,
+				"old/page.html":     "legacy", "report.md": "legacy report",
+			})
+		},
+		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"},
+	},
+	{
+		name: "legacy additive first run overwrites planned paths only", workflow: planner.Additive,
+		before: func(t *testing.T, root string) {
+			writeTree(t, root, map[string]string{
+				".distributor.json": `{"schema_version": 2}`,
+				"old/page.html":     "legacy", "report.md": "legacy report",
+			})
+		},
+		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"},
+	},
+}
+
+// TestCrashAtEveryStepConverges kills a publication before each of its
+// mutating storage calls in turn, then reruns it, and checks DESIGN.md's
+// crash consistency: the catalog is always a whole valid version, the retry
+// never collides with distributor's own bytes, and the end state is byte for
+// byte what an uninterrupted run produces.
+func TestCrashAtEveryStepConverges(t *testing.T) {
+	for _, sc := range crashScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			prepare := func() string {
+				root := t.TempDir()
+				if sc.before != nil {
+					sc.before(t, root)
+				}
+				return root
+			}
+			// The uninterrupted run, counting its mutating calls.
+			refRoot := prepare()
+			lb, _ := local.New(refRoot)
+			counter := &crashingBackend{Backend: lb}
+			if _, err := publish(t, counter, sc.workflow, sc.files, fixedNow); err != nil {
+				t.Fatalf("uninterrupted run: %v", err)
+			}
+			want := snapshot(t, refRoot)
+			steps := counter.calls
+			if steps < 3 {
+				t.Fatalf("uninterrupted run made only %d mutating calls; the scenario tests nothing", steps)
+			}
+			for k := 1; k <= steps; k++ {
+				root := prepare()
+				before := snapshot(t, root)
+				lb, _ := local.New(root)
+				crashing := &crashingBackend{Backend: lb, crashAt: k}
+				_, err := publish(t, crashing, sc.workflow, sc.files, fixedNow)
+				// The last call removes the intent after the commit; its
+				// failure is logged, not returned: the publication is done.
+				if k < steps && !errors.Is(err, errCrash) || k == steps && err != nil {
+					t.Fatalf("crash before call %d/%d: publish returned %v", k, steps, err)
+				}
+				// The catalog on disk is a whole old or whole new version.
+				if data, err := os.ReadFile(filepath.Join(root, catalog.FileName)); err == nil {
+					if _, _, err := catalog.Parse(data); err != nil && before[catalog.FileName] != string(data) {
+						t.Fatalf("crash before call %d: catalog is neither valid nor the old file: %v", k, err)
+					}
+				}
+				// Unmanaged content is never modified (legacy clearing aside).
+				if sc.before != nil && !strings.HasPrefix(sc.name, "legacy") {
+					if got := snapshot(t, root)["unmanaged/notes.txt"]; got != before["unmanaged/notes.txt"] {
+						t.Fatalf("crash before call %d: unmanaged file changed to %q", k, got)
+					}
+				}
+				// Retry on a healthy backend.
+				lb2, _ := local.New(root)
+				if _, err := publish(t, lb2, sc.workflow, sc.files, fixedNow); err != nil {
+					t.Fatalf("retry after crash before call %d/%d: %v", k, steps, err)
+				}
+				if got := snapshot(t, root); diff(got, want) != "" {
+					t.Fatalf("crash before call %d/%d, then retry: state differs from an uninterrupted run:\n%s", k, steps, diff(got, want))
+				}
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("crash before call %d: intent left behind after the retry (%v)", k, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRetryAfterCrashDoesNotCollideWithItsOwnBytes is the sharpest case:
+// the first run dies right after writing a new output, before the catalog
+// knows it. Without the intent, the retry would see an unmanaged file.
+func TestRetryAfterCrashDoesNotCollideWithItsOwnBytes(t *testing.T) {
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	files := map[string]string{"data/a.csv": "a\n"}
+	// Calls: 1 intent, 2 data/a.csv, 3 catalog commit. Crash before 3.
+	crashing := &crashingBackend{Backend: lb, crashAt: 3}
+	if _, err := publish(t, crashing, planner.Additive, files, fixedNow); !errors.Is(err, errCrash) {
+		t.Fatalf("got %v, want crash", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "data/a.csv")); err != nil {
+		t.Fatalf("the output should have landed before the crash: %v", err)
+	}
+	res, err := publish(t, lb, planner.Additive, files, fixedNow)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !res.Recovered {
+		t.Fatal("retry did not report recovering the interrupted run")
+	}
+	if len(res.Plan.Collisions) != 0 {
+		t.Fatalf("retry collided with its own bytes: %v", res.Plan.Collisions)
+	}
+	if len(res.Written) != 0 {
+		t.Fatalf("retry rewrote %d outputs; the landed bytes were already right", len(res.Written))
+	}
+}

@@ -218,7 +218,7 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady) []outcome {
 	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
-		Destinations: ev.Destinations, BundleEventID: ev.ID}
+		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership}
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}

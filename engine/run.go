@@ -65,7 +65,7 @@ func (r *Runner) Destinations(req Request) ([]config.Destination, error) {
 	}
 	var out []config.Destination
 	for _, id := range p.Destinations {
-		if len(want) > 0 && !want[id] {
+		if len(req.Destinations) > 0 && !want[id] {
 			continue
 		}
 		delete(want, id)
@@ -75,8 +75,10 @@ func (r *Runner) Destinations(req Request) ([]config.Destination, error) {
 		}
 		out = append(out, d)
 	}
-	for id := range want {
-		return nil, fmt.Errorf("%w %q: pipeline %q publishes to %v", ErrUnknownDestination, id, req.PipelineID, p.Destinations)
+	for _, id := range req.Destinations {
+		if want[id] {
+			return nil, fmt.Errorf("%w %q: pipeline %q publishes to %v", ErrUnknownDestination, id, req.PipelineID, p.Destinations)
+		}
 	}
 	return out, nil
 }

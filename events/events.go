@@ -66,6 +66,9 @@ type BundleReady struct {
 	Destinations []string `json:"destinations,omitempty"`
 	// ReplayOf names the event this one replays.
 	ReplayOf string `json:"replay_of,omitempty"`
+	// TakeOwnership adopts colliding unmanaged paths (set by an operator's
+	// `replay --take-ownership`; the result event names the adopted paths).
+	TakeOwnership bool `json:"take_ownership,omitempty"`
 }
 
 // SourceRef is the source identity of a published bundle.

@@ -123,8 +123,8 @@ func TestLoggerReceivesServerLines(t *testing.T) {
 	}
 	s.Shutdown()
 	out := buf.String()
-	if !strings.Contains(out, `"level":"info"`) || !strings.Contains(out, "Server is ready") {
-		t.Fatalf("log output lacks the server's ready line:\n%s", out)
+	if !strings.Contains(out, `"level":"info"`) || !strings.Contains(out, "Starting nats-server") {
+		t.Fatalf("log output lacks the server's start line:\n%s", out)
 	}
 	if strings.Contains(out, `"level":"debug"`) {
 		t.Fatalf("debug lines logged at info level:\n%s", out)

@@ -26,9 +26,9 @@ var (
 )
 
 type scenario struct {
-	in       planner.Input
-	managed  map[string]catalog.Output // the catalog's records
-	desired  map[string]planner.Desired
+	in        planner.Input
+	managed   map[string]catalog.Output // the catalog's records
+	desired   map[string]planner.Desired
 	unmanaged map[string]bool // in Stored, not in the catalog
 }
 

@@ -301,7 +301,9 @@ func TestRecordUpdatedInPlaceWhenAnyFieldChanges(t *testing.T) {
 			func(o *catalog.Output) { o.Source.Digest = dig(7) }, false},
 		{"source.created", func(in *planner.Input, _ *planner.Desired) { in.Source.Created = in.Source.Created.Add(time.Second) },
 			func(o *catalog.Output) { o.Source.Created = o.Source.Created.Add(time.Second) }, false},
-		{"kind", func(_ *planner.Input, d *planner.Desired) { d.Kind, d.From, d.Transform = catalog.KindSource, "t/index.html", "" },
+		{"kind", func(_ *planner.Input, d *planner.Desired) {
+			d.Kind, d.From, d.Transform = catalog.KindSource, "t/index.html", ""
+		},
 			func(o *catalog.Output) { o.Kind, o.SourcePath, o.Transform = catalog.KindSource, "", "" }, false},
 		{"source_path", func(_ *planner.Input, d *planner.Desired) { d.From = "other.md" },
 			func(o *catalog.Output) { o.SourcePath = "other.md" }, false},
@@ -587,12 +589,16 @@ func TestInvalidDesiredPathRejected(t *testing.T) {
 // Whatever the next catalog could not hold is refused before any write.
 func TestInvalidDesiredOutputRejected(t *testing.T) {
 	cases := map[string]func(in *planner.Input){
-		"bad sha256":                   func(in *planner.Input) { in.Desired[0].SHA256 = "abc" },
-		"negative size":                func(in *planner.Input) { in.Desired[0].Size = -1 },
-		"no kind":                      func(in *planner.Input) { in.Desired[0].Kind = "" },
-		"generated without source":     func(in *planner.Input) { in.Desired[0].Kind, in.Desired[0].From, in.Desired[0].Transform = catalog.KindGenerated, "", "t" },
-		"generated without transform":  func(in *planner.Input) { in.Desired[0].Kind, in.Desired[0].Transform = catalog.KindGenerated, "" },
-		"generated from a bad path":    func(in *planner.Input) { in.Desired[0].Kind, in.Desired[0].From, in.Desired[0].Transform = catalog.KindGenerated, "../x", "t" },
+		"bad sha256":    func(in *planner.Input) { in.Desired[0].SHA256 = "abc" },
+		"negative size": func(in *planner.Input) { in.Desired[0].Size = -1 },
+		"no kind":       func(in *planner.Input) { in.Desired[0].Kind = "" },
+		"generated without source": func(in *planner.Input) {
+			in.Desired[0].Kind, in.Desired[0].From, in.Desired[0].Transform = catalog.KindGenerated, "", "t"
+		},
+		"generated without transform": func(in *planner.Input) { in.Desired[0].Kind, in.Desired[0].Transform = catalog.KindGenerated, "" },
+		"generated from a bad path": func(in *planner.Input) {
+			in.Desired[0].Kind, in.Desired[0].From, in.Desired[0].Transform = catalog.KindGenerated, "../x", "t"
+		},
 		"bad source digest":            func(in *planner.Input) { in.Source.Digest = "sha256:" },
 		"no source id":                 func(in *planner.Input) { in.Source.ID = "" },
 		"no source created":            func(in *planner.Input) { in.Source.Created = time.Time{} },

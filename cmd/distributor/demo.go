@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/bundle"
@@ -98,13 +99,19 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	// The demo's own output tells the story; the consumer's info lines
+	// would only interleave with it (--log-level debug shows them).
+	log := a.log
+	if a.log.GetLevel() == zerolog.InfoLevel {
+		log = a.log.Level(zerolog.WarnLevel)
+	}
 	runner := &engine.Runner{
-		Engine: &engine.Engine{Version: version, Log: a.log},
+		Engine: &engine.Engine{Version: version, Log: log},
 		Config: cfg,
 		Stores: stores.New(cfg),
 		Locker: lease.NewKV(js, streams.Leases, holderName("demo"), serveLeaseTTL),
 	}
-	cons := consumer.New(js, streams.Subjects, runner, consumer.Options{Workers: 2, Log: a.log, BackOff: []time.Duration{200 * time.Millisecond}})
+	cons := consumer.New(js, streams.Subjects, runner, consumer.Options{Workers: 2, Log: log, BackOff: []time.Duration{200 * time.Millisecond}})
 	consCtx, stopConsumer := context.WithCancel(ctx)
 	consDone := make(chan error, 1)
 	go func() { consDone <- cons.Run(consCtx) }()

@@ -83,7 +83,7 @@ func (a *app) replayCommand() *cobra.Command {
 				ev.ID = fmt.Sprintf("%s.replay.%d", rp.original.ID, time.Now().UnixNano())
 				ev.ReplayOf = rp.original.ID
 				ev.ProducedAt = time.Time{}
-				_ = takeOwnership // TODO(events): TakeOwnership field
+				ev.TakeOwnership = takeOwnership
 				if !rp.all {
 					ev.Destinations = sortedKeys(rp.dests)
 				}

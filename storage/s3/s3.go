@@ -314,7 +314,13 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 
 	// The uploader sees a plain io.Reader and buffers parts from its pool.
 	in.Body = body
-	if _, err := b.uploader.Upload(ctx, in); err != nil {
+	grow := func(u *manager.Uploader) {
+		// S3 allows 10,000 parts: a known large size gets larger parts.
+		if size/u.PartSize >= int64(manager.MaxUploadParts) {
+			u.PartSize = size/int64(manager.MaxUploadParts) + 1
+		}
+	}
+	if _, err := b.uploader.Upload(ctx, in, grow); err != nil {
 		var mf manager.MultiUploadFailure
 		if errors.As(err, &mf) && mf.UploadID() != "" {
 			if aerr := b.abort(ctx, key, mf.UploadID()); aerr != nil {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,22 +149,15 @@ func wantNoObject(t *testing.T, b storage.Backend, path string) {
 func sha(data []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(data)) }
 
 // TestContract runs the storage contract on a prefixed root whose bucket
-// also holds neighbours that must stay invisible, and on a whole bucket.
+// also holds neighbours that must stay invisible to it.
 func TestContract(t *testing.T) {
 	env := testenv.NewS3(t)
-	t.Run("Prefix", func(t *testing.T) {
-		storagetest.Run(t, func(t *testing.T) storage.Backend {
-			bucket := env.Bucket(t)
-			for _, k := range []string{"dest/root-sibling", "dest/rootx/y", "dest/x", "other/root/z"} {
-				rawPut(t, env.Client, bucket, k, "neighbour")
-			}
-			return env.Backend(t, bucket, "dest/root")
-		})
-	})
-	t.Run("WholeBucket", func(t *testing.T) {
-		storagetest.Run(t, func(t *testing.T) storage.Backend {
-			return env.Backend(t, env.Bucket(t), "")
-		})
+	storagetest.Run(t, func(t *testing.T) storage.Backend {
+		bucket := env.Bucket(t)
+		for _, k := range []string{"dest/root-sibling", "dest/rootx/y", "dest/x", "other/root/z"} {
+			rawPut(t, env.Client, bucket, k, "neighbour")
+		}
+		return env.Backend(t, bucket, "dest/root")
 	})
 }
 
@@ -294,7 +288,7 @@ func TestMetadata(t *testing.T) {
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "m", s3store.Options{PartSize: 5 << 20, Concurrency: 2})
 	small := []byte("# report\n")
-	big := bytes.Repeat([]byte("0123456789abcdef"), (11<<20)/16) // 11 MiB: 3 parts
+	big := bytes.Repeat([]byte("0123456789abcdef"), (6<<20)/16) // 6 MiB: 2 parts
 	for name, data := range map[string][]byte{"small.md": small, "big.bin": big} {
 		// Size -1 and a plain reader: the multipart path for big.
 		err := b.Put(t.Context(), name, io.MultiReader(bytes.NewReader(data)), -1, storage.PutOptions{SHA256: sha(data), ContentType: "text/markdown"})
@@ -331,7 +325,7 @@ func TestPutChecksContent(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, Concurrency: 2})
-	for _, n := range []int{1000, 12 << 20} {
+	for _, n := range []int{1000, 6 << 20} {
 		data := bytes.Repeat([]byte{'d'}, n)
 		cases := []struct {
 			name, want string
@@ -366,11 +360,11 @@ func TestMultipartFailureLeavesNothing(t *testing.T) {
 	if err := b.Put(t.Context(), "old", strings.NewReader("old"), 3, storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const size = 32 << 20
+	const size = 16 << 20
 	for _, path := range []string{"old", "new"} {
 		t.Run("FailingReader/"+path, func(t *testing.T) {
 			errSource := errors.New("source broke")
-			r := &genReader{left: size, failAt: 17 << 20, failErr: errSource}
+			r := &genReader{left: size, failAt: 12 << 20, failErr: errSource}
 			err := b.Put(t.Context(), path, r, size, storage.PutOptions{})
 			if !errors.Is(err, errSource) {
 				t.Fatalf("Put error = %v, want the reader's error", err)
@@ -379,14 +373,14 @@ func TestMultipartFailureLeavesNothing(t *testing.T) {
 		t.Run("Cancelled/"+path, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			r := &genReader{left: size, cancelAt: 12 << 20, cancel: cancel}
+			r := &genReader{left: size, cancelAt: 7 << 20, cancel: cancel}
 			start := time.Now()
 			err := b.Put(ctx, path, r, -1, storage.PutOptions{})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Put error = %v, want context.Canceled", err)
 			}
-			if r.read > 20<<20 {
-				t.Errorf("Put read %d bytes after the cancel at 12 MiB, want it to stop within a few parts", r.read)
+			if r.read > 12<<20 {
+				t.Errorf("Put read %d bytes after the cancel at 7 MiB, want it to stop within a part", r.read)
 			}
 			t.Logf("cancelled Put returned in %v", time.Since(start))
 		})
@@ -432,6 +426,9 @@ func (g *genReader) Read(p []byte) (int, error) {
 // in another process and measures this process's heap: the upload must
 // hold a few parts, never the object.
 func TestMultipartMemoryBounded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation and slows the server: run without -race")
+	}
 	var client *s3.Client
 	var bucket string
 	if os.Getenv(testenv.EnvS3Endpoint) != "" {
@@ -451,6 +448,8 @@ func TestMultipartMemoryBounded(t *testing.T) {
 	io.Copy(h, src())
 	digest := fmt.Sprintf("sha256:%x", h.Sum(nil))
 
+	// A tighter GC target keeps garbage from blurring the peak.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	peak, total, err := measureHeap(func() error {
 		return b.Put(t.Context(), "big.bin", src(), size, storage.PutOptions{SHA256: digest})
 	})
@@ -462,11 +461,9 @@ func TestMultipartMemoryBounded(t *testing.T) {
 	// The uploader's pool holds concurrency+1 parts; it reads the first part
 	// apart with io.ReadAll, whose growth costs up to two parts more. An
 	// unbounded upload would allocate the whole 64 MiB at least.
-	// Allocation counts grow under the race detector (sync.Pool drops
-	// items), so the total gets a looser bound, still below the object.
-	const bound, totalBound = (concurrency+3)*partSize + 8<<20, 48 << 20
-	if total > totalBound {
-		t.Errorf("Put allocated %d MiB for a 64 MiB object, want at most %d MiB", total>>20, totalBound>>20)
+	const bound = (concurrency+3)*partSize + 8<<20
+	if total > bound {
+		t.Errorf("Put allocated %d MiB for a 64 MiB object, want at most %d MiB", total>>20, bound>>20)
 	}
 	if peak > bound {
 		t.Errorf("peak heap grew by %d MiB for a 64 MiB object, want at most %d MiB", peak>>20, bound>>20)

@@ -1,0 +1,5 @@
+//go:build race
+
+package s3store_test
+
+const raceEnabled = true

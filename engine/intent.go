@@ -39,7 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"hash"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -120,14 +120,13 @@ func landed(ctx context.Context, root storage.Backend, rec catalog.Output) (bool
 }
 
 func hashObject(ctx context.Context, root storage.Backend, path string) (string, error) {
-	r, err := root.Open(ctx, path)
-	if err != nil {
-		return "", err
-	}
-	defer r.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	sum, _, err := hashAndSize(ctx, root, path)
+	return sum, err
 }
+
+// digestHash is a sha256 that renders as "sha256:<hex>".
+type digestHash struct{ hash.Hash }
+
+func newHash() digestHash { return digestHash{sha256.New()} }
+
+func (h digestHash) digest() string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }

@@ -116,20 +116,32 @@ func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d c
 	if err != nil {
 		return Result{}, err
 	}
+	var res Result
+	err = r.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+		var err error
+		res, err = r.Engine.Publish(ctx, root, l, pub)
+		return err
+	})
+	return res, err
+}
+
+// WithLease opens d's root, holds the root's lease while fn runs, and
+// releases it afterwards.
+func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(root storage.Backend, l lease.Lease) error) error {
 	root, err := r.Stores.Destination(ctx, d)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	l, err := r.Locker.Acquire(ctx, lease.Root{Key: d.RootKey(), Store: root})
 	if err != nil {
-		return Result{Root: root.String()}, err
+		return err
 	}
 	defer func() {
 		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil {
 			r.Engine.Log.Warn().Err(rerr).Str("root", root.String()).Msg("lease release failed; it expires on its own")
 		}
 	}()
-	return r.Engine.Publish(ctx, root, l, pub)
+	return fn(root, l)
 }
 
 // Plan computes the plan of one destination without a lease or any write.

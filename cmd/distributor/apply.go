@@ -171,7 +171,7 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 		fmt.Fprintf(a.stdout, "  - %s (legacy state: cleared)\n", c)
 	}
 	fmt.Fprintf(a.stdout, "  %d create, %d update, %d unchanged, %d delete, %d collision\n",
-		p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged), len(p.Deletes()), len(p.Collisions))
+		p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged), p.Count(planner.Delete)+len(p.Clear), len(p.Collisions))
 	if err != nil {
 		fmt.Fprintf(a.stdout, "  error: %s\n", oneLine(err.Error()))
 	}

@@ -10,5 +10,8 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.publishCommand(),
 		a.eventsCommand(),
 		a.replayCommand(),
+		a.pruneCommand(),
+		a.reconcileCommand(),
+		a.verifyCommand(),
 	}
 }

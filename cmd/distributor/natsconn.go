@@ -20,9 +20,9 @@ func natsOptions(c config.NATS) []nats.Option {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
 	if c.NKeySeedFile != "" {
-		if o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile); err == nil {
-			opts = append(opts, o)
-		}
+		// The option reads the seed file lazily, when connecting: a bad
+		// file becomes the connect error, which names it.
+		opts = append(opts, nkeyFromSeedFile(c.NKeySeedFile))
 	}
 	if c.Token != "" {
 		opts = append(opts, nats.Token(c.Token))
@@ -39,18 +39,9 @@ func natsOptions(c config.NATS) []nats.Option {
 	return opts
 }
 
-// clientURL is where commands other than serve find NATS: nats.url, or the
-// embedded server of a local `serve` on nats.listen.
-func clientURL(c config.NATS) string {
-	if c.URL != "" {
-		return c.URL
-	}
-	return "nats://" + c.Listen
-}
-
 // jetStream connects to NATS and makes sure the streams exist.
 func (a *app) jetStream(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, *events.Streams, error) {
-	url := clientURL(cfg.NATS)
+	url := cfg.NATS.ConnectURL()
 	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(5*time.Second))...)
 	if err != nil {
 		hint := ""
@@ -90,4 +81,14 @@ func setupStreams(ctx context.Context, nc *nats.Conn, cfg *config.Config) (jetst
 func holderName(role string) string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s %s on %s pid %d", role, version, host, os.Getpid())
+}
+
+func nkeyFromSeedFile(path string) nats.Option {
+	return func(o *nats.Options) error {
+		opt, err := nats.NkeyOptionFromSeed(path)
+		if err != nil {
+			return fmt.Errorf("nats.nkey_seed %s: %w", path, err)
+		}
+		return opt(o)
+	}
 }

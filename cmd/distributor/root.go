@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -120,9 +119,10 @@ func classify(err error) int {
 		errors.Is(err, catalog.ErrNewer),
 		errors.Is(err, lease.ErrHeld),
 		errors.Is(err, planner.ErrEmptyReplacement),
-		errors.Is(err, planner.ErrTooManyDeletes):
+		errors.Is(err, planner.ErrTooManyDeletes),
+		errors.Is(err, engine.ErrLegacyCatalog):
 		return exitRefused
-	case errors.Is(err, planner.ErrDuplicateOutput):
+	case errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrSelector), errors.Is(err, config.ErrInvalid):
 		return exitUsage
 	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"):
 		return exitUsage
@@ -136,5 +136,3 @@ func requireFlag(name, value string) error {
 	}
 	return nil
 }
-
-var _ = fmt.Sprintf

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/stores"
+)
+
+// directSession is what a command that mutates roots outside `serve` uses:
+// the KV lease and an event publisher when NATS is there, the lock object
+// in the root otherwise.
+type directSession struct {
+	runner    *engine.Runner
+	publisher *events.Publisher // nil without NATS
+	close     func()
+}
+
+// directSession connects to NATS when nats.url is set (it must answer) or,
+// without nats.url, when a local `serve` answers on nats.listen; otherwise
+// it runs in direct mode with the lock object in each root.
+func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSession, error) {
+	s := &directSession{
+		runner: &engine.Runner{
+			Engine: &engine.Engine{Version: version, Log: a.log},
+			Config: cfg,
+			Stores: stores.New(cfg),
+			Locker: lease.NewStorageLocker(holderName("direct"), directLockTTL),
+		},
+		close: func() {},
+	}
+	url := cfg.NATS.ConnectURL()
+	timeout := 5 * time.Second
+	if cfg.NATS.URL == "" {
+		timeout = 300 * time.Millisecond // only a probe for a local serve
+	}
+	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(timeout), nats.MaxReconnects(0))...)
+	if err != nil {
+		if cfg.NATS.URL != "" {
+			return nil, fmt.Errorf("connect to NATS at %s (nats.url): %w", url, err)
+		}
+		a.log.Debug().Str("url", url).Msg("no local NATS server; direct mode with a lock object in each root")
+		return s, nil
+	}
+	js, streams, err := setupStreams(ctx, nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s.runner.Locker = lease.NewKV(js, streams.Leases, holderName("direct"), serveLeaseTTL)
+	s.publisher = events.NewPublisher(js, streams.Subjects)
+	s.close = nc.Close
+	a.log.Debug().Str("url", url).Msg("using NATS for leases and events")
+	return s, nil
+}
+
+// report publishes a maintenance event when NATS is there.
+func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
+	if s.publisher == nil {
+		return
+	}
+	if r.ID == "" {
+		r.ID = events.NewEventID()
+	}
+	if err := s.publisher.PublishResult(ctx, r); err != nil {
+		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
+	}
+}

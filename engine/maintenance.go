@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// ErrLegacyCatalog: a maintenance command met superseded legacy state; there
+// are no managed records to maintain until a publication writes v4.
+var ErrLegacyCatalog = errors.New("the catalog is superseded legacy state (schema_version < 4): nothing is managed yet; publish once to write a v4 catalog")
+
+// MaintenanceResult says what prune or reconcile-state did (or would do).
+type MaintenanceResult struct {
+	Root string
+	Plan planner.MaintenancePlan
+	// Refreshed are size-mismatched records re-hashed into the catalog
+	// (reconcile-state --refresh).
+	Refreshed []catalog.Output
+	DryRun    bool
+}
+
+// maintenanceState reads the root for a maintenance command: legacy state is
+// an error, no catalog is an empty plan (nil catalog).
+func maintenanceState(ctx context.Context, root storage.Backend) (state, error) {
+	st, err := readState(ctx, root)
+	if err != nil {
+		return st, err
+	}
+	if st.legacy {
+		return st, fmt.Errorf("%s: %w", root, ErrLegacyCatalog)
+	}
+	return st, nil
+}
+
+// Prune deletes the outputs owned by owner whose updated_at is before cutoff
+// (bytes, then records). With dryRun it only plans.
+func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, cutoff time.Time, maxDeletes int, dryRun bool) (MaintenanceResult, error) {
+	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
+	if !dryRun {
+		if _, err := e.Recover(ctx, root, l); err != nil {
+			return res, err
+		}
+	}
+	st, err := maintenanceState(ctx, root)
+	if err != nil {
+		return res, err
+	}
+	p, err := planner.Prune(st.cat, owner, cutoff, e.now(), maxDeletes)
+	res.Plan = p
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", root, err)
+	}
+	if dryRun || !p.Changed {
+		return res, nil
+	}
+	paths := make([]string, len(p.Removed))
+	for i, o := range p.Removed {
+		paths[i] = o.Path
+	}
+	// The same intent as a publication's: a kill after some deletes leaves
+	// records whose bytes are gone, and recovery drops exactly those.
+	data, err := encodeIntent("", nil, paths)
+	if err != nil {
+		return res, err
+	}
+	if err := l.Err(); err != nil {
+		return res, err
+	}
+	if err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		return res, fmt.Errorf("write intent in %s: %w", root, err)
+	}
+	if err := l.Err(); err != nil {
+		return res, err
+	}
+	if err := root.Delete(ctx, paths...); err != nil {
+		return res, fmt.Errorf("delete in %s: %w", root, err)
+	}
+	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
+		return res, err
+	}
+	if err := root.Delete(ctx, IntentPath); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
+	}
+	return res, nil
+}
+
+// Reconcile removes the selected records whose bytes are missing and reports
+// size mismatches; with refresh it re-hashes mismatched objects and records
+// their current digest and size. It never adopts unmanaged files.
+func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, refresh bool, maxDeletes int, dryRun bool) (MaintenanceResult, error) {
+	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
+	if !dryRun {
+		if _, err := e.Recover(ctx, root, l); err != nil {
+			return res, err
+		}
+	}
+	st, err := maintenanceState(ctx, root)
+	if err != nil {
+		return res, err
+	}
+	stored, err := listStored(ctx, root)
+	if err != nil {
+		return res, err
+	}
+	now := e.now()
+	p, err := planner.Reconcile(st.cat, sel, stored, now, maxDeletes)
+	res.Plan = p
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", root, err)
+	}
+	next, changed := p.Next, p.Changed
+	if refresh && len(p.SizeMismatches) > 0 {
+		index := next.Index()
+		for _, path := range p.SizeMismatches {
+			rec := index[path]
+			sum, size, err := hashAndSize(ctx, root, path)
+			if err != nil {
+				return res, fmt.Errorf("refresh %s in %s: %w", path, root, err)
+			}
+			rec.SHA256, rec.Size, rec.UpdatedAt = sum, size, now
+			index[path] = rec
+			res.Refreshed = append(res.Refreshed, rec)
+		}
+		n := *next
+		n.Outputs = n.Outputs[:0:0]
+		for _, o := range index {
+			n.Outputs = append(n.Outputs, o)
+		}
+		n.Sort()
+		n.UpdatedAt = now
+		next, changed = &n, true
+	}
+	if dryRun || !changed {
+		return res, nil
+	}
+	return res, e.commit(ctx, root, l, next, st.version)
+}
+
+// VerifyReport lists what verify found.
+type VerifyReport struct {
+	Root    string   `json:"root"`
+	Checked int      `json:"checked"`
+	Missing []string `json:"missing"`
+	Damaged []string `json:"damaged"`
+}
+
+// OK reports whether every checked output is intact.
+func (r VerifyReport) OK() bool { return len(r.Missing) == 0 && len(r.Damaged) == 0 }
+
+// Verify re-reads the stored bytes of every record match selects and
+// compares them with the record's size and sha256 (bitrot). It changes
+// nothing; it holds the lease so that it never reads a half-done publication.
+func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(catalog.Output) bool) (VerifyReport, error) {
+	rep := VerifyReport{Root: root.String(), Missing: []string{}, Damaged: []string{}}
+	st, err := maintenanceState(ctx, root)
+	if err != nil {
+		return rep, err
+	}
+	if st.cat == nil {
+		return rep, nil
+	}
+	for _, o := range st.cat.Outputs {
+		if !match(o) {
+			continue
+		}
+		rep.Checked++
+		sum, size, err := hashAndSize(ctx, root, o.Path)
+		switch {
+		case errors.Is(err, storage.ErrNotExist):
+			rep.Missing = append(rep.Missing, o.Path)
+		case err != nil:
+			return rep, fmt.Errorf("verify %s in %s: %w", o.Path, root, err)
+		case size != o.Size || sum != o.SHA256:
+			rep.Damaged = append(rep.Damaged, o.Path)
+		}
+	}
+	return rep, nil
+}
+
+func hashAndSize(ctx context.Context, root storage.Backend, path string) (string, int64, error) {
+	r, err := root.Open(ctx, path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer r.Close()
+	h := newHash()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return "", 0, err
+	}
+	return h.digest(), n, nil
+}

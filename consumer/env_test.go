@@ -1,0 +1,542 @@
+package consumer_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
+	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/stores"
+	"github.com/distributor/distributor/testenv"
+)
+
+// created is every test bundle's manifest time.
+var created = time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+
+// env is one test's world: an embedded JetStream server with distributor's
+// streams, a configuration whose local roots live in a temp folder, and a
+// collector of every result event.
+type env struct {
+	t       testing.TB
+	ctx     context.Context
+	nats    *testenv.NATS
+	js      jetstream.JetStream
+	streams *events.Streams
+	pub     *events.Publisher
+	cfg     *config.Config
+	base    string
+	roots   map[string]string // placeholder name -> local folder
+	s3      *testenv.S3       // nil unless the test uses S3
+	bucket  string
+	results *collector
+	nbundle atomic.Int32
+}
+
+// newEnv starts the server and parses yaml, where @name@ stands for a fresh
+// local folder (the same name gives the same folder, so roots can be shared)
+// and @bucket@ for the S3 test bucket (which requires withS3).
+func newEnv(t testing.TB, yaml string, withS3 bool) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e := &env{t: t, ctx: ctx, base: t.TempDir(), roots: map[string]string{}}
+	e.nats = testenv.NewNATS(t)
+	e.js = e.nats.JetStream(t)
+	st, err := events.Setup(ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.streams = st
+	e.pub = events.NewPublisher(e.js, st.Subjects)
+	if withS3 {
+		e.s3 = testenv.NewS3(t)
+		e.bucket = e.s3.Bucket(t)
+	}
+	e.cfg = e.parse(yaml)
+	e.results = e.collect()
+	return e
+}
+
+var placeholder = regexp.MustCompile(`@(\w+)@`)
+
+func (e *env) parse(yaml string) *config.Config {
+	e.t.Helper()
+	var ferr error
+	text := placeholder.ReplaceAllStringFunc(yaml, func(m string) string {
+		name := m[1 : len(m)-1]
+		if name == "bucket" {
+			return e.bucket
+		}
+		if dir, ok := e.roots[name]; ok {
+			return dir
+		}
+		dir := filepath.Join(e.base, "roots", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			ferr = err
+		}
+		e.roots[name] = dir
+		return dir
+	})
+	if ferr != nil {
+		e.t.Fatal(ferr)
+	}
+	cfg, err := config.Parse([]byte(text), "")
+	if err != nil {
+		e.t.Fatalf("config: %v\n%s", err, text)
+	}
+	return cfg
+}
+
+// bundle writes a local bundle of files under a fresh folder and returns its
+// location and manifest digest.
+func (e *env) bundle(id string, files map[string]string) (location, digest string) {
+	e.t.Helper()
+	dir := filepath.Join(e.base, "bundles", fmt.Sprintf("b%d", e.nbundle.Add(1)))
+	for p, content := range files {
+		name := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	_, data, err := bundle.Create(e.ctx, dir, id, created)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return dir, bundle.Digest(data)
+}
+
+// s3Bundle uploads a bundle of files to the test bucket under prefix.
+func (e *env) s3Bundle(prefix, id string, files map[string]string) (location, digest string) {
+	e.t.Helper()
+	local, digest := e.bundle(id, files)
+	b, err := s3store.NewFromClient(e.s3.Client, e.bucket, prefix, s3store.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, p := range append(sortedKeys(files), bundle.ManifestName) {
+		data, err := os.ReadFile(filepath.Join(local, filepath.FromSlash(p)))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if err := b.Put(e.ctx, p, strings.NewReader(string(data)), int64(len(data)), storage.PutOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return "s3://" + e.bucket + "/" + prefix, digest
+}
+
+// announce publishes a bundle-ready event and returns its id.
+func (e *env) announce(ev events.BundleReady) string {
+	e.t.Helper()
+	if ev.ID == "" {
+		ev.ID = events.NewEventID()
+	}
+	if _, _, err := e.pub.AnnounceBundle(e.ctx, ev); err != nil {
+		e.t.Fatal(err)
+	}
+	return ev.ID
+}
+
+// node is one simulated serve process.
+type node struct {
+	name    string
+	c       *consumer.Consumer
+	nc      *nats.Conn // the consumer's connection
+	lockNC  *nats.Conn // the lease connection (the same as nc unless splitLock)
+	locker  lease.Locker
+	cancel  context.CancelFunc
+	done    chan error
+	stopped time.Duration // how long Run took to return after cancel
+	mu      sync.Mutex
+}
+
+// nodeConfig shapes a node.
+type nodeConfig struct {
+	name string
+	opts consumer.Options
+	// wrap replaces each destination's backend (fault injection).
+	wrap func(d config.Destination, b storage.Backend) storage.Backend
+	// wrapLocker replaces the node's KV locker.
+	wrapLocker func(lease.Locker) lease.Locker
+	leaseTTL   time.Duration // default 2s
+	// splitLock gives the leases their own connection, so a test can cut
+	// renewals without cutting the consumer.
+	splitLock bool
+	log       zerolog.Logger
+}
+
+// fastOptions are consumer options scaled for tests.
+func fastOptions() consumer.Options {
+	return consumer.Options{
+		Workers:         4,
+		MaxDeliver:      20,
+		BackOff:         []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond},
+		AckWait:         2 * time.Second,
+		ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// start runs a consumer with its own connection, stores and locker, like a
+// separate serve process.
+func (e *env) start(nc nodeConfig) *node {
+	e.t.Helper()
+	if nc.name == "" {
+		nc.name = "node"
+	}
+	if nc.leaseTTL == 0 {
+		nc.leaseTTL = 2 * time.Second
+	}
+	conn := e.nats.Conn(e.t)
+	js, err := jetstream.New(conn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	lockConn, lockJS := conn, js
+	if nc.splitLock {
+		lockConn = e.nats.Conn(e.t)
+		if lockJS, err = jetstream.New(lockConn); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	kv, err := lockJS.KeyValue(e.ctx, e.streams.Subjects.LeaseBucket())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var locker lease.Locker = lease.NewKV(lockJS, kv, nc.name, nc.leaseTTL)
+	if nc.wrapLocker != nil {
+		locker = nc.wrapLocker(locker)
+	}
+	runner := &engine.Runner{
+		Engine: &engine.Engine{Version: "test", Log: nc.log},
+		Config: e.cfg,
+		Stores: &testStores{open: stores.New(e.cfg), s3: e.s3, wrap: nc.wrap},
+		Locker: locker,
+	}
+	opts := nc.opts
+	opts.Log = nc.log
+	n := &node{name: nc.name, nc: conn, lockNC: lockConn, locker: locker, done: make(chan error, 1)}
+	n.c = consumer.New(js, e.streams.Subjects, runner, opts)
+	// Create the durable before returning, so that announcements made right
+	// after start are not missed by a consumer that does not exist yet.
+	if _, err := n.c.Durable(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	n.cancel = cancel
+	go func() { n.done <- n.c.Run(ctx) }()
+	e.t.Cleanup(func() { n.stop(e.t, time.Minute) })
+	return n
+}
+
+// stop cancels the node and waits up to limit for Run to return.
+func (n *node) stop(t testing.TB, limit time.Duration) error {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cancel == nil {
+		return nil
+	}
+	start := time.Now()
+	n.cancel()
+	n.cancel = nil
+	select {
+	case err := <-n.done:
+		n.stopped = time.Since(start)
+		return err
+	case <-time.After(limit):
+		t.Fatalf("%s: Run did not return within %s of cancel", n.name, limit)
+	}
+	return nil
+}
+
+// kill simulates a crash: the node's connections close (no ack, nak,
+// heartbeat, renewal or release reaches the server) and its Run is cancelled.
+func (n *node) kill(t testing.TB) {
+	n.nc.Close()
+	n.lockNC.Close()
+	_ = n.stop(t, time.Minute)
+}
+
+// testStores opens local roots and bundles the way serve does (stores.Opener)
+// and S3 ones on the test server; wrap injects faults per destination.
+type testStores struct {
+	open *stores.Opener
+	s3   *testenv.S3
+	wrap func(d config.Destination, b storage.Backend) storage.Backend
+}
+
+func (s *testStores) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
+	var (
+		b   storage.Backend
+		err error
+	)
+	if d.Backend == config.BackendS3 {
+		b, err = s3store.NewFromClient(s.s3.Client, d.Bucket, d.Path, s3store.Options{})
+	} else {
+		b, err = s.open.Destination(ctx, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.wrap != nil {
+		b = s.wrap(d, b)
+	}
+	return b, nil
+}
+
+func (s *testStores) Bundle(ctx context.Context, location string) (storage.Backend, error) {
+	if strings.HasPrefix(location, "s3://") && s.s3 != nil {
+		loc, err := bundle.ParseLocation(location)
+		if err != nil {
+			return nil, err
+		}
+		return s3store.NewFromClient(s.s3.Client, loc.Bucket, loc.Prefix, s3store.Options{})
+	}
+	return s.open.Bundle(ctx, location)
+}
+
+// hooked is a backend with fault hooks. put runs before every Put of a
+// non-reserved path, commit before every catalog write; a non-nil error
+// from either is returned instead of the call.
+type hooked struct {
+	storage.Backend
+	put     func(ctx context.Context, path string) error
+	commit  func(ctx context.Context) error
+	commits *atomic.Int32 // successful catalog writes
+}
+
+func (h *hooked) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+	if h.put != nil && !catalog.IsReserved(p) {
+		if err := h.put(ctx, p); err != nil {
+			return err
+		}
+	}
+	return h.Backend.Put(ctx, p, r, size, o)
+}
+
+func (h *hooked) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+	if p == catalog.FileName && h.commit != nil {
+		if err := h.commit(ctx); err != nil {
+			return "", err
+		}
+	}
+	nv, err := h.Backend.WriteIfVersion(ctx, p, data, v)
+	if err == nil && p == catalog.FileName && h.commits != nil {
+		h.commits.Add(1)
+	}
+	return nv, err
+}
+
+// collector keeps every result event in stream order.
+type collector struct {
+	mu   sync.Mutex
+	list []events.Result
+	bad  []string
+}
+
+func (e *env) collect() *collector {
+	c := &collector{}
+	oc, err := e.js.OrderedConsumer(e.ctx, e.streams.Subjects.EventsStream(), jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cc, err := oc.Consume(func(msg jetstream.Msg) {
+		r, err := events.DecodeResult(msg.Data())
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			c.bad = append(c.bad, fmt.Sprintf("%s: %v", msg.Subject(), err))
+			return
+		}
+		if want := e.streams.Subjects.Result(r.Type, r.DestinationID, r.PipelineID); msg.Subject() != want {
+			c.bad = append(c.bad, fmt.Sprintf("%s event %s on subject %s, want %s", r.Type, r.ID, msg.Subject(), want))
+		}
+		c.list = append(c.list, r)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(cc.Stop)
+	return c
+}
+
+func (c *collector) all() []events.Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]events.Result(nil), c.list...)
+}
+
+// of returns the results of one bundle event.
+func (c *collector) of(eventID string) []events.Result {
+	var out []events.Result
+	for _, r := range c.all() {
+		if r.BundleEventID == eventID {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// wait polls until n results of eventID arrived (then waits a little for
+// any extra, wrong one) and returns them sorted by destination.
+func (e *env) wait(eventID string, n int, timeout time.Duration) []events.Result {
+	e.t.Helper()
+	e.waitFor(timeout, func() bool { return len(e.results.of(eventID)) >= n }, "%d result(s) of %s", n, eventID)
+	time.Sleep(50 * time.Millisecond)
+	out := e.results.of(eventID)
+	sort.Slice(out, func(i, j int) bool { return out[i].DestinationID < out[j].DestinationID })
+	return out
+}
+
+// waitFor polls cond until it holds or fails the test after timeout.
+func (e *env) waitFor(timeout time.Duration, cond func() bool, what string, args ...any) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.dump()
+			e.t.Fatalf("timed out after %s waiting for "+what, append([]any{timeout}, args...)...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *env) dump() {
+	for _, r := range e.results.all() {
+		e.t.Logf("event: %s %s dest=%q reason=%q written=%d attempts=%d msg=%q", r.Type, r.BundleEventID, r.DestinationID, r.Reason, r.Written, r.Attempts, r.Message)
+	}
+}
+
+// settled waits until the durable has nothing pending or unacknowledged.
+func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
+	e.t.Helper()
+	var info *jetstream.ConsumerInfo
+	e.waitFor(timeout, func() bool {
+		cons, err := e.js.Consumer(e.ctx, e.streams.Subjects.BundlesStream(), e.streams.Subjects.Durable())
+		if err != nil {
+			return false
+		}
+		info, err = cons.Info(e.ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.NumWaiting >= 0
+	}, "the durable consumer to have nothing pending")
+	return info
+}
+
+// checkNoBadEvents fails the test on undecodable or misfiled result events.
+func (e *env) checkNoBadEvents() {
+	e.t.Helper()
+	e.results.mu.Lock()
+	defer e.results.mu.Unlock()
+	for _, b := range e.results.bad {
+		e.t.Error(b)
+	}
+}
+
+// readCatalog parses a root's catalog; it fails on absent, legacy or invalid.
+func readCatalog(t testing.TB, b storage.Backend) *catalog.Catalog {
+	t.Helper()
+	data, _, err := b.ReadVersion(context.Background(), catalog.FileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data == nil {
+		t.Fatalf("%s: no catalog", b)
+	}
+	cat, legacy, err := catalog.Parse(data)
+	if err != nil || legacy {
+		t.Fatalf("%s: catalog invalid (legacy=%v): %v\n%s", b, legacy, err, data)
+	}
+	return cat
+}
+
+// files lists a root's objects (reserved ones included) with their digests.
+func files(t testing.TB, b storage.Backend) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	err := b.List(ctx, "", func(o storage.ObjectInfo) error {
+		rc, err := b.Open(ctx, o.Path)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, rc); err != nil {
+			return err
+		}
+		out[o.Path] = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func localRoot(t testing.TB, dir string) storage.Backend {
+	t.Helper()
+	b, err := stores.New(nil).Destination(context.Background(), config.Destination{ID: "x", Backend: config.BackendLocal, Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func digestOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leaseKeyGone reports whether the root's lease key is absent.
+func (e *env) leaseKeyGone(rootKey string) bool {
+	_, err := e.streams.Leases.Get(e.ctx, lease.KVKey(rootKey))
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+}
+
+// logTo returns a logger writing to t's log (debugging aid).
+func logTo(t testing.TB) zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: testWriter{t}, NoColor: true}).With().Timestamp().Logger()
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

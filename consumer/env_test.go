@@ -322,14 +322,25 @@ func (s *testStores) Bundle(ctx context.Context, location string) (storage.Backe
 	return s.open.Bundle(ctx, location)
 }
 
-// hooked is a backend with fault hooks. put runs before every Put of a
+// hooked is a backend with fault hooks. read runs before every ReadVersion
+// (the first call of every publication attempt), put before every Put of a
 // non-reserved path, commit before every catalog write; a non-nil error
-// from either is returned instead of the call.
+// from a hook is returned instead of the call.
 type hooked struct {
 	storage.Backend
+	read    func(ctx context.Context, path string) error // before every ReadVersion
 	put     func(ctx context.Context, path string) error
 	commit  func(ctx context.Context) error
 	commits *atomic.Int32 // successful catalog writes
+}
+
+func (h *hooked) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	if h.read != nil {
+		if err := h.read(ctx, p); err != nil {
+			return nil, "", err
+		}
+	}
+	return h.Backend.ReadVersion(ctx, p)
 }
 
 func (h *hooked) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
@@ -476,12 +487,19 @@ func readCatalog(t testing.TB, b storage.Backend) *catalog.Catalog {
 	return cat
 }
 
-// files lists a root's objects (reserved ones included) with their digests.
+// casLock is the local backend's lock file for catalog writes.
+const casLock = ".distributor/cas.lock"
+
+// files lists a root's objects (reserved ones but the local backend's
+// catalog write lock included) with their digests.
 func files(t testing.TB, b storage.Backend) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}
 	err := b.List(ctx, "", func(o storage.ObjectInfo) error {
+		if o.Path == casLock {
+			return nil
+		}
 		rc, err := b.Open(ctx, o.Path)
 		if err != nil {
 			return err

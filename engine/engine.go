@@ -226,6 +226,11 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		return res, werr
 	}
 
+	// Outputs are written with DeferSync: one flush makes them all durable
+	// before the catalog that records them is committed.
+	if err := storage.Sync(ctx, root); err != nil {
+		return res, fmt.Errorf("sync %s: %w", root, err)
+	}
 	if len(deletes) > 0 {
 		if err := l.Err(); err != nil {
 			return res, err
@@ -314,7 +319,7 @@ func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publica
 		defer rc.Close()
 		r = rc
 	}
-	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path))}
+	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path)), DeferSync: true}
 	if err := root.Put(ctx, it.Path, r, it.Desired.Size, opts); err != nil {
 		return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
 	}
@@ -382,6 +387,9 @@ func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Leas
 			next.UpdatedAt = now
 			if e.Version != "" {
 				next.DistributorVersion = e.Version
+			}
+			if err := storage.Sync(ctx, root); err != nil {
+				return false, fmt.Errorf("sync %s: %w", root, err)
 			}
 			if err := e.commit(ctx, root, l, next, st.version); err != nil {
 				return false, err

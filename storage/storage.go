@@ -40,6 +40,25 @@ type PutOptions struct {
 	SHA256 string
 	// ContentType, when known.
 	ContentType string
+	// DeferSync lets Put return before the bytes are durable; the caller
+	// calls Sync before it relies on them (one flush for many objects).
+	// Backends whose writes are durable on return ignore it.
+	DeferSync bool
+}
+
+// Syncer is implemented by backends that honour PutOptions.DeferSync.
+type Syncer interface {
+	// Sync makes every Put that has returned durable.
+	Sync(ctx context.Context) error
+}
+
+// Sync makes deferred writes to b durable; a no-op for backends that are
+// durable on return.
+func Sync(ctx context.Context, b Backend) error {
+	if s, ok := b.(Syncer); ok {
+		return s.Sync(ctx)
+	}
+	return nil
 }
 
 // Backend is a destination root (or a bundle location) on some storage.

@@ -318,3 +318,29 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
+	ctx := context.Background()
+	b, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		p := fmt.Sprintf("d/f%d.txt", i)
+		if err := b.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{DeferSync: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := storage.Sync(ctx, b); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	n := 0
+	if err := b.List(ctx, "d/", func(storage.ObjectInfo) error { n++; return nil }); err != nil || n != 3 {
+		t.Fatalf("listed %d objects (%v), want 3", n, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.Sync(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync with a cancelled context: %v", err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"time"
@@ -35,10 +34,22 @@ var (
 	ErrNewer = errors.New("catalog written by a newer distributor")
 )
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // ValidDigest reports whether d has the form sha256:<64 lowercase hex>.
-func ValidDigest(d string) bool { return digestRE.MatchString(d) }
+// (Hand-written: it runs for every record of every catalog read and written,
+// and a regexp made it a tenth of planning time.)
+func ValidDigest(d string) bool {
+	const prefix = "sha256:"
+	if len(d) != len(prefix)+64 || d[:len(prefix)] != prefix {
+		return false
+	}
+	for i := len(prefix); i < len(d); i++ {
+		if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Catalog is the whole v4 document.
 type Catalog struct {

@@ -316,7 +316,6 @@ func makeBundle(t *testing.T, id string, files map[string]string) (string, strin
 // publish runs Runner.Publish of the bundle in dir for pipeline to dest at
 // time now, as the consumer or `apply` would.
 func (h *harness) publish(now time.Time, pipeline, dest, dir string, mod ...func(*engine.Request)) (engine.Result, error) {
-	h.t.Helper()
 	ctx := context.Background()
 	h.clock.Set(now)
 	req := engine.Request{PipelineID: pipeline, Bundle: dir, Destinations: []string{dest}, BundleEventID: "ev-" + filepath.Base(dir)}
@@ -327,12 +326,13 @@ func (h *harness) publish(now time.Time, pipeline, dest, dir string, mod ...func
 	if err != nil {
 		return engine.Result{}, err
 	}
+	// No t.Fatal here: concurrency tests call publish from goroutines.
 	ds, err := h.runner.Destinations(req)
 	if err != nil {
-		h.t.Fatal(err)
+		return engine.Result{}, err
 	}
 	if len(ds) != 1 {
-		h.t.Fatalf("request resolves to %d destinations, want 1", len(ds))
+		return engine.Result{}, fmt.Errorf("request resolves to %d destinations, want 1", len(ds))
 	}
 	return h.runner.Publish(ctx, req, b, ds[0])
 }
@@ -532,8 +532,8 @@ func TestBackendMatrixRootsAreFreshAndKeyed(t *testing.T) {
 		if d1.RootKey() != want {
 			t.Fatalf("RootKey = %s, want %s", d1.RootKey(), want)
 		}
-		if got := r1.String(); strings.TrimSuffix(got, "/")+"/" != strings.TrimPrefix(want, "file://") && got != want {
-			t.Fatalf("backend %s does not name the destination's root %s", got, want)
+		if got := strings.TrimSuffix(r1.String(), "/") + "/"; got != strings.TrimPrefix(want, "file://") && got != want {
+			t.Fatalf("backend %s does not name the destination's root %s", r1, want)
 		}
 		mustPut(t, r1, "x.txt", "x")
 		if got := contents(t, r2); len(got) != 0 {

@@ -175,6 +175,9 @@ func (p *Plan) Deletes() []string {
 // Build plans one publication on one root.
 func Build(in Input) (Plan, error) {
 	p := Plan{Owner: in.Owner, Workflow: in.Workflow}
+	if len(in.Desired) > 0 {
+		p.Items = make([]Item, 0, len(in.Desired))
+	}
 	if in.Workflow != Replacement && in.Workflow != Additive {
 		return p, fmt.Errorf("unknown workflow %q", in.Workflow)
 	}

@@ -1,0 +1,638 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/testenv"
+)
+
+// These tests drive the NATS-facing commands through run(), against a real
+// embedded JetStream server (testenv) and local destinations in temp folders.
+
+// runCmd runs the CLI in-process and returns its exit code and output.
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code = run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// lockedBuffer is a bytes.Buffer that a running command may write while the
+// test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// natsEnv is one configuration file over temp destination roots:
+//
+//	p.one → d1, d2 (additive, separate roots)
+//	p.two → d3
+type natsEnv struct {
+	dir   string
+	cfg   string // configuration file
+	url   string // NATS client URL ("" without nats.url)
+	nats  *testenv.NATS
+	roots map[string]string
+}
+
+// newNATSEnv starts a JetStream server and writes a configuration whose
+// nats.url points at it.
+func newNATSEnv(t *testing.T) *natsEnv {
+	t.Helper()
+	n := testenv.NewNATS(t)
+	e := writeNATSConfig(t, "  url: "+n.URL+"\n")
+	e.url, e.nats = n.URL, n
+	return e
+}
+
+// newOfflineEnv writes a configuration without nats.url whose nats.listen is
+// a free port nothing listens on: no NATS is reachable.
+func newOfflineEnv(t *testing.T) (*natsEnv, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	return writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n"), addr
+}
+
+func writeNATSConfig(t *testing.T, natsBlock string) *natsEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &natsEnv{dir: dir, cfg: filepath.Join(dir, "distributor.yaml"), roots: map[string]string{}}
+	var b strings.Builder
+	b.WriteString("nats:\n" + natsBlock)
+	b.WriteString("pipelines:\n  - id: p.one\n    destinations: [d1, d2]\n  - id: p.two\n    destinations: [d3]\ndestinations:\n")
+	for _, d := range []string{"d1", "d2", "d3"} {
+		root := filepath.Join(dir, "roots", d)
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e.roots[d] = root
+		fmt.Fprintf(&b, "  - id: %s\n    backend: local\n    path: %s\n", d, root)
+	}
+	if err := os.WriteFile(e.cfg, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// freeAddr returns a 127.0.0.1 address that nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// makeBundle writes files into a new folder and runs `bundle create` on it.
+func (e *natsEnv) makeBundle(t *testing.T, name, id string, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(e.dir, "bundles", name)
+	for p, content := range files {
+		fp := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(fp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := runCmd(t, "bundle", "create", dir, "--id", id); code != 0 {
+		t.Fatalf("bundle create %s: exit %d: %s", dir, code, stderr)
+	}
+	return dir
+}
+
+// cmd runs a command with --config appended.
+func (e *natsEnv) cmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runCmd(t, append(args, "--config", e.cfg)...)
+}
+
+// serveHandle is a `serve` running in-process.
+type serveHandle struct {
+	cancel context.CancelFunc
+	done   chan int
+	stderr *lockedBuffer
+	code   int
+	exited bool
+}
+
+// startServe runs `serve --config cfg` in a goroutine until stopServe (or
+// the end of the test) cancels its context, as SIGINT does.
+func startServe(t *testing.T, cfg string, extra ...string) *serveHandle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &lockedBuffer{}}
+	args := append([]string{"serve", "--config", cfg}, extra...)
+	go func() { s.done <- run(ctx, args, &lockedBuffer{}, s.stderr) }()
+	t.Cleanup(func() { s.stop(t) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.stderr.String(), "consuming bundle-ready events") {
+		select {
+		case code := <-s.done:
+			s.code, s.exited = code, true
+			t.Fatalf("serve exited %d before consuming: %s", code, s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not consuming after 10s: %s", s.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s
+}
+
+// stop cancels serve and returns its exit code; it must stop within 10 s.
+func (s *serveHandle) stop(t *testing.T) int {
+	t.Helper()
+	if s.exited {
+		return s.code
+	}
+	s.cancel()
+	select {
+	case s.code = <-s.done:
+		s.exited = true
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve did not stop within 10s of its context ending: %s", s.stderr.String())
+	}
+	return s.code
+}
+
+var eventTimeRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+`)
+
+// eventBlocks returns the event lines printed by printEvent, each with its
+// output lines, the time stripped and runs of spaces collapsed, sorted
+// (events of one bundle arrive in any order). Other lines are ignored.
+func eventBlocks(out string) []string {
+	var blocks []string
+	for line := range strings.SplitSeq(out, "\n") {
+		switch {
+		case eventTimeRE.MatchString(line):
+			blocks = append(blocks, strings.Join(strings.Fields(eventTimeRE.ReplaceAllString(line, "")), " "))
+		case strings.HasPrefix(line, "    ") && len(blocks) > 0:
+			blocks[len(blocks)-1] += " | " + strings.TrimSpace(line)
+		}
+	}
+	sort.Strings(blocks)
+	return blocks
+}
+
+func assertBlocks(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	sort.Strings(want)
+	if got := eventBlocks(out); !slices.Equal(got, want) {
+		t.Errorf("%s: events\n got %q\nwant %q\noutput:\n%s", what, got, want, out)
+	}
+}
+
+var announcedRE = regexp.MustCompile(`(?m)^announced (\S+): pipeline (\S+), bundle (\S+), seq (\d+)$`)
+
+// announcedID returns the bundle event id from publish's first line.
+func announcedID(t *testing.T, stdout string) string {
+	t.Helper()
+	m := announcedRE.FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no announced line in:\n%s", stdout)
+	}
+	return m[1]
+}
+
+// tailJSON runs `events tail --json` with args and decodes every line.
+func (e *natsEnv) tailJSON(t *testing.T, args ...string) []events.Result {
+	t.Helper()
+	code, stdout, stderr := e.cmd(t, append([]string{"events", "tail", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("events tail %v: exit %d: %s", args, code, stderr)
+	}
+	var out []events.Result
+	for line := range strings.SplitSeq(strings.TrimSuffix(stdout, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		r, err := events.DecodeResult([]byte(line))
+		if err != nil {
+			t.Fatalf("events tail --json printed an undecodable line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// waitEvent polls `events tail --json` until an event matches.
+func (e *natsEnv) waitEvent(t *testing.T, match func(events.Result) bool, args ...string) events.Result {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, r := range e.tailJSON(t, args...) {
+			if match(r) {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no matching event after 20s (events tail %v)", args)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// bundleMsgs is the number of messages in the bundle-ready stream.
+func (e *natsEnv) bundleMsgs(t *testing.T) uint64 {
+	t.Helper()
+	st := e.bundleStream(t)
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func (e *natsEnv) bundleStream(t *testing.T) jetstream.Stream {
+	t.Helper()
+	st, err := e.nats.JetStream(t).Stream(context.Background(), events.Subjects{}.BundlesStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// readCatalog parses the root's .distributor.json.
+func readCatalog(t *testing.T, root string) *catalog.Catalog {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, catalog.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, legacy, err := catalog.Parse(data)
+	if err != nil || legacy || cat == nil {
+		t.Fatalf("catalog in %s: legacy %v, err %v", root, legacy, err)
+	}
+	return cat
+}
+
+func catalogPaths(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	for _, o := range readCatalog(t, root).Outputs {
+		out = append(out, o.Path)
+	}
+	return out
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+var bundleOne = map[string]string{"report.md": "# one\n", "data.csv": "a,b\n1,2\n"}
+
+func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
+	e := newNATSEnv(t)
+	startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != 0 {
+		t.Fatalf("publish p.one: exit %d\n%s%s", code, stdout, stderr)
+	}
+	id1 := announcedID(t, stdout)
+	// Other events the filters must leave out: another pipeline's
+	// publication and a failure of p.one.
+	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1); code != 0 {
+		t.Fatalf("publish p.two: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(e.roots["d2"], "extra.txt"), []byte("unmanaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2 := e.makeBundle(t, "b2", "src.one", map[string]string{"extra.txt": "managed"})
+	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b2); code != exitRefused {
+		t.Fatalf("publish b2: exit %d, want %d\n%s%s", code, exitRefused, stdout, stderr)
+	}
+
+	code, stdout, stderr = e.cmd(t, "events", "tail", "--type", "published", "--pipeline", "p.one")
+	if code != 0 || stderr != "" {
+		t.Fatalf("events tail: exit %d: %s", code, stderr)
+	}
+	// d1 got both bundles (its second publication wrote extra.txt).
+	assertBlocks(t, "events tail --type published --pipeline p.one", stdout,
+		"published d1 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md",
+		"published d2 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md",
+		"published d1 p.one written 1, unchanged 0, deleted 0 | + extra.txt",
+	)
+	if n := strings.Count(stdout, "\n"); n != 3+5 {
+		t.Errorf("events tail printed %d lines, want 8 (3 events, 5 outputs):\n%s", n, stdout)
+	}
+
+	all := e.tailJSON(t, "--type", "published", "--pipeline", "p.one")
+	if len(all) != 3 {
+		t.Fatalf("--json printed %d events, want 3: %+v", len(all), all)
+	}
+	for _, r := range all {
+		if r.Type != events.TypePublished || r.PipelineID != "p.one" || r.Source == nil || r.Source.ID != "src.one" {
+			t.Errorf("--json event %+v: want a published event of p.one with source src.one", r)
+		}
+	}
+	if r := all[0]; r.BundleEventID != id1 || r.ID != id1+"."+r.DestinationID+".published" {
+		t.Errorf("first event: bundle_event_id %q id %q, want %q and its deterministic id", r.BundleEventID, r.ID, id1)
+	}
+
+	// Destination and type filters combine.
+	col := e.tailJSON(t, "--type", "collision", "--destination", "d2")
+	if len(col) != 1 || !slices.Equal(col[0].Collisions, []string{"extra.txt"}) || col[0].Original == nil {
+		t.Errorf("collision events of d2: %+v, want one naming extra.txt with its original event", col)
+	}
+	if got := e.tailJSON(t, "--pipeline", "p.two"); len(got) != 1 || got[0].DestinationID != "d3" {
+		t.Errorf("events of p.two: %+v, want the one published to d3", got)
+	}
+	if got := e.tailJSON(t, "--type", "failed"); len(got) != 0 {
+		t.Errorf("failed events: %+v, want none", got)
+	}
+	if code, _, stderr := e.cmd(t, "events", "tail", "--type", "done"); code != exitUsage || !strings.Contains(stderr, `--type "done"`) {
+		t.Errorf("--type done: exit %d, stderr %q; want a usage error naming the flag", code, stderr)
+	}
+}
+
+func TestReplayAfterCollision(t *testing.T) {
+	e := newNATSEnv(t)
+	startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	stray := filepath.Join(e.roots["d1"], "report.md")
+	if err := os.WriteFile(stray, []byte("hand-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != exitRefused {
+		t.Fatalf("publish: exit %d, want %d\n%s%s", code, exitRefused, stdout, stderr)
+	}
+	orig := announcedID(t, stdout)
+	if err := os.Remove(stray); err != nil {
+		t.Fatal(err)
+	}
+
+	before := e.bundleMsgs(t)
+	code, stdout, stderr = e.cmd(t, "replay", "--dry-run")
+	if code != 0 {
+		t.Fatalf("replay --dry-run: exit %d: %s", code, stderr)
+	}
+	if want := fmt.Sprintf("would replay %s (pipeline p.one, bundle %s, destinations [d1])\n", orig, b1); stdout != want {
+		t.Errorf("replay --dry-run printed %q, want %q", stdout, want)
+	}
+	if after := e.bundleMsgs(t); after != before {
+		t.Errorf("replay --dry-run announced something: %d bundle-ready messages, was %d", after, before)
+	}
+
+	code, stdout, stderr = e.cmd(t, "replay")
+	if code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`^replayed (\S+) as (\S+) \(destinations \[d1\]\)\n$`).FindStringSubmatch(stdout)
+	if m == nil || m[1] != orig {
+		t.Fatalf("replay printed %q, want one replayed line for %s", stdout, orig)
+	}
+	replayID := m[2]
+	if replayID == orig {
+		t.Fatalf("the replay reused the original id %s (it would be dropped as a duplicate)", orig)
+	}
+	if after := e.bundleMsgs(t); after != before+1 {
+		t.Errorf("replay: %d bundle-ready messages, want %d", after, before+1)
+	}
+	msg, err := e.bundleStream(t).GetLastMsgForSubject(context.Background(), events.Subjects{}.BundleReady("p.one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.DecodeBundleReady(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID != replayID || ev.ReplayOf != orig || !slices.Equal(ev.Destinations, []string{"d1"}) || ev.Bundle != b1 || ev.TakeOwnership {
+		t.Errorf("replayed event %+v: want id %s, replay_of %s, destinations [d1], bundle %s, no take_ownership", ev, replayID, orig, b1)
+	}
+
+	r := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID == replayID },
+		"--type", "published", "--pipeline", "p.one", "--destination", "d1")
+	if r.Written != 2 || len(r.Adopted) != 0 {
+		t.Errorf("replay's published event: written %d, adopted %v; want 2 and none", r.Written, r.Adopted)
+	}
+	if got := readFile(t, filepath.Join(e.roots["d1"], "report.md")); got != bundleOne["report.md"] {
+		t.Errorf("d1/report.md = %q after the replay, want the bundle's bytes", got)
+	}
+	code, stdout, _ = e.cmd(t, "events", "tail", "--type", "published", "--destination", "d1")
+	if code != 0 {
+		t.Fatalf("events tail: exit %d", code)
+	}
+	assertBlocks(t, "events tail after replay", stdout, "published d1 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
+
+	// The collision is resolved: replaying again must not re-announce the
+	// old bundle (it could roll back newer content).
+	code, stdout, stderr = e.cmd(t, "replay")
+	if code != 0 || !strings.Contains(stdout, "nothing to replay") {
+		t.Errorf("second replay: exit %d, stdout %q, stderr %q; want nothing to replay", code, stdout, stderr)
+	}
+	if after := e.bundleMsgs(t); after != before+1 {
+		t.Errorf("second replay announced again: %d bundle-ready messages, want %d", after, before+1)
+	}
+
+	code, stdout, stderr = e.cmd(t, "replay", "--reason", "max_deliveries")
+	if code != 0 || stdout != "nothing to replay: no failed or collision event matches\n" || stderr != "" {
+		t.Errorf("replay --reason max_deliveries: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestReplayTakeOwnershipAdoptsCollidingPath(t *testing.T) {
+	e := newNATSEnv(t)
+	startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	stray := filepath.Join(e.roots["d2"], "data.csv")
+	if err := os.WriteFile(stray, []byte("hand-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != exitRefused {
+		t.Fatalf("publish: exit %d, want %d\n%s%s", code, exitRefused, stdout, stderr)
+	}
+	orig := announcedID(t, stdout)
+
+	code, stdout, stderr = e.cmd(t, "replay", "--take-ownership", "--id", orig, "--destination", "d2")
+	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
+		t.Fatalf("replay --take-ownership: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	r := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID != orig },
+		"--type", "published", "--destination", "d2")
+	if !slices.Equal(r.Adopted, []string{"data.csv"}) || r.Written != 2 {
+		t.Errorf("published event after --take-ownership: adopted %v, written %d; want [data.csv] and 2", r.Adopted, r.Written)
+	}
+	if got := readFile(t, stray); got != bundleOne["data.csv"] {
+		t.Errorf("adopted d2/data.csv = %q, want the bundle's bytes", got)
+	}
+	if got := catalogPaths(t, e.roots["d2"]); !slices.Equal(got, []string{"data.csv", "report.md"}) {
+		t.Errorf("d2 catalog paths %v after adoption", got)
+	}
+}
+
+// backdate moves every record of the root's catalog a year back, so that
+// prune has something older than its cutoff.
+func backdate(t *testing.T, root string) {
+	t.Helper()
+	cat := readCatalog(t, root)
+	old := time.Now().UTC().Add(-365 * 24 * time.Hour).Truncate(time.Second)
+	for i := range cat.Outputs {
+		cat.Outputs[i].CreatedAt, cat.Outputs[i].UpdatedAt = old, old
+	}
+	data, err := catalog.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, catalog.FileName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
+	e := newNATSEnv(t)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
+	}
+	backdate(t, e.roots["d1"])
+	code, stdout, stderr := e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
+	if code != 0 {
+		t.Fatalf("prune: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "pruned 2 output(s) of p.one/d1") {
+		t.Errorf("prune printed:\n%s", stdout)
+	}
+	if err := os.Remove(filepath.Join(e.roots["d2"], "data.csv")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = e.cmd(t, "reconcile-state", "--pipeline", "p.one", "--destination", "d2")
+	if code != 0 {
+		t.Fatalf("reconcile-state: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	code, stdout, _ = e.cmd(t, "events", "tail")
+	if code != 0 {
+		t.Fatalf("events tail: exit %d", code)
+	}
+	assertBlocks(t, "events tail", stdout,
+		"pruned d1 p.one deleted 2, removed 0 | - data.csv | - report.md",
+		"reconciled d2 p.one deleted 0, removed 1 | - data.csv",
+	)
+	if got := catalogPaths(t, e.roots["d2"]); !slices.Equal(got, []string{"report.md"}) {
+		t.Errorf("d2 catalog after reconcile: %v, want [report.md]", got)
+	}
+	if got := readCatalog(t, e.roots["d1"]).Outputs; len(got) != 0 {
+		t.Errorf("d1 catalog after prune: %v, want empty", got)
+	}
+	// A dry run changes nothing and reports nothing.
+	if code, _, stderr := e.cmd(t, "reconcile-state", "--all-owners", "--dry-run"); code != 0 {
+		t.Fatalf("reconcile-state --dry-run: exit %d: %s", code, stderr)
+	}
+	if got := e.tailJSON(t); len(got) != 2 {
+		t.Errorf("%d events after a dry run, want still 2", len(got))
+	}
+}
+
+func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
+	e, _ := newOfflineEnv(t)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
+	}
+	backdate(t, e.roots["d1"])
+
+	// A live holder's lock object in the root blocks the direct-mode run.
+	lock := filepath.Join(e.roots["d1"], filepath.FromSlash(lease.LockPath))
+	now := time.Now().UTC()
+	held, _ := json.Marshal(map[string]any{"holder": "apply on another host", "host": "elsewhere.example", "pid": 1,
+		"acquired": now, "expires": now.Add(time.Hour), "generation": 1})
+	if err := os.WriteFile(lock, held, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
+	if code != exitRefused || !strings.Contains(stderr, "apply on another host") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("prune under a held lock object: exit %d, stderr %q; want %d and one line naming the holder", code, stderr, exitRefused)
+	}
+	if got := catalogPaths(t, e.roots["d1"]); len(got) != 2 || stdout != "" {
+		t.Errorf("a refused prune changed the catalog (%v) or printed %q", got, stdout)
+	}
+
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
+	if code != 0 || !strings.Contains(stdout, "pruned 2 output(s)") {
+		t.Fatalf("prune in direct mode: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("lock object left behind after prune: %v", err)
+	}
+	if err := os.Remove(filepath.Join(e.roots["d2"], "report.md")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = e.cmd(t, "reconcile-state", "--all-owners", "--destination", "d2")
+	if code != 0 || !strings.Contains(stdout, "removed 1 record(s) whose bytes are missing") {
+		t.Fatalf("reconcile-state in direct mode: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := catalogPaths(t, e.roots["d2"]); !slices.Equal(got, []string{"data.csv"}) {
+		t.Errorf("d2 catalog after reconcile: %v, want [data.csv]", got)
+	}
+}
+
+func TestPublishWithoutNATSNamesURLAndServe(t *testing.T) {
+	e, addr := newOfflineEnv(t)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	code, stdout, stderr := e.cmd(t, "publish", "--pipeline", "p.one", "--bundle", b1, "--wait", "--timeout", "5s")
+	if code != exitFailed || stdout != "" {
+		t.Errorf("publish without NATS: exit %d, stdout %q; want %d and nothing", code, stdout, exitFailed)
+	}
+	if !strings.HasPrefix(stderr, "distributor: connect to NATS at nats://"+addr+": ") ||
+		!strings.Contains(stderr, "`distributor serve`") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("publish without NATS: stderr %q; want one line naming nats://%s and suggesting `distributor serve`", stderr, addr)
+	}
+	for _, args := range [][]string{{"events", "tail"}, {"replay"}} {
+		if code, _, stderr := e.cmd(t, args...); code != exitFailed || !strings.Contains(stderr, "nats://"+addr) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v without NATS: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/events"
+)
+
+func TestServePublishWait(t *testing.T) {
+	e := newNATSEnv(t)
+	s := startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != 0 || stderr != "" {
+		t.Fatalf("publish --wait: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.HasPrefix(stdout, "announced ") || !strings.Contains(stdout, ": pipeline p.one, bundle "+b1+", seq 1\n") {
+		t.Errorf("publish --wait: first line of %q", stdout)
+	}
+	assertBlocks(t, "publish --wait", stdout,
+		"published d1 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md",
+		"published d2 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md",
+	)
+	for _, d := range []string{"d1", "d2"} {
+		for p, content := range bundleOne {
+			if got := readFile(t, filepath.Join(e.roots[d], p)); got != content {
+				t.Errorf("%s/%s = %q, want %q", d, p, got, content)
+			}
+		}
+		cat := readCatalog(t, e.roots[d])
+		if len(cat.Outputs) != 2 {
+			t.Fatalf("%s catalog: %d outputs, want 2", d, len(cat.Outputs))
+		}
+		for _, o := range cat.Outputs {
+			if o.PipelineID != "p.one" || o.DestinationID != d || o.Source.ID != "src.one" || o.Kind != "source" {
+				t.Errorf("%s catalog record %+v", d, o)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.roots["d3"], "report.md")); !os.IsNotExist(err) {
+		t.Errorf("d3 (another pipeline's destination) was written: %v", err)
+	}
+
+	// Announcing the same bundle again is a no-op publication.
+	code, stdout, _ = e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != 0 {
+		t.Fatalf("second publish: exit %d\n%s", code, stdout)
+	}
+	assertBlocks(t, "second publish --wait", stdout,
+		"published d1 p.one written 0, unchanged 2, deleted 0",
+		"published d2 p.one written 0, unchanged 2, deleted 0",
+	)
+
+	// An unmanaged file at a planned path blocks d1 only.
+	stray := filepath.Join(e.roots["d1"], "new.txt")
+	if err := os.WriteFile(stray, []byte("hand-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	catBefore := readFile(t, filepath.Join(e.roots["d1"], ".distributor.json"))
+	b2 := e.makeBundle(t, "b2", "src.one", map[string]string{"new.txt": "from the bundle"})
+	code, stdout, stderr = e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b2)
+	if code != exitRefused {
+		t.Errorf("publish onto a stray file: exit %d, want %d", code, exitRefused)
+	}
+	assertBlocks(t, "publish --wait with a collision", stdout,
+		"collision d1 p.one blocked by unmanaged new.txt",
+		"published d2 p.one written 1, unchanged 0, deleted 0 | + new.txt",
+	)
+	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "d1: collision") {
+		t.Errorf("publish with a collision: stderr %q; want one line naming d1's collision", stderr)
+	}
+	if got := readFile(t, stray); got != "hand-made" {
+		t.Errorf("the unmanaged file was modified: %q", got)
+	}
+	if got := readFile(t, filepath.Join(e.roots["d1"], ".distributor.json")); got != catBefore {
+		t.Errorf("d1's catalog changed despite the collision")
+	}
+
+	// An unknown pipeline: serve reports one failed event, publish exits 1.
+	code, stdout, stderr = e.cmd(t, "publish", "--wait", "--pipeline", "p.nope", "--bundle", b1)
+	if code != exitFailed {
+		t.Errorf("publish to an unknown pipeline: exit %d, want %d", code, exitFailed)
+	}
+	assertBlocks(t, "publish --wait to an unknown pipeline", stdout,
+		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": add it under pipelines in the configuration`)
+	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "unknown_pipeline") {
+		t.Errorf("publish to an unknown pipeline: stderr %q; want one line naming the reason", stderr)
+	}
+
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exited %d after its context ended, want 0: %s", code, s.stderr.String())
+	}
+	if !strings.Contains(s.stderr.String(), "stopped") {
+		t.Errorf("serve did not log stopped: %s", s.stderr.String())
+	}
+}
+
+func TestServeListenInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	e := writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
+	code, stdout, stderr := e.cmd(t, "serve", "--log-level", "error")
+	if code == 0 || stdout != "" {
+		t.Errorf("serve on a used port: exit %d, stdout %q", code, stdout)
+	}
+	if want := "distributor: nats.listen " + addr + " is in use: set nats.listen or nats.url\n"; stderr != want {
+		t.Errorf("serve on a used port: stderr %q, want %q", stderr, want)
+	}
+}
+
+// TestServeEmbeddedServer: without nats.url, serve embeds a server on
+// nats.listen and the other commands find it there.
+func TestServeEmbeddedServer(t *testing.T) {
+	e, addr := newOfflineEnv(t)
+	s := startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1)
+	if code != 0 {
+		t.Fatalf("publish via the embedded server at %s: exit %d\n%s%s", addr, code, stdout, stderr)
+	}
+	assertBlocks(t, "publish --wait", stdout, "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
+	if !strings.Contains(s.stderr.String(), "url=nats://"+addr) {
+		t.Errorf("serve did not log its embedded server's URL nats://%s: %s", addr, s.stderr.String())
+	}
+	start := time.Now()
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exited %d, want 0", code)
+	}
+	t.Logf("serve with an embedded server stopped in %s", time.Since(start))
+}
+
+// TestTwoServeProcessesShareWork runs two serve binaries on one NATS server
+// and checks that every announced bundle is published exactly once per
+// destination, that both did work, and that SIGTERM stops both cleanly.
+func TestTwoServeProcessesShareWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two processes")
+	}
+	const nEvents, nDests = 40, 4
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "distributor")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	n := newNATSEnv(t)
+	cfg := filepath.Join(tmp, "distributor.yaml")
+	var y strings.Builder
+	fmt.Fprintf(&y, "nats:\n  url: %s\npipelines:\n  - id: load.test\n    destinations: [", n.url)
+	for i := range nDests {
+		if i > 0 {
+			y.WriteString(", ")
+		}
+		fmt.Fprintf(&y, "r%d", i)
+	}
+	y.WriteString("]\ndestinations:\n")
+	for i := range nDests {
+		fmt.Fprintf(&y, "  - id: r%d\n    backend: local\n    path: %s\n", i, filepath.Join(tmp, "roots", fmt.Sprint(i)))
+	}
+	if err := os.WriteFile(cfg, []byte(y.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	type proc struct {
+		cmd    *exec.Cmd
+		stderr *lockedBuffer
+		done   chan error
+	}
+	procs := make([]*proc, 2)
+	for i := range procs {
+		p := &proc{stderr: &lockedBuffer{}, done: make(chan error, 1)}
+		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json")
+		p.cmd.Stderr = p.stderr
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.done <- p.cmd.Wait() }()
+		t.Cleanup(func() {
+			if p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		})
+		procs[i] = p
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, p := range procs {
+		for !strings.Contains(p.stderr.String(), "consuming bundle-ready events") {
+			if time.Now().After(deadline) {
+				t.Fatalf("serve %d not consuming after 15s: %s", p.cmd.Process.Pid, p.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	ctx := context.Background()
+	js := n.nats.JetStream(t)
+	streams, err := events.Setup(ctx, js, events.SetupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := events.NewPublisher(js, streams.Subjects)
+	ids := map[string]int{}
+	start := time.Now()
+	for i := range nEvents {
+		dir := filepath.Join(tmp, "bundles", fmt.Sprint(i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%02d.txt", i)), []byte(fmt.Sprintf("bundle %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, data, err := bundle.Create(ctx, dir, "load.src", time.Now().UTC().Truncate(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := events.BundleReady{ID: fmt.Sprintf("load-%02d", i), PipelineID: "load.test", Bundle: dir, ManifestDigest: bundle.Digest(data)}
+		if _, _, err := pub.AnnounceBundle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		ids[ev.ID] = i
+	}
+
+	// Wait for every result, then read the whole stream once more to count.
+	want := nEvents * nDests
+	cons, err := streams.Events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]int{} // "<event>/<dest>/<type>" → count
+	got := 0
+	waitUntil := time.Now().Add(45 * time.Second)
+	for got < want && time.Now().Before(waitUntil) {
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			r, err := events.DecodeResult(msg.Data())
+			if err != nil {
+				t.Fatalf("undecodable result event: %v", err)
+			}
+			if r.Type != events.TypePublished {
+				t.Errorf("%s event for %s/%s: %s %s", r.Type, r.BundleEventID, r.DestinationID, r.Reason, r.Message)
+			}
+			results[r.BundleEventID+"/"+r.DestinationID+"/"+r.Type]++
+			got++
+		}
+	}
+	elapsed := time.Since(start)
+	if got < want {
+		t.Fatalf("%d of %d result events after 45s", got, want)
+	}
+	time.Sleep(300 * time.Millisecond) // let a duplicate, if any, arrive
+	info, err := streams.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(want) {
+		t.Errorf("events stream holds %d events, want exactly %d", info.State.Msgs, want)
+	}
+	for id := range ids {
+		for d := range nDests {
+			if k := fmt.Sprintf("%s/r%d/published", id, d); results[k] != 1 {
+				t.Errorf("%s: %d published events, want 1", k, results[k])
+			}
+		}
+	}
+	for d := range nDests {
+		root := filepath.Join(tmp, "roots", fmt.Sprint(d))
+		if paths := catalogPaths(t, root); len(paths) != nEvents {
+			t.Errorf("root r%d catalog has %d outputs, want %d", d, len(paths), nEvents)
+		}
+	}
+
+	// Both processes did work: count their "result" log lines.
+	var perProc []int
+	total := 0
+	for _, p := range procs {
+		c := 0
+		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+		for sc.Scan() {
+			var line struct {
+				Message, Type string
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "result" && line.Type == events.TypePublished {
+				c++
+			}
+		}
+		perProc = append(perProc, c)
+		total += c
+	}
+	t.Logf("%d events × %d destinations over 2 serve processes in %s; published results logged per process: %v", nEvents, nDests, elapsed.Round(time.Millisecond), perProc)
+	if slices.Contains(perProc, 0) {
+		t.Errorf("one process did no work: result lines per process %v", perProc)
+	}
+	if total < want {
+		t.Errorf("%d result log lines in all, want at least %d", total, want)
+	}
+
+	stopStart := time.Now()
+	for _, p := range procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range procs {
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("serve pid %d after SIGTERM: %v\n%s", p.cmd.Process.Pid, err, p.stderr.String())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("serve pid %d still running 5s after SIGTERM", p.cmd.Process.Pid)
+		}
+	}
+	t.Logf("both stopped %s after SIGTERM", time.Since(stopStart).Round(time.Millisecond))
+}

@@ -1,0 +1,492 @@
+package engine_test
+
+// Every seed rule (seed/catalog-roadmap.md, DESIGN.md "Workflow semantics")
+// end to end through Runner.Publish, on a local root and on an S3 root.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+type newRootFunc = func(t *testing.T) (storage.Backend, config.Destination)
+
+// named returns base (a fresh root's destination) with an id and workflow.
+func named(base config.Destination, id string, wf planner.Workflow) config.Destination {
+	base.ID, base.Workflow = id, wf
+	return base
+}
+
+func mustRecord(t *testing.T, cat *catalog.Catalog, p string) catalog.Output {
+	t.Helper()
+	if cat == nil {
+		t.Fatalf("no catalog, want a record for %s", p)
+	}
+	o, ok := cat.Lookup(p)
+	if !ok {
+		t.Fatalf("no record for %s; records: %v", p, recordPaths(cat))
+	}
+	return o
+}
+
+func itemPaths(items []planner.Item) []string {
+	out := []string{}
+	for _, it := range items {
+		out = append(out, it.Path)
+	}
+	return out
+}
+
+func wantStrings(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if got == nil {
+		got = []string{}
+	}
+	if want == nil {
+		want = []string{}
+	}
+	if !equalStrings(got, want) {
+		t.Fatalf("%s = %q, want %q", what, got, want)
+	}
+}
+
+func wantContents(t *testing.T, root storage.Backend, want map[string]string) {
+	t.Helper()
+	if got := contents(t, root); !equalMaps(got, want) {
+		t.Fatalf("root holds %q,\nwant %q", got, want)
+	}
+}
+
+func TestReplacementDeletesOwnersUnplannedOutputsKeepsOtherOwners(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.addDest(named(base, "tides", planner.Replacement), root, pipeB)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.tomorrow", map[string]string{"a/1.txt": "one", "a/2.txt": "two"})
+		h.mustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"t/1.txt": "tide"})
+		before, _ := readCatalog(t, root)
+
+		res := h.mustPublish(t2, pipeA, "archive", "weatherreporter.tomorrow", map[string]string{"a/1.txt": "one"})
+		wantStrings(t, "deleted", res.Deleted, []string{"a/2.txt"})
+		wantStrings(t, "written", itemPaths(res.Written), nil)
+		// Same bytes, new source digest: the record changes, the bytes do not.
+		wantStrings(t, "updated", itemPaths(res.Updated), []string{"a/1.txt"})
+		wantContents(t, root, map[string]string{"a/1.txt": "one", "t/1.txt": "tide"})
+		after := assertDescribesStorage(t, root)
+		wantStrings(t, "records", recordPaths(after), []string{"a/1.txt", "t/1.txt"})
+		if got, want := mustRecord(t, after, "t/1.txt"), mustRecord(t, before, "t/1.txt"); !reflect.DeepEqual(got, want) {
+			t.Fatalf("the other owner's record changed:\n%+v\nwant %+v", got, want)
+		}
+		a := mustRecord(t, after, "a/1.txt")
+		if a.PipelineID != pipeA || a.DestinationID != "archive" || !a.CreatedAt.Equal(t1) || !a.UpdatedAt.Equal(t2) {
+			t.Fatalf("a/1.txt record = %+v, want owner %s/archive created %s updated %s", a, pipeA, t1, t2)
+		}
+	})
+}
+
+func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a1", "b.txt": "b1"})
+		before, _ := readCatalog(t, root)
+
+		res := h.mustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"a.txt": "a2", "c.txt": "c2"})
+		wantStrings(t, "written", itemPaths(res.Written), []string{"a.txt", "c.txt"})
+		wantStrings(t, "deleted", res.Deleted, nil)
+		wantContents(t, root, map[string]string{"a.txt": "a2", "b.txt": "b1", "c.txt": "c2"})
+		after := assertDescribesStorage(t, root)
+		if got, want := mustRecord(t, after, "b.txt"), mustRecord(t, before, "b.txt"); !reflect.DeepEqual(got, want) {
+			t.Fatalf("retained record changed:\n%+v\nwant %+v", got, want)
+		}
+		a := mustRecord(t, after, "a.txt")
+		if a.Source.ID != "weatherreporter.tomorrow" || !a.CreatedAt.Equal(t1) || !a.UpdatedAt.Equal(t2) {
+			t.Fatalf("a.txt record = %+v, want source weatherreporter.tomorrow, created %s, updated %s", a, t1, t2)
+		}
+	})
+}
+
+func TestOwnerChangeKeepsCreatedAt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.addDest(named(base, "tides", planner.Additive), root, pipeB)
+		t3 := t2.Add(time.Hour)
+		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"shared.txt": "from A"})
+
+		// Another owner overwrites the path with other bytes.
+		res := h.mustPublish(t2, pipeB, "tides", "tides.now", map[string]string{"shared.txt": "from B"})
+		wantStrings(t, "written", itemPaths(res.Written), []string{"shared.txt"})
+		rec := mustRecord(t, assertDescribesStorage(t, root), "shared.txt")
+		if rec.PipelineID != pipeB || rec.DestinationID != "tides" || rec.Source.ID != "tides.now" ||
+			!rec.CreatedAt.Equal(t1) || !rec.UpdatedAt.Equal(t2) {
+			t.Fatalf("after owner change: %+v, want owner %s/tides, created %s, updated %s", rec, pipeB, t1, t2)
+		}
+
+		// And back, with the same bytes: only the record changes.
+		res = h.mustPublish(t3, pipeA, "latest", "weatherreporter.today", map[string]string{"shared.txt": "from B"})
+		wantStrings(t, "written", itemPaths(res.Written), nil)
+		wantStrings(t, "updated", itemPaths(res.Updated), []string{"shared.txt"})
+		rec = mustRecord(t, assertDescribesStorage(t, root), "shared.txt")
+		if rec.PipelineID != pipeA || rec.DestinationID != "latest" || !rec.CreatedAt.Equal(t1) || !rec.UpdatedAt.Equal(t3) {
+			t.Fatalf("after second owner change: %+v, want owner %s/latest, created %s, updated %s", rec, pipeA, t1, t3)
+		}
+		wantContents(t, root, map[string]string{"shared.txt": "from B"})
+	})
+}
+
+func TestRedeliveryIsANoOp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		root := newCounting(plain)
+		d := base
+		d.Publish = config.Publish{Sources: true, HTML: true}
+		d.Transforms = []config.Transform{{Name: config.MarkdownToHTML, Match: "**/*.md", Index: "report.md"}}
+		h.addDest(named(d, "latest", planner.Replacement), root, pipeA)
+		dir, _ := makeBundle(t, "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"})
+		if _, err := h.publish(t1, pipeA, "latest", dir); err != nil {
+			t.Fatal(err)
+		}
+		data, v, err := plain.ReadVersion(context.Background(), catalog.FileName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := contents(t, plain)
+		root.Reset()
+
+		res, err := h.publish(t2, pipeA, "latest", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Written)+len(res.Updated)+len(res.Deleted) != 0 || res.Unchanged != 3 || res.Plan.Changed {
+			t.Fatalf("redelivery: written %v, updated %v, deleted %v, unchanged %d, changed %v; want 3 unchanged and nothing else",
+				itemPaths(res.Written), itemPaths(res.Updated), res.Deleted, res.Unchanged, res.Plan.Changed)
+		}
+		for _, m := range []string{"Put", "Delete", "WriteIfVersion", "DeleteIfVersion"} {
+			wantStrings(t, m+" calls (lock aside)", root.Calls(m), nil)
+		}
+		data2, v2, err := plain.ReadVersion(context.Background(), catalog.FileName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v2 != v || !bytes.Equal(data, data2) {
+			t.Fatalf("catalog changed on redelivery: version %s -> %s", v, v2)
+		}
+		wantContents(t, plain, stored)
+	})
+}
+
+func TestCollisionBlocksTheWholePublication(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		root := newCounting(plain)
+		h.addDest(named(base, "latest", planner.Replacement), root, pipeA)
+		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a1", "old.txt": "old"})
+		mustPut(t, plain, "b.txt", "someone else's")
+		before := contents(t, plain)
+		v := catalogVersion(t, plain)
+		root.Reset()
+
+		dir, _ := makeBundle(t, "weatherreporter.tomorrow", map[string]string{"a.txt": "a2", "b.txt": "mine", "c.txt": "new"})
+		res, err := h.publish(t2, pipeA, "latest", dir)
+		if !errors.Is(err, engine.ErrCollision) {
+			t.Fatalf("err = %v, want ErrCollision", err)
+		}
+		wantStrings(t, "collisions", res.Plan.Collisions, []string{"b.txt"})
+		wantStrings(t, "written", itemPaths(res.Written), nil)
+		for _, m := range []string{"Put", "Delete", "WriteIfVersion", "DeleteIfVersion"} {
+			wantStrings(t, m+" calls (lock aside)", root.Calls(m), nil)
+		}
+		wantContents(t, plain, before)
+		if got := catalogVersion(t, plain); got != v {
+			t.Fatalf("catalog version %s -> %s", v, got)
+		}
+	})
+}
+
+// rootName is the last element of the root (folder name or key prefix), so
+// that a sibling sharing its first letters can be placed outside it.
+func rootName(d config.Destination) string {
+	return filepath.Base(strings.TrimSuffix(d.Path, "/"))
+}
+
+func putLegacyCatalog(t *testing.T, root storage.Backend) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "legacy-v3-shared-root.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.WriteIfVersion(context.Background(), catalog.FileName, data, ""); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestLegacyFirstRunAdditiveOverwritesPlannedPathsOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		putLegacyCatalog(t, root)
+		for p, c := range map[string]string{"today/index.html": "old html", "today/report.md": "old md", "tides/index.html": "tides", "notes.txt": "n"} {
+			mustPut(t, root, p, c)
+		}
+
+		res := h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"today/report.md": "new md", "fresh.txt": "f"})
+		wantStrings(t, "written", itemPaths(res.Written), []string{"fresh.txt", "today/report.md"})
+		for _, it := range res.Written {
+			if it.Adopted {
+				t.Fatalf("%s marked adopted on a legacy first run", it.Path)
+			}
+		}
+		wantStrings(t, "deleted", res.Deleted, nil)
+		wantContents(t, root, map[string]string{
+			"today/index.html": "old html", "today/report.md": "new md", "tides/index.html": "tides", "notes.txt": "n", "fresh.txt": "f",
+		})
+		cat, _ := readCatalog(t, root)
+		wantStrings(t, "records", recordPaths(cat), []string{"fresh.txt", "today/report.md"})
+		if !cat.CreatedAt.Equal(t1) || !cat.UpdatedAt.Equal(t1) {
+			t.Fatalf("catalog times %s/%s, want %s", cat.CreatedAt, cat.UpdatedAt, t1)
+		}
+
+		// What the legacy run left behind is unmanaged from now on.
+		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"today/index.html": "new html"})
+		res, err := h.publish(t2, pipeA, "latest", dir)
+		if !errors.Is(err, engine.ErrCollision) {
+			t.Fatalf("err = %v, want ErrCollision on a left-behind legacy file", err)
+		}
+		wantStrings(t, "collisions", res.Plan.Collisions, []string{"today/index.html"})
+	})
+}
+
+func TestLegacyFirstRunReplacementClearsOnlyInsideTheRoot(t *testing.T) {
+	forEachBackendEnv(t, func(t *testing.T, env backendEnv) {
+		h := newHarness(t)
+		root, base := env.NewRoot(t)
+		outside := env.Outside(t, base)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		putLegacyCatalog(t, root)
+		for p, c := range map[string]string{"today/index.html": "old", "notes.txt": "n", "deep/a/b.txt": "b", "keep.txt": "k"} {
+			mustPut(t, root, p, c)
+		}
+		// Beside the root: the same names, and a sibling whose name starts
+		// with the root's (a prefix match without the "/" would hit it).
+		sibling := rootName(base) + "x/keep.txt"
+		outsideWant := map[string]string{"keep.txt": "outside", "notes.txt": "outside notes", sibling: "sibling"}
+		for p, c := range outsideWant {
+			mustPut(t, outside, p, c)
+		}
+
+		res := h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"keep.txt": "new k", "new.txt": "new"})
+		wantStrings(t, "written", itemPaths(res.Written), []string{"keep.txt", "new.txt"})
+		wantStrings(t, "deleted", res.Deleted, []string{"deep/a/b.txt", "notes.txt", "today/index.html"})
+		wantContents(t, root, map[string]string{"keep.txt": "new k", "new.txt": "new"})
+		cat := assertDescribesStorage(t, root)
+		wantStrings(t, "records", recordPaths(cat), []string{"keep.txt", "new.txt"})
+		for p, c := range outsideWant {
+			if got := mustRead(t, outside, p); got != c {
+				t.Fatalf("outside %s = %q, want %q", p, got, c)
+			}
+		}
+	})
+}
+
+func TestEmptyReplacementIsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
+		before, v := contents(t, root), catalogVersion(t, root)
+
+		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{})
+		_, err := h.publish(t2, pipeA, "archive", dir)
+		if !errors.Is(err, planner.ErrEmptyReplacement) {
+			t.Fatalf("err = %v, want ErrEmptyReplacement", err)
+		}
+		wantContents(t, root, before)
+		if got := catalogVersion(t, root); got != v {
+			t.Fatalf("catalog version %s -> %s", v, got)
+		}
+	})
+}
+
+func TestMaxDeletesAbortsThePublication(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		d := named(base, "archive", planner.Replacement)
+		d.MaxDeletes = 1
+		h.addDest(d, root, pipeA)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
+		before, v := contents(t, root), catalogVersion(t, root)
+
+		// Two deletes (and an update that must not land either).
+		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a changed"})
+		res, err := h.publish(t2, pipeA, "archive", dir)
+		if !errors.Is(err, planner.ErrTooManyDeletes) {
+			t.Fatalf("err = %v, want ErrTooManyDeletes", err)
+		}
+		if len(res.Written)+len(res.Deleted) != 0 {
+			t.Fatalf("written %v, deleted %v; want nothing", itemPaths(res.Written), res.Deleted)
+		}
+		wantContents(t, root, before)
+		if got := catalogVersion(t, root); got != v {
+			t.Fatalf("catalog version %s -> %s", v, got)
+		}
+	})
+}
+
+func TestTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"m.txt": "managed"})
+		mustPut(t, root, "b.txt", "theirs")
+		mustPut(t, root, "u.txt", "untouched")
+
+		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"m.txt": "managed 2", "b.txt": "mine", "a.txt": "new"})
+		res, err := h.publish(t2, pipeA, "latest", dir, func(r *engine.Request) { r.TakeOwnership = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "written", itemPaths(res.Written), []string{"a.txt", "b.txt", "m.txt"})
+		for _, it := range res.Written {
+			if want := it.Path == "b.txt"; it.Adopted != want {
+				t.Fatalf("%s: Adopted = %v, want %v", it.Path, it.Adopted, want)
+			}
+		}
+		wantContents(t, root, map[string]string{"a.txt": "new", "b.txt": "mine", "m.txt": "managed 2", "u.txt": "untouched"})
+		cat, _ := readCatalog(t, root)
+		wantStrings(t, "records", recordPaths(cat), []string{"a.txt", "b.txt", "m.txt"})
+		if b := mustRecord(t, cat, "b.txt"); !b.CreatedAt.Equal(t2) || b.PipelineID != pipeA {
+			t.Fatalf("adopted record %+v, want created %s by %s", b, t2, pipeA)
+		}
+	})
+}
+
+// TestGeneratedHTMLRecordHasTheSeedShape publishes the seed's own example
+// and compares the whole catalog file with the seed's, byte for byte, once
+// the digests and size (which depend on the rendered bytes) are filled in.
+func TestGeneratedHTMLRecordHasTheSeedShape(t *testing.T) {
+	seed, err := os.ReadFile(filepath.Join("testdata", "seed-example.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		seedSourceDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		seedSHA256       = "sha256:abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789"
+		seedSize         = `"size": 12345,`
+	)
+	for _, s := range []string{seedSourceDigest, seedSHA256, seedSize} {
+		if bytes.Count(seed, []byte(s)) != 1 {
+			t.Fatalf("seed example does not hold %s exactly once", s)
+		}
+	}
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		h.runner.Engine.Version = "dev"
+		root, base := newRoot(t)
+		d := named(base, "latest-html", planner.Additive)
+		d.Layout = config.Layout{Prefix: "{source_name}/"}
+		d.Publish = config.Publish{HTML: true, Include: []string{"**"}}
+		d.Transforms = []config.Transform{{Name: config.MarkdownToHTML, Match: "**/*.md", Index: "report.md"}}
+		d.Links = config.Links{BaseURL: "https://reports.example.com/weather/", Pretty: true}
+		h.addDest(d, root, "weatherreporter.daily")
+
+		// First published at 12:00, republished with new content at 12:05.
+		h.mustPublish(t0, "weatherreporter.daily", "latest-html", "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n\nSunny.\n"})
+		dir, digest := makeBundle(t, "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n\nRain.\n"})
+		res, err := h.publish(t1, "weatherreporter.daily", "latest-html", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "written", itemPaths(res.Written), []string{"tomorrow/index.html"})
+		html := mustRead(t, root, "tomorrow/index.html")
+		if !strings.Contains(html, "Rain.") {
+			t.Fatalf("rendered page lacks the new content:\n%s", html)
+		}
+
+		want := bytes.Replace(seed, []byte(seedSourceDigest), []byte(digest), 1)
+		want = bytes.Replace(want, []byte(seedSHA256), []byte(digestOf([]byte(html))), 1)
+		want = bytes.Replace(want, []byte(seedSize), fmt.Appendf(nil, `"size": %d,`, len(html)), 1)
+		got, _, err := root.ReadVersion(context.Background(), catalog.FileName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("catalog differs from the seed example:\n%s\nwant\n%s", got, want)
+		}
+		// Key order, checked on its own so that a failure says what moved.
+		if g, w := jsonKeys(t, got), jsonKeys(t, seed); !equalStrings(g, w) {
+			t.Fatalf("keys in order:\n%q\nwant\n%q", g, w)
+		}
+	})
+}
+
+// jsonKeys lists every object key of a JSON document in document order,
+// each with its depth.
+func jsonKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	type frame struct{ object, wantKey bool }
+	var (
+		out   []string
+		stack []frame
+	)
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				stack = append(stack, frame{object: v == '{', wantKey: v == '{'})
+			} else {
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		case string:
+			if n := len(stack); n > 0 && stack[n-1].wantKey {
+				out = append(out, fmt.Sprintf("%d:%s", n, v))
+				stack[n-1].wantKey = false
+				continue
+			}
+		}
+		valueDone()
+	}
+}

@@ -34,7 +34,6 @@ var (
 	ErrNewer = errors.New("catalog written by a newer distributor")
 )
 
-
 // ValidDigest reports whether d has the form sha256:<64 lowercase hex>.
 // (Hand-written: it runs for every record of every catalog read and written,
 // and a regexp made it a tenth of planning time.)

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -172,8 +173,11 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
 		log.Warn().Err(err).Str("subject", msg.Subject()).Msg("undecodable bundle-ready event")
-		c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt})
+		if c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}) != nil && !last {
+			_ = msg.NakWithDelay(c.backoff(attempt))
+			return
+		}
 		_ = msg.TermWithReason("invalid event")
 		return
 	}
@@ -183,24 +187,28 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	defer stopBeat()
 
 	outs := c.process(ctx, ev)
+	// Work abandoned at shutdown fails with whatever the cancellation
+	// caused: retry it rather than report it.
+	abandoned := ctx.Err() != nil
 	retry := false
 	for _, o := range outs {
-		if o.transient && !last && ctx.Err() == nil {
+		if o.err != nil && (o.transient || abandoned) && !last {
 			retry = true
 			log.Info().Err(o.err).Str("destination", o.dest).Msg("transient failure; will retry")
 			continue
 		}
 		r := c.resultFor(ev, o, attempt, last)
-		c.publish(ctx, r)
+		if err := c.publish(ctx, r); err != nil {
+			// An unreported outcome is retried (a no-op re-run that reports
+			// it), never acked away.
+			retry = true
+			continue
+		}
 		log.Info().Str("destination", o.dest).Str("type", r.Type).Str("reason", r.Reason).Msg("result")
 	}
 	stopBeat()
 	if retry {
 		_ = msg.NakWithDelay(c.backoff(attempt))
-		return
-	}
-	if ctx.Err() != nil {
-		_ = msg.NakWithDelay(c.backoff(attempt)) // abandoned at shutdown
 		return
 	}
 	_ = msg.Ack()
@@ -245,7 +253,9 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady) []outcome
 	return outs
 }
 
-// isTransient reports whether a retry may succeed.
+// isTransient reports whether a retry may succeed. NATS errors come from
+// the lease bucket: a lease store that cannot be reached is as transient as
+// a storage outage.
 func isTransient(err error) bool {
 	switch {
 	case errors.Is(err, storage.ErrUnavailable),
@@ -253,7 +263,13 @@ func isTransient(err error) bool {
 		errors.Is(err, lease.ErrLost),
 		errors.Is(err, engine.ErrCatalogRace),
 		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled):
+		errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrDisconnected):
 		return true
 	}
 	return false
@@ -337,10 +353,12 @@ func fillCounts(r *events.Result, res engine.Result) {
 	}
 }
 
-func (c *Consumer) publish(ctx context.Context, r events.Result) {
-	if err := c.publisher.PublishResult(context.WithoutCancel(ctx), r); err != nil {
+func (c *Consumer) publish(ctx context.Context, r events.Result) error {
+	err := c.publisher.PublishResult(context.WithoutCancel(ctx), r)
+	if err != nil {
 		c.opts.Log.Error().Err(err).Str("type", r.Type).Str("destination", r.DestinationID).Msg("could not publish result event")
 	}
+	return err
 }
 
 func msgID(msg jetstream.Msg) string {

@@ -396,7 +396,8 @@ func TestResultPublishFailureRetried(t *testing.T) {
 	e.waitFor(10*time.Second, func() bool {
 		return len(files(t, localRoot(t, e.roots["archive"]))) == 3
 	}, "the publication to land")
-	time.Sleep(300 * time.Millisecond)
+	// Past nats.go's own publish retries (2 × 250ms on no responders).
+	time.Sleep(1500 * time.Millisecond)
 	if _, err := events.Setup(e.ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}

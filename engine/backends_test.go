@@ -125,6 +125,17 @@ func (c *countingBackend) Calls(method string) []string {
 	return out
 }
 
+// Total counts every call so far, the lock object's included.
+func (c *countingBackend) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, paths := range c.calls {
+		n += len(paths)
+	}
+	return n
+}
+
 // Reset forgets every call so far.
 func (c *countingBackend) Reset() {
 	c.mu.Lock()
@@ -140,6 +151,16 @@ func (c *countingBackend) Stat(ctx context.Context, p string) (storage.ObjectInf
 func (c *countingBackend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	c.record("Open", p)
 	return c.Backend.Open(ctx, p)
+}
+
+func (c *countingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	c.record("List", prefix)
+	return c.Backend.List(ctx, prefix, fn)
+}
+
+func (c *countingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	c.record("ReadVersion", p)
+	return c.Backend.ReadVersion(ctx, p)
 }
 
 func (c *countingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
@@ -178,6 +199,12 @@ func (s *testStores) add(d config.Destination, b storage.Backend) {
 		s.roots = map[string]storage.Backend{}
 	}
 	s.roots[d.RootKey()] = b
+}
+
+func (s *testStores) setWrapBundle(wrap func(storage.Backend) storage.Backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wrapBundle = wrap
 }
 
 func (s *testStores) Destination(_ context.Context, d config.Destination) (storage.Backend, error) {

@@ -490,3 +490,279 @@ func jsonKeys(t *testing.T, data []byte) []string {
 		valueDone()
 	}
 }
+
+func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		root := newCounting(plain)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		files := map[string]string{}
+		for i := range 100 {
+			files[fmt.Sprintf("data/f%03d.txt", i)] = fmt.Sprintf("file %d\n", i)
+		}
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
+		files["data/f042.txt"] = "file 42, changed\n"
+		dir, _ := makeBundle(t, "weatherreporter.today", files)
+		var src *countingBackend
+		h.stores.setWrapBundle(func(b storage.Backend) storage.Backend {
+			src = newCounting(b)
+			return src
+		})
+		root.Reset()
+
+		res, err := h.publish(t2, pipeA, "archive", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "written", itemPaths(res.Written), []string{"data/f042.txt"})
+		if len(res.Updated) != 99 || res.Unchanged != 0 {
+			// The source digest changed, so every other record is updated in place.
+			t.Fatalf("updated %d, unchanged %d; want 99 record-only updates", len(res.Updated), res.Unchanged)
+		}
+		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.IntentPath, "data/f042.txt"})
+		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
+		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
+		wantStrings(t, "destination Open", root.Calls("Open"), nil)
+		wantStrings(t, "bundle Open", src.Calls("Open"), []string{"data/f042.txt", bundle.ManifestName})
+		wantStrings(t, "bundle Stat", src.Calls("Stat"), []string{"data/f042.txt"})
+		wantContents(t, plain, files)
+		assertDescribesStorage(t, plain)
+	})
+}
+
+func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		root := newCounting(plain)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a1"})
+		before, v := contents(t, plain), catalogVersion(t, plain)
+		dir, digest := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a2"})
+		_, announced := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a3"})
+		root.Reset()
+
+		_, err := h.publish(t2, pipeA, "archive", dir, func(r *engine.Request) { r.ManifestDigest = announced })
+		if !errors.Is(err, bundle.ErrDigestMismatch) {
+			t.Fatalf("err = %v, want ErrDigestMismatch", err)
+		}
+		if n := root.Total(); n != 0 {
+			t.Fatalf("%d calls reached the destination (lock included), want none", n)
+		}
+		wantContents(t, plain, before)
+		if got := catalogVersion(t, plain); got != v {
+			t.Fatalf("catalog version %s -> %s", v, got)
+		}
+
+		// The right digest goes through (the check is not refusing everything).
+		if _, err := h.publish(t2, pipeA, "archive", dir, func(r *engine.Request) { r.ManifestDigest = digest }); err != nil {
+			t.Fatal(err)
+		}
+		wantContents(t, plain, map[string]string{"a.txt": "a2"})
+	})
+}
+
+// flipFileByte damages a bundle file in place, keeping its size.
+func flipFileByte(t *testing.T, name string) {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] ^= 0x20
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDamagedBundleFileNeverLands(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "alpha-1", "b.txt": "bravo-1", "c.txt": "charlie"})
+		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
+		// Same size, other bytes: the size pre-flight passes, hashing must not.
+		flipFileByte(t, filepath.Join(dir, "b.txt"))
+		flipFileByte(t, filepath.Join(dir, "d.txt"))
+
+		_, err := h.publish(t2, pipeA, "archive", dir)
+		if !errors.Is(err, bundle.ErrContentMismatch) {
+			t.Fatalf("err = %v, want ErrContentMismatch", err)
+		}
+		got := contents(t, root)
+		if got["b.txt"] != "bravo-1" {
+			t.Fatalf("b.txt = %q, want its old bytes", got["b.txt"])
+		}
+		if d, ok := got["d.txt"]; ok {
+			t.Fatalf("d.txt landed: %q", d)
+		}
+		if a := got["a.txt"]; a != "alpha-1" && a != "alpha-2" {
+			t.Fatalf("a.txt = %q", a)
+		}
+		if got["c.txt"] != "charlie" {
+			t.Fatalf("c.txt = %q", got["c.txt"])
+		}
+		cat := assertDescribesStorage(t, root)
+		if b := mustRecord(t, cat, "b.txt"); b.SHA256 != digestOf([]byte("bravo-1")) {
+			t.Fatalf("b.txt record %s, want the old bytes' digest", b.SHA256)
+		}
+
+		// Repaired bundle (same manifest): the retry converges.
+		for p, c := range map[string]string{"b.txt": "bravo-2", "d.txt": "delta-2"} {
+			if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := h.publish(t2, pipeA, "archive", dir); err != nil {
+			t.Fatal(err)
+		}
+		wantContents(t, root, map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
+		assertDescribesStorage(t, root)
+	})
+}
+
+func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.addDest(named(base, "tides", planner.Additive), root, pipeB)
+		type job struct{ pipeline, dest, dir string }
+		want := map[string]string{}
+		held := 0
+		for round := range 3 {
+			var jobs []job
+			for _, j := range []job{{pipeA, "latest", "w"}, {pipeB, "tides", "t"}} {
+				files := map[string]string{}
+				for i := range 8 {
+					p := fmt.Sprintf("%s/%d.txt", j.dir, i)
+					files[p] = fmt.Sprintf("%s round %d\n", p, round)
+					want[p] = files[p]
+				}
+				j.dir, _ = makeBundle(t, j.pipeline+".src", files)
+				jobs = append(jobs, j)
+			}
+			var (
+				wg    sync.WaitGroup
+				errs  = make([]error, len(jobs))
+				start = make(chan struct{})
+			)
+			for i, j := range jobs {
+				wg.Go(func() {
+					<-start
+					_, errs[i] = h.publish(t1, j.pipeline, j.dest, j.dir)
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i, err := range errs {
+				switch {
+				case err == nil:
+				case errors.Is(err, lease.ErrHeld):
+					held++
+					if _, err := h.publish(t1, jobs[i].pipeline, jobs[i].dest, jobs[i].dir); err != nil {
+						t.Fatalf("rerun after ErrHeld: %v", err)
+					}
+				default:
+					t.Fatalf("concurrent publication %d: %v", i, err)
+				}
+			}
+			wantContents(t, root, want)
+			assertDescribesStorage(t, root)
+			if _, err := root.Stat(context.Background(), lease.LockPath); !errors.Is(err, storage.ErrNotExist) {
+				t.Fatalf("lock object left behind: %v", err)
+			}
+		}
+		t.Logf("%d of 6 publications met a held lease and were rerun", held)
+	})
+}
+
+// racingBackend lets another writer commit the catalog just before the
+// engine's next catalog compare-and-swap, once armed.
+type racingBackend struct {
+	storage.Backend
+	mu    sync.Mutex
+	armed bool
+}
+
+func (r *racingBackend) arm() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.armed = true
+}
+
+func (r *racingBackend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	r.mu.Lock()
+	fire := r.armed && p == catalog.FileName
+	if fire {
+		r.armed = false
+	}
+	r.mu.Unlock()
+	if fire {
+		cur, v, err := r.Backend.ReadVersion(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		cat, _, err := catalog.Parse(cur)
+		if err != nil {
+			return "", err
+		}
+		cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
+		other, err := catalog.Marshal(cat)
+		if err != nil {
+			return "", err
+		}
+		if _, err := r.Backend.WriteIfVersion(ctx, p, other, v); err != nil {
+			return "", fmt.Errorf("racing writer: %w", err)
+		}
+	}
+	return r.Backend.WriteIfVersion(ctx, p, data, want)
+}
+
+func TestLostCatalogCompareAndSwapIsAnErrorAndARerunConverges(t *testing.T) {
+	v1 := map[string]string{"a.txt": "a1", "b.txt": "b1"}
+	v2 := map[string]string{"a.txt": "a2", "c.txt": "c2"}
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		// The uninterrupted run, for reference.
+		ref := newHarness(t)
+		refRoot, refBase := newRoot(t)
+		ref.addDest(named(refBase, "archive", planner.Replacement), refRoot, pipeA)
+		ref.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+		ref.mustPublish(t2, pipeA, "archive", "weatherreporter.today", v2)
+		wantCatalog, _, err := refRoot.ReadVersion(context.Background(), catalog.FileName)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		root := &racingBackend{Backend: plain}
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+		dir, _ := makeBundle(t, "weatherreporter.today", v2)
+		root.arm()
+		_, err = h.publish(t2, pipeA, "archive", dir)
+		if !errors.Is(err, engine.ErrCatalogRace) {
+			t.Fatalf("err = %v, want ErrCatalogRace", err)
+		}
+
+		res, err := h.publish(t2, pipeA, "archive", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Recovered {
+			t.Fatal("rerun did not recover the interrupted publication")
+		}
+		wantContents(t, plain, contents(t, refRoot))
+		assertDescribesStorage(t, plain)
+		got, _, err := plain.ReadVersion(context.Background(), catalog.FileName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, wantCatalog) {
+			t.Fatalf("catalog after rerun:\n%s\nuninterrupted run:\n%s", got, wantCatalog)
+		}
+	})
+}

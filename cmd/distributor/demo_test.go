@@ -52,7 +52,7 @@ func TestDemo(t *testing.T) {
 		}
 		at += i + len(s)
 	}
-	if n := regexp.MustCompile(`(?m)^\S+\s+collision `).FindAllString(out, -1); len(n) != 1 {
+	if n := regexp.MustCompile(`(?m)^\d{4}-\S+Z\s+collision `).FindAllString(out, -1); len(n) != 1 {
 		t.Errorf("demo printed %d collision events, want 1", len(n))
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,23 +119,32 @@ func waitResults(ctx context.Context, streams *events.Streams, ev events.BundleR
 	return out, err
 }
 
-// resultsErr turns result events into the command's exit status.
+// resultsErr turns result events into the command's exit status, with one
+// line naming every destination that was not published.
 func resultsErr(results []events.Result) error {
 	code := exitOK
+	var problems []string
 	for _, r := range results {
+		dest := r.DestinationID
+		if dest == "" {
+			dest = "pipeline " + r.PipelineID
+		}
 		switch r.Type {
 		case events.TypeCollision:
 			code = max(code, exitRefused)
+			problems = append(problems, fmt.Sprintf("%s: collision with %d unmanaged path(s)", dest, len(r.Collisions)))
 		case events.TypeFailed:
 			if r.Reason == events.ReasonInvalidCatalog || r.Reason == events.ReasonNewerCatalog || r.Reason == events.ReasonRefused {
 				code = max(code, exitRefused)
 			} else if code == exitOK {
 				code = exitFailed
 			}
+			problems = append(problems, fmt.Sprintf("%s: failed (%s)", dest, r.Reason))
 		}
 	}
 	if code == exitOK {
 		return nil
 	}
-	return withCode(code, errors.New("not every destination was published (see the events above)"))
+	return withCode(code, fmt.Errorf("not published to %s (see the events above); once the cause is fixed, `distributor replay` publishes again",
+		strings.Join(problems, ", ")))
 }

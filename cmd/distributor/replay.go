@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,7 +29,7 @@ func (a *app) replayCommand() *cobra.Command {
 			if since > 0 {
 				f.since = time.Now().Add(-since)
 			}
-			f.types = []string{events.TypeFailed, events.TypeCollision}
+			f.types = []string{events.TypeFailed, events.TypeCollision, events.TypePublished}
 			ctx := cmd.Context()
 			nc, js, streams, err := a.jetStream(ctx, cfg)
 			if err != nil {
@@ -37,24 +38,35 @@ func (a *app) replayCommand() *cobra.Command {
 			defer nc.Close()
 
 			// One replay per original event, limited to the destinations
-			// that failed or collided.
+			// that failed or collided and have not been published since by
+			// a replay (replaying a resolved failure again could roll back
+			// newer content). Replays of replays fold into their original.
 			type replay struct {
+				root     string
 				original events.BundleReady
 				dests    map[string]bool
 				all      bool // the failure was not about one destination
 			}
-			byID := map[string]*replay{}
+			byRoot := map[string]*replay{}
 			err = readEvents(ctx, streams, f, false, func(r events.Result, _ jetstream.MsgMetadata) error {
+				if r.Type == events.TypePublished {
+					if rp := byRoot[replayRoot(r.BundleEventID)]; rp != nil {
+						delete(rp.dests, r.DestinationID)
+						rp.all = false
+					}
+					return nil
+				}
 				if r.Original == nil || (reason != "" && r.Reason != reason) {
 					return nil
 				}
-				if id != "" && r.ID != id && r.BundleEventID != id {
+				root := replayRoot(r.Original.ID)
+				if id != "" && r.ID != id && r.BundleEventID != id && root != id {
 					return nil
 				}
-				rp := byID[r.Original.ID]
+				rp := byRoot[root]
 				if rp == nil {
-					rp = &replay{original: *r.Original, dests: map[string]bool{}}
-					byID[r.Original.ID] = rp
+					rp = &replay{root: root, original: *r.Original, dests: map[string]bool{}}
+					byRoot[root] = rp
 				}
 				if r.DestinationID == "" {
 					rp.all = true
@@ -66,35 +78,41 @@ func (a *app) replayCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ids := make([]string, 0, len(byID))
-			for k := range byID {
-				ids = append(ids, k)
+			var ids []string
+			for k, rp := range byRoot {
+				if rp.all || len(rp.dests) > 0 {
+					ids = append(ids, k)
+				}
 			}
 			sort.Strings(ids)
-			if len(ids) == 0 {
+			switch {
+			case len(byRoot) == 0:
 				fmt.Fprintln(a.stdout, "nothing to replay: no failed or collision event matches")
+				return nil
+			case len(ids) == 0:
+				fmt.Fprintf(a.stdout, "nothing to replay: the %d matching bundle event(s) were already replayed and published\n", len(byRoot))
 				return nil
 			}
 			pub := events.NewPublisher(js, streams.Subjects)
 			for _, k := range ids {
-				rp := byID[k]
+				rp := byRoot[k]
 				ev := rp.original
 				// A new message id: the original's is still in the dedup window.
-				ev.ID = fmt.Sprintf("%s.replay.%d", rp.original.ID, time.Now().UnixNano())
-				ev.ReplayOf = rp.original.ID
+				ev.ID = fmt.Sprintf("%s%s%d", rp.root, replaySep, time.Now().UnixNano())
+				ev.ReplayOf = rp.root
 				ev.ProducedAt = time.Time{}
 				ev.TakeOwnership = takeOwnership
 				if !rp.all {
 					ev.Destinations = sortedKeys(rp.dests)
 				}
 				if dryRun {
-					fmt.Fprintf(a.stdout, "would replay %s (pipeline %s, bundle %s, destinations %v)\n", rp.original.ID, ev.PipelineID, ev.Bundle, ev.Destinations)
+					fmt.Fprintf(a.stdout, "would replay %s (pipeline %s, bundle %s, destinations %v)\n", rp.root, ev.PipelineID, ev.Bundle, ev.Destinations)
 					continue
 				}
 				if _, _, err := pub.AnnounceBundle(ctx, ev); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "replayed %s as %s (destinations %v)\n", rp.original.ID, ev.ID, ev.Destinations)
+				fmt.Fprintf(a.stdout, "replayed %s as %s (destinations %v)\n", rp.root, ev.ID, ev.Destinations)
 			}
 			return nil
 		},
@@ -107,6 +125,16 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be replayed")
 	cmd.Flags().BoolVar(&takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths in the replayed publications")
 	return cmd
+}
+
+// replaySep joins an original bundle event id and a replay number; replay
+// and demo name replays "<original id>.replay.<n>".
+const replaySep = ".replay."
+
+// replayRoot is the original bundle event id behind a (replayed) event id.
+func replayRoot(id string) string {
+	root, _, _ := strings.Cut(id, replaySep)
+	return root
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage/local"
+)
+
+// benchPublication makes a bundle of n files of size bytes and the
+// publication of it to a replacement destination.
+func benchPublication(b *testing.B, n, size int) engine.Publication {
+	b.Helper()
+	ctx := context.Background()
+	dir := b.TempDir()
+	data := make([]byte, size)
+	for i := range n {
+		data[0] = byte(i)
+		p := filepath.Join(dir, fmt.Sprintf("dir%02d", i%20), fmt.Sprintf("file%05d.bin", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, _, err := bundle.Create(ctx, dir, "bench.source", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		b.Fatal(err)
+	}
+	store, err := local.New(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bun, err := bundle.Open(ctx, store, dir, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dest := config.Destination{ID: "site", Backend: "local", Workflow: planner.Replacement,
+		Publish: config.Publish{Sources: true, Include: []string{"**"}}}
+	outs, err := engine.Desire(ctx, dest, "bench.pipeline", bun)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return engine.Publication{Owner: catalog.Owner{PipelineID: "bench.pipeline", DestinationID: "site"},
+		Workflow: planner.Replacement, Source: catalog.Source{ID: bun.Manifest.ID, Digest: bun.Digest, Created: bun.Manifest.Created},
+		Outputs: outs, Bundle: bun}
+}
+
+// BenchmarkPublishLocal: a first publication of 2000 × 4 KiB into an empty
+// local root, and a republication where nothing changed.
+func BenchmarkPublishLocal(b *testing.B) {
+	ctx := context.Background()
+	pub := benchPublication(b, 2000, 4096)
+	e := &engine.Engine{}
+	b.Run("first", func(b *testing.B) {
+		b.SetBytes(2000 * 4096)
+		for b.Loop() {
+			b.StopTimer()
+			root, err := local.New(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unchanged", func(b *testing.B) {
+		root, err := local.New(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			res, err := e.Publish(ctx, root, heldLease{}, pub)
+			if err != nil || len(res.Written) != 0 {
+				b.Fatalf("%v, %d written", err, len(res.Written))
+			}
+		}
+	})
+}

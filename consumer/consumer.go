@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -47,6 +48,11 @@ type Options struct {
 	AckWait time.Duration
 	// Heartbeat is the InProgress interval (default AckWait/3).
 	Heartbeat time.Duration
+	// LeaseWait bounds how long a destination waits for its root's lease
+	// while another holder has it (default 30s; negative: do not wait)
+	// before the event is retried later. Without it, busy shared roots
+	// turn into a storm of redeliveries that exhausts MaxDeliver.
+	LeaseWait time.Duration
 	// ShutdownTimeout bounds how long in-flight work may finish after the
 	// context is cancelled (default 30s); then it is abandoned (nak) and the
 	// leases are released.
@@ -69,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = o.AckWait / 3
+	}
+	if o.LeaseWait == 0 {
+		o.LeaseWait = 30 * time.Second
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
@@ -245,12 +254,33 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady) []outcome
 		wg.Add(1)
 		go func(i int, d config.Destination) {
 			defer wg.Done()
-			res, err := c.runner.Publish(ctx, req, b, d)
+			res, err := c.publishWaiting(ctx, req, b, d)
 			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: err != nil && isTransient(err)}
 		}(i, d)
 	}
 	wg.Wait()
 	return outs
+}
+
+// publishWaiting publishes one destination, waiting up to LeaseWait for a
+// root lease that another holder has. Each destination holds at most one
+// lease at a time, so waiting cannot deadlock; heartbeats keep the message
+// meanwhile.
+func (c *Consumer) publishWaiting(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
+	deadline := time.Now().Add(c.opts.LeaseWait)
+	for {
+		res, err := c.runner.Publish(ctx, req, b, d)
+		if !errors.Is(err, lease.ErrHeld) || !time.Now().Before(deadline) {
+			return res, err
+		}
+		// 50–150 ms, jittered so that waiters do not retry in lockstep.
+		pause := 50*time.Millisecond + rand.N(100*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(min(pause, time.Until(deadline))):
+		}
+	}
 }
 
 // isTransient reports whether a retry may succeed. NATS errors come from

@@ -439,8 +439,14 @@ func (e *env) waitFor(timeout time.Duration, cond func() bool, what string, args
 	}
 }
 
+// dump logs the last result events.
 func (e *env) dump() {
-	for _, r := range e.results.all() {
+	all := e.results.all()
+	if len(all) > 30 {
+		e.t.Logf("(%d earlier events not shown)", len(all)-30)
+		all = all[len(all)-30:]
+	}
+	for _, r := range all {
 		e.t.Logf("event: %s %s dest=%q reason=%q written=%d attempts=%d msg=%q", r.Type, r.BundleEventID, r.DestinationID, r.Reason, r.Written, r.Attempts, r.Message)
 	}
 }
@@ -448,16 +454,25 @@ func (e *env) dump() {
 // settled waits until the durable has nothing pending or unacknowledged.
 func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
 	e.t.Helper()
-	var info *jetstream.ConsumerInfo
-	e.waitFor(timeout, func() bool {
+	deadline := time.Now().Add(timeout)
+	for {
 		cons, err := e.js.Consumer(e.ctx, e.streams.Subjects.BundlesStream(), e.streams.Subjects.Durable())
 		if err != nil {
-			return false
+			e.t.Fatal(err)
 		}
-		info, err = cons.Info(e.ctx)
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.NumWaiting >= 0
-	}, "the durable consumer to have nothing pending")
-	return info
+		info, err := cons.Info(e.ctx)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			return info
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("after %s the durable still has %d pending, %d unacknowledged (%d redelivered; delivered %+v, ack floor %+v)",
+				timeout, info.NumPending, info.NumAckPending, info.NumRedelivered, info.Delivered, info.AckFloor)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // checkNoBadEvents fails the test on undecodable or misfiled result events.

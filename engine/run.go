@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
@@ -26,6 +27,11 @@ type Runner struct {
 	Config *config.Config
 	Stores Stores
 	Locker lease.Locker
+	// LeaseWait is how long to keep trying when another live holder has a
+	// root's lease (0: fail at once with lease.ErrHeld). Destinations of one
+	// bundle that share a root then run one after the other instead of
+	// failing the event.
+	LeaseWait time.Duration
 }
 
 // Request names a bundle and where it goes.
@@ -132,7 +138,7 @@ func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(ro
 	if err != nil {
 		return err
 	}
-	l, err := r.Locker.Acquire(ctx, lease.Root{Key: d.RootKey(), Store: root})
+	l, err := r.acquire(ctx, lease.Root{Key: d.RootKey(), Store: root})
 	if err != nil {
 		return err
 	}
@@ -156,4 +162,22 @@ func (r *Runner) Plan(ctx context.Context, req Request, b *bundle.Bundle, d conf
 	}
 	p, err := r.Engine.Plan(ctx, root, pub)
 	return Result{Root: root.String(), Plan: p}, err
+}
+
+// acquire takes the lease, waiting up to LeaseWait while it is held.
+func (r *Runner) acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
+	deadline := time.Now().Add(r.LeaseWait)
+	pause := 50 * time.Millisecond
+	for {
+		l, err := r.Locker.Acquire(ctx, root)
+		if err == nil || !errors.Is(err, lease.ErrHeld) || !time.Now().Add(pause).Before(deadline) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }

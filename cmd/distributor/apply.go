@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +11,6 @@ import (
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
-	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/stores"
 )
@@ -48,16 +46,6 @@ func (f *publishFlags) request() (engine.Request, error) {
 // its holder cannot be checked (another host). The lock is renewed while held.
 const directLockTTL = 2 * time.Minute
 
-func (a *app) runner(cfg *config.Config) *engine.Runner {
-	host, _ := os.Hostname()
-	return &engine.Runner{
-		Engine: &engine.Engine{Version: version, Log: a.log},
-		Config: cfg,
-		Stores: stores.New(cfg),
-		Locker: lease.NewStorageLocker(fmt.Sprintf("distributor %s on %s pid %d", version, host, os.Getpid()), directLockTTL),
-	}
-}
-
 func (a *app) planCommand() *cobra.Command {
 	var f publishFlags
 	var asJSON bool
@@ -74,7 +62,8 @@ func (a *app) planCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := a.runner(cfg)
+			// Planning reads only: no lease, no NATS.
+			r := &engine.Runner{Engine: &engine.Engine{Version: version, Log: a.log}, Config: cfg, Stores: stores.New(cfg)}
 			return a.eachDestination(cmd.Context(), r, req, asJSON, r.Plan)
 		},
 	}
@@ -100,8 +89,13 @@ func (a *app) applyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := a.runner(cfg)
-			return a.eachDestination(cmd.Context(), r, req, asJSON, r.Publish)
+			ctx := cmd.Context()
+			s, err := a.directSession(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return a.eachDestination(ctx, s.runner, req, asJSON, s.runner.Publish)
 		},
 	}
 	f.register(cmd)

@@ -791,3 +791,177 @@ func TestPlanChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// Bad configuration and usage: exit 2, one exact line, the root untouched.
+func TestBadConfigAndUsageChangeNothing(t *testing.T) {
+	const head = "nats:\n  listen: 127.0.0.1:1\npipelines:\n  - id: weatherreporter.daily\n    destinations: [latest]\ndestinations:\n  - id: latest\n    backend: local\n    path: %q\n"
+	for _, tc := range []struct {
+		name  string
+		extra string   // YAML appended to the destination; "" = the good config
+		args  []string // after --config; %s in an arg is the bundle dir
+		line  string   // %[1]s = config file, %[2]s = root
+	}{
+		{name: "legacy-state-key", extra: "    state: {mode: shared_root}\n",
+			line: `distributor: %[1]s:10: destinations[0] (latest): "state" is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`},
+		{name: "legacy-reconciliation-key", extra: "    workflow: replacement\n    reconciliation:\n      mode: mirror\n",
+			line: `distributor: %[1]s:11: destinations[0] (latest): "reconciliation" is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`},
+		{name: "legacy-takeover-key", extra: "    takeover: {mode: force}\n",
+			line: `distributor: %[1]s:10: destinations[0] (latest): "takeover" is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`},
+		{name: "unknown-workflow", extra: "    workflow: sideways\n",
+			line: `distributor: %[1]s:10: destinations[0] (latest): unknown workflow "sideways": use "replacement" or "additive"`},
+		{name: "unknown-pipeline", args: []string{"apply", "--pipeline", "nope", "--bundle", "%s"},
+			line: `distributor: unknown pipeline "nope": add it under pipelines in the configuration`},
+		{name: "missing-pipeline", args: []string{"apply", "--bundle", "%s"}, line: "distributor: --pipeline is required"},
+		{name: "missing-bundle", args: []string{"apply", "--pipeline", pipeDaily}, line: "distributor: --bundle is required"},
+		{name: "unknown-destination", args: []string{"apply", "--pipeline", pipeDaily, "--bundle", "%s", "--destination", "elsewhere"},
+			line: `distributor: unknown destination "elsewhere": pipeline "weatherreporter.daily" publishes to [latest]`},
+		{name: "unknown-flag", args: []string{"apply", "--pipeline", pipeDaily, "--bundle", "%s", "--force"},
+			line: "distributor: unknown flag: --force"},
+		{name: "plan-missing-pipeline", args: []string{"plan", "--bundle", "%s"}, line: "distributor: --pipeline is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newCLIEnv(t)
+			root := e.root("site")
+			e.writeFile(e.cfg, fmt.Sprintf(head, root))
+			b := e.bundle("b", "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+			e.apply(pipeDaily, e.bundle("b0", "weatherreporter.today", map[string]string{"old.txt": "old\n"}))
+			if tc.extra != "" {
+				e.writeFile(e.cfg, fmt.Sprintf(head, root)+tc.extra)
+			}
+			before := e.snapshot(root)
+			runs := [][]string{tc.args}
+			if tc.args == nil {
+				runs = [][]string{{"apply", "--pipeline", pipeDaily, "--bundle", "%s"}, {"config", "validate"}}
+			}
+			for _, args := range runs {
+				args = append([]string(nil), args...)
+				for i, a := range args {
+					if a == "%s" {
+						args[i] = b.Dir
+					}
+				}
+				out, errOut, code := e.run(args...)
+				if code != exitUsage || out != "" {
+					t.Errorf("%q: exit %d (want %d), stdout %q", args, code, exitUsage, out)
+				}
+				stderrLine(t, errOut, fillLine(tc.line, e.cfg, root))
+			}
+			e.sameSnapshot(tc.name, before, e.snapshot(root))
+		})
+	}
+}
+
+// An invalid or newer catalog refuses every publication (exit 3) and is
+// never overwritten; plan and catalog show refuse it too.
+func TestUnreadableCatalogRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(valid string) string
+		line string // %s = root
+	}{
+		{"not-json", func(string) string { return "{not json" },
+			`.distributor.json in %s: invalid catalog: not a JSON object: invalid character 'n' looking for beginning of object key string`},
+		{"newer", func(string) string { return `{"schema_version": 5, "outputs": []}` },
+			`.distributor.json in %s: catalog written by a newer distributor (schema_version 5; this one reads 4): upgrade distributor`},
+		{"source-with-transform", func(v string) string {
+			return strings.Replace(v, `"kind": "source",`, `"kind": "source", "transform": "markdown_to_html",`, 1)
+		}, `.distributor.json in %s: invalid catalog: outputs[0]: "a.txt": a source output carries no source_path or transform`},
+		{"missing-updated-at", func(v string) string {
+			return strings.Replace(v, "  \"updated_at\"", "  \"updated\"", 1)
+		}, `.distributor.json in %s: invalid catalog: json: unknown field "updated"`},
+	} {
+		for _, wf := range bothWorkflows {
+			t.Run(tc.name+"/"+wf, func(t *testing.T) {
+				e := newCLIEnv(t)
+				root := e.root("site")
+				e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: wf})
+				e.apply(pipeDaily, e.bundle("b0", "weatherreporter.today", map[string]string{"a.txt": "a\n"}))
+				name := filepath.Join(root, catalog.FileName)
+				valid, err := os.ReadFile(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.writeFile(name, tc.edit(string(valid)))
+				b := e.bundle("b", "weatherreporter.today", map[string]string{"a.txt": "a2\n", "b.txt": "b\n"})
+				before := e.snapshot(root)
+
+				for _, args := range [][]string{
+					{"apply", "--pipeline", pipeDaily, "--bundle", b.Dir},
+					{"apply", "--pipeline", pipeDaily, "--bundle", b.Dir, "--take-ownership"},
+					{"plan", "--pipeline", pipeDaily, "--bundle", b.Dir},
+					{"catalog", "show", "--destination", "latest"},
+				} {
+					_, errOut, code := e.run(args...)
+					if code != exitRefused {
+						t.Errorf("%q: exit %d, want %d", args, code, exitRefused)
+					}
+					stderrLine(t, errOut, "distributor: "+fmt.Sprintf(tc.line, root))
+				}
+				e.sameSnapshot("runs against an unreadable catalog", before, e.snapshot(root))
+			})
+		}
+	}
+}
+
+// catalog show prints the root's catalog (filtered by owner) as a table or
+// as the catalog's own JSON; config validate summarises the configuration.
+func TestCatalogShowAndConfigValidate(t *testing.T) {
+	e := newCLIEnv(t)
+	root, empty := e.root("shared"), e.root("empty")
+	e.writeConfig(
+		[]pipeSpec{{pipeDaily, []string{"a"}}, {pipeTides, []string{"b"}}},
+		[]destSpec{{ID: "a", Root: root, Workflow: "replacement"}, {ID: "b", Root: root}, {ID: "c", Root: empty, Workflow: "additive"}},
+	)
+	out, errOut, code := e.run("config", "validate")
+	want := fmt.Sprintf("%s: ok, 2 pipeline(s), 3 destination(s)\n  a                    replacement file://%s/\n  b                    additive    file://%s/\n  c                    additive    file://%s/\n", e.cfg, root, root, empty)
+	if code != 0 || errOut != "" || out != want {
+		t.Errorf("config validate: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+
+	e.apply(pipeDaily, e.bundle("b1", "weatherreporter.today", map[string]string{"one.txt": "1\n", "two.txt": "22\n"}))
+	e.apply(pipeTides, e.bundle("b2", "tides.now", map[string]string{"tide.txt": "333\n"}))
+	cat := e.catalogOf(root)
+	file, _ := os.ReadFile(filepath.Join(root, catalog.FileName))
+
+	out, errOut, code = e.run("catalog", "show", "--destination", "b", "--json")
+	if code != 0 || errOut != "" || out != string(file) {
+		t.Errorf("catalog show --json: exit %d, stderr %q; want the catalog file's bytes, got:\n%s", code, errOut, out)
+	}
+	out, _, code = e.run("catalog", "show", "--destination", "a", "--pipeline", pipeTides, "--json")
+	sub, legacy, err := catalog.Parse([]byte(out))
+	if code != 0 || err != nil || legacy || len(sub.Outputs) != 1 || sub.Outputs[0] != cat.Index()["tide.txt"] {
+		t.Errorf("catalog show --pipeline --json: exit %d, %v:\n%s", code, err, out)
+	}
+	out, _, code = e.run("catalog", "show", "--destination", "a", "--owner-destination", "a")
+	ts := func(p string) string { return catalog.FormatTime(cat.Index()[p].UpdatedAt) }
+	want = fmt.Sprintf("PATH     PIPELINE               DESTINATION  KIND    SIZE  UPDATED\n"+
+		"one.txt  weatherreporter.daily  a            source  2     %s\n"+
+		"two.txt  weatherreporter.daily  a            source  3     %s\n"+
+		"2 of 3 output(s); catalog updated %s\n", ts("one.txt"), ts("two.txt"), catalog.FormatTime(cat.UpdatedAt))
+	if code != 0 || out != want {
+		t.Errorf("catalog show: exit %d, stdout:\n%s\nwant:\n%s", code, out, want)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"catalog", "show", "--destination", "c"}, exitFailed,
+			fmt.Sprintf("distributor: %s has no .distributor.json yet: nothing has been published there", empty)},
+		{[]string{"catalog", "show", "--destination", "zzz"}, exitUsage, `distributor: unknown destination "zzz"`},
+		{[]string{"catalog", "show"}, exitUsage, "distributor: --destination is required"},
+	} {
+		out, errOut, code := e.run(tc.args...)
+		if code != tc.code || out != "" {
+			t.Errorf("%q: exit %d (want %d), stdout %q", tc.args, code, tc.code, out)
+		}
+		stderrLine(t, errOut, tc.line)
+	}
+	e.legacyRoot(empty, 3)
+	_, errOut, code = e.run("catalog", "show", "--destination", "c")
+	if code != exitFailed {
+		t.Errorf("catalog show on legacy state: exit %d", code)
+	}
+	stderrLine(t, errOut, fmt.Sprintf("distributor: .distributor.json in %s is superseded legacy state (schema_version < 4); the next publication replaces it", empty))
+}

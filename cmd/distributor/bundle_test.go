@@ -199,11 +199,7 @@ func TestBadBundleChangesNothing(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("exit %d, want %d", code, tc.code)
 			}
-			line := tc.line
-			if strings.Contains(line, "%[") {
-				line = fmt.Sprintf(line, dir, root, digest)
-			}
-			stderrLine(t, errOut, line)
+			stderrLine(t, errOut, fillLine(tc.line, dir, root, digest))
 			e.sameSnapshot(tc.name, before, e.snapshot(root))
 		})
 	}

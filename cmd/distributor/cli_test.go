@@ -394,6 +394,15 @@ func (e *cliEnv) wantCreatedIn(c clock, cat *catalog.Catalog, paths ...string) {
 	}
 }
 
+// fillLine expands a message template that uses indexed verbs (%[1]s…);
+// a template without any is returned as is.
+func fillLine(tmpl string, args ...any) string {
+	if !strings.Contains(tmpl, "%[") {
+		return tmpl
+	}
+	return fmt.Sprintf(tmpl, args...)
+}
+
 // stderrLine checks that stderr is exactly one line, want.
 func stderrLine(t *testing.T, stderr, want string) {
 	t.Helper()

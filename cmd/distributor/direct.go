@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,21 +34,20 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 			Config: cfg,
 			Stores: stores.New(cfg),
 			Locker: lease.NewStorageLocker(holderName("direct"), directLockTTL),
+			// Two destinations of a pipeline may share a root; a concurrent
+			// run elsewhere usually finishes soon.
+			LeaseWait: 10 * time.Second,
 		},
 		close: func() {},
 	}
 	url := cfg.NATS.ConnectURL()
-	timeout := 5 * time.Second
-	if cfg.NATS.URL == "" {
-		timeout = 300 * time.Millisecond // only a probe for a local serve
-	}
-	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(timeout), nats.MaxReconnects(0))...)
-	if err != nil {
-		if cfg.NATS.URL != "" {
-			return nil, fmt.Errorf("connect to NATS at %s (nats.url): %w", url, err)
-		}
+	if cfg.NATS.URL == "" && !listening(cfg.NATS.Listen) {
 		a.log.Debug().Str("url", url).Msg("no local NATS server; direct mode with a lock object in each root")
 		return s, nil
+	}
+	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(5*time.Second))...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	js, streams, err := setupStreams(ctx, nc, cfg)
 	if err != nil {
@@ -72,4 +72,18 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if err := s.publisher.PublishResult(ctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
 	}
+}
+
+// listening reports whether something accepts TCP connections on addr (a
+// local `serve` with its embedded server). A refused dial answers at once.
+func listening(addr string) bool {
+	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }

@@ -274,7 +274,11 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	if got < want {
-		t.Fatalf("%d of %d result events after 45s", got, want)
+		var retries []int
+		for _, p := range procs {
+			retries = append(retries, strings.Count(p.stderr.String(), "transient failure; will retry"))
+		}
+		t.Fatalf("%d of %d result events after 45s; transient-failure retries per process: %v", got, want, retries)
 	}
 	time.Sleep(300 * time.Millisecond) // let a duplicate, if any, arrive
 	info, err := streams.Events.Info(ctx)

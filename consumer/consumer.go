@@ -14,6 +14,7 @@ package consumer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -174,8 +175,9 @@ type outcome struct {
 func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	log := c.opts.Log
 	attempt := 1
+	var stored time.Time
 	if md, err := msg.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
+		attempt, stored = int(md.NumDelivered), md.Timestamp
 	}
 	last := attempt >= c.opts.MaxDeliver
 
@@ -195,7 +197,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	stopBeat := heartbeat(msg, c.opts.Heartbeat)
 	defer stopBeat()
 
-	outs := c.process(ctx, ev)
+	outs := c.process(ctx, ev, attempt, stored)
 	// Work abandoned at shutdown fails with whatever the cancellation
 	// caused: retry it rather than report it.
 	abandoned := ctx.Err() != nil
@@ -233,12 +235,20 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 
 // process runs every destination of the event, concurrently; each under its
 // own root lease. Destinations sharing a root serialise on that lease.
-func (c *Consumer) process(ctx context.Context, ev events.BundleReady) []outcome {
+func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt int, stored time.Time) []outcome {
 	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
 		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership}
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}
+	}
+	if attempt > 1 {
+		if dests, err = c.unreported(ctx, ev, stored, dests); err != nil {
+			return []outcome{{dest: "", err: err, transient: true}}
+		}
+		if len(dests) == 0 {
+			return nil
+		}
 	}
 	b, err := c.runner.OpenBundle(ctx, req)
 	if err != nil {
@@ -260,6 +270,58 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady) []outcome
 	}
 	wg.Wait()
 	return outs
+}
+
+// unreported drops the destinations that an earlier delivery of ev already
+// reported. Re-running them would be worse than wasted work: a newer bundle
+// may have reached them since (the re-run would silently put the older one
+// back, its result dropped as a duplicate), and a transient error on the
+// last delivery would contradict their published event with a failed one.
+// The result events are the record: they are looked up in the events
+// stream from the time the bundle-ready event was stored.
+func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored time.Time, dests []config.Destination) ([]config.Destination, error) {
+	// A minute of slack for clock differences inside a cluster.
+	since := stored.Add(-time.Minute)
+	oc, err := c.js.OrderedConsumer(ctx, c.subjects.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{c.subjects.ResultFilter("", "", ev.PipelineID)},
+		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+		OptStartTime:      &since,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up earlier results of %s: %w", ev.ID, err)
+	}
+	done := map[string]bool{}
+	for {
+		batch, err := oc.FetchNoWait(256)
+		if err != nil {
+			return nil, fmt.Errorf("look up earlier results of %s: %w", ev.ID, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var r struct {
+				BundleEventID string `json:"bundle_event_id"`
+				DestinationID string `json:"destination_id"`
+			}
+			if json.Unmarshal(m.Data(), &r) == nil && r.BundleEventID == ev.ID {
+				done[r.DestinationID] = true
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("look up earlier results of %s: %w", ev.ID, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var out []config.Destination
+	for _, d := range dests {
+		if !done[d.ID] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // publishWaiting publishes one destination, waiting up to LeaseWait for a

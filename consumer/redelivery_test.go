@@ -442,3 +442,44 @@ func readResults(t *testing.T, e *env) []events.Result {
 		}
 	}
 }
+
+// TestRetrySkipsReportedDestinations: when one destination of an event is
+// retried, the destinations that already reported an outcome are not run
+// again. Otherwise the retry silently re-publishes an older bundle over a
+// newer one published meanwhile (its result event is dropped as a
+// duplicate), or contradicts an earlier published event with a failed one.
+func TestRetrySkipsReportedDestinations(t *testing.T) {
+	e := newEnv(t, weatherYAML, false)
+	var failures atomic.Int32
+	opts := fastOptions()
+	opts.BackOff = []time.Duration{time.Second}
+	e.start(nodeConfig{opts: opts, wrap: flaky(1, &failures)}) // archive fails once
+	loc1, digest1 := e.bundle("weather.tomorrow", v1)
+	old := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc1, ManifestDigest: digest1})
+	e.waitFor(10*time.Second, func() bool { return len(e.results.of(old)) == 1 && failures.Load() == 1 }, "site's result and archive's failure")
+
+	// While archive waits for its retry, a newer bundle reaches site.
+	loc2, digest2 := e.bundle("weather.tomorrow", v2)
+	newer := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc2, ManifestDigest: digest2, Destinations: []string{"site"}})
+	res := e.wait(newer, 1, 10*time.Second)
+	checkPublished(t, res[0], newer, "site", 3, 0, 0, nil)
+	site := localRoot(t, e.roots["site"])
+	want := files(t, site)
+	delete(want, catalog.FileName)
+
+	res = e.wait(old, 2, 10*time.Second)
+	if res[0].DestinationID != "archive" || res[0].Type != events.TypePublished || res[0].Attempts != 2 {
+		t.Errorf("archive: %s attempts %d", res[0].Type, res[0].Attempts)
+	}
+	e.settled(5 * time.Second)
+	got := files(t, site)
+	delete(got, catalog.FileName)
+	if got["tomorrow/report.md"] != digestOf(v2["report.md"]) {
+		t.Errorf("site's report.md went back to the older bundle after the retry of %s", old)
+	}
+	for _, o := range readCatalog(t, site).Outputs {
+		if o.Path == "tomorrow/report.md" && o.Source.Digest != digest2 {
+			t.Errorf("site's report.md record names source %s, want the newer %s", o.Source.Digest, digest2)
+		}
+	}
+}

@@ -486,7 +486,7 @@ func assertDescribesStorage(t *testing.T, root storage.Backend) *catalog.Catalog
 	return cat
 }
 
-// paths returns the record paths of cat, sorted.
+// recordPaths returns the record paths of cat, in catalog (path) order.
 func recordPaths(cat *catalog.Catalog) []string {
 	out := []string{}
 	if cat == nil {
@@ -495,15 +495,6 @@ func recordPaths(cat *catalog.Catalog) []string {
 	for _, o := range cat.Outputs {
 		out = append(out, o.Path)
 	}
-	return out
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

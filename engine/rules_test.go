@@ -676,6 +676,27 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 			}
 		}
 		t.Logf("%d of 6 publications met a held lease and were rerun", held)
+
+		// With Runner.LeaseWait the second one waits its turn instead.
+		h.runner.LeaseWait = 10 * time.Second
+		var (
+			wg   sync.WaitGroup
+			errs [2]error
+		)
+		for i, j := range []struct{ pipeline, dest, prefix string }{{pipeA, "latest", "w"}, {pipeB, "tides", "t"}} {
+			files := map[string]string{j.prefix + "/waited.txt": "waited"}
+			want[j.prefix+"/waited.txt"] = "waited"
+			dir, _ := makeBundle(t, j.pipeline+".src", files)
+			wg.Go(func() { _, errs[i] = h.publish(t1, j.pipeline, j.dest, dir) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("publication %d with LeaseWait: %v", i, err)
+			}
+		}
+		wantContents(t, root, want)
+		assertDescribesStorage(t, root)
 	})
 }
 

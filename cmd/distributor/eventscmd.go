@@ -58,12 +58,15 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 	if err != nil {
 		return fmt.Errorf("read %s: %w", streams.Subjects.EventsStream(), err)
 	}
-	wait := time.Second
-	if !follow {
-		wait = 500 * time.Millisecond
-	}
 	for {
-		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(wait))
+		// Without follow, take only what is stored: no wait at the end,
+		// and none at all when nothing matches.
+		var batch jetstream.MessageBatch
+		if follow {
+			batch, err = cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
+		} else {
+			batch, err = cons.FetchNoWait(100)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -82,7 +85,7 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 					return err
 				}
 			}
-			if !follow && md.Sequence.Stream >= last {
+			if !follow && (md.NumPending == 0 || md.Sequence.Stream >= last) {
 				return nil
 			}
 		}

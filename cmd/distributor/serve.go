@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,83 +79,5 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Optio
 	c := consumer.New(js, streams.Subjects, runner, opts)
 	err = c.Run(ctx)
 	a.log.Info().Msg("stopped")
-	return err
-}
-
-// waitingLocker waits for a held root instead of failing at once. Without it
-// two events touching one root make the consumer nak and back off (1 s, 5 s,
-// 15 s, …), and a busy root exhausts MaxDeliver. Workers of this process
-// queue on a local slot per root; other processes' leases are polled until
-// maxWait, after which ErrHeld goes to the consumer as before (a retry).
-type waitingLocker struct {
-	inner   lease.Locker
-	maxWait time.Duration
-
-	mu    sync.Mutex
-	slots map[string]chan struct{}
-}
-
-func newWaitingLocker(inner lease.Locker, maxWait time.Duration) *waitingLocker {
-	return &waitingLocker{inner: inner, maxWait: maxWait, slots: map[string]chan struct{}{}}
-}
-
-func (w *waitingLocker) slot(key string) chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s, ok := w.slots[key]
-	if !ok {
-		s = make(chan struct{}, 1)
-		w.slots[key] = s
-	}
-	return s
-}
-
-// Acquire implements lease.Locker.
-func (w *waitingLocker) Acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
-	wait := time.NewTimer(w.maxWait)
-	defer wait.Stop()
-	slot := w.slot(root.Key)
-	select {
-	case slot <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-wait.C:
-		return nil, fmt.Errorf("%w: %s: this process's other publications held it for over %s", lease.ErrHeld, root.Key, w.maxWait)
-	}
-	delay := 20 * time.Millisecond
-	for {
-		// ctx, not a shorter one: the lease renews itself until ctx ends.
-		l, err := w.inner.Acquire(ctx, root)
-		if err == nil {
-			return &slotLease{Lease: l, slot: slot}, nil
-		}
-		if !errors.Is(err, lease.ErrHeld) {
-			<-slot
-			return nil, err
-		}
-		// Jitter keeps competing processes from polling in step.
-		select {
-		case <-time.After(delay/2 + rand.N(delay)):
-		case <-ctx.Done():
-			<-slot
-			return nil, ctx.Err()
-		case <-wait.C:
-			<-slot
-			return nil, err
-		}
-		delay = min(2*delay, 500*time.Millisecond)
-	}
-}
-
-// slotLease frees the process-local slot when the lease is released.
-type slotLease struct {
-	lease.Lease
-	slot chan struct{}
-	once sync.Once
-}
-
-func (l *slotLease) Release(ctx context.Context) error {
-	err := l.Lease.Release(ctx)
-	l.once.Do(func() { <-l.slot })
 	return err
 }

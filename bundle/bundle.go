@@ -53,7 +53,7 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 	}
 	digest := Digest(data)
 	if wantDigest != "" && digest != wantDigest {
-		return nil, fmt.Errorf("bundle %s: %w: %s has %s, the event announced %s; the bundle changed after it was announced",
+		return nil, fmt.Errorf("bundle %s: %w: %s has %s, expected %s; the bundle changed after it was announced",
 			location, ErrDigestMismatch, ManifestName, digest, wantDigest)
 	}
 	m, err := ParseManifest(data)

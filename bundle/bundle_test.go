@@ -296,7 +296,7 @@ func TestOpen(t *testing.T) {
 	other := "sha256:" + strings.Repeat("0", 64)
 	_, err = Open(t.Context(), store, "s3://b/p/", other)
 	wantErr(t, err, ErrDigestMismatch, fmt.Sprintf(
-		"bundle s3://b/p/: manifest digest does not match: manifest.json has %s, the event announced %s; the bundle changed after it was announced",
+		"bundle s3://b/p/: manifest digest does not match: manifest.json has %s, expected %s; the bundle changed after it was announced",
 		Digest(data), other))
 
 	// No manifest.

@@ -28,7 +28,7 @@ const locationHelp = "use an absolute path, file:///abs/path/ or s3://bucket/pre
 // bucket and any "." or ".." segment are refused.
 func ParseLocation(loc string) (Location, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("bundle location %q: %s: %s", loc, why, locationHelp)
+		return fmt.Errorf("%w %q: %s: %s", ErrBadLocation, loc, why, locationHelp)
 	}
 	switch {
 	case loc == "":

@@ -43,6 +43,9 @@ var (
 	ErrNoManifest = errors.New("no manifest.json")
 	// ErrNotListed: a path asked for is not in the manifest.
 	ErrNotListed = errors.New("not listed in the manifest")
+	// ErrBadLocation: a bundle location that is not an absolute path,
+	// file:// or s3:// URL.
+	ErrBadLocation = errors.New("bundle location")
 )
 
 // File is one manifest entry.

@@ -464,9 +464,9 @@ func TestPrefix(t *testing.T) {
 		{"reports/{pipeline_id}/{source_name}/", "a.b.c", "weatherreporter.daily", "reports/weatherreporter.daily/c/", ""},
 		{"", "a.b", "p", "", ""},
 		{"static", "a.b", "p", "static/", ""},
-		{"{source_name}/", "weather.", "p", "", `destination "d": layout.prefix "{source_name}/" gives "/" for source "weather.": invalid path "": empty`},
-		{"x/{source_id}/", "..", "p", "", `destination "d": layout.prefix "x/{source_id}/" gives "x/../" for source "..": invalid path "x/..": has a ".." segment`},
-		{"{nope}/", "a.b", "p", "", `destination "d": layout.prefix "{nope}/": unknown placeholder {nope}: use {source_id}, {source_name} or {pipeline_id}`},
+		{"{source_name}/", "weather.", "p", "", `layout.prefix "{source_name}/" gives "/" for source "weather.": invalid path "": empty`},
+		{"x/{source_id}/", "..", "p", "", `layout.prefix "x/{source_id}/" gives "x/../" for source "..": invalid path "x/..": has a ".." segment`},
+		{"{nope}/", "a.b", "p", "", `layout.prefix "{nope}/": unknown placeholder {nope}: use {source_id}, {source_name} or {pipeline_id}`},
 	}
 	for _, tt := range tests {
 		d := Destination{ID: "d", Layout: Layout{Prefix: tt.tmpl}}

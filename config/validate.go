@@ -434,10 +434,10 @@ func (d Destination) Prefix(sourceID, pipelineID string) (string, error) {
 	name := sourceID[strings.LastIndexByte(sourceID, '.')+1:]
 	p, err := expand(d.Layout.Prefix, map[string]string{"source_id": sourceID, "source_name": name, "pipeline_id": pipelineID})
 	if err != nil {
-		return "", fmt.Errorf("destination %q: layout.prefix %q: %w", d.ID, d.Layout.Prefix, err)
+		return "", fmt.Errorf("layout.prefix %q: %w", d.Layout.Prefix, err)
 	}
 	if err := checkPrefix(p); err != nil {
-		return "", fmt.Errorf("destination %q: layout.prefix %q gives %q for source %q: %w", d.ID, d.Layout.Prefix, p, sourceID, err)
+		return "", fmt.Errorf("layout.prefix %q gives %q for source %q: %w", d.Layout.Prefix, p, sourceID, err)
 	}
 	return normalisePrefix(p), nil
 }

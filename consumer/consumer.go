@@ -10,6 +10,9 @@
 // mismatch, an invalid catalog, a collision, a refused plan) gets exactly one
 // result event and is terminated, never retried. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
+// A redelivery runs only the destinations that have no result event yet;
+// work abandoned at shutdown and results that could not be published are
+// retried, never reported as failures or acked away.
 package consumer
 
 import (
@@ -17,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -49,11 +51,6 @@ type Options struct {
 	AckWait time.Duration
 	// Heartbeat is the InProgress interval (default AckWait/3).
 	Heartbeat time.Duration
-	// LeaseWait bounds how long a destination waits for its root's lease
-	// while another holder has it (default 30s; negative: do not wait)
-	// before the event is retried later. Without it, busy shared roots
-	// turn into a storm of redeliveries that exhausts MaxDeliver.
-	LeaseWait time.Duration
 	// ShutdownTimeout bounds how long in-flight work may finish after the
 	// context is cancelled (default 30s); then it is abandoned (nak) and the
 	// leases are released.
@@ -76,9 +73,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = o.AckWait / 3
-	}
-	if o.LeaseWait == 0 {
-		o.LeaseWait = 30 * time.Second
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
@@ -264,7 +258,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 		wg.Add(1)
 		go func(i int, d config.Destination) {
 			defer wg.Done()
-			res, err := c.publishWaiting(ctx, req, b, d)
+			res, err := c.runner.Publish(ctx, req, b, d)
 			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: err != nil && isTransient(err)}
 		}(i, d)
 	}
@@ -324,27 +318,6 @@ func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored
 	return out, nil
 }
 
-// publishWaiting publishes one destination, waiting up to LeaseWait for a
-// root lease that another holder has. Each destination holds at most one
-// lease at a time, so waiting cannot deadlock; heartbeats keep the message
-// meanwhile.
-func (c *Consumer) publishWaiting(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
-	deadline := time.Now().Add(c.opts.LeaseWait)
-	for {
-		res, err := c.runner.Publish(ctx, req, b, d)
-		if !errors.Is(err, lease.ErrHeld) || !time.Now().Before(deadline) {
-			return res, err
-		}
-		// 50–150 ms, jittered so that waiters do not retry in lockstep.
-		pause := 50*time.Millisecond + rand.N(100*time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(min(pause, time.Until(deadline))):
-		}
-	}
-}
-
 // isTransient reports whether a retry may succeed. NATS errors come from
 // the lease bucket: a lease store that cannot be reached is as transient as
 // a storage outage.
@@ -386,7 +359,7 @@ func reason(err error) string {
 		return events.ReasonInvalidCatalog
 	case errors.Is(err, catalog.ErrNewer):
 		return events.ReasonNewerCatalog
-	case errors.Is(err, planner.ErrEmptyReplacement), errors.Is(err, planner.ErrTooManyDeletes), errors.Is(err, planner.ErrDuplicateOutput):
+	case errors.Is(err, planner.ErrEmptyReplacement), errors.Is(err, planner.ErrTooManyDeletes), errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrPathConflict):
 		return events.ReasonRefused
 	case isTransient(err):
 		return events.ReasonMaxDeliveries

@@ -2,7 +2,6 @@ package consumer_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
 )
@@ -428,15 +424,3 @@ func TestCollisionThenReplay(t *testing.T) {
 	})
 	checkFiles(t, localRoot(t, e.roots["archive"]), map[string]string{catalog.FileName: "", "data/a.csv": digestOf(v1["data/a.csv"]), "report.md": digestOf(v1["report.md"])})
 }
-
-// resultJSON is a debugging aid.
-func resultJSON(r events.Result) string {
-	b, _ := json.Marshal(r)
-	return string(b)
-}
-
-var (
-	_ = resultJSON
-	_ = engine.ErrCollision
-	_ = jetstream.ErrKeyNotFound
-)

@@ -186,6 +186,9 @@ type nodeConfig struct {
 	// wrapLocker replaces the node's KV locker.
 	wrapLocker func(lease.Locker) lease.Locker
 	leaseTTL   time.Duration // default 2s
+	// leaseWait is the runner's wait for a held root lease (default 10s;
+	// negative: none).
+	leaseWait time.Duration
 	// splitLock gives the leases their own connection, so a test can cut
 	// renewals without cutting the consumer.
 	splitLock bool
@@ -213,6 +216,9 @@ func (e *env) start(nc nodeConfig) *node {
 	if nc.leaseTTL == 0 {
 		nc.leaseTTL = 2 * time.Second
 	}
+	if nc.leaseWait == 0 {
+		nc.leaseWait = 10 * time.Second
+	}
 	conn := e.nats.Conn(e.t)
 	js, err := jetstream.New(conn)
 	if err != nil {
@@ -234,10 +240,11 @@ func (e *env) start(nc nodeConfig) *node {
 		locker = nc.wrapLocker(locker)
 	}
 	runner := &engine.Runner{
-		Engine: &engine.Engine{Version: "test", Log: nc.log},
-		Config: e.cfg,
-		Stores: &testStores{open: stores.New(e.cfg), s3: e.s3, wrap: nc.wrap},
-		Locker: locker,
+		Engine:    &engine.Engine{Version: "test", Log: nc.log},
+		Config:    e.cfg,
+		Stores:    &testStores{open: stores.New(e.cfg), s3: e.s3, wrap: nc.wrap},
+		Locker:    locker,
+		LeaseWait: max(nc.leaseWait, 0),
 	}
 	opts := nc.opts
 	opts.Log = nc.log

@@ -167,7 +167,7 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		return res, err
 	}
 	if p.Blocked() {
-		return res, fmt.Errorf("%w in %s: %d planned path(s) exist but are not managed: %s", ErrCollision, root, len(p.Collisions), summarize(p.Collisions))
+		return res, fmt.Errorf("%w in %s: %d planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): %s", ErrCollision, root, len(p.Collisions), summarize(p.Collisions))
 	}
 	res.Unchanged = p.Count(planner.Unchanged)
 	if !p.Changed {
@@ -220,7 +220,7 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	if werr != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
-		if _, rerr := e.Recover(context.WithoutCancel(ctx), root, l); rerr != nil {
+		if _, rerr := e.recover(context.WithoutCancel(ctx), root, l, false); rerr != nil {
 			e.Log.Warn().Err(rerr).Str("root", root.String()).Msg("recovery after failed write did not finish; the next run completes it")
 		}
 		return res, werr
@@ -329,6 +329,12 @@ func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publica
 // Recover rolls an interrupted publication's intent forward (see intent.go).
 // It reports whether there was anything to recover.
 func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Lease) (bool, error) {
+	return e.recover(ctx, root, l, true)
+}
+
+// recover is Recover; announce logs the recovery at info level (an earlier
+// run's leftovers) rather than debug (this run's own failed writes).
+func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, announce bool) (bool, error) {
 	data, _, err := root.ReadVersion(ctx, IntentPath)
 	if err != nil {
 		return false, fmt.Errorf("read intent in %s: %w", root, err)
@@ -402,7 +408,11 @@ func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Leas
 	if err := root.Delete(ctx, IntentPath); err != nil {
 		return false, fmt.Errorf("remove intent in %s: %w", root, err)
 	}
-	e.Log.Info().Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")
+	ev := e.Log.Debug()
+	if announce {
+		ev = e.Log.Info()
+	}
+	ev.Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")
 	return true, nil
 }
 

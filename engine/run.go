@@ -118,11 +118,11 @@ func (r *Runner) Publication(ctx context.Context, req Request, b *bundle.Bundle,
 
 // Publish runs one destination of the request under its root's lease.
 func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (Result, error) {
+	res := Result{Root: d.RootKey()}
 	pub, err := r.Publication(ctx, req, b, d)
 	if err != nil {
-		return Result{}, err
+		return res, err
 	}
-	var res Result
 	err = r.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = r.Engine.Publish(ctx, root, l, pub)

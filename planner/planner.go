@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
@@ -41,6 +42,8 @@ var (
 	ErrTooManyDeletes = errors.New("refused: delete set exceeds max_deletes")
 	// ErrDuplicateOutput: two desired outputs map to one path.
 	ErrDuplicateOutput = errors.New("two outputs map to the same path")
+	// ErrPathConflict: one desired output would be a folder of another.
+	ErrPathConflict = errors.New("an output path is a folder of another output")
 )
 
 // Desired is one output the publication wants at a path.
@@ -207,18 +210,30 @@ func Build(in Input) (Plan, error) {
 		desired[d.Path] = d
 	}
 
+	keys := sortedKeys(desired)
+	if a, b, ok := nested(keys); ok {
+		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
+	}
+	// A stored object where a planned output needs a folder, or stored
+	// objects below a planned output's path, block it like a collision:
+	// a folder tree cannot hold both (and on S3 it would not mirror).
+	blocked := treeConflicts(keys, in.Stored)
+
 	cur := in.Catalog
 	if cur == nil {
 		cur = &catalog.Catalog{}
 	}
 	records := cur.Index()
 
-	for _, path := range sortedKeys(desired) {
+	for _, path := range keys {
 		d := desired[path]
 		rec := record(in, d)
 		old, managed := records[path]
 		stored, exists := in.Stored[path]
 		switch {
+		case blocked[path]:
+			p.Collisions = append(p.Collisions, path)
+			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d})
 		case managed:
 			rec.CreatedAt = old.CreatedAt
 			write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size
@@ -335,4 +350,48 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// nested reports two sorted paths of which one is a folder of the other.
+func nested(sorted []string) (string, string, bool) {
+	for i := 0; i+1 < len(sorted); i++ {
+		// In byte order "a/b" may not follow "a" directly ("a-c" sorts
+		// between), so look ahead while the prefix still matches.
+		for j := i + 1; j < len(sorted) && strings.HasPrefix(sorted[j], sorted[i]); j++ {
+			if sorted[j][len(sorted[i])] == '/' {
+				return sorted[i], sorted[j], true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// treeConflicts returns the desired paths that stored objects block: an
+// object at one of the path's folders, or objects under the path itself.
+func treeConflicts(desired []string, stored map[string]Stored) map[string]bool {
+	if len(stored) == 0 {
+		return nil
+	}
+	storedKeys := sortedKeys(stored)
+	out := map[string]bool{}
+	for _, p := range desired {
+		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
+			if _, ok := stored[p[:i]]; ok {
+				out[p] = true
+			}
+		}
+		below := p + "/"
+		if j := sort.SearchStrings(storedKeys, below); j < len(storedKeys) && strings.HasPrefix(storedKeys[j], below) {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+func nextSlash(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
 }

@@ -64,7 +64,15 @@ func (a *app) planCommand() *cobra.Command {
 			}
 			// Planning reads only: no lease, no NATS.
 			r := &engine.Runner{Engine: &engine.Engine{Version: version, Log: a.log}, Config: cfg, Stores: stores.New(cfg)}
-			return a.eachDestination(cmd.Context(), r, req, asJSON, r.Plan)
+			// A plan that apply would refuse exits like apply (3).
+			plan := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
+				res, err := r.Plan(ctx, req, b, d)
+				if err == nil && res.Plan.Blocked() {
+					err = fmt.Errorf("%w in %s: apply would write nothing there: %d planned path(s) are blocked by content distributor does not manage", engine.ErrCollision, res.Root, len(res.Plan.Collisions))
+				}
+				return res, err
+			}
+			return a.eachDestination(cmd.Context(), r, req, asJSON, plan)
 		},
 	}
 	f.register(cmd)

@@ -331,7 +331,7 @@ func TestRuleUnmanagedCollisionBlocksPublication(t *testing.T) {
 				if code != exitRefused {
 					t.Errorf("exit %d, want %d", code, exitRefused)
 				}
-				stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) exist but are not managed: ["new/b.txt"]`, root))
+				stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["new/b.txt"]`, root))
 				if !strings.Contains(out, "  ! new/b.txt\n") {
 					t.Errorf("stdout does not mark the collision:\n%s", out)
 				}
@@ -408,7 +408,7 @@ func TestRuleLegacyFirstRun(t *testing.T) {
 				if code != exitRefused {
 					t.Errorf("desiring a legacy leftover: exit %d, want %d", code, exitRefused)
 				}
-				stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) exist but are not managed: ["leftover.txt"]`, root))
+				stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["leftover.txt"]`, root))
 				e.sameSnapshot("the colliding second run", before, e.snapshot(root))
 			})
 		}
@@ -779,9 +779,12 @@ func TestPlanChangesNothing(t *testing.T) {
 			b := e.bundle("b", "weatherreporter.today", map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 			before := e.snapshot(root)
 
+			// A plan that apply would refuse exits like apply: 3.
 			out, errOut, code := e.run("plan", "--pipeline", pipeDaily, "--bundle", b.Dir)
-			want := fmt.Sprintf("latest (%s, %s)\n  + a.txt\n  ! b.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 1 collision\n", root, wf)
-			if code != exitOK || errOut != "" || out != want {
+			wantErr := fmt.Sprintf("distributor: collision with unmanaged content in %s: apply would write nothing there: 1 planned path(s) are blocked by content distributor does not manage\n", root)
+			wantOut := "  error: " + strings.TrimSuffix(strings.TrimPrefix(wantErr, "distributor: "), "\n") + "\n"
+			want := fmt.Sprintf("latest (%s, %s)\n  + a.txt\n  ! b.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 1 collision\n", root, wf) + wantOut
+			if code != exitRefused || errOut != wantErr || out != want {
 				t.Errorf("plan: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
 			}
 			e.sameSnapshot("plan", before, e.snapshot(root))

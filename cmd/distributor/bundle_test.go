@@ -74,7 +74,7 @@ func TestBundleCreateAndVerify(t *testing.T) {
 		code int
 		line string
 	}{
-		{[]string{"bundle", "verify", "relative/b"}, exitFailed,
+		{[]string{"bundle", "verify", "relative/b"}, exitUsage,
 			`distributor: bundle location "relative/b": relative path: use an absolute path, file:///abs/path/ or s3://bucket/prefix/`},
 		{[]string{"bundle", "create", b.Dir}, exitUsage, "distributor: --id is required"},
 		{[]string{"bundle", "create", "--id", "x.y"}, exitUsage, "distributor: distributor bundle create takes one folder (see --help)"},
@@ -156,7 +156,7 @@ func TestBadBundleChangesNothing(t *testing.T) {
 		{name: "no-manifest", manifest: "-", files: map[string]string{"a.txt": "data\n"}, code: exitFailed,
 			line: "distributor: bundle %[1]s: no manifest.json: is this a bundle? write one with `distributor bundle create`"},
 		{name: "digest-mismatch", files: map[string]string{"a.txt": "data\n"}, digest: "wrong", code: exitFailed,
-			line: `distributor: bundle %[1]s: manifest digest does not match: manifest.json has %[3]s, the event announced ` + sha("other") + `; the bundle changed after it was announced`},
+			line: `distributor: bundle %[1]s: manifest digest does not match: manifest.json has %[3]s, expected ` + sha("other") + `; the bundle changed after it was announced`},
 		{name: "layout-onto-reserved-folder", files: map[string]string{"a.txt": "data\n"}, id: ".distributor", prefix: "{source_id}/", code: exitFailed,
 			line: `distributor: destination "latest": layout.prefix "{source_id}/" gives ".distributor/" for source ".distributor": invalid path ".distributor": reserved for distributor's own state (.distributor.json, .distributor/)`},
 		{name: "two-outputs-one-path", files: map[string]string{"report.md": "# R\n", "index.html": "<p>hand</p>\n"}, html: true, code: exitUsage,
@@ -217,8 +217,10 @@ func TestSameSizeDamageNeverLands(t *testing.T) {
 				e := newCLIEnv(t)
 				root := e.root("site")
 				e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: wf})
+				var b0 testBundle
 				if earlier {
-					e.apply(pipeDaily, e.bundle("b0", "weatherreporter.today", map[string]string{"f3.txt": "older\n", "old.txt": "old\n"}))
+					b0 = e.bundle("b0", "weatherreporter.today", map[string]string{"f3.txt": "older\n", "old.txt": "old\n"})
+					e.apply(pipeDaily, b0)
 				}
 				files := map[string]string{}
 				for i := 1; i <= 6; i++ {
@@ -280,11 +282,10 @@ func TestSameSizeDamageNeverLands(t *testing.T) {
 				}
 				if earlier && wf == "additive" {
 					want["old.txt"] = "old\n"
+					recs = append(recs, srcRecord("old.txt", pipeDaily, "latest", b0, "old\n"))
 				}
 				e.wantFiles(root, want)
-				if wf == "replacement" || !earlier {
-					e.wantRecords(e.catalogOf(root), recs...)
-				}
+				e.wantRecords(e.catalogOf(root), recs...)
 			})
 		}
 	}
@@ -342,7 +343,7 @@ func TestSymlinkAtPlannedPathIsACollision(t *testing.T) {
 	if code != exitRefused {
 		t.Errorf("exit %d, want %d (collision)", code, exitRefused)
 	}
-	stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) exist but are not managed: ["a.txt"]`, root))
+	stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["a.txt"]`, root))
 	e.sameSnapshot("a publication colliding with a symlink", before, e.snapshot(root))
 }
 
@@ -383,7 +384,7 @@ func TestApplyJSONReportsEveryDestination(t *testing.T) {
 	if code != exitRefused {
 		t.Errorf("exit %d, want %d", code, exitRefused)
 	}
-	stderrLine(t, errOut, fmt.Sprintf(`distributor: not every destination succeeded: collision with unmanaged content in %s: 1 planned path(s) exist but are not managed: ["a.txt"]`, bad))
+	stderrLine(t, errOut, fmt.Sprintf(`distributor: not every destination succeeded: collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["a.txt"]`, bad))
 	var res []resultJSON
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("stdout %q: %v", out, err)
@@ -393,7 +394,7 @@ func TestApplyJSONReportsEveryDestination(t *testing.T) {
 			Items: []itemJSON{{Path: "a.txt", Action: "create", Write: true, SHA256: sha("a\n"), Size: 2}}},
 		{Destination: "bad", Root: bad, Workflow: "additive", Collisions: []string{"a.txt"},
 			Items: []itemJSON{{Path: "a.txt", Action: "collision", SHA256: sha("a\n"), Size: 2}},
-			Error: fmt.Sprintf(`collision with unmanaged content in %s: 1 planned path(s) exist but are not managed: ["a.txt"]`, bad)},
+			Error: fmt.Sprintf(`collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["a.txt"]`, bad)},
 	}
 	if !reflect.DeepEqual(res, want) {
 		t.Errorf("apply --json:\n got %+v\nwant %+v", res, want)

@@ -191,7 +191,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 			return nil
 		}
 		ev := *r.Original
-		ev.ReplayOf, ev.ID, ev.ProducedAt = ev.ID, ev.ID+".replay.1", time.Time{}
+		ev.ReplayOf, ev.ID, ev.ProducedAt = ev.ID, ev.ID+replaySep+"1", time.Time{}
 		ev.Destinations = []string{r.DestinationID}
 		replayed++
 		return a.announce(ctx, js, streams, ev, true, 1, 30*time.Second)

@@ -12,9 +12,6 @@ import (
 )
 
 func TestDemo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the whole flow on an embedded server")
-	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -60,10 +60,11 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 	}
 	for {
 		// Without follow, take only what is stored: no wait at the end,
-		// and none at all when nothing matches.
+		// and none at all when nothing matches. With follow, short pulls
+		// let a timeout or Ctrl-C end the command promptly.
 		var batch jetstream.MessageBatch
 		if follow {
-			batch, err = cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
+			batch, err = cons.Fetch(100, jetstream.FetchMaxWait(250*time.Millisecond))
 		} else {
 			batch, err = cons.FetchNoWait(100)
 		}

@@ -331,6 +331,14 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	// A follower started before anything happened sees p.two's event.
+	followCtx, stopFollow := context.WithCancel(context.Background())
+	defer stopFollow()
+	var follow lockedBuffer
+	followDone := make(chan int, 1)
+	go func() {
+		followDone <- run(followCtx, []string{"events", "tail", "--follow", "--pipeline", "p.two", "--config", e.cfg}, &follow, &follow)
+	}()
 
 	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
 	if code != 0 {
@@ -342,6 +350,22 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1); code != 0 {
 		t.Fatalf("publish p.two: exit %d\n%s%s", code, stdout, stderr)
 	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(follow.String(), "p.two"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("events tail --follow printed nothing for p.two in 10s: %q", follow.String())
+		}
+	}
+	stopFollow()
+	select {
+	case code := <-followDone:
+		if code != 0 {
+			t.Errorf("events tail --follow: exit %d after Ctrl-C, want 0", code)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("events tail --follow still running 2s after its context ended")
+	}
+	assertBlocks(t, "events tail --follow --pipeline p.two", follow.String(), "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
+
 	if err := os.WriteFile(filepath.Join(e.roots["d2"], "extra.txt"), []byte("unmanaged"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -406,6 +430,18 @@ func TestReplayAfterCollision(t *testing.T) {
 		t.Fatalf("publish: exit %d, want %d\n%s%s", code, exitRefused, stdout, stderr)
 	}
 	orig := announcedID(t, stdout)
+
+	// A replay before the cause is fixed collides again; the next replay
+	// folds both collisions into one replay of the original.
+	code, stdout, stderr = e.cmd(t, "replay")
+	first := regexp.MustCompile(`^replayed (\S+) as (\S+) \(destinations \[d1\]\)\n$`).FindStringSubmatch(stdout)
+	if code != 0 || first == nil || first[1] != orig {
+		t.Fatalf("first replay: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	again := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID == first[2] }, "--type", "collision")
+	if again.Original == nil || again.Original.ReplayOf != orig {
+		t.Fatalf("collision of the first replay: %+v, want its original to replay %s", again, orig)
+	}
 	if err := os.Remove(stray); err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +617,8 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 	}
 	backdate(t, e.roots["d1"])
 
-	// A live holder's lock object in the root blocks the direct-mode run.
+	// A live holder's lock object in the root holds the direct-mode run
+	// back until the holder releases it.
 	lock := filepath.Join(e.roots["d1"], filepath.FromSlash(lease.LockPath))
 	now := time.Now().UTC()
 	held, _ := json.Marshal(map[string]any{"holder": "apply on another host", "host": "elsewhere.example", "pid": 1,
@@ -589,20 +626,38 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 	if err := os.WriteFile(lock, held, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
-	if code != exitRefused || !strings.Contains(stderr, "apply on another host") || strings.Count(stderr, "\n") != 1 {
-		t.Errorf("prune under a held lock object: exit %d, stderr %q; want %d and one line naming the holder", code, stderr, exitRefused)
+	type result struct {
+		code           int
+		stdout, stderr string
 	}
-	if got := catalogPaths(t, e.roots["d1"]); len(got) != 2 || stdout != "" {
-		t.Errorf("a refused prune changed the catalog (%v) or printed %q", got, stdout)
+	done := make(chan result, 1)
+	go func() {
+		code, stdout, stderr := e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
+		done <- result{code, stdout, stderr}
+	}()
+	time.Sleep(400 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("prune ran despite the held lock object: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	default:
 	}
-
+	if got := catalogPaths(t, e.roots["d1"]); len(got) != 2 {
+		t.Fatalf("the catalog changed under a held lock object: %v", got)
+	}
 	if err := os.Remove(lock); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
-	if code != 0 || !strings.Contains(stdout, "pruned 2 output(s)") {
-		t.Fatalf("prune in direct mode: exit %d\n%s%s", code, stdout, stderr)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("prune still waiting 15s after the lock object was removed")
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "pruned 2 output(s)") {
+		t.Fatalf("prune in direct mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := readCatalog(t, e.roots["d1"]).Outputs; len(got) != 0 {
+		t.Errorf("d1 catalog after prune: %v, want empty", got)
 	}
 	if _, err := os.Stat(lock); !os.IsNotExist(err) {
 		t.Errorf("lock object left behind after prune: %v", err)
@@ -610,7 +665,7 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 	if err := os.Remove(filepath.Join(e.roots["d2"], "report.md")); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = e.cmd(t, "reconcile-state", "--all-owners", "--destination", "d2")
+	code, stdout, stderr := e.cmd(t, "reconcile-state", "--all-owners", "--destination", "d2")
 	if code != 0 || !strings.Contains(stdout, "removed 1 record(s) whose bytes are missing") {
 		t.Fatalf("reconcile-state in direct mode: exit %d\n%s%s", code, stdout, stderr)
 	}

@@ -93,8 +93,8 @@ func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *eve
 }
 
 // waitResults collects the result events of one bundle event.
-func waitResults(ctx context.Context, streams *events.Streams, ev events.BundleReady, since time.Time, expect int, timeout time.Duration) ([]events.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func waitResults(parent context.Context, streams *events.Streams, ev events.BundleReady, since time.Time, expect int, timeout time.Duration) ([]events.Result, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	var out []events.Result
 	seen := map[string]bool{}
@@ -112,6 +112,9 @@ func waitResults(ctx context.Context, streams *events.Streams, ev events.BundleR
 	})
 	if errors.Is(err, errDone) {
 		return out, nil
+	}
+	if err == nil && len(out) < expect && parent.Err() != nil {
+		return out, fmt.Errorf("interrupted while waiting for results of %s (%d of %d); it stays announced: `distributor events tail` shows its results", ev.ID, len(out), expect)
 	}
 	if err == nil && len(out) < expect {
 		return out, fmt.Errorf("timed out after %s waiting for results of %s (%d of %d): is `distributor serve` running?", timeout, ev.ID, len(out), expect)

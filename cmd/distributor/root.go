@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
@@ -122,7 +123,8 @@ func classify(err error) int {
 		errors.Is(err, planner.ErrTooManyDeletes),
 		errors.Is(err, engine.ErrLegacyCatalog):
 		return exitRefused
-	case errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrSelector), errors.Is(err, config.ErrInvalid):
+	case errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrPathConflict), errors.Is(err, planner.ErrSelector),
+		errors.Is(err, config.ErrInvalid), errors.Is(err, bundle.ErrBadLocation):
 		return exitUsage
 	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"):
 		return exitUsage

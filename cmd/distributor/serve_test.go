@@ -111,6 +111,30 @@ func TestServePublishWait(t *testing.T) {
 	}
 }
 
+// TestPublishWaitWithoutServe: the event is announced, but nobody publishes.
+func TestPublishWaitWithoutServe(t *testing.T) {
+	e := newNATSEnv(t)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--timeout", "300ms", "--pipeline", "p.one", "--bundle", b1)
+	id := announcedID(t, stdout)
+	if want := "distributor: timed out after 300ms waiting for results of " + id + " (0 of 2): is `distributor serve` running?\n"; code != exitFailed || stderr != want {
+		t.Errorf("publish --wait without serve: exit %d, stderr %q; want %d, %q", code, stderr, exitFailed, want)
+	}
+
+	// Interrupted (SIGINT cancels the context): say so, not "timed out".
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var out, errb lockedBuffer
+	code = run(ctx, []string{"publish", "--wait", "--pipeline", "p.one", "--bundle", b1, "--config", e.cfg}, &out, &errb)
+	id = announcedID(t, out.String())
+	if want := "distributor: interrupted while waiting for results of " + id + " (0 of 2); it stays announced: `distributor events tail` shows its results\n"; code != exitFailed || errb.String() != want {
+		t.Errorf("interrupted publish --wait: exit %d, stderr %q; want %d, %q", code, errb.String(), exitFailed, want)
+	}
+	if n := e.bundleMsgs(t); n != 2 {
+		t.Errorf("%d bundle-ready events stored, want 2", n)
+	}
+}
+
 func TestServeListenInUse(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,9 +184,11 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "distributor")
 	build := exec.Command("go", "build", "-o", bin, ".")
+	buildStart := time.Now()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	t.Logf("go build took %s", time.Since(buildStart).Round(time.Millisecond))
 
 	n := newNATSEnv(t)
 	cfg := filepath.Join(tmp, "distributor.yaml")

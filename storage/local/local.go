@@ -348,8 +348,12 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := b.checkPath(r, p); err != nil {
-			return err
+		// The last component may itself be a link: unlink removes the
+		// link, never its target. Its folders must not be links.
+		if d := path.Dir(p); d != "." {
+			if err := b.checkPath(r, d); err != nil {
+				return err
+			}
 		}
 		dir, err := b.remove(r, p)
 		if err != nil {
@@ -370,10 +374,14 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) error {
 // remove deletes the file p and its emptied folders and returns the folder
 // left holding the change ("" when p was not there).
 func (b *Backend) remove(r *os.Root, p string) (string, error) {
-	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {
+	fi, err := r.Lstat(p)
+	switch {
+	case isMissing(err):
 		return "", nil
-	} else if err != nil {
-		return "", fmt.Errorf("delete: %w", err)
+	case err != nil:
+		return "", fmt.Errorf("delete %q in %s: %w", p, b.root, err)
+	case fi.IsDir():
+		return "", nil // folders are not objects
 	}
 	if err := r.Remove(p); err != nil && !isMissing(err) {
 		return "", fmt.Errorf("delete %q in %s: %w", p, b.root, err)
@@ -452,12 +460,14 @@ func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn f
 			if !strings.HasPrefix(key, prefix) && !strings.HasPrefix(prefix, key) {
 				continue
 			}
-		case de.Type().IsRegular():
+		default:
+			// Regular files are objects. Symlinks, sockets and devices are
+			// listed too (never followed): they occupy a path, so a
+			// publication that wants it must see a collision, and a legacy
+			// replacement clears them like any other leftover.
 			if !strings.HasPrefix(key, prefix) {
 				continue
 			}
-		default:
-			continue // symlinks, sockets, devices: not objects
 		}
 		keep = append(keep, entry{key, de})
 	}

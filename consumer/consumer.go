@@ -353,7 +353,7 @@ func reason(err error) string {
 		return events.ReasonContentMismatch
 	case errors.Is(err, bundle.ErrNoManifest), errors.Is(err, bundle.ErrMissingFile), errors.Is(err, storage.ErrNotExist):
 		return events.ReasonBundleMissing
-	case errors.Is(err, bundle.ErrInvalidManifest):
+	case errors.Is(err, bundle.ErrInvalidManifest), errors.Is(err, bundle.ErrBadLocation):
 		return events.ReasonInvalidEvent
 	case errors.Is(err, catalog.ErrInvalid):
 		return events.ReasonInvalidCatalog

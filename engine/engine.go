@@ -155,11 +155,20 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 // of writes and why it survives a crash at any point.
 func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication) (Result, error) {
 	res := Result{Root: root.String()}
-	recovered, err := e.Recover(ctx, root, l)
+	rec, err := e.recover(ctx, root, l, true)
 	if err != nil {
 		return res, err
 	}
-	res.Recovered = recovered
+	res.Recovered = rec.found
+	// A retry of the same event reports what its interrupted run did, so
+	// that downstream hears of those changes exactly once.
+	sameEvent := rec.eventID != "" && rec.eventID == pub.BundleEventID
+	if sameEvent {
+		for _, o := range rec.written {
+			res.Written = append(res.Written, planner.Item{Path: o.Path, Action: planner.Update, Write: true, Record: o})
+		}
+		res.Deleted = append(res.Deleted, rec.deleted...)
+	}
 
 	p, st, err := e.plan(ctx, root, pub)
 	res.Plan = p
@@ -170,6 +179,15 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		return res, fmt.Errorf("%w in %s: %d planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): %s", ErrCollision, root, len(p.Collisions), summarize(p.Collisions))
 	}
 	res.Unchanged = p.Count(planner.Unchanged)
+	if sameEvent {
+		// What the interrupted run wrote is reported as written above,
+		// not as unchanged.
+		for _, o := range rec.written {
+			if it, ok := itemAt(p.Items, o.Path); ok && it.Action == planner.Unchanged {
+				res.Unchanged--
+			}
+		}
+	}
 	if !p.Changed {
 		return res, nil
 	}
@@ -216,7 +234,7 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	}
 
 	written, werr := e.writeAll(ctx, root, l, pub, writes, content)
-	res.Written = written
+	res.Written = append(res.Written, written...)
 	if werr != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
@@ -238,7 +256,7 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := root.Delete(ctx, deletes...); err != nil {
 			return res, fmt.Errorf("delete in %s: %w", root, err)
 		}
-		res.Deleted = deletes
+		res.Deleted = append(res.Deleted, deletes...)
 	}
 	for _, it := range p.Items {
 		if it.Action == planner.Update && !it.Write {
@@ -329,26 +347,37 @@ func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publica
 // Recover rolls an interrupted publication's intent forward (see intent.go).
 // It reports whether there was anything to recover.
 func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Lease) (bool, error) {
-	return e.recover(ctx, root, l, true)
+	r, err := e.recover(ctx, root, l, true)
+	return r.found, err
+}
+
+// recovery is what recover found and rolled forward.
+type recovery struct {
+	found   bool
+	eventID string           // the interrupted run's bundle event
+	written []catalog.Output // records rolled forward
+	deleted []string         // records dropped because their bytes were gone
 }
 
 // recover is Recover; announce logs the recovery at info level (an earlier
 // run's leftovers) rather than debug (this run's own failed writes).
-func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, announce bool) (bool, error) {
+func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, announce bool) (recovery, error) {
 	data, _, err := root.ReadVersion(ctx, IntentPath)
 	if err != nil {
-		return false, fmt.Errorf("read intent in %s: %w", root, err)
+		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
 	}
 	if data == nil {
-		return false, nil
+		return recovery{}, nil
 	}
-	writes, deletes, err := decodeIntent(data)
+	doc, err := decodeIntent(data)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", root, err)
+		return recovery{}, fmt.Errorf("%s: %w", root, err)
 	}
+	writes, deletes := doc.Writes, doc.Deletes
+	out := recovery{found: true, eventID: doc.EventID}
 	st, err := readState(ctx, root)
 	if err != nil {
-		return false, err
+		return recovery{}, err
 	}
 	if !st.legacy {
 		cur := st.cat
@@ -361,7 +390,7 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 		for _, rec := range writes {
 			ok, err := landed(ctx, root, rec)
 			if err != nil {
-				return false, fmt.Errorf("recover %s in %s: %w", rec.Path, root, err)
+				return recovery{}, fmt.Errorf("recover %s in %s: %w", rec.Path, root, err)
 			}
 			if old, managed := index[rec.Path]; ok && !(managed && old.SameContent(rec)) {
 				if managed {
@@ -369,6 +398,7 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 				}
 				index[rec.Path] = rec
 				changed = true
+				out.written = append(out.written, rec)
 			}
 		}
 		for _, p := range deletes {
@@ -378,8 +408,9 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 			if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) {
 				delete(index, p)
 				changed = true
+				out.deleted = append(out.deleted, p)
 			} else if err != nil {
-				return false, fmt.Errorf("recover %s in %s: %w", p, root, err)
+				return recovery{}, fmt.Errorf("recover %s in %s: %w", p, root, err)
 			}
 		}
 		if changed {
@@ -395,25 +426,34 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 				next.DistributorVersion = e.Version
 			}
 			if err := storage.Sync(ctx, root); err != nil {
-				return false, fmt.Errorf("sync %s: %w", root, err)
+				return recovery{}, fmt.Errorf("sync %s: %w", root, err)
 			}
 			if err := e.commit(ctx, root, l, next, st.version); err != nil {
-				return false, err
+				return recovery{}, err
 			}
 		}
 	}
 	if err := l.Err(); err != nil {
-		return false, err
+		return recovery{}, err
 	}
 	if err := root.Delete(ctx, IntentPath); err != nil {
-		return false, fmt.Errorf("remove intent in %s: %w", root, err)
+		return recovery{}, fmt.Errorf("remove intent in %s: %w", root, err)
 	}
 	ev := e.Log.Debug()
 	if announce {
 		ev = e.Log.Info()
 	}
 	ev.Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")
-	return true, nil
+	return out, nil
+}
+
+// itemAt finds the plan item at path (items are sorted by path).
+func itemAt(items []planner.Item, path string) (planner.Item, bool) {
+	i := sort.Search(len(items), func(i int) bool { return items[i].Path >= path })
+	if i < len(items) && items[i].Path == path {
+		return items[i], true
+	}
+	return planner.Item{}, false
 }
 
 func summarize(paths []string) string {

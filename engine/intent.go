@@ -76,14 +76,22 @@ func encodeIntent(eventID string, writes []catalog.Output, deletes []string) ([]
 	return json.MarshalIndent(doc, "", "  ")
 }
 
-func decodeIntent(data []byte) (writes []catalog.Output, deletes []string, err error) {
+// intentDoc is a decoded intent.
+type intentDoc struct {
+	EventID string
+	Writes  []catalog.Output
+	Deletes []string
+}
+
+func decodeIntent(data []byte) (intentDoc, error) {
 	var doc struct {
-		Version int             `json:"version"`
-		Writes  json.RawMessage `json:"writes"`
-		Deletes []string        `json:"deletes"`
+		Version       int             `json:"version"`
+		BundleEventID string          `json:"bundle_event_id"`
+		Writes        json.RawMessage `json:"writes"`
+		Deletes       []string        `json:"deletes"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil || doc.Version != 1 {
-		return nil, nil, fmt.Errorf("unreadable intent %s: remove it after checking the root (%v)", IntentPath, err)
+		return intentDoc{}, fmt.Errorf("unreadable intent %s: remove it after checking the root (%v)", IntentPath, err)
 	}
 	wrapped, _ := json.Marshal(map[string]any{
 		"schema_version": catalog.SchemaVersion, "created_at": catalog.FormatTime(epoch),
@@ -92,9 +100,9 @@ func decodeIntent(data []byte) (writes []catalog.Output, deletes []string, err e
 	})
 	cat, _, err := catalog.Parse(wrapped)
 	if err != nil {
-		return nil, nil, fmt.Errorf("unreadable intent %s: %w", IntentPath, err)
+		return intentDoc{}, fmt.Errorf("unreadable intent %s: %w", IntentPath, err)
 	}
-	return cat.Outputs, doc.Deletes, nil
+	return intentDoc{EventID: doc.BundleEventID, Writes: cat.Outputs, Deletes: doc.Deletes}, nil
 }
 
 // landed reports whether the object at rec.Path holds exactly rec's bytes.

@@ -5,7 +5,10 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 
 	"github.com/distributor/distributor/bundle"
@@ -53,6 +56,11 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 	}
 	switch loc.Scheme {
 	case "file":
+		if _, err := os.Stat(loc.Path); errors.Is(err, fs.ErrNotExist) {
+			// Named as missing (not a local.New failure) so that consumers
+			// report bundle_missing, never a retryable fault.
+			return nil, fmt.Errorf("bundle %s: %w: the folder does not exist", location, storage.ErrNotExist)
+		}
 		b, err := local.New(loc.Path)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", location, err)

@@ -209,7 +209,11 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 			retry = true
 			continue
 		}
-		log.Info().Str("destination", o.dest).Str("type", r.Type).Str("reason", r.Reason).Msg("result")
+		le := log.Info().Str("destination", o.dest).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
+		if r.Reason != "" {
+			le = le.Str("reason", r.Reason)
+		}
+		le.Msg("result")
 	}
 	stopBeat()
 	if retry {

@@ -24,94 +24,99 @@ import (
 	"github.com/distributor/distributor/storage/local"
 )
 
-var errCrash = errors.New("injected crash")
+var errKilled = errors.New("killed (injected)")
 
-// crashingBackend simulates a process killed before its n-th mutating
-// storage call: that call and every later call (reads included) fail, as
-// nothing runs after a kill.
-type crashingBackend struct {
+// dyingBackend simulates a process killed just before its n-th mutating
+// call: that call and every later one, reads included, fail.
+type dyingBackend struct {
 	storage.Backend
-	mu      sync.Mutex
-	crashAt int // 1-based; 0 = never
-	calls   int
-	crashed bool
+	mu     sync.Mutex
+	killAt int // 1-based; 0 = never
+	calls  int
+	dead   bool
 }
 
-func (c *crashingBackend) mutate() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	if c.crashAt > 0 && c.calls >= c.crashAt {
-		c.crashed = true
+func (d *dyingBackend) mutate() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	if d.killAt > 0 && d.calls >= d.killAt {
+		d.dead = true
 	}
-	if c.crashed {
-		return errCrash
-	}
-	return nil
-}
-
-func (c *crashingBackend) dead() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.crashed {
-		return errCrash
+	if d.dead {
+		return errKilled
 	}
 	return nil
 }
 
-func (c *crashingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
-	if err := c.mutate(); err != nil {
+func (d *dyingBackend) read() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead {
+		return errKilled
+	}
+	return nil
+}
+
+func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+	if err := d.mutate(); err != nil {
 		return err
 	}
-	return c.Backend.Put(ctx, p, r, size, o)
+	return d.Backend.Put(ctx, p, r, size, o)
 }
 
-func (c *crashingBackend) Delete(ctx context.Context, paths ...string) error {
-	// A kill can land between two deletes of one batch: one call per path.
-	for _, p := range paths {
-		if err := c.mutate(); err != nil {
+func (d *dyingBackend) Delete(ctx context.Context, paths ...string) error {
+	for _, p := range paths { // a kill can land inside a batch
+		if err := d.mutate(); err != nil {
 			return err
 		}
-		if err := c.Backend.Delete(ctx, p); err != nil {
+		if err := d.Backend.Delete(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *crashingBackend) WriteIfVersion(ctx context.Context, p string, d []byte, v storage.Version) (storage.Version, error) {
-	if err := c.mutate(); err != nil {
+func (d *dyingBackend) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+	if err := d.mutate(); err != nil {
 		return "", err
 	}
-	return c.Backend.WriteIfVersion(ctx, p, d, v)
+	return d.Backend.WriteIfVersion(ctx, p, data, v)
 }
 
-func (c *crashingBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
-	if err := c.mutate(); err != nil {
+func (d *dyingBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
+	if err := d.mutate(); err != nil {
 		return err
 	}
-	return c.Backend.DeleteIfVersion(ctx, p, v)
+	return d.Backend.DeleteIfVersion(ctx, p, v)
 }
 
-func (c *crashingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
-	if err := c.dead(); err != nil {
+func (d *dyingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	if err := d.read(); err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	return c.Backend.Stat(ctx, p)
+	return d.Backend.Stat(ctx, p)
 }
 
-func (c *crashingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
-	if err := c.dead(); err != nil {
+func (d *dyingBackend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := d.read(); err != nil {
+		return nil, err
+	}
+	return d.Backend.Open(ctx, p)
+}
+
+func (d *dyingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	if err := d.read(); err != nil {
 		return nil, "", err
 	}
-	return c.Backend.ReadVersion(ctx, p)
+	return d.Backend.ReadVersion(ctx, p)
 }
 
-func (c *crashingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
-	if err := c.dead(); err != nil {
+func (d *dyingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	if err := d.read(); err != nil {
 		return err
 	}
-	return c.Backend.List(ctx, prefix, fn)
+	return d.Backend.List(ctx, prefix, fn)
 }
 
 // heldLease is a lease that is always held (the crash tests are about
@@ -308,7 +313,7 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 			// The uninterrupted run, counting its mutating calls.
 			refRoot := prepare()
 			lb, _ := local.New(refRoot)
-			counter := &crashingBackend{Backend: lb}
+			counter := &dyingBackend{Backend: lb}
 			if _, err := publish(t, counter, sc.workflow, sc.files, fixedNow); err != nil {
 				t.Fatalf("uninterrupted run: %v", err)
 			}
@@ -321,11 +326,11 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				root := prepare()
 				before := snapshot(t, root)
 				lb, _ := local.New(root)
-				crashing := &crashingBackend{Backend: lb, crashAt: k}
+				crashing := &dyingBackend{Backend: lb, killAt: k}
 				_, err := publish(t, crashing, sc.workflow, sc.files, fixedNow)
 				// The last call removes the intent after the commit; its
 				// failure is logged, not returned: the publication is done.
-				if k < steps && !errors.Is(err, errCrash) || k == steps && err != nil {
+				if k < steps && !errors.Is(err, errKilled) || k == steps && err != nil {
 					t.Fatalf("crash before call %d/%d: publish returned %v", k, steps, err)
 				}
 				// The catalog on disk is a whole old or whole new version.
@@ -364,8 +369,8 @@ func TestRetryAfterCrashDoesNotCollideWithItsOwnBytes(t *testing.T) {
 	lb, _ := local.New(root)
 	files := map[string]string{"data/a.csv": "a\n"}
 	// Calls: 1 intent, 2 data/a.csv, 3 catalog commit. Crash before 3.
-	crashing := &crashingBackend{Backend: lb, crashAt: 3}
-	if _, err := publish(t, crashing, planner.Additive, files, fixedNow); !errors.Is(err, errCrash) {
+	crashing := &dyingBackend{Backend: lb, killAt: 3}
+	if _, err := publish(t, crashing, planner.Additive, files, fixedNow); !errors.Is(err, errKilled) {
 		t.Fatalf("got %v, want crash", err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "data/a.csv")); err != nil {

@@ -6,11 +6,9 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -351,101 +349,6 @@ func TestMaintenanceRefusesLegacyCatalog(t *testing.T) {
 		}
 		wantContents(t, root, map[string]string{"today/index.html": "old"})
 	})
-}
-
-var errKilled = errors.New("killed (injected)")
-
-// dyingBackend simulates a process killed just before its n-th mutating
-// call: that call and every later one, reads included, fail.
-type dyingBackend struct {
-	storage.Backend
-	mu     sync.Mutex
-	killAt int // 1-based; 0 = never
-	calls  int
-	dead   bool
-}
-
-func (d *dyingBackend) mutate() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.calls++
-	if d.killAt > 0 && d.calls >= d.killAt {
-		d.dead = true
-	}
-	if d.dead {
-		return errKilled
-	}
-	return nil
-}
-
-func (d *dyingBackend) read() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dead {
-		return errKilled
-	}
-	return nil
-}
-
-func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
-	if err := d.mutate(); err != nil {
-		return err
-	}
-	return d.Backend.Put(ctx, p, r, size, o)
-}
-
-func (d *dyingBackend) Delete(ctx context.Context, paths ...string) error {
-	for _, p := range paths { // a kill can land inside a batch
-		if err := d.mutate(); err != nil {
-			return err
-		}
-		if err := d.Backend.Delete(ctx, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (d *dyingBackend) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
-	if err := d.mutate(); err != nil {
-		return "", err
-	}
-	return d.Backend.WriteIfVersion(ctx, p, data, v)
-}
-
-func (d *dyingBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
-	if err := d.mutate(); err != nil {
-		return err
-	}
-	return d.Backend.DeleteIfVersion(ctx, p, v)
-}
-
-func (d *dyingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
-	if err := d.read(); err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	return d.Backend.Stat(ctx, p)
-}
-
-func (d *dyingBackend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := d.read(); err != nil {
-		return nil, err
-	}
-	return d.Backend.Open(ctx, p)
-}
-
-func (d *dyingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
-	if err := d.read(); err != nil {
-		return nil, "", err
-	}
-	return d.Backend.ReadVersion(ctx, p)
-}
-
-func (d *dyingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
-	if err := d.read(); err != nil {
-		return err
-	}
-	return d.Backend.List(ctx, prefix, fn)
 }
 
 func TestPruneKilledAtEveryStepConverges(t *testing.T) {

@@ -5,7 +5,7 @@
 #
 #   bash bench/run.sh [FILES] [SIZE_KIB]     # default 2000 files of 4 KiB
 #
-# Writes a markdown report to docs/benchmarks.md (and prints it).
+# Writes a markdown report to docs/benchmarks-rsync.md (and prints it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 files=${1:-2000}
@@ -87,5 +87,5 @@ import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
     print(f"| {r['command']} | {r['mean']*1000:.0f} ms | {r['min']*1000:.0f} ms | {r['max']*1000:.0f} ms |")
 PY
-} > docs/benchmarks.md
-cat docs/benchmarks.md
+} > docs/benchmarks-rsync.md
+cat docs/benchmarks-rsync.md

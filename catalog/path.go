@@ -55,11 +55,24 @@ func ValidatePath(p string) error {
 }
 
 // IsReserved reports whether p is the catalog file, the reserved folder, or
-// lies under either; such paths can never be outputs. The comparison ignores
-// case: on a case-insensitive file system ".Distributor.json" is the catalog.
+// lies under either, or is named like a backend's temp file (TempPrefix);
+// such paths can never be outputs. The comparison ignores case: on a
+// case-insensitive file system ".Distributor.json" is the catalog.
 func IsReserved(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
-	return strings.EqualFold(first, FileName) || strings.EqualFold(first, ReservedDir)
+	if strings.EqualFold(first, FileName) || strings.EqualFold(first, ReservedDir) {
+		return true
+	}
+	return IsTempName(p[strings.LastIndexByte(p, '/')+1:])
+}
+
+// TempPrefix starts the name of a file a backend is still writing; it sits
+// beside its target until renamed over it (one folder, one cheap rename).
+const TempPrefix = ".distributor-tmp-"
+
+// IsTempName reports whether a base name is a backend's temp file name.
+func IsTempName(name string) bool {
+	return len(name) >= len(TempPrefix) && strings.EqualFold(name[:len(TempPrefix)], TempPrefix)
 }
 
 // ValidateOutputPath is ValidatePath plus the reserved-name rule.

@@ -154,9 +154,9 @@ func TestDeleteRemovesEmptiedFolders(t *testing.T) {
 		must(t, b.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{}))
 	}
 	must(t, b.Delete(ctx, "a/b/c/f"))
-	wantTree(t, b.root, ".distributor/", ".distributor/tmp/", "a/", "a/g", "top")
+	wantTree(t, b.root, "a/", "a/g", "top")
 	must(t, b.Delete(ctx, "a/g", "top"))
-	wantTree(t, b.root, ".distributor/", ".distributor/tmp/")
+	wantTree(t, b.root)
 	if fi, err := os.Stat(b.root); err != nil || !fi.IsDir() {
 		t.Fatalf("root removed: %v", err)
 	}
@@ -165,12 +165,12 @@ func TestDeleteRemovesEmptiedFolders(t *testing.T) {
 	must(t, b.Put(ctx, "x/y/z", strings.NewReader("z"), 1, storage.PutOptions{}))
 	must(t, os.Mkdir(filepath.Join(b.root, "x", "keep"), 0o755))
 	must(t, b.Delete(ctx, "x/y/z"))
-	wantTree(t, b.root, ".distributor/", ".distributor/tmp/", "x/", "x/keep/")
+	wantTree(t, b.root, "x/", "x/keep/")
 	// DeleteIfVersion empties folders the same way.
 	v, err := b.WriteIfVersion(ctx, "p/q/lock", []byte("l"), "")
 	must(t, err)
 	must(t, b.DeleteIfVersion(ctx, "p/q/lock", v))
-	wantTree(t, b.root, ".distributor/", ".distributor/cas.lock", ".distributor/tmp/", "x/", "x/keep/")
+	wantTree(t, b.root, ".distributor/", ".distributor/cas.lock", "x/", "x/keep/")
 }
 
 // wantTree compares everything under root (folders end in '/').
@@ -216,20 +216,27 @@ func TestTempFilesNeverListed(t *testing.T) {
 		t.Fatalf("Put error = %v, want the reader's error", err)
 	}
 	// The failed Put left no temp file behind.
-	wantTree(t, b.root, ".distributor/", ".distributor/tmp/")
-	// A stray temp (a crash mid-Put) is not an object.
-	must(t, os.WriteFile(filepath.Join(b.root, ".distributor", "tmp", "crash.tmp"), []byte("x"), 0o644))
-	must(t, b.Put(ctx, ".distributor/state", strings.NewReader("s"), 1, storage.PutOptions{}))
-	for _, prefix := range []string{"", ".distributor/", ".distributor/tmp/", ".distributor/tmp"} {
+	wantTree(t, b.root)
+	// A stray temp (a crash mid-Put) beside its target is not an object,
+	// in any folder.
+	must(t, os.MkdirAll(filepath.Join(b.root, "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(b.root, "sub", catalog.TempPrefix+"CRASH"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(b.root, catalog.TempPrefix+"crash"), []byte("x"), 0o644))
+	must(t, b.Put(ctx, "sub/state", strings.NewReader("s"), 1, storage.PutOptions{}))
+	for _, prefix := range []string{"", "sub/", "sub/" + catalog.TempPrefix, catalog.TempPrefix} {
 		var got []string
 		must(t, b.List(ctx, prefix, func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }))
-		want := []string{".distributor/state"}
-		if strings.HasPrefix(prefix, ".distributor/tmp") {
+		want := []string{"sub/state"}
+		if strings.Contains(prefix, catalog.TempPrefix) {
 			want = nil
 		}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("List(%q) = %q, want %q", prefix, got, want)
 		}
+	}
+	// Temp names are reserved: nothing can be published under one.
+	if err := catalog.ValidateOutputPath("sub/" + catalog.TempPrefix + "x"); !errors.Is(err, catalog.ErrBadPath) {
+		t.Errorf("a temp name is a valid output path: %v", err)
 	}
 }
 

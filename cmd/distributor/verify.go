@@ -66,7 +66,7 @@ func (a *app) verifyCommand() *cobra.Command {
 				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, rep.Root, rep.Checked, len(rep.Missing), len(rep.Damaged))
 			}
 			if !rep.OK() {
-				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: republish them, or run reconcile-state"))
+				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: delete the damaged files and publish the bundle again (missing outputs are rewritten), or drop missing ones with reconcile-state"))
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/distributor/distributor/bundle"
@@ -173,11 +174,13 @@ func (r *Runner) acquire(ctx context.Context, root lease.Root) (lease.Lease, err
 		if err == nil || !errors.Is(err, lease.ErrHeld) || !time.Now().Add(pause).Before(deadline) {
 			return l, err
 		}
+		// Jitter keeps waiters on one root from retrying in lockstep; the
+		// cap keeps a released root from idling long.
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(pause):
+		case <-time.After(pause/2 + rand.N(pause)):
 		}
-		pause = min(2*pause, time.Second)
+		pause = min(2*pause, 250*time.Millisecond)
 	}
 }

@@ -55,7 +55,8 @@ const (
 
 // Backend is a destination root (or bundle location) on a local folder.
 type Backend struct {
-	root string // absolute
+	root string   // absolute
+	r    *os.Root // opened once: os.Root is safe for concurrent use
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -75,21 +76,21 @@ func New(root string) (*Backend, error) {
 	case !fi.IsDir():
 		return nil, fmt.Errorf("local root %s is not a folder", abs)
 	}
-	return &Backend{root: abs}, nil
+	r, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("local root %s: %w", abs, err)
+	}
+	return &Backend{root: abs, r: r}, nil
 }
 
 // String returns the absolute root path.
 func (b *Backend) String() string { return b.root }
 
-// openRoot opens the root for one operation. Opening per operation (instead
-// of once in New) leaks no descriptor and follows a root that was replaced.
-func (b *Backend) openRoot() (*os.Root, error) {
-	r, err := os.OpenRoot(b.root)
-	if err != nil {
-		return nil, fmt.Errorf("local root %s: %w", b.root, err)
-	}
-	return r, nil
-}
+// openRoot returns the root handle. It is opened once in New (one
+// descriptor per root for the backend's life; the stores package shares
+// backends per root): reopening it per operation cost two system calls on
+// every object.
+func (b *Backend) openRoot() (*os.Root, error) { return b.r, nil }
 
 // checkPath validates p and refuses it when any existing component of it is
 // a symlink.
@@ -127,7 +128,6 @@ func (b *Backend) open(p string) (*os.Root, error) {
 		return nil, err
 	}
 	if err := b.checkPath(r, p); err != nil {
-		r.Close()
 		return nil, err
 	}
 	return r, nil
@@ -168,7 +168,6 @@ func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	defer r.Close()
 	fi, err := b.regular(r, p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -182,7 +181,6 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
 	if _, err := b.regular(r, p); err != nil {
 		return nil, err
 	}
@@ -202,7 +200,6 @@ func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, 
 	if err != nil {
 		return err
 	}
-	defer r.Close()
 	if err := b.writeAtomic(ctx, r, p, src, size, !opts.DeferSync); err != nil {
 		return fmt.Errorf("put %q in %s: %w", p, b.root, err)
 	}
@@ -336,7 +333,6 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) error {
 	if err != nil {
 		return err
 	}
-	defer r.Close()
 	dirty := map[string]bool{}
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
@@ -399,7 +395,6 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 	if err != nil {
 		return err
 	}
-	defer r.Close()
 	if prefix != "" {
 		check := strings.TrimSuffix(prefix, "/")
 		if err := catalog.ValidatePath(check); err != nil {
@@ -521,7 +516,6 @@ func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Ve
 	if err != nil {
 		return nil, "", err
 	}
-	defer r.Close()
 	return b.readVersion(r, p)
 }
 
@@ -563,7 +557,6 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 	if err != nil {
 		return "", err
 	}
-	defer r.Close()
 	unlock, err := b.lock(ctx, r)
 	if err != nil {
 		return "", err
@@ -589,7 +582,6 @@ func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Ve
 	if err != nil {
 		return err
 	}
-	defer r.Close()
 	unlock, err := b.lock(ctx, r)
 	if err != nil {
 		return err

@@ -271,6 +271,10 @@ func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
 		return nil, false, fmt.Errorf("%w: schema_version %s is not an integer", ErrInvalid, head.SchemaVersion)
 	}
 	switch {
+	case v < 1:
+		// Versions 1-3 existed; anything lower is damage, not legacy state
+		// (legacy state may be cleared by a replacement run).
+		return nil, false, fmt.Errorf("%w: schema_version %d does not exist", ErrInvalid, v)
 	case v < SchemaVersion:
 		return nil, true, nil
 	case v > SchemaVersion:

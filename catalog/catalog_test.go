@@ -131,13 +131,21 @@ func TestParseSortsOutputsByPath(t *testing.T) {
 	}
 }
 
+// Only versions that existed (1-3) are legacy state, which a replacement run
+// may clear; 0 or a negative number is damage: invalid, never overwritten.
+func TestParseNonexistentVersionIsInvalid(t *testing.T) {
+	for _, data := range []string{`{"schema_version": 0, "whatever": [1, 2]}`, `{"schema_version": -3}`} {
+		if _, legacy, err := catalog.Parse([]byte(data)); legacy || !errors.Is(err, catalog.ErrInvalid) {
+			t.Errorf("Parse(%s) = legacy %v, %v; want ErrInvalid", data, legacy, err)
+		}
+	}
+}
+
 func TestParseLegacy(t *testing.T) {
 	cases := map[string][]byte{
 		"seed history v2 single_owner": readFile(t, "legacy-v2-single-owner.json"),
 		"seed history v3 shared_root":  readFile(t, "legacy-v3-shared-root.json"),
 		"v1 bare":                      []byte(`{"schema_version": 1}`),
-		"v0":                           []byte(`{"schema_version": 0, "whatever": [1, 2]}`),
-		"negative":                     []byte(`{"schema_version": -3}`),
 		"v3 with v4-looking junk":      []byte(`{"schema_version": 3, "outputs": "not a list", "state": {"mode": "catalog"}}`),
 	}
 	for name, data := range cases {

@@ -394,3 +394,47 @@ func TestRetryAfterCrashDoesNotCollideWithItsOwnBytes(t *testing.T) {
 		t.Fatalf("retry reported written %v, unchanged %d; want data/a.csv written by this event", res.Written, res.Unchanged)
 	}
 }
+
+// failOncePut fails the first Put of one path with a transient error.
+type failOncePut struct {
+	storage.Backend
+	path   string
+	failed bool
+}
+
+func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+	if p == f.path && !f.failed {
+		f.failed = true
+		return fmt.Errorf("injected: %w", storage.ErrUnavailable)
+	}
+	return f.Backend.Put(ctx, p, r, size, o)
+}
+
+// A retry of the same event after a transient write failure reports
+// everything the event wrote, including what the failed attempt landed:
+// downstream hears of each change exactly once, from the attempt that
+// finishes.
+func TestRetryOfSameEventReportsWritesOfTheFailedAttempt(t *testing.T) {
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	flaky := &failOncePut{Backend: lb, path: "b.txt"}
+	files := map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}
+	if _, err := publish(t, flaky, planner.Additive, files, fixedNow); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("first attempt: %v, want the injected transient error", err)
+	}
+	res, err := publish(t, flaky, planner.Additive, files, fixedNow)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	var got []string
+	for _, it := range res.Written {
+		got = append(got, it.Path)
+	}
+	sort.Strings(got)
+	if want := []string{"a.txt", "b.txt", "c.txt"}; strings.Join(got, ",") != strings.Join(want, ",") || res.Unchanged != 0 {
+		t.Fatalf("retry reported written %v, unchanged %d; want %v and 0", got, res.Unchanged, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("intent left after the successful retry: %v", err)
+	}
+}

@@ -209,9 +209,15 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if pub.Bundle == nil {
 			return res, errors.New("engine: publication copies files but has no bundle")
 		}
-		// Cheap pre-flight: a missing or wrongly sized bundle file fails the
-		// publication before any byte is written.
+		// A bundle file that is missing, or whose bytes are not the
+		// manifest's, fails the publication before any byte is written
+		// ("never a partial write"): sizes first (cheap), then the digest
+		// of every file this plan copies — only those, so the cost still
+		// follows the change. Writes hash again while streaming.
 		if err := pub.Bundle.CheckSizes(ctx, copies); err != nil {
+			return res, err
+		}
+		if err := e.verifyCopies(ctx, pub.Bundle, copies); err != nil {
 			return res, err
 		}
 	}
@@ -220,6 +226,19 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		records := make([]catalog.Output, 0, len(writes))
 		for _, it := range writes {
 			records = append(records, it.Record)
+		}
+		if sameEvent {
+			// Carry forward what earlier attempts of this event wrote, so
+			// that whichever attempt finishes reports all of it.
+			planned := make(map[string]bool, len(writes))
+			for _, it := range writes {
+				planned[it.Path] = true
+			}
+			for _, o := range rec.written {
+				if !planned[o.Path] {
+					records = append(records, o)
+				}
+			}
 		}
 		data, err := encodeIntent(pub.BundleEventID, records, deletes)
 		if err != nil {
@@ -238,6 +257,7 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	if werr != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
+		// The intent stays: a retry of this event reports these writes.
 		if _, rerr := e.recover(context.WithoutCancel(ctx), root, l, false); rerr != nil {
 			e.Log.Warn().Err(rerr).Str("root", root.String()).Msg("recovery after failed write did not finish; the next run completes it")
 		}
@@ -325,6 +345,24 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 	return done, err
 }
 
+// verifyCopies reads and hashes the bundle files to be copied.
+func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(e.Workers, 4))
+	for _, p := range paths {
+		g.Go(func() error {
+			r, err := b.Open(gctx, p)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = io.Copy(io.Discard, r)
+			return err
+		})
+	}
+	return g.Wait()
+}
+
 func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte) error {
 	var r io.Reader
 	if data != nil {
@@ -359,9 +397,11 @@ type recovery struct {
 	deleted []string         // records dropped because their bytes were gone
 }
 
-// recover is Recover; announce logs the recovery at info level (an earlier
-// run's leftovers) rather than debug (this run's own failed writes).
-func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, announce bool) (recovery, error) {
+// recover is Recover. For an earlier run's leftovers (earlier) it logs at
+// info level and removes the intent; after this run's own failed writes it
+// logs at debug level and keeps the intent, so that the retry of the same
+// event can report what landed.
+func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool) (recovery, error) {
 	data, _, err := root.ReadVersion(ctx, IntentPath)
 	if err != nil {
 		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
@@ -392,14 +432,18 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 			if err != nil {
 				return recovery{}, fmt.Errorf("recover %s in %s: %w", rec.Path, root, err)
 			}
-			if old, managed := index[rec.Path]; ok && !(managed && old.SameContent(rec)) {
-				if managed {
-					rec.CreatedAt = old.CreatedAt
-				}
-				index[rec.Path] = rec
-				changed = true
-				out.written = append(out.written, rec)
+			if !ok {
+				continue
 			}
+			if old, managed := index[rec.Path]; managed && old.SameContent(rec) {
+				out.written = append(out.written, old) // recorded by an earlier recovery
+				continue
+			} else if managed {
+				rec.CreatedAt = old.CreatedAt
+			}
+			index[rec.Path] = rec
+			changed = true
+			out.written = append(out.written, rec)
 		}
 		for _, p := range deletes {
 			if _, managed := index[p]; !managed {
@@ -433,16 +477,17 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 			}
 		}
 	}
+	if !earlier {
+		e.Log.Debug().Str("root", root.String()).Int("landed", len(out.written)).Msg("recorded the writes that landed before the failure")
+		return out, nil
+	}
 	if err := l.Err(); err != nil {
 		return recovery{}, err
 	}
 	if err := root.Delete(ctx, IntentPath); err != nil {
 		return recovery{}, fmt.Errorf("remove intent in %s: %w", root, err)
 	}
-	ev := e.Log.Debug()
-	if announce {
-		ev = e.Log.Info()
-	}
+	ev := e.Log.Info()
 	ev.Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")
 	return out, nil
 }

@@ -524,7 +524,9 @@ func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
 		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
 		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
 		wantStrings(t, "destination Open", root.Calls("Open"), nil)
-		wantStrings(t, "bundle Open", src.Calls("Open"), []string{"data/f042.txt", bundle.ManifestName})
+		// The changed file is read twice: verified before anything is
+		// written, then streamed (and hashed again) into the root.
+		wantStrings(t, "bundle Open", src.Calls("Open"), []string{"data/f042.txt", "data/f042.txt", bundle.ManifestName})
 		wantStrings(t, "bundle Stat", src.Calls("Stat"), []string{"data/f042.txt"})
 		wantContents(t, plain, files)
 		assertDescribesStorage(t, plain)

@@ -106,10 +106,11 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		log = a.log.Level(zerolog.WarnLevel)
 	}
 	runner := &engine.Runner{
-		Engine:    &engine.Engine{Version: version, Log: log},
-		Config:    cfg,
-		Stores:    stores.New(cfg),
-		Locker:    lease.NewKV(js, streams.Leases, holderName("demo"), serveLeaseTTL),
+		Engine: &engine.Engine{Version: version, Log: log},
+		Config: cfg,
+		Stores: stores.New(cfg),
+		Locker: lease.Both(lease.NewKV(js, streams.Leases, holderName("demo"), serveLeaseTTL),
+			lease.NewStorageLocker(holderName("demo"), serveLeaseTTL)),
 		LeaseWait: 15 * time.Second,
 	}
 	cons := consumer.New(js, streams.Subjects, runner, consumer.Options{Workers: 2, Log: log, BackOff: []time.Duration{200 * time.Millisecond}})

@@ -54,7 +54,7 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 		nc.Close()
 		return nil, err
 	}
-	s.runner.Locker = lease.NewKV(js, streams.Leases, holderName("direct"), serveLeaseTTL)
+	s.runner.Locker = lease.Both(lease.NewKV(js, streams.Leases, holderName("direct"), serveLeaseTTL), s.runner.Locker)
 	s.publisher = events.NewPublisher(js, streams.Subjects)
 	s.close = nc.Close
 	a.log.Debug().Str("url", url).Msg("using NATS for leases and events")

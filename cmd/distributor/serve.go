@@ -71,7 +71,10 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Optio
 		Engine: &engine.Engine{Version: version, Log: a.log},
 		Config: cfg,
 		Stores: stores.New(cfg),
-		Locker: lease.NewKV(js, streams.Leases, holderName("serve"), serveLeaseTTL),
+		// The KV lease fences serve processes; the lock object in the root
+		// also excludes direct-mode runs on hosts without NATS.
+		Locker: lease.Both(lease.NewKV(js, streams.Leases, holderName("serve"), serveLeaseTTL),
+			lease.NewStorageLocker(holderName("serve"), serveLeaseTTL)),
 		// Another process's publication on the same root is usually
 		// short: wait for it rather than failing the delivery.
 		LeaseWait: 15 * time.Second,

@@ -410,6 +410,10 @@ func fillCounts(r *events.Result, res engine.Result) {
 			r.Adopted = append(r.Adopted, it.Path)
 		}
 	}
+	r.Updated = len(res.Updated)
+	for _, it := range res.Updated {
+		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionUpdated})
+	}
 	for _, p := range res.Deleted {
 		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
 	}

@@ -45,6 +45,7 @@ const (
 // Output actions.
 const (
 	ActionWritten = "written"
+	ActionUpdated = "updated"
 	ActionDeleted = "deleted"
 )
 
@@ -100,7 +101,10 @@ type Result struct {
 	DestinationID string     `json:"destination_id,omitempty"`
 	Source        *SourceRef `json:"source,omitempty"`
 
-	Written   int `json:"written"`
+	Written int `json:"written"`
+	// Updated counts records changed without a byte write (a new source
+	// identity, owner or url for the same bytes).
+	Updated   int `json:"updated,omitempty"`
 	Unchanged int `json:"unchanged"`
 	Deleted   int `json:"deleted"`
 

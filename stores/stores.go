@@ -59,7 +59,7 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 		if _, err := os.Stat(loc.Path); errors.Is(err, fs.ErrNotExist) {
 			// Named as missing (not a local.New failure) so that consumers
 			// report bundle_missing, never a retryable fault.
-			return nil, fmt.Errorf("bundle %s: %w: the folder does not exist", location, storage.ErrNotExist)
+			return nil, missingBundle(loc.Path)
 		}
 		b, err := local.New(loc.Path)
 		if err != nil {
@@ -89,3 +89,10 @@ func (o *Opener) cached(key string, open func() (storage.Backend, error)) (stora
 	o.cache[key] = b
 	return b, nil
 }
+
+// missingBundle is a local bundle folder that does not exist; it matches
+// storage.ErrNotExist.
+type missingBundle string
+
+func (m missingBundle) Error() string        { return "bundle folder " + string(m) + " does not exist" }
+func (m missingBundle) Is(target error) bool { return target == storage.ErrNotExist }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
@@ -38,7 +41,14 @@ func (f *publishFlags) request() (engine.Request, error) {
 	if err := requireFlag("bundle", f.bundle); err != nil {
 		return engine.Request{}, err
 	}
-	return engine.Request{PipelineID: f.pipeline, Bundle: f.bundle, ManifestDigest: f.digest,
+	if f.digest != "" && !catalog.ValidDigest(f.digest) {
+		return engine.Request{}, usageErr("--digest %q: give the manifest digest as sha256:<64 lowercase hex> (bundle create prints it)", f.digest)
+	}
+	loc, err := absLocation(f.bundle)
+	if err != nil {
+		return engine.Request{}, err
+	}
+	return engine.Request{PipelineID: f.pipeline, Bundle: loc, ManifestDigest: f.digest,
 		Destinations: f.destinations, TakeOwnership: f.takeOwnership}, nil
 }
 
@@ -220,4 +230,19 @@ func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON
 		out.Error = oneLine(err.Error())
 	}
 	return out
+}
+
+// absLocation turns a relative folder given on the command line into an
+// absolute path; URLs (file://, s3://) pass unchanged. Events and configs
+// keep requiring absolute locations: a relative one means nothing to a
+// serve process elsewhere.
+func absLocation(loc string) (string, error) {
+	if loc == "" || strings.Contains(loc, "://") || filepath.IsAbs(loc) {
+		return loc, nil
+	}
+	abs, err := filepath.Abs(loc)
+	if err != nil {
+		return "", usageErr("bundle location %q: %v", loc, err)
+	}
+	return abs, nil
 }

@@ -55,12 +55,16 @@ func (a *app) bundleVerifyCommand() *cobra.Command {
 		Args:  args(1, "one bundle location"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx := cmd.Context()
-			opener := stores.New(a.optionalConfig())
-			store, err := opener.Bundle(ctx, argv[0])
+			loc, err := absLocation(argv[0])
 			if err != nil {
 				return err
 			}
-			b, err := bundle.Open(ctx, store, argv[0], digest)
+			opener := stores.New(a.optionalConfig())
+			store, err := opener.Bundle(ctx, loc)
+			if err != nil {
+				return err
+			}
+			b, err := bundle.Open(ctx, store, loc, digest)
 			if err != nil {
 				return err
 			}

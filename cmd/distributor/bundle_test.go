@@ -74,8 +74,12 @@ func TestBundleCreateAndVerify(t *testing.T) {
 		code int
 		line string
 	}{
-		{[]string{"bundle", "verify", "relative/b"}, exitUsage,
-			`distributor: bundle location "relative/b": relative path: use an absolute path, file:///abs/path/ or s3://bucket/prefix/`},
+		// A relative folder on the command line is resolved against the
+		// working directory.
+		{[]string{"bundle", "verify", "relative/b"}, exitFailed,
+			"distributor: bundle folder " + mustAbs(t, "relative/b") + " does not exist"},
+		{[]string{"bundle", "verify", "s3:///x/"}, exitUsage,
+			`distributor: bundle location "s3:///x/": no bucket: use an absolute path, file:///abs/path/ or s3://bucket/prefix/`},
 		{[]string{"bundle", "create", b.Dir}, exitUsage, "distributor: --id is required"},
 		{[]string{"bundle", "create", "--id", "x.y"}, exitUsage, "distributor: distributor bundle create takes one folder (see --help)"},
 		{[]string{"bundle", "verify", e.dir}, exitFailed,
@@ -375,4 +379,13 @@ func TestApplyJSONReportsEveryDestination(t *testing.T) {
 	}
 	e.wantFiles(good, map[string]string{"a.txt": "a\n", catalog.FileName: ""})
 	e.wantFiles(bad, map[string]string{"a.txt": "hand\n"})
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }

@@ -163,6 +163,9 @@ func printEvent(w io.Writer, r events.Result) {
 	switch r.Type {
 	case events.TypePublished:
 		fmt.Fprintf(w, " written %d, unchanged %d, deleted %d", r.Written, r.Unchanged, r.Deleted)
+		if r.Updated > 0 {
+			fmt.Fprintf(w, ", %d record(s) updated", r.Updated)
+		}
 	case events.TypeCollision:
 		fmt.Fprintf(w, " blocked by unmanaged %s", strings.Join(r.Collisions, ", "))
 	case events.TypeFailed:
@@ -173,8 +176,11 @@ func printEvent(w io.Writer, r events.Result) {
 	fmt.Fprintln(w)
 	for _, o := range r.Outputs {
 		sign := "+"
-		if o.Action == events.ActionDeleted {
+		switch o.Action {
+		case events.ActionDeleted:
 			sign = "-"
+		case events.ActionUpdated:
+			sign = "~"
 		}
 		fmt.Fprintf(w, "    %s %s\n", sign, o.Path)
 	}

@@ -42,7 +42,12 @@ func (a *app) verifyCommand() *cobra.Command {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}
 			var rep engine.VerifyReport
-			err = s.runner.WithLease(ctx, d, func(root storage.Backend, _ lease.Lease) error {
+			err = s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+				// An interrupted publication would show its landed writes
+				// as damaged: finish its bookkeeping first.
+				if _, err := s.runner.Engine.Recover(ctx, root, l); err != nil {
+					return err
+				}
 				var err error
 				rep, err = s.runner.Engine.Verify(ctx, root, match)
 				return err

@@ -365,33 +365,40 @@ func reason(err error) string {
 		return events.ReasonNewerCatalog
 	case errors.Is(err, planner.ErrEmptyReplacement), errors.Is(err, planner.ErrTooManyDeletes), errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrPathConflict):
 		return events.ReasonRefused
-	case isTransient(err):
-		return events.ReasonMaxDeliveries
-	case errors.Is(err, storage.ErrConflict):
+	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLost):
+		return events.ReasonRefused
+	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrConflict), errors.Is(err, engine.ErrCatalogRace):
 		return events.ReasonStorage
 	}
 	return events.ReasonInternal
 }
 
 func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: o.dest, Attempts: attempt}
-	res := o.result
+	return ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
+}
+
+// ResultEvent is the result event of one destination of ev: published,
+// collision (with the paths and the original event, for replay) or failed
+// (with a reason code; exhausted marks a transient failure on the last
+// allowed delivery: reason max_deliveries). `apply` reports through it too.
+func ResultEvent(ev events.BundleReady, dest string, res engine.Result, err error, attempt int, exhausted bool) events.Result {
+	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: attempt}
 	switch {
-	case o.err == nil:
+	case err == nil:
 		r.Type = events.TypePublished
-	case errors.Is(o.err, engine.ErrCollision):
+	case errors.Is(err, engine.ErrCollision):
 		r.Type = events.TypeCollision
 		r.Collisions = res.Plan.Collisions
-		r.Message = o.err.Error()
+		r.Message = err.Error()
 		orig := ev
 		r.Original = &orig
 	default:
 		r.Type = events.TypeFailed
-		r.Reason = reason(o.err)
-		if o.transient && last {
+		r.Reason = reason(err)
+		if exhausted {
 			r.Reason = events.ReasonMaxDeliveries
 		}
-		r.Message = o.err.Error()
+		r.Message = err.Error()
 		orig := ev
 		r.Original = &orig
 	}

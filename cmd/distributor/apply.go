@@ -13,7 +13,9 @@ import (
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/stores"
 )
@@ -113,7 +115,19 @@ func (a *app) applyCommand() *cobra.Command {
 				return err
 			}
 			defer s.close()
-			return a.eachDestination(ctx, s.runner, req, asJSON, s.runner.Publish)
+			// With NATS there, downstream hears of this publication like of
+			// any other: one result event per destination.
+			req.BundleEventID = "apply." + events.NewEventID()
+			publish := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
+				res, err := s.runner.Publish(ctx, req, b, d)
+				if s.publisher != nil {
+					ev := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: req.BundleEventID,
+						PipelineID: req.PipelineID, Bundle: req.Bundle, ManifestDigest: b.Digest, TakeOwnership: req.TakeOwnership}
+					s.report(ctx, a, consumer.ResultEvent(ev, d.ID, res, err, 1, false))
+				}
+				return res, err
+			}
+			return a.eachDestination(ctx, s.runner, req, asJSON, publish)
 		},
 	}
 	f.register(cmd)

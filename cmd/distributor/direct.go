@@ -66,8 +66,8 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if s.publisher == nil {
 		return
 	}
-	if r.ID == "" {
-		r.ID = events.NewEventID()
+	if r.ID == "" && r.BundleEventID == "" {
+		r.ID = events.NewEventID() // publication results get their deterministic id
 	}
 	if err := s.publisher.PublishResult(ctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")

@@ -590,7 +590,10 @@ func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("events tail: exit %d", code)
 	}
+	// apply reports its publication too when NATS answers.
 	assertBlocks(t, "events tail", stdout,
+		"published d1 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md",
+		"published d2 p.one written 2, unchanged 0, deleted 0 | + data.csv | + report.md",
 		"pruned d1 p.one deleted 2, removed 0 | - data.csv | - report.md",
 		"reconciled d2 p.one deleted 0, removed 1 | - data.csv",
 	)
@@ -604,8 +607,8 @@ func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
 	if code, _, stderr := e.cmd(t, "reconcile-state", "--all-owners", "--dry-run"); code != 0 {
 		t.Fatalf("reconcile-state --dry-run: exit %d: %s", code, stderr)
 	}
-	if got := e.tailJSON(t); len(got) != 2 {
-		t.Errorf("%d events after a dry run, want still 2", len(got))
+	if got := e.tailJSON(t); len(got) != 4 {
+		t.Errorf("%d events after a dry run, want still 4", len(got))
 	}
 }
 

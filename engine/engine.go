@@ -154,21 +154,32 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 // Publish runs the publication on root under l. See intent.go for the order
 // of writes and why it survives a crash at any point.
 func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication) (Result, error) {
+	var spent string
+	res, err := e.publish(ctx, root, l, pub, &spent)
+	// A successful result reports what earlier attempts changed: their
+	// pending report is spent. A failed attempt leaves it for the next.
+	if err == nil && spent != "" {
+		if derr := root.Delete(context.WithoutCancel(ctx), spent); derr != nil {
+			e.Log.Debug().Err(derr).Msg("could not remove a spent pending report")
+		}
+	}
+	return res, err
+}
+
+func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
 	res := Result{Root: root.String()}
 	rec, err := e.recover(ctx, root, l, true)
 	if err != nil {
 		return res, err
 	}
 	res.Recovered = rec.found
-	// A retry of the same event reports what its interrupted run did, so
-	// that downstream hears of those changes exactly once.
-	sameEvent := rec.eventID != "" && rec.eventID == pub.BundleEventID
-	if sameEvent {
-		for _, o := range rec.written {
-			res.Written = append(res.Written, planner.Item{Path: o.Path, Action: planner.Update, Write: true, Record: o})
-		}
-		res.Deleted = append(res.Deleted, rec.deleted...)
+	// Paths earlier attempts of this same publication changed (see
+	// report.go): whichever attempt finishes reports them.
+	pending, err := readReport(ctx, root, pub.BundleEventID, pub.Owner)
+	if err != nil {
+		return res, err
 	}
+	earlier := pending.Written
 
 	p, st, err := e.plan(ctx, root, pub)
 	res.Plan = p
@@ -179,14 +190,26 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		return res, fmt.Errorf("%w in %s: %d planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): %s", ErrCollision, root, len(p.Collisions), summarize(p.Collisions))
 	}
 	res.Unchanged = p.Count(planner.Unchanged)
-	if sameEvent {
-		// What the interrupted run wrote is reported as written above,
-		// not as unchanged.
-		for _, o := range rec.written {
-			if it, ok := itemAt(p.Items, o.Path); ok && it.Action == planner.Unchanged {
-				res.Unchanged--
-			}
+	// Reported as written with the record this run leaves (not the earlier
+	// attempt's, which this plan may have updated), once, and only while
+	// it is still planned.
+	var carried []string
+	seen := map[string]bool{}
+	for _, path := range earlier {
+		it, ok := itemAt(p.Items, path)
+		if seen[path] || !ok || it.Desired == nil || it.Write {
+			continue // this attempt writes it (reported then) or it left the plan
 		}
+		seen[path] = true
+		carried = append(carried, path)
+		res.Written = append(res.Written, planner.Item{Path: path, Action: it.Action, Write: true, Desired: it.Desired, Record: it.Record})
+		if it.Action == planner.Unchanged {
+			res.Unchanged--
+		}
+	}
+	res.Deleted = append(res.Deleted, pending.Deleted...)
+	if len(pending.Written)+len(pending.Deleted) > 0 {
+		*spent = reportPath(pub.BundleEventID, pub.Owner)
 	}
 	if !p.Changed {
 		return res, nil
@@ -227,20 +250,8 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 		for _, it := range writes {
 			records = append(records, it.Record)
 		}
-		if sameEvent {
-			// Carry forward what earlier attempts of this event wrote, so
-			// that whichever attempt finishes reports all of it.
-			planned := make(map[string]bool, len(writes))
-			for _, it := range writes {
-				planned[it.Path] = true
-			}
-			for _, o := range rec.written {
-				if !planned[o.Path] {
-					records = append(records, o)
-				}
-			}
-		}
-		data, err := encodeIntent(pub.BundleEventID, records, deletes)
+		data, err := encodeIntent(intentDoc{EventID: pub.BundleEventID, Owner: pub.Owner,
+			Writes: records, Deletes: deletes, Reported: carried})
 		if err != nil {
 			return res, err
 		}
@@ -392,9 +403,13 @@ func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Leas
 // recovery is what recover found and rolled forward.
 type recovery struct {
 	found   bool
-	eventID string           // the interrupted run's bundle event
-	written []catalog.Output // records rolled forward
-	deleted []string         // records dropped because their bytes were gone
+	eventID string        // the interrupted run's bundle event
+	owner   catalog.Owner // and the owner it published for
+	// landed are the paths whose intended bytes are in storage (rolled
+	// forward now or by an earlier recovery); reported are the paths
+	// earlier attempts carried forward; deleted were dropped because their
+	// bytes were gone.
+	landed, reported, deleted []string
 }
 
 // recover is Recover. For an earlier run's leftovers (earlier) it logs at
@@ -414,7 +429,7 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 		return recovery{}, fmt.Errorf("%s: %w", root, err)
 	}
 	writes, deletes := doc.Writes, doc.Deletes
-	out := recovery{found: true, eventID: doc.EventID}
+	out := recovery{found: true, eventID: doc.EventID, owner: doc.Owner, reported: doc.Reported}
 	st, err := readState(ctx, root)
 	if err != nil {
 		return recovery{}, err
@@ -435,15 +450,14 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 			if !ok {
 				continue
 			}
+			out.landed = append(out.landed, rec.Path)
 			if old, managed := index[rec.Path]; managed && old.SameContent(rec) {
-				out.written = append(out.written, old) // recorded by an earlier recovery
-				continue
+				continue // recorded by an earlier recovery
 			} else if managed {
 				rec.CreatedAt = old.CreatedAt
 			}
 			index[rec.Path] = rec
 			changed = true
-			out.written = append(out.written, rec)
 		}
 		for _, p := range deletes {
 			if _, managed := index[p]; !managed {
@@ -478,10 +492,13 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 		}
 	}
 	if !earlier {
-		e.Log.Debug().Str("root", root.String()).Int("landed", len(out.written)).Msg("recorded the writes that landed before the failure")
+		e.Log.Debug().Str("root", root.String()).Int("landed", len(out.landed)).Msg("recorded the writes that landed before the failure")
 		return out, nil
 	}
 	if err := l.Err(); err != nil {
+		return recovery{}, err
+	}
+	if err := e.keepReport(ctx, root, doc.EventID, doc.Owner, append(out.landed, doc.Reported...), out.deleted); err != nil {
 		return recovery{}, err
 	}
 	if err := root.Delete(ctx, IntentPath); err != nil {

@@ -48,19 +48,41 @@ import (
 // IntentPath is where an in-flight publication records what it is doing.
 const IntentPath = ".distributor/intent.json"
 
+// intentDoc is what an in-flight run records before it touches storage.
+type intentDoc struct {
+	// EventID and Owner name the publication (one bundle event may publish
+	// several destinations into one root). Empty for maintenance runs.
+	EventID string
+	Owner   catalog.Owner
+	// Writes are the records of the outputs about to be written; recovery
+	// rolls forward those whose bytes landed.
+	Writes []catalog.Output
+	// Deletes are the paths about to be deleted.
+	Deletes []string
+	// Reported are paths that earlier attempts of the same publication
+	// wrote: only reported by the attempt that finishes, never applied.
+	Reported []string
+}
+
+type intentWire struct {
+	Version       int             `json:"version"`
+	BundleEventID string          `json:"bundle_event_id,omitempty"`
+	PipelineID    string          `json:"pipeline_id,omitempty"`
+	DestinationID string          `json:"destination_id,omitempty"`
+	Writes        json.RawMessage `json:"writes"`
+	Deletes       []string        `json:"deletes"`
+	Reported      []string        `json:"reported,omitempty"`
+}
+
 // The intent reuses the catalog's own record codec: it marshals a one-off
 // catalog holding the records and reads it back the same strict way.
-func encodeIntent(eventID string, writes []catalog.Output, deletes []string) ([]byte, error) {
-	doc := struct {
-		Version       int             `json:"version"`
-		BundleEventID string          `json:"bundle_event_id,omitempty"`
-		Writes        json.RawMessage `json:"writes"`
-		Deletes       []string        `json:"deletes"`
-	}{Version: 1, BundleEventID: eventID, Deletes: deletes}
-	if doc.Deletes == nil {
-		doc.Deletes = []string{}
+func encodeIntent(doc intentDoc) ([]byte, error) {
+	w := intentWire{Version: 1, BundleEventID: doc.EventID, PipelineID: doc.Owner.PipelineID,
+		DestinationID: doc.Owner.DestinationID, Deletes: doc.Deletes, Reported: doc.Reported}
+	if w.Deletes == nil {
+		w.Deletes = []string{}
 	}
-	cat := &catalog.Catalog{Outputs: writes}
+	cat := &catalog.Catalog{Outputs: doc.Writes}
 	cat.CreatedAt, cat.UpdatedAt = epoch, epoch
 	b, err := catalog.Marshal(cat)
 	if err != nil {
@@ -72,37 +94,26 @@ func encodeIntent(eventID string, writes []catalog.Output, deletes []string) ([]
 	if err := json.Unmarshal(b, &whole); err != nil {
 		return nil, err
 	}
-	doc.Writes = whole.Outputs
-	return json.MarshalIndent(doc, "", "  ")
-}
-
-// intentDoc is a decoded intent.
-type intentDoc struct {
-	EventID string
-	Writes  []catalog.Output
-	Deletes []string
+	w.Writes = whole.Outputs
+	return json.MarshalIndent(w, "", "  ")
 }
 
 func decodeIntent(data []byte) (intentDoc, error) {
-	var doc struct {
-		Version       int             `json:"version"`
-		BundleEventID string          `json:"bundle_event_id"`
-		Writes        json.RawMessage `json:"writes"`
-		Deletes       []string        `json:"deletes"`
-	}
-	if err := json.Unmarshal(data, &doc); err != nil || doc.Version != 1 {
+	var w intentWire
+	if err := json.Unmarshal(data, &w); err != nil || w.Version != 1 {
 		return intentDoc{}, fmt.Errorf("unreadable intent %s: remove it after checking the root (%v)", IntentPath, err)
 	}
 	wrapped, _ := json.Marshal(map[string]any{
 		"schema_version": catalog.SchemaVersion, "created_at": catalog.FormatTime(epoch),
 		"updated_at": catalog.FormatTime(epoch), "state": map[string]string{"mode": catalog.ModeCatalog},
-		"outputs": doc.Writes,
+		"outputs": w.Writes,
 	})
 	cat, _, err := catalog.Parse(wrapped)
 	if err != nil {
 		return intentDoc{}, fmt.Errorf("unreadable intent %s: %w", IntentPath, err)
 	}
-	return intentDoc{EventID: doc.BundleEventID, Writes: cat.Outputs, Deletes: doc.Deletes}, nil
+	return intentDoc{EventID: w.BundleEventID, Owner: catalog.Owner{PipelineID: w.PipelineID, DestinationID: w.DestinationID},
+		Writes: cat.Outputs, Deletes: w.Deletes, Reported: w.Reported}, nil
 }
 
 // landed reports whether the object at rec.Path holds exactly rec's bytes.

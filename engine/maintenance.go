@@ -68,7 +68,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	}
 	// The same intent as a publication's: a kill after some deletes leaves
 	// records whose bytes are gone, and recovery drops exactly those.
-	data, err := encodeIntent("", nil, paths)
+	data, err := encodeIntent(intentDoc{Deletes: paths})
 	if err != nil {
 		return res, err
 	}

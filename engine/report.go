@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+// Pending reports
+//
+// A publication that fails after some of its writes landed is retried later
+// (the consumer redelivers the bundle event). Downstream must hear of every
+// change exactly once, in the result of the attempt that finishes. So when
+// recovery finishes the bookkeeping of an interrupted run, it keeps what
+// that run changed in a small pending report for that publication (bundle
+// event + owner) under .distributor/reports/. The next attempt of the same
+// publication reports those paths with its own and removes the file; another
+// publication in between (say a second destination of the same event in
+// the same root) neither claims nor loses them. Reports that no attempt
+// ever claims are removed after reportMaxAge.
+
+const reportDir = catalog.ReservedDir + "/reports/"
+
+// reportMaxAge bounds how long an unclaimed report is kept: longer than the
+// bundle stream keeps events for redelivery and replay.
+const reportMaxAge = 30 * 24 * time.Hour
+
+type pendingReport struct {
+	BundleEventID string   `json:"bundle_event_id"`
+	PipelineID    string   `json:"pipeline_id"`
+	DestinationID string   `json:"destination_id"`
+	Written       []string `json:"written"`
+	Deleted       []string `json:"deleted,omitempty"`
+}
+
+func reportPath(eventID string, owner catalog.Owner) string {
+	sum := sha256.Sum256([]byte(eventID + "\x00" + owner.PipelineID + "\x00" + owner.DestinationID))
+	return reportDir + hex.EncodeToString(sum[:16]) + ".json"
+}
+
+// readReport returns the pending report of a publication (zero if none).
+func readReport(ctx context.Context, root storage.Backend, eventID string, owner catalog.Owner) (pendingReport, error) {
+	if eventID == "" {
+		return pendingReport{}, nil
+	}
+	data, _, err := root.ReadVersion(ctx, reportPath(eventID, owner))
+	if err != nil || data == nil {
+		return pendingReport{}, err
+	}
+	var r pendingReport
+	if err := json.Unmarshal(data, &r); err != nil || r.BundleEventID != eventID || r.PipelineID != owner.PipelineID || r.DestinationID != owner.DestinationID {
+		return pendingReport{}, nil // not ours or damaged: only a notification is at stake
+	}
+	return r, nil
+}
+
+// keepReport merges written and deleted paths into the publication's
+// pending report.
+func (e *Engine) keepReport(ctx context.Context, root storage.Backend, eventID string, owner catalog.Owner, written, deleted []string) error {
+	if eventID == "" || len(written)+len(deleted) == 0 {
+		return nil
+	}
+	r, err := readReport(ctx, root, eventID, owner)
+	if err != nil {
+		return err
+	}
+	r.BundleEventID, r.PipelineID, r.DestinationID = eventID, owner.PipelineID, owner.DestinationID
+	r.Written = union(r.Written, written)
+	r.Deleted = union(r.Deleted, deleted)
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := root.Put(ctx, reportPath(eventID, owner), bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("keep pending report in %s: %w", root, err)
+	}
+	e.expireReports(ctx, root)
+	return nil
+}
+
+// expireReports removes pending reports nobody claimed for reportMaxAge.
+func (e *Engine) expireReports(ctx context.Context, root storage.Backend) {
+	cutoff := e.now().Add(-reportMaxAge)
+	var old []string
+	err := root.List(ctx, reportDir, func(o storage.ObjectInfo) error {
+		if !o.ModTime.IsZero() && o.ModTime.Before(cutoff) {
+			old = append(old, o.Path)
+		}
+		return nil
+	})
+	if err == nil && len(old) > 0 {
+		err = root.Delete(ctx, old...)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		e.Log.Debug().Err(err).Str("root", root.String()).Msg("could not expire old pending reports")
+	}
+}
+
+func union(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

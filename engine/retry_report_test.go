@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
+)
+
+func pubFor(t *testing.T, bdir, destID, prefix, linkBase string) engine.Publication {
+	t.Helper()
+	ctx := context.Background()
+	bstore, _ := local.New(bdir)
+	b, err := bundle.Open(ctx, bstore, bdir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := config.Destination{ID: destID, Backend: "local", Workflow: planner.Additive,
+		Layout:  config.Layout{Prefix: prefix},
+		Publish: config.Publish{Sources: true, Include: []string{"**"}}}
+	if linkBase != "" {
+		dest.Links = config.Links{BaseURL: linkBase}
+	}
+	outs, err := engine.Desire(ctx, dest, "p", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.Publication{Owner: catalog.Owner{PipelineID: "p", DestinationID: destID}, Workflow: planner.Additive,
+		Source:        catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
+		BundleEventID: "ev-1", Outputs: outs, Bundle: b}
+}
+
+func mkBundle(t *testing.T, files map[string]string) string {
+	bdir := t.TempDir()
+	writeTree(t, bdir, files)
+	if _, _, err := bundle.Create(context.Background(), bdir, "w.x", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	return bdir
+}
+
+// Two destinations of one event share a root. d1 fails after d1/a.txt
+// landed; d2 runs in between. d2 must not report d1's file, and d1's retry
+// must still report both of its files (the pending report survives d2).
+func TestSharedRootRetryReportsOnlyItsOwnWrites(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	bdir := mkBundle(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	e := &engine.Engine{Version: "test", Workers: 1}
+	flaky := &failOncePut{Backend: lb, path: "d1/b.txt"}
+	if _, err := e.Publish(ctx, flaky, heldLease{}, pubFor(t, bdir, "d1", "d1/", "")); err == nil {
+		t.Fatal("want failure")
+	}
+	res, err := e.Publish(ctx, lb, heldLease{}, pubFor(t, bdir, "d2", "d2/", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range res.Written {
+		if it.Path[:3] != "d2/" {
+			t.Errorf("destination d2 reports %s (written by d1) as its own write", it.Path)
+		}
+	}
+	res, err = e.Publish(ctx, lb, heldLease{}, pubFor(t, bdir, "d1", "d1/", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Written) != 2 {
+		t.Errorf("d1 retry reports written %d (unchanged %d); want d1/a.txt and d1/b.txt", len(res.Written), res.Unchanged)
+	}
+}
+
+// A retry may change a landed output's record without a write (here the
+// links base changed between attempts). If its intent then outlives the
+// commit (a crash, or the intent delete failing), recovering it must not
+// put the earlier attempt's record back.
+func TestStaleIntentNeverRevertsANewerRecord(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	bdir := mkBundle(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	e := &engine.Engine{Version: "test", Workers: 1}
+	flaky := &failOncePut{Backend: lb, path: "b.txt"}
+	if _, err := e.Publish(ctx, flaky, heldLease{}, pubFor(t, bdir, "d1", "", "https://old.example/")); err == nil {
+		t.Fatal("want failure")
+	}
+	keep := &keepIntent{Backend: lb}
+	if _, err := e.Publish(ctx, keep, heldLease{}, pubFor(t, bdir, "d1", "", "https://new.example/")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Recover(ctx, lb, heldLease{}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(root, catalog.FileName))
+	cat, _, _ := catalog.Parse(data)
+	if o, _ := cat.Lookup("a.txt"); o.URL != "https://new.example/a.txt" {
+		t.Errorf("a.txt url %q after recovery of the committed run's intent; want the new url", o.URL)
+	}
+}
+
+// keepIntent fails the intent delete once (the warned-only path).
+type keepIntent struct {
+	storage.Backend
+	n int
+}
+
+func (k *keepIntent) Delete(ctx context.Context, paths ...string) error {
+	if len(paths) == 1 && paths[0] == engine.IntentPath {
+		k.n++
+		if k.n == 2 {
+			return storage.ErrUnavailable
+		}
+	}
+	return k.Backend.Delete(ctx, paths...)
+}
+
+// A retry that rewrites a path an earlier attempt landed (the bundle was
+// rebuilt) reports it once, with the bytes that are there now.
+func TestRetryReportsARewrittenPathOnce(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	bdir := mkBundle(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	e := &engine.Engine{Version: "test", Workers: 1}
+	if _, err := e.Publish(ctx, &failOncePut{Backend: lb, path: "b.txt"}, heldLease{}, pubFor(t, bdir, "d1", "", "")); err == nil {
+		t.Fatal("want failure")
+	}
+	os.RemoveAll(bdir)
+	bdir2 := mkBundle(t, map[string]string{"a.txt": "A2\n", "b.txt": "b\n"})
+	res, err := e.Publish(ctx, lb, heldLease{}, pubFor(t, bdir2, "d1", "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, it := range res.Written {
+		seen[it.Path]++
+		if seen[it.Path] > 1 {
+			t.Errorf("%s reported written twice: %+v", it.Path, res.Written)
+		}
+	}
+}

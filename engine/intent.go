@@ -29,8 +29,17 @@ package engine
 // only exist when the plan adopted them (--take-ownership) or on a legacy
 // first run, which rewrites those paths anyway.
 //
+// A write that fails (rather than a kill) takes the same path at once: the
+// landed writes are rolled forward into the catalog, deletes are skipped,
+// and the intent stays until the next run on the root recovers it. Recovery
+// also hands what the interrupted run changed to that publication's pending
+// report (report.go), so the attempt that finishes reports it.
+//
 // Against superseded legacy state the intent is simply dropped: the retry
 // is again a legacy first run and rewrites every planned path.
+//
+// Before step 3 every bundle file to be copied is read and hashed against
+// the manifest, so a damaged bundle fails before anything is written.
 
 import (
 	"context"

@@ -290,7 +290,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		res.Deleted = append(res.Deleted, deletes...)
 	}
 	for _, it := range p.Items {
-		if it.Action == planner.Update && !it.Write {
+		if it.Action == planner.Update && !it.Write && !seen[it.Path] { // carried ones are reported as written
 			res.Updated = append(res.Updated, it)
 		}
 	}
@@ -303,6 +303,13 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		}
 	}
 	return res, nil
+}
+
+func (e *Engine) workers() int {
+	if e.Workers <= 0 {
+		return 4
+	}
+	return e.Workers
 }
 
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
@@ -324,10 +331,7 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 }
 
 func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte) ([]planner.Item, error) {
-	workers := e.Workers
-	if workers <= 0 {
-		workers = 4
-	}
+	workers := e.workers()
 	var (
 		mu   sync.Mutex
 		done []planner.Item
@@ -359,7 +363,7 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 // verifyCopies reads and hashes the bundle files to be copied.
 func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []string) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(e.Workers, 4))
+	g.SetLimit(e.workers())
 	for _, p := range paths {
 		g.Go(func() error {
 			r, err := b.Open(gctx, p)

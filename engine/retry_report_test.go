@@ -148,3 +148,35 @@ func TestRetryReportsARewrittenPathOnce(t *testing.T) {
 		}
 	}
 }
+
+// An output an earlier attempt wrote whose record this retry only updates
+// (the links base changed) is reported once, as written, not also as updated.
+func TestCarriedOutputIsNotAlsoReportedAsUpdated(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	bdir := mkBundle(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	e := &engine.Engine{Version: "test", Workers: 1}
+	if _, err := e.Publish(ctx, &failOncePut{Backend: lb, path: "b.txt"}, heldLease{}, pubFor(t, bdir, "d1", "", "https://old.example/")); err == nil {
+		t.Fatal("want failure")
+	}
+	res, err := e.Publish(ctx, lb, heldLease{}, pubFor(t, bdir, "d1", "", "https://new.example/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, it := range res.Written {
+		count[it.Path]++
+	}
+	for _, it := range res.Updated {
+		count[it.Path]++
+	}
+	if count["a.txt"] != 1 || count["b.txt"] != 1 || len(count) != 2 {
+		t.Fatalf("reported %v; want a.txt and b.txt once each (written %d, updated %d)", count, len(res.Written), len(res.Updated))
+	}
+	for _, it := range res.Written {
+		if it.Path == "a.txt" && it.Record.URL != "https://new.example/a.txt" {
+			t.Fatalf("a.txt reported with url %q, want the record this run left", it.Record.URL)
+		}
+	}
+}

@@ -64,6 +64,7 @@ type Publication struct {
 	Bundle        *bundle.Bundle
 	MaxDeletes    int
 	TakeOwnership bool
+	AllowOlder    bool
 }
 
 // Result says what a publication did.
@@ -143,7 +144,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	p, err := planner.Build(planner.Input{
 		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
 		Catalog: st.cat, Legacy: st.legacy, Stored: stored, Now: e.now(),
-		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, DistributorVersion: e.Version,
+		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder, DistributorVersion: e.Version,
 	})
 	if err != nil {
 		return p, st, fmt.Errorf("%s: %w", root, err)

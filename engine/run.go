@@ -45,6 +45,9 @@ type Request struct {
 	Destinations  []string
 	BundleEventID string
 	TakeOwnership bool
+	// AllowOlder publishes a bundle older than the version of the same
+	// source the destination holds (an operator's roll back).
+	AllowOlder bool
 }
 
 // Target is one destination of a request, resolved.
@@ -114,6 +117,7 @@ func (r *Runner) Publication(ctx context.Context, req Request, b *bundle.Bundle,
 		Bundle:        b,
 		MaxDeletes:    d.MaxDeletes,
 		TakeOwnership: req.TakeOwnership,
+		AllowOlder:    req.AllowOlder,
 	}, nil
 }
 

@@ -21,6 +21,7 @@ const (
 	TypeBundleReady = "bundle.ready"
 	TypePublished   = "published"
 	TypeCollision   = "collision"
+	TypeSuperseded  = "superseded"
 	TypeFailed      = "failed"
 	TypePruned      = "pruned"
 	TypeReconciled  = "reconciled"
@@ -39,6 +40,7 @@ const (
 	ReasonRefused            = "refused"
 	ReasonMaxDeliveries      = "max_deliveries"
 	ReasonStorage            = "storage"
+	ReasonRootMissing        = "root_missing"
 	ReasonInternal           = "internal"
 )
 
@@ -70,6 +72,9 @@ type BundleReady struct {
 	// TakeOwnership adopts colliding unmanaged paths (set by an operator's
 	// `replay --take-ownership`; the result event names the adopted paths).
 	TakeOwnership bool `json:"take_ownership,omitempty"`
+	// AllowOlder publishes even when the destination already holds a newer
+	// version of the same source (an operator's deliberate roll back).
+	AllowOlder bool `json:"allow_older,omitempty"`
 }
 
 // SourceRef is the source identity of a published bundle.
@@ -100,6 +105,9 @@ type Result struct {
 	PipelineID    string     `json:"pipeline_id,omitempty"`
 	DestinationID string     `json:"destination_id,omitempty"`
 	Source        *SourceRef `json:"source,omitempty"`
+	// SupersededBy is the newer source identity that a superseded
+	// publication lost to.
+	SupersededBy *SourceRef `json:"superseded_by,omitempty"`
 
 	Written int `json:"written"`
 	// Updated counts records changed without a byte write (a new source

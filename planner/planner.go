@@ -83,6 +83,9 @@ type Input struct {
 	MaxDeletes int
 	// TakeOwnership adopts colliding unmanaged paths instead of blocking.
 	TakeOwnership bool
+	// AllowOlder plans the publication even when the owner already has a
+	// newer version of the same source (an operator's roll back).
+	AllowOlder bool
 	// DistributorVersion is written into the next catalog.
 	DistributorVersion string
 }

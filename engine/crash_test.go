@@ -58,9 +58,9 @@ func (d *dyingBackend) read() error {
 	return nil
 }
 
-func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := d.mutate(); err != nil {
-		return err
+		return storage.ObjectInfo{}, err
 	}
 	return d.Backend.Put(ctx, p, r, size, o)
 }
@@ -402,10 +402,10 @@ type failOncePut struct {
 	failed bool
 }
 
-func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if p == f.path && !f.failed {
 		f.failed = true
-		return fmt.Errorf("injected: %w", storage.ErrUnavailable)
+		return storage.ObjectInfo{}, fmt.Errorf("injected: %w", storage.ErrUnavailable)
 	}
 	return f.Backend.Put(ctx, p, r, size, o)
 }

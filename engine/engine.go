@@ -259,7 +259,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := l.Err(); err != nil {
 			return res, err
 		}
-		if err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
 			return res, fmt.Errorf("write intent in %s: %w", root, err)
 		}
 	}
@@ -392,7 +392,7 @@ func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publica
 		r = rc
 	}
 	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path)), DeferSync: true}
-	if err := root.Put(ctx, it.Path, r, it.Desired.Size, opts); err != nil {
+	if _, err := root.Put(ctx, it.Path, r, it.Desired.Size, opts); err != nil {
 		return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
 	}
 	return nil

@@ -358,7 +358,7 @@ func TestBundleOpenVerifies(t *testing.T) {
 		rc, err := b.Open(t.Context(), p)
 		must(t, err)
 		f, _ := b.File(p)
-		err = dest.Put(t.Context(), "out/"+p, rc, f.Size, storage.PutOptions{SHA256: f.SHA256})
+		_, err = dest.Put(t.Context(), "out/"+p, rc, f.Size, storage.PutOptions{SHA256: f.SHA256})
 		rc.Close()
 		if !errors.Is(err, ErrContentMismatch) {
 			t.Errorf("Put of damaged %q: %v, want ErrContentMismatch", p, err)

@@ -331,6 +331,7 @@ func isTransient(err error) bool {
 		errors.Is(err, lease.ErrHeld),
 		errors.Is(err, lease.ErrLost),
 		errors.Is(err, engine.ErrCatalogRace),
+		errors.Is(err, storage.ErrConflict), // an output changed since the plan: re-plan
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled),
 		errors.Is(err, nats.ErrTimeout),

@@ -163,7 +163,7 @@ func (c *countingBackend) ReadVersion(ctx context.Context, p string) ([]byte, st
 	return c.Backend.ReadVersion(ctx, p)
 }
 
-func (c *countingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+func (c *countingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	c.record("Put", p)
 	return c.Backend.Put(ctx, p, r, size, o)
 }
@@ -450,7 +450,7 @@ func mustRead(t *testing.T, root storage.Backend, p string) string {
 
 func mustPut(t *testing.T, root storage.Backend, p, content string) {
 	t.Helper()
-	if err := root.Put(context.Background(), p, strings.NewReader(content), int64(len(content)), storage.PutOptions{}); err != nil {
+	if _, err := root.Put(context.Background(), p, strings.NewReader(content), int64(len(content)), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -531,7 +531,7 @@ func flipByte(t *testing.T, root storage.Backend, p string) {
 		t.Fatalf("%s is empty", p)
 	}
 	data[len(data)/2] ^= 0x01
-	if err := root.Put(context.Background(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+	if _, err := root.Put(context.Background(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

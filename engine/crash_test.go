@@ -58,9 +58,9 @@ func (d *dyingBackend) read() error {
 	return nil
 }
 
-func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := d.mutate(); err != nil {
-		return err
+		return storage.ObjectInfo{}, err
 	}
 	return d.Backend.Put(ctx, p, r, size, o)
 }
@@ -328,9 +328,10 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				lb, _ := local.New(root)
 				crashing := &dyingBackend{Backend: lb, killAt: k}
 				_, err := publish(t, crashing, sc.workflow, sc.files, fixedNow)
-				// The last call removes the intent after the commit; its
-				// failure is logged, not returned: the publication is done.
-				if k < steps && !errors.Is(err, errKilled) || k == steps && err != nil {
+				// The last two calls, after the commit, remove the intent
+				// and save the fingerprints; their failure is logged, not
+				// returned: the publication is done.
+				if k < steps-1 && !errors.Is(err, errKilled) || k >= steps-1 && err != nil {
 					t.Fatalf("crash before call %d/%d: publish returned %v", k, steps, err)
 				}
 				// The catalog on disk is a whole old or whole new version.
@@ -402,10 +403,10 @@ type failOncePut struct {
 	failed bool
 }
 
-func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if p == f.path && !f.failed {
 		f.failed = true
-		return fmt.Errorf("injected: %w", storage.ErrUnavailable)
+		return storage.ObjectInfo{}, fmt.Errorf("injected: %w", storage.ErrUnavailable)
 	}
 	return f.Backend.Put(ctx, p, r, size, o)
 }

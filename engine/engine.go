@@ -112,7 +112,7 @@ func listStored(ctx context.Context, root storage.Backend) (map[string]planner.S
 	stored := map[string]planner.Stored{}
 	err := root.List(ctx, "", func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
-			stored[o.Path] = planner.Stored{Size: o.Size}
+			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
 		}
 		return nil
 	})
@@ -124,32 +124,62 @@ func listStored(ctx context.Context, root storage.Backend) (map[string]planner.S
 
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	p, _, err := e.plan(ctx, root, pub)
-	return p, err
+	pl, err := e.plan(ctx, root, pub)
+	return pl.Plan, err
 }
 
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, state, error) {
-	st, err := readState(ctx, root)
-	if err != nil {
-		return planner.Plan{}, st, err
+// planned is a plan with what it was made from.
+type planned struct {
+	planner.Plan
+	st     state
+	stored map[string]planner.Stored
+	// fps are the root's fingerprints (fingerprints.go); fpsChanged says
+	// that checking kept outputs learned new ones.
+	fps        fingerprints
+	fpsChanged bool
+}
+
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planned, error) {
+	var pl planned
+	var err error
+	if pl.st, err = readState(ctx, root); err != nil {
+		return pl, err
 	}
-	stored, err := listStored(ctx, root)
-	if err != nil {
-		return planner.Plan{}, st, err
+	if pl.stored, err = listStored(ctx, root); err != nil {
+		return pl, err
+	}
+	if pl.fps, err = e.readFingerprints(ctx, root); err != nil {
+		return pl, err
+	}
+	if pl.fpsChanged, err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
+		return pl, fmt.Errorf("check stored outputs in %s: %w", root, err)
 	}
 	desired := make([]planner.Desired, len(pub.Outputs))
 	for i, o := range pub.Outputs {
 		desired[i] = o.Desired
 	}
-	p, err := planner.Build(planner.Input{
+	pl.Plan, err = planner.Build(planner.Input{
 		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
-		Catalog: st.cat, Legacy: st.legacy, Stored: stored, Now: e.now(),
+		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),
 		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder, DistributorVersion: e.Version,
 	})
 	if err != nil {
-		return p, st, fmt.Errorf("%s: %w", root, err)
+		return pl, fmt.Errorf("%s: %w", root, err)
 	}
-	return p, st, nil
+	return pl, nil
+}
+
+// saveFingerprints writes the root's fingerprint file. It is advisory
+// (fingerprints.go): a failure costs hashing later, no more.
+func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, fps fingerprints, cat *catalog.Catalog) {
+	fps.keepOnly(cat)
+	if l.Err() != nil {
+		return
+	}
+	data := fps.encode()
+	if _, err := root.Put(ctx, FingerprintsPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
+	}
 }
 
 // Publish runs the publication on root under l. See intent.go for the order
@@ -182,7 +212,8 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 	}
 	earlier := pending.Written
 
-	p, st, err := e.plan(ctx, root, pub)
+	pl, err := e.plan(ctx, root, pub)
+	p, st := pl.Plan, pl.st
 	res.Plan = p
 	if err != nil {
 		return res, err
@@ -213,6 +244,9 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		*spent = reportPath(pub.BundleEventID, pub.Owner)
 	}
 	if !p.Changed {
+		if pl.fpsChanged {
+			e.saveFingerprints(ctx, root, l, pl.fps, st.cat)
+		}
 		return res, nil
 	}
 
@@ -259,12 +293,12 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := l.Err(); err != nil {
 			return res, err
 		}
-		if err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
 			return res, fmt.Errorf("write intent in %s: %w", root, err)
 		}
 	}
 
-	written, werr := e.writeAll(ctx, root, l, pub, writes, content)
+	written, werr := e.writeAll(ctx, root, l, pub, writes, content, pl.stored, pl.fps)
 	res.Written = append(res.Written, written...)
 	if werr != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
@@ -303,6 +337,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
 		}
 	}
+	e.saveFingerprints(ctx, root, l, pl.fps, p.Next)
 	return res, nil
 }
 
@@ -331,7 +366,10 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 	return nil
 }
 
-func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte) ([]planner.Item, error) {
+// writeAll writes the plan's outputs, each only if its path still holds
+// what the plan saw (nothing, or the listed version), and records the new
+// versions in fps.
+func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored, fps fingerprints) ([]planner.Item, error) {
 	workers := e.workers()
 	var (
 		mu   sync.Mutex
@@ -347,11 +385,16 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 			if err := l.Err(); err != nil {
 				return err
 			}
-			if err := e.writeOne(gctx, root, pub, it, content[it.Path]); err != nil {
+			s, exists := stored[it.Path]
+			oi, err := e.writeOne(gctx, root, pub, it, content[it.Path], s, exists)
+			if err != nil {
 				return err
 			}
 			mu.Lock()
 			done = append(done, it)
+			if oi.Fingerprint != "" {
+				fps[it.Path] = known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256}
+			}
 			mu.Unlock()
 			return nil
 		})
@@ -379,23 +422,32 @@ func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []str
 	return g.Wait()
 }
 
-func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte) error {
+// writeOne writes one output on the condition that its path still holds
+// what the plan saw: nothing (a new path), or the stored version s. A
+// holder that lost its lease mid-write then cannot land on a newer
+// holder's work (fingerprints.go covers what conditions cannot).
+func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte, s planner.Stored, exists bool) (storage.ObjectInfo, error) {
 	var r io.Reader
 	if data != nil {
 		r = bytes.NewReader(data)
 	} else {
 		rc, err := pub.Bundle.Open(ctx, it.Desired.From)
 		if err != nil {
-			return err
+			return storage.ObjectInfo{}, err
 		}
 		defer rc.Close()
 		r = rc
 	}
-	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path)), DeferSync: true}
-	if err := root.Put(ctx, it.Path, r, it.Desired.Size, opts); err != nil {
-		return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
+	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path)), DeferSync: true,
+		IfAbsent: !exists, IfMatch: s.Fingerprint}
+	oi, err := root.Put(ctx, it.Path, r, it.Desired.Size, opts)
+	if errors.Is(err, storage.ErrConflict) {
+		return oi, fmt.Errorf("write %s in %s: %w: it changed since the plan (another writer); the retry re-plans", it.Path, root, err)
 	}
-	return nil
+	if err != nil {
+		return oi, fmt.Errorf("write %s in %s: %w", it.Path, root, err)
+	}
+	return oi, nil
 }
 
 // Recover rolls an interrupted publication's intent forward (see intent.go).

@@ -75,7 +75,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	if err := l.Err(); err != nil {
 		return res, err
 	}
-	if err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
 		return res, fmt.Errorf("write intent in %s: %w", root, err)
 	}
 	if err := l.Err(); err != nil {

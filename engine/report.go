@@ -80,7 +80,7 @@ func (e *Engine) keepReport(ctx context.Context, root storage.Backend, eventID s
 	if err != nil {
 		return err
 	}
-	if err := root.Put(ctx, reportPath(eventID, owner), bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := root.Put(ctx, reportPath(eventID, owner), bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("keep pending report in %s: %w", root, err)
 	}
 	e.expireReports(ctx, root)

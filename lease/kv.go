@@ -144,8 +144,9 @@ func (s *kvLease) Err() error {
 }
 
 func (s *kvLease) errLocked() error {
-	if s.lost == nil && !s.locker.now().Before(s.deadline) {
-		s.lost = fmt.Errorf("%w: lease on %s was not renewed within %s", ErrLost, s.root.Key, s.locker.ttl)
+	if s.lost == nil && !s.locker.now().Before(s.deadline.Add(-SafetyMargin(s.locker.ttl))) {
+		s.lost = fmt.Errorf("%w: lease on %s was not renewed within %s (a holder stops %s before expiry so that its last write cannot land after it)",
+			ErrLost, s.root.Key, s.locker.ttl, SafetyMargin(s.locker.ttl))
 	}
 	return s.lost
 }

@@ -7,6 +7,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/distributor/distributor/storage"
 )
@@ -18,6 +19,14 @@ var (
 	// stop before its next mutation.
 	ErrLost = errors.New("lease lost")
 )
+
+// SafetyMargin is how long before its expiry a lease of the given TTL
+// counts as lost: a quarter of the TTL. Leases renew every third of the
+// TTL, so a healthy lease never gets this close; a holder whose renewals
+// stalled stops writing while the lease is still surely its own, which
+// leaves the margin for a write that already passed its check to finish
+// before anyone else can take the root.
+func SafetyMargin(ttl time.Duration) time.Duration { return ttl / 4 }
 
 // Root identifies a destination root for locking.
 type Root struct {
@@ -32,8 +41,9 @@ type Root struct {
 type Lease interface {
 	// Token is the fencing token: it increases with every new holder.
 	Token() string
-	// Err returns nil while the lease is held, ErrLost (wrapped) once it is
-	// not. Holders check it before every mutation.
+	// Err returns nil while the lease is held with more than its safety
+	// margin left, ErrLost (wrapped) once it is not. Holders check it
+	// before every mutation.
 	Err() error
 	// Release gives the lease up; releasing a lost lease is not an error.
 	Release(ctx context.Context) error

@@ -144,8 +144,9 @@ func (s *storageLease) Token() string {
 func (s *storageLease) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lost == nil && !s.locker.now().Before(s.rec.Expires) {
-		s.lost = fmt.Errorf("%w: lock on %s expired at %s", ErrLost, s.root.Store, s.rec.Expires.Format(time.RFC3339))
+	if s.lost == nil && !s.locker.now().Before(s.rec.Expires.Add(-SafetyMargin(s.locker.ttl))) {
+		s.lost = fmt.Errorf("%w: lock on %s expires at %s and was not renewed (a holder stops %s before expiry so that its last write cannot land after it)",
+			ErrLost, s.root.Store, s.rec.Expires.Format(time.RFC3339), SafetyMargin(s.locker.ttl))
 	}
 	return s.lost
 }

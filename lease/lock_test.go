@@ -102,10 +102,16 @@ func TestStorageLockExpiredIsTakenOverAndStaleHolderLosesIt(t *testing.T) {
 	if _, err := b.Acquire(ctx, root); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("before expiry: got %v, want ErrHeld", err)
 	}
-	clk.add(3*time.Hour + time.Second)
+	// The holder gives up a safety margin (a quarter of the TTL) before
+	// anyone else can take the lock: the window for its last write.
+	clk.add(2*time.Hour + 15*time.Minute)
 	if err := la.Err(); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("stale holder Err() = %v, want ErrLost", err)
+		t.Fatalf("stale holder Err() = %v inside the safety margin, want ErrLost", err)
 	}
+	if _, err := b.Acquire(ctx, root); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("inside the safety margin: got %v, want ErrHeld (the lock has not expired)", err)
+	}
+	clk.add(45*time.Minute + time.Second)
 	lb, err := b.Acquire(ctx, root)
 	if err != nil {
 		t.Fatalf("takeover of expired lock: %v", err)

@@ -62,6 +62,13 @@ type Desired struct {
 // Stored is what storage says about an object in the root.
 type Stored struct {
 	Size int64
+	// Fingerprint names the stored version (storage.ObjectInfo.Fingerprint);
+	// the planner passes it through, the engine writes against it.
+	Fingerprint string
+	// Damaged: the stored bytes are known to differ from the catalog's
+	// record (a stale writer or a hand edit landed on them); they are
+	// rewritten even when size and digest look unchanged.
+	Damaged bool
 }
 
 // Input is everything a publication plan depends on.
@@ -239,7 +246,7 @@ func Build(in Input) (Plan, error) {
 			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d})
 		case managed:
 			rec.CreatedAt = old.CreatedAt
-			write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size
+			write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
 			if !write && rec.SameContent(old) {
 				p.Items = append(p.Items, Item{Path: path, Action: Unchanged, Desired: d, Record: old})
 				continue

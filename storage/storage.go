@@ -28,6 +28,11 @@ type ObjectInfo struct {
 	// SHA256 is the digest recorded with the object by distributor
 	// ("sha256:<hex>"), when the backend keeps metadata; empty otherwise.
 	SHA256 string
+	// Fingerprint identifies this stored version of the object cheaply (S3:
+	// the ETag; local: inode, size and modification time). Replacing the
+	// object changes it; it says nothing about the content by itself.
+	// Empty when the backend cannot tell.
+	Fingerprint string
 }
 
 // Version identifies one stored version of an object for compare-and-swap.
@@ -44,6 +49,12 @@ type PutOptions struct {
 	// calls Sync before it relies on them (one flush for many objects).
 	// Backends whose writes are durable on return ignore it.
 	DeferSync bool
+	// IfAbsent writes only if nothing is at the path; otherwise Put fails
+	// with ErrConflict and the existing object stays.
+	IfAbsent bool
+	// IfMatch, when set, writes only if the object at the path is still the
+	// version with this Fingerprint; otherwise Put fails with ErrConflict.
+	IfMatch string
 }
 
 // Syncer is implemented by backends that honour PutOptions.DeferSync.
@@ -69,8 +80,9 @@ type Backend interface {
 	Open(ctx context.Context, path string) (io.ReadCloser, error)
 	// Put writes r (size bytes, -1 if unknown) to path atomically: readers see
 	// the old object or the whole new one, never a part. A failed or cancelled
-	// Put leaves the old object (or nothing) at path.
-	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) error
+	// Put leaves the old object (or nothing) at path. It returns the new
+	// object's info (Path, Size and Fingerprint at least).
+	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
 	// Delete removes the objects; missing ones are not an error.
 	Delete(ctx context.Context, paths ...string) error
 	// List calls fn for every object under prefix ("" for all), in path order,

@@ -54,7 +54,7 @@ func TestBundleOnS3IsReadAndVerifiedThroughTheCredentialChain(t *testing.T) {
 	}
 	up := srv.Backend(t, bucket, "bundles/run-1/")
 	put := func(p string, data []byte) {
-		if err := up.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+		if _, err := up.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestS3DestinationRootsAreSharedPerRootKey(t *testing.T) {
 	if got, want := ra.String(), "s3://"+bucket+"/site/"; got != want {
 		t.Fatalf("root = %q, want %q", got, want)
 	}
-	if err := ra.Put(ctx, "x.txt", bytes.NewReader([]byte("x")), 1, storage.PutOptions{}); err != nil {
+	if _, err := ra.Put(ctx, "x.txt", bytes.NewReader([]byte("x")), 1, storage.PutOptions{}); err != nil {
 		t.Fatalf("put through the credential chain: %v", err)
 	}
 	if _, err := srv.Backend(t, bucket, "").Stat(ctx, "site/x.txt"); err != nil {

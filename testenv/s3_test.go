@@ -33,7 +33,7 @@ func TestNewS3(t *testing.T) {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
 	data := strings.Repeat("payload ", 1000)
-	if err := be.Put(t.Context(), "a/b.txt", strings.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+	if _, err := be.Put(t.Context(), "a/b.txt", strings.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := s.Client.GetObject(t.Context(), &s3.GetObjectInput{Bucket: &b1, Key: aws.String("root/a/b.txt")})

@@ -34,6 +34,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -159,7 +160,19 @@ func (b *Backend) regular(r *os.Root, p string) (fs.FileInfo, error) {
 }
 
 func info(p string, fi fs.FileInfo) storage.ObjectInfo {
-	return storage.ObjectInfo{Path: p, Size: fi.Size(), ModTime: fi.ModTime()}
+	return storage.ObjectInfo{Path: p, Size: fi.Size(), ModTime: fi.ModTime(), Fingerprint: fingerprint(fi)}
+}
+
+// fingerprint names one stored version of a file: inode, size and
+// modification time in nanoseconds. Every Put creates a new inode (temp file
+// + rename), so a replaced file gets a new fingerprint even when the size
+// and time happen to match.
+func fingerprint(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return strconv.FormatUint(st.Ino, 10) + ":" + strconv.FormatInt(fi.Size(), 10) + ":" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
 }
 
 // Stat returns the object's info; SHA256 is always empty (no metadata).
@@ -194,16 +207,23 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	return f, nil
 }
 
-// Put writes r to p atomically and durably.
-func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) error {
+// Put writes r to p atomically and durably (unless opts.DeferSync).
+//
+// Conditions: IfAbsent links the finished temp file to p, which fails when
+// anything is there (no-replace, atomic). IfMatch compares p's fingerprint
+// right before the rename; POSIX has no atomic compare-and-rename, so a
+// writer that replaces p between that check and the rename is not seen
+// here: the new fingerprint tells the next reader that p changed.
+func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
 	r, err := b.open(p)
 	if err != nil {
-		return err
+		return storage.ObjectInfo{}, err
 	}
-	if err := b.writeAtomic(ctx, r, p, src, size, !opts.DeferSync); err != nil {
-		return fmt.Errorf("put %q in %s: %w", p, b.root, err)
+	fi, err := b.writeAtomic(ctx, r, p, src, size, !opts.DeferSync, opts)
+	if err != nil {
+		return storage.ObjectInfo{}, fmt.Errorf("put %q in %s: %w", p, b.root, err)
 	}
-	return nil
+	return info(p, fi), nil
 }
 
 type ctxReader struct {
@@ -220,14 +240,14 @@ func (c ctxReader) Read(p []byte) (int, error) {
 
 // writeAtomic copies src into a temp file, syncs it and renames it to p.
 // On any failure the temp file is removed and p is untouched.
-func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.Reader, size int64, durable bool) error {
+func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.Reader, size int64, durable bool, cond storage.PutOptions) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	dir := path.Dir(p)
 	f, tmp, err := createTemp(r, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	committed := false
 	defer func() {
@@ -239,32 +259,65 @@ func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.
 	// struct{io.Writer} hides ReadFrom so that the large buffer is used.
 	n, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, make([]byte, 256<<10))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if size >= 0 && n != size {
-		return fmt.Errorf("the source gave %d bytes, expected %d", n, size)
+		return nil, fmt.Errorf("the source gave %d bytes, expected %d", n, size)
 	}
 	if durable {
 		if err := f.Sync(); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	// The file's identity, taken before it is visible: whatever replaces p
+	// later has another inode.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if err := f.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	// The temp file keeps its folder from being removed as empty, so the
 	// rename beside it cannot miss its folder.
-	if err := r.Rename(tmp, p); err != nil {
-		return err
+	if err := b.place(r, tmp, p, cond); err != nil {
+		return nil, err
 	}
 	committed = true
 	if !durable {
-		return nil
+		return fi, nil
 	}
-	return syncDir(r, dir)
+	return fi, syncDir(r, dir)
+}
+
+// place moves the finished temp file to p under cond's condition.
+func (b *Backend) place(r *os.Root, tmp, p string, cond storage.PutOptions) error {
+	switch {
+	case cond.IfAbsent:
+		// link(2) never replaces: it fails with EEXIST when p exists.
+		if err := r.Link(tmp, p); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%q exists: %w", p, storage.ErrConflict)
+			}
+			return err
+		}
+		_ = r.Remove(tmp) // p holds the bytes now; a leftover temp name is never listed
+		return nil
+	case cond.IfMatch != "":
+		fi, err := r.Lstat(p)
+		switch {
+		case isMissing(err):
+			return fmt.Errorf("%q is gone: %w", p, storage.ErrConflict)
+		case err != nil:
+			return err
+		case fingerprint(fi) != cond.IfMatch:
+			return fmt.Errorf("%q was replaced: %w", p, storage.ErrConflict)
+		}
+	}
+	return r.Rename(tmp, p)
 }
 
 // Sync flushes the root's filesystem (syncfs(2)): every Put made with
@@ -569,7 +622,7 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 	if cur != want {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
 	}
-	if err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), true); err != nil {
+	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
 	return Version(data), nil

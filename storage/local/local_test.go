@@ -85,7 +85,8 @@ func TestSymlinksRefused(t *testing.T) {
 		wantOutside("Stat", err)
 		_, err = b.Open(ctx, p)
 		wantOutside("Open", err)
-		wantOutside("Put", b.Put(ctx, p, strings.NewReader("pwned"), 5, storage.PutOptions{}))
+		_, err = b.Put(ctx, p, strings.NewReader("pwned"), 5, storage.PutOptions{})
+		wantOutside("Put", err)
 		_, _, err = b.ReadVersion(ctx, p)
 		wantOutside("ReadVersion", err)
 		_, err = b.WriteIfVersion(ctx, p, []byte("pwned"), "")
@@ -133,12 +134,12 @@ func TestDotDotRefused(t *testing.T) {
 	b, err := New(root)
 	must(t, err)
 	for _, p := range []string{"../escape", "a/../../escape", "/etc/escape"} {
-		err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{})
+		_, err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{})
 		if !errors.Is(err, catalog.ErrBadPath) {
 			t.Errorf("Put(%q) error = %v, want ErrBadPath", p, err)
 		}
 	}
-	err = b.Put(t.Context(), "../escape", strings.NewReader("x"), 1, storage.PutOptions{})
+	_, err = b.Put(t.Context(), "../escape", strings.NewReader("x"), 1, storage.PutOptions{})
 	if want := fmt.Sprintf(`local root %s: invalid path "../escape": has a ".." segment`, root); err.Error() != want {
 		t.Errorf("error = %v\nwant    %s", err, want)
 	}
@@ -151,7 +152,8 @@ func TestDeleteRemovesEmptiedFolders(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
 	for _, p := range []string{"a/b/c/f", "a/g", "top"} {
-		must(t, b.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{}))
+		_, err := b.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{})
+		must(t, err)
 	}
 	must(t, b.Delete(ctx, "a/b/c/f"))
 	wantTree(t, b.root, "a/", "a/g", "top")
@@ -162,7 +164,8 @@ func TestDeleteRemovesEmptiedFolders(t *testing.T) {
 	}
 	// A folder holding only a subfolder someone else made is emptied too;
 	// a folder still holding anything is kept.
-	must(t, b.Put(ctx, "x/y/z", strings.NewReader("z"), 1, storage.PutOptions{}))
+	_, err := b.Put(ctx, "x/y/z", strings.NewReader("z"), 1, storage.PutOptions{})
+	must(t, err)
 	must(t, os.Mkdir(filepath.Join(b.root, "x", "keep"), 0o755))
 	must(t, b.Delete(ctx, "x/y/z"))
 	wantTree(t, b.root, "x/", "x/keep/")
@@ -211,7 +214,7 @@ func (r *failAfter) Read(p []byte) (int, error) {
 func TestTempFilesNeverListed(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
-	err := b.Put(ctx, "f", &failAfter{n: 100 << 10}, 200<<10, storage.PutOptions{})
+	_, err := b.Put(ctx, "f", &failAfter{n: 100 << 10}, 200<<10, storage.PutOptions{})
 	if !errors.Is(err, errBoom) {
 		t.Fatalf("Put error = %v, want the reader's error", err)
 	}
@@ -222,7 +225,8 @@ func TestTempFilesNeverListed(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(b.root, "sub"), 0o755))
 	must(t, os.WriteFile(filepath.Join(b.root, "sub", catalog.TempPrefix+"CRASH"), []byte("x"), 0o644))
 	must(t, os.WriteFile(filepath.Join(b.root, catalog.TempPrefix+"crash"), []byte("x"), 0o644))
-	must(t, b.Put(ctx, "sub/state", strings.NewReader("s"), 1, storage.PutOptions{}))
+	_, err = b.Put(ctx, "sub/state", strings.NewReader("s"), 1, storage.PutOptions{})
+	must(t, err)
 	for _, prefix := range []string{"", "sub/", "sub/" + catalog.TempPrefix, catalog.TempPrefix} {
 		var got []string
 		must(t, b.List(ctx, prefix, func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }))
@@ -242,7 +246,7 @@ func TestTempFilesNeverListed(t *testing.T) {
 
 func TestPutSizeMismatch(t *testing.T) {
 	b := newBackend(t)
-	err := b.Put(t.Context(), "short", strings.NewReader("abc"), 4, storage.PutOptions{})
+	_, err := b.Put(t.Context(), "short", strings.NewReader("abc"), 4, storage.PutOptions{})
 	want := fmt.Sprintf(`put "short" in %s: the source gave 3 bytes, expected 4`, b.root)
 	if err == nil || err.Error() != want {
 		t.Fatalf("error = %v, want %q", err, want)
@@ -306,7 +310,8 @@ func TestLockExcludesOtherHolders(t *testing.T) {
 func TestOpenStreamsFile(t *testing.T) {
 	b := newBackend(t)
 	data := bytes.Repeat([]byte("x"), 1<<20)
-	must(t, b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}))
+	_, err := b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{})
+	must(t, err)
 	rc, err := b.Open(t.Context(), "f")
 	must(t, err)
 	defer rc.Close()
@@ -325,7 +330,7 @@ func BenchmarkPut4KiB(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	for i := 0; b.Loop(); i++ {
 		p := fmt.Sprintf("d%02d/f%06d", i%50, i)
-		if err := be.Put(b.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+		if _, err := be.Put(b.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -346,7 +351,7 @@ func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
 	}
 	for i := range 3 {
 		p := fmt.Sprintf("d/f%d.txt", i)
-		if err := b.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{DeferSync: true}); err != nil {
+		if _, err := b.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{DeferSync: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

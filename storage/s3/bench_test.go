@@ -34,7 +34,7 @@ func BenchmarkPut4KiB(b *testing.B) {
 				for range workers {
 					wg.Go(func() {
 						for i := range jobs {
-							if err := be.Put(b.Context(), fmt.Sprintf("obj/%04d", i), bytes.NewReader(data), size, opts); err != nil {
+							if _, err := be.Put(b.Context(), fmt.Sprintf("obj/%04d", i), bytes.NewReader(data), size, opts); err != nil {
 								b.Error(err)
 							}
 						}
@@ -77,7 +77,8 @@ func BenchmarkPut64MiB(b *testing.B) {
 			var peak uint64
 			for b.Loop() {
 				p, _, err := measureHeap(func() error {
-					return be.Put(b.Context(), "big.bin", io.LimitReader(rand.NewChaCha8([32]byte{3}), size), size, storage.PutOptions{})
+					_, err := be.Put(b.Context(), "big.bin", io.LimitReader(rand.NewChaCha8([32]byte{3}), size), size, storage.PutOptions{})
+					return err
 				})
 				if err != nil {
 					b.Fatal(err)

@@ -213,10 +213,11 @@ func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error
 		return storage.ObjectInfo{}, err
 	}
 	return storage.ObjectInfo{
-		Path:    p,
-		Size:    aws.ToInt64(out.ContentLength),
-		ModTime: aws.ToTime(out.LastModified),
-		SHA256:  metaValue(out.Metadata, metaSHA256),
+		Path:        p,
+		Size:        aws.ToInt64(out.ContentLength),
+		ModTime:     aws.ToTime(out.LastModified),
+		SHA256:      metaValue(out.Metadata, metaSHA256),
+		Fingerprint: aws.ToString(out.ETag),
 	}, nil
 }
 
@@ -271,16 +272,21 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 // (or none) stays. One case is ambiguous, as with any S3 client: if the
 // connection drops after the server completed the upload, the new object
 // is there although Put reports an error.
-func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) error {
+//
+// opts.IfAbsent and opts.IfMatch become If-None-Match: * and If-Match on
+// the PutObject (or on the CompleteMultipartUpload of a large object), so
+// the server refuses a write whose condition no longer holds: ErrConflict.
+// Servers that ignore the headers on multipart completion cannot refuse it.
+func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
 	key, err := b.key(p)
 	if err != nil {
-		return err
+		return storage.ObjectInfo{}, err
 	}
 	var want []byte
 	if opts.SHA256 != "" {
 		hexDigest, ok := strings.CutPrefix(opts.SHA256, "sha256:")
 		if want, err = hex.DecodeString(hexDigest); !ok || err != nil || len(want) != sha256.Size {
-			return fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 hex digits>", b, p, opts.SHA256)
+			return storage.ObjectInfo{}, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 hex digits>", b, p, opts.SHA256)
 		}
 	}
 	body := &checkedReader{ctx: ctx, r: r, size: size, want: want, where: b.String() + p}
@@ -294,6 +300,16 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	if opts.ContentType != "" {
 		in.ContentType = aws.String(opts.ContentType)
 	}
+	switch {
+	case opts.IfAbsent:
+		in.IfNoneMatch = aws.String("*")
+	case opts.IfMatch != "":
+		in.IfMatch = aws.String(opts.IfMatch)
+	}
+	conditional := in.IfNoneMatch != nil || in.IfMatch != nil
+	stored := func(etag *string) (storage.ObjectInfo, error) {
+		return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
+	}
 
 	if size >= 0 && size <= b.partSize {
 		// Small enough for one request: read it whole (checked) and send a
@@ -302,14 +318,15 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 		// (and check size and digest) or the excess byte.
 		data, err := io.ReadAll(io.LimitReader(body, size+1))
 		if err != nil {
-			return fmt.Errorf("put %s: %w", body.where, err)
+			return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
 		}
 		in.Body = bytes.NewReader(data)
 		in.ContentLength = aws.Int64(int64(len(data)))
-		if _, err := b.client.PutObject(ctx, in); err != nil {
-			return b.wrap("put", key, err)
+		out, err := b.client.PutObject(ctx, in)
+		if err != nil {
+			return storage.ObjectInfo{}, b.wrapPut(key, conditional, err)
 		}
-		return nil
+		return stored(out.ETag)
 	}
 
 	// The uploader sees a plain io.Reader and buffers parts from its pool.
@@ -320,16 +337,26 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 			u.PartSize = size/int64(manager.MaxUploadParts) + 1
 		}
 	}
-	if _, err := b.uploader.Upload(ctx, in, grow); err != nil {
+	out, err := b.uploader.Upload(ctx, in, grow)
+	if err != nil {
 		var mf manager.MultiUploadFailure
 		if errors.As(err, &mf) && mf.UploadID() != "" {
 			if aerr := b.abort(ctx, key, mf.UploadID()); aerr != nil {
 				err = fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, mf.UploadID(), aerr)
 			}
 		}
-		return b.wrap("put", key, err)
+		return storage.ObjectInfo{}, b.wrapPut(key, conditional, err)
 	}
-	return nil
+	return stored(out.ETag)
+}
+
+// wrapPut maps a failed conditional write (412, or 409 for a concurrent
+// conditional write on AWS) to ErrConflict.
+func (b *Backend) wrapPut(key string, conditional bool, err error) error {
+	if s := httpStatus(err); conditional && (s == 412 || s == 409 || (s == 404 && apiCode(err) != "NoSuchBucket")) {
+		return fmt.Errorf("s3 put s3://%s/%s: the object changed since it was planned: %w", b.bucket, key, storage.ErrConflict)
+	}
+	return b.wrap("put", key, err)
 }
 
 func (b *Backend) abort(ctx context.Context, key, uploadID string) error {
@@ -448,7 +475,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 			if !ok || strings.HasSuffix(p, "/") || catalog.ValidatePath(p) != nil {
 				continue
 			}
-			if err := fn(storage.ObjectInfo{Path: p, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
+			if err := fn(storage.ObjectInfo{Path: p, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified), Fingerprint: aws.ToString(o.ETag)}); err != nil {
 				return err
 			}
 		}

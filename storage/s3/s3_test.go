@@ -188,7 +188,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "/pub/site/", s3store.Options{})
-	if err := b.Put(t.Context(), "d/f.txt", strings.NewReader("f"), 1, storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), "d/f.txt", strings.NewReader("f"), 1, storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := env.Client.GetObject(t.Context(), &s3.GetObjectInput{Bucket: &bucket, Key: aws.String("pub/site/d/f.txt")})
@@ -291,7 +291,7 @@ func TestMetadata(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), (6<<20)/16) // 6 MiB: 2 parts
 	for name, data := range map[string][]byte{"small.md": small, "big.bin": big} {
 		// Size -1 and a plain reader: the multipart path for big.
-		err := b.Put(t.Context(), name, io.MultiReader(bytes.NewReader(data)), -1, storage.PutOptions{SHA256: sha(data), ContentType: "text/markdown"})
+		_, err := b.Put(t.Context(), name, io.MultiReader(bytes.NewReader(data)), -1, storage.PutOptions{SHA256: sha(data), ContentType: "text/markdown"})
 		if err != nil {
 			t.Fatalf("Put %s: %v", name, err)
 		}
@@ -340,7 +340,7 @@ func TestPutChecksContent(t *testing.T) {
 		}
 		for _, c := range cases {
 			path := fmt.Sprintf("%d/%s", n, c.name)
-			err := b.Put(t.Context(), path, io.MultiReader(bytes.NewReader(data)), c.size, c.opts)
+			_, err := b.Put(t.Context(), path, io.MultiReader(bytes.NewReader(data)), c.size, c.opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("Put %s: error = %v, want one containing %q", path, err, c.want)
 			}
@@ -357,7 +357,7 @@ func TestMultipartFailureLeavesNothing(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, Concurrency: 2})
-	if err := b.Put(t.Context(), "old", strings.NewReader("old"), 3, storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), "old", strings.NewReader("old"), 3, storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const size = 16 << 20
@@ -365,7 +365,7 @@ func TestMultipartFailureLeavesNothing(t *testing.T) {
 		t.Run("FailingReader/"+path, func(t *testing.T) {
 			errSource := errors.New("source broke")
 			r := &genReader{left: size, failAt: 12 << 20, failErr: errSource}
-			err := b.Put(t.Context(), path, r, size, storage.PutOptions{})
+			_, err := b.Put(t.Context(), path, r, size, storage.PutOptions{})
 			if !errors.Is(err, errSource) {
 				t.Fatalf("Put error = %v, want the reader's error", err)
 			}
@@ -375,7 +375,7 @@ func TestMultipartFailureLeavesNothing(t *testing.T) {
 			defer cancel()
 			r := &genReader{left: size, cancelAt: 7 << 20, cancel: cancel}
 			start := time.Now()
-			err := b.Put(ctx, path, r, -1, storage.PutOptions{})
+			_, err := b.Put(ctx, path, r, -1, storage.PutOptions{})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Put error = %v, want context.Canceled", err)
 			}
@@ -451,7 +451,8 @@ func TestMultipartMemoryBounded(t *testing.T) {
 	// A tighter GC target keeps garbage from blurring the peak.
 	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	peak, total, err := measureHeap(func() error {
-		return b.Put(t.Context(), "big.bin", src(), size, storage.PutOptions{SHA256: digest})
+		_, err := b.Put(t.Context(), "big.bin", src(), size, storage.PutOptions{SHA256: digest})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -522,7 +523,7 @@ func TestMissingBucket(t *testing.T) {
 	ops := map[string]func() error{
 		"Stat": func() error { _, err := b.Stat(ctx, "x"); return err },
 		"Open": func() error { _, err := b.Open(ctx, "x"); return err },
-		"Put":  func() error { return b.Put(ctx, "x", strings.NewReader("x"), 1, storage.PutOptions{}) },
+		"Put":  func() error { _, err := b.Put(ctx, "x", strings.NewReader("x"), 1, storage.PutOptions{}); return err },
 		"List": func() error { return b.List(ctx, "", func(storage.ObjectInfo) error { return nil }) },
 		"ReadVersion": func() error {
 			_, _, err := b.ReadVersion(ctx, "x")
@@ -556,7 +557,7 @@ func TestEndpointDown(t *testing.T) {
 	if !errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrNotExist) {
 		t.Fatalf("Stat error = %v, want ErrUnavailable", err)
 	}
-	if err := b.Put(t.Context(), "x", strings.NewReader("x"), 1, storage.PutOptions{}); !errors.Is(err, storage.ErrUnavailable) {
+	if _, err := b.Put(t.Context(), "x", strings.NewReader("x"), 1, storage.PutOptions{}); !errors.Is(err, storage.ErrUnavailable) {
 		t.Fatalf("Put error = %v, want ErrUnavailable", err)
 	}
 	if _, err := b.WriteIfVersion(t.Context(), "x", []byte("x"), ""); !errors.Is(err, storage.ErrUnavailable) {
@@ -608,7 +609,7 @@ func TestSlowDownIsRetried(t *testing.T) {
 
 	endpoint, slowed := slowDownServer(t, env.URL, 3)
 	b := newBackend(t, clientFor(endpoint, fastRetries(4)), bucket, "", s3store.Options{})
-	if err := b.Put(t.Context(), "x", strings.NewReader("xyz"), 3, storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), "x", strings.NewReader("xyz"), 3, storage.PutOptions{}); err != nil {
 		t.Fatalf("Put through 3 SlowDowns with 4 attempts: %v", err)
 	}
 	if n := slowed.Load(); n != 3 {
@@ -620,7 +621,7 @@ func TestSlowDownIsRetried(t *testing.T) {
 
 	endpoint, slowed = slowDownServer(t, env.URL, 1000)
 	b = newBackend(t, clientFor(endpoint, fastRetries(3)), bucket, "", s3store.Options{})
-	err := b.Put(t.Context(), "y", strings.NewReader("y"), 1, storage.PutOptions{})
+	_, err := b.Put(t.Context(), "y", strings.NewReader("y"), 1, storage.PutOptions{})
 	if !errors.Is(err, storage.ErrUnavailable) {
 		t.Fatalf("Put against a server that always says SlowDown: %v, want ErrUnavailable", err)
 	}
@@ -661,7 +662,7 @@ func TestNewFromDefaultChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("body "), 1000)
-	if err := b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The raw bytes, not aws-chunked framing.

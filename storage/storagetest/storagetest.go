@@ -51,6 +51,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"ConcurrentWriteIfVersion", testConcurrentWriteIfVersion},
 		{"DeleteIfVersion", testDeleteIfVersion},
 		{"Large", testLarge},
+		{"Fingerprint", testFingerprint},
+		{"PutIfAbsent", testPutIfAbsent},
+		{"PutIfMatch", testPutIfMatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,7 +68,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 
 func put(t *testing.T, b storage.Backend, path string, data []byte) {
 	t.Helper()
-	if err := b.Put(t.Context(), path, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), path, bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 		t.Fatalf("Put(%q): %v", path, err)
 	}
 }
@@ -171,7 +174,7 @@ func testUnknownSize(t *testing.T, b storage.Backend) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 10000) // 160,000 bytes
 	// A reader that is not a *bytes.Reader, so no backend can learn the size.
 	r := io.MultiReader(bytes.NewReader(data[:1000]), bytes.NewReader(data[1000:]))
-	if err := b.Put(t.Context(), "unknown", r, -1, storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), "unknown", r, -1, storage.PutOptions{}); err != nil {
 		t.Fatalf("Put with size -1: %v", err)
 	}
 	oi, err := b.Stat(t.Context(), "unknown")
@@ -235,7 +238,7 @@ func testFoldersAreNotObjects(t *testing.T, b storage.Backend) {
 
 func testInvalidPaths(t *testing.T, b storage.Backend) {
 	for _, p := range []string{"", "../x", "a/../../x", "/abs", "a//b", "./a", `a\b`, "a\x00b"} {
-		if err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{}); err == nil {
+		if _, err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{}); err == nil {
 			t.Errorf("Put(%q) succeeded, want an invalid path error", p)
 		}
 		if _, err := b.Stat(t.Context(), p); err == nil || errors.Is(err, storage.ErrNotExist) {
@@ -292,7 +295,7 @@ func testAtomicReplace(t *testing.T, b storage.Backend) {
 		if i%2 == 0 {
 			data = newer
 		}
-		if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
+		if _, err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data)), storage.PutOptions{}); err != nil {
 			t.Errorf("Put #%d: %v", i, err)
 		}
 	}
@@ -326,12 +329,12 @@ func (r *failingReader) Read(p []byte) (int, error) {
 func testFailingReader(t *testing.T, b storage.Backend) {
 	put(t, b, "keep", []byte("old"))
 	const size = 256 << 10
-	err := b.Put(t.Context(), "keep", &failingReader{n: size / 2}, size, storage.PutOptions{})
+	_, err := b.Put(t.Context(), "keep", &failingReader{n: size / 2}, size, storage.PutOptions{})
 	if err == nil {
 		t.Fatal("Put with a failing reader succeeded")
 	}
 	wantContent(t, b, "keep", []byte("old"))
-	err = b.Put(t.Context(), "fresh/new", &failingReader{n: size / 2}, -1, storage.PutOptions{})
+	_, err = b.Put(t.Context(), "fresh/new", &failingReader{n: size / 2}, -1, storage.PutOptions{})
 	if err == nil {
 		t.Fatal("Put (size -1) with a failing reader succeeded")
 	}
@@ -343,10 +346,10 @@ func testCancelledBeforePut(t *testing.T, b storage.Backend) {
 	put(t, b, "keep", []byte("old"))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := b.Put(ctx, "keep", strings.NewReader("new"), 3, storage.PutOptions{}); err == nil {
+	if _, err := b.Put(ctx, "keep", strings.NewReader("new"), 3, storage.PutOptions{}); err == nil {
 		t.Fatal("Put with a cancelled context succeeded")
 	}
-	if err := b.Put(ctx, "other", strings.NewReader("new"), 3, storage.PutOptions{}); err == nil {
+	if _, err := b.Put(ctx, "other", strings.NewReader("new"), 3, storage.PutOptions{}); err == nil {
 		t.Fatal("Put with a cancelled context succeeded")
 	}
 	wantContent(t, b, "keep", []byte("old"))
@@ -387,7 +390,7 @@ func testCancelledDuringPut(t *testing.T, b storage.Backend) {
 	for _, path := range []string{"keep", "fresh"} {
 		ctx, cancel := context.WithCancel(t.Context())
 		r := &cancellingReader{n: size, cancel: cancel}
-		err := b.Put(ctx, path, r, size, storage.PutOptions{})
+		_, err := b.Put(ctx, path, r, size, storage.PutOptions{})
 		cancel()
 		if err == nil {
 			t.Fatalf("Put(%q) cancelled midway succeeded", path)
@@ -402,7 +405,7 @@ func testCancelledDuringPut(t *testing.T, b storage.Backend) {
 func testMetadata(t *testing.T, b storage.Backend) {
 	data := []byte("with metadata")
 	sum := fmt.Sprintf("sha256:%x", sha256.Sum256(data))
-	err := b.Put(t.Context(), "m.txt", bytes.NewReader(data), int64(len(data)),
+	_, err := b.Put(t.Context(), "m.txt", bytes.NewReader(data), int64(len(data)),
 		storage.PutOptions{SHA256: sum, ContentType: "text/plain"})
 	if err != nil {
 		t.Fatalf("Put: %v", err)
@@ -522,7 +525,7 @@ func testManyKeys(t *testing.T, b storage.Backend) {
 	for range 8 {
 		wg.Go(func() {
 			for k := range jobs {
-				if err := b.Put(t.Context(), k, strings.NewReader(k), int64(len(k)), storage.PutOptions{}); err != nil {
+				if _, err := b.Put(t.Context(), k, strings.NewReader(k), int64(len(k)), storage.PutOptions{}); err != nil {
 					errs <- fmt.Errorf("Put(%q): %w", k, err)
 				}
 			}
@@ -695,7 +698,7 @@ func testLarge(t *testing.T, b storage.Backend) {
 	const size = 64 << 20
 	in := sha256.New()
 	src := io.TeeReader(io.LimitReader(rand.NewChaCha8([32]byte{1}), size), in)
-	if err := b.Put(t.Context(), "big/blob.bin", src, size, storage.PutOptions{}); err != nil {
+	if _, err := b.Put(t.Context(), "big/blob.bin", src, size, storage.PutOptions{}); err != nil {
 		t.Fatalf("Put 64 MiB: %v", err)
 	}
 	oi, err := b.Stat(t.Context(), "big/blob.bin")
@@ -714,5 +717,142 @@ func testLarge(t *testing.T, b storage.Backend) {
 	}
 	if !bytes.Equal(in.Sum(nil), out.Sum(nil)) {
 		t.Fatal("64 MiB object read back with other bytes")
+	}
+}
+
+// readAll returns the object's bytes, failing the test on any error.
+func readAll(t *testing.T, b storage.Backend, path string) string {
+	t.Helper()
+	r, err := b.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func putInfo(t *testing.T, b storage.Backend, path, data string, opts storage.PutOptions) storage.ObjectInfo {
+	t.Helper()
+	oi, err := b.Put(t.Context(), path, strings.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		t.Fatalf("Put %s: %v", path, err)
+	}
+	return oi
+}
+
+func listed(t *testing.T, b storage.Backend, path string) storage.ObjectInfo {
+	t.Helper()
+	var got storage.ObjectInfo
+	err := b.List(t.Context(), path, func(oi storage.ObjectInfo) error {
+		if oi.Path == path {
+			got = oi
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// Put, List and Stat agree on a version's fingerprint, and replacing the
+// object (even with the same bytes) changes it unless the backend derives
+// it from the bytes alone (S3 ETags of single-part uploads).
+func testFingerprint(t *testing.T, b storage.Backend) {
+	first := putInfo(t, b, "dir/f.txt", "one", storage.PutOptions{})
+	if first.Fingerprint == "" || first.Path != "dir/f.txt" || first.Size != 3 {
+		t.Fatalf("Put returned %+v, want path, size 3 and a fingerprint", first)
+	}
+	if got := listed(t, b, "dir/f.txt").Fingerprint; got != first.Fingerprint {
+		t.Fatalf("List fingerprint %q, Put returned %q", got, first.Fingerprint)
+	}
+	st, err := b.Stat(t.Context(), "dir/f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Fingerprint != first.Fingerprint {
+		t.Fatalf("Stat fingerprint %q, Put returned %q", st.Fingerprint, first.Fingerprint)
+	}
+	second := putInfo(t, b, "dir/f.txt", "two", storage.PutOptions{})
+	if second.Fingerprint == first.Fingerprint {
+		t.Fatalf("replacing the object kept fingerprint %q", first.Fingerprint)
+	}
+	if got := listed(t, b, "dir/f.txt").Fingerprint; got != second.Fingerprint {
+		t.Fatalf("List fingerprint %q after replace, Put returned %q", got, second.Fingerprint)
+	}
+}
+
+// IfAbsent never replaces: the second writer gets ErrConflict and the first
+// writer's bytes stay.
+func testPutIfAbsent(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	putInfo(t, b, "new/a.txt", "first", storage.PutOptions{IfAbsent: true})
+	_, err := b.Put(ctx, "new/a.txt", strings.NewReader("stale"), 5, storage.PutOptions{IfAbsent: true})
+	if !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("second IfAbsent Put: err = %v, want ErrConflict", err)
+	}
+	if got := readAll(t, b, "new/a.txt"); got != "first" {
+		t.Fatalf("content %q after a refused IfAbsent Put, want %q", got, "first")
+	}
+	// Racing creators: exactly one wins.
+	var wins, conflicts int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := fmt.Sprintf("writer %d", i)
+			_, err := b.Put(ctx, "race.txt", strings.NewReader(data), int64(len(data)), storage.PutOptions{IfAbsent: true})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, storage.ErrConflict):
+				conflicts++
+			default:
+				t.Errorf("racing IfAbsent Put: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || conflicts != 7 {
+		t.Fatalf("racing IfAbsent Puts: %d won, %d conflicts; want 1 and 7", wins, conflicts)
+	}
+	listedPaths := 0
+	_ = b.List(ctx, "", func(storage.ObjectInfo) error { listedPaths++; return nil })
+	if listedPaths != 2 {
+		t.Fatalf("%d objects listed after refused writes, want 2 (no leftovers)", listedPaths)
+	}
+}
+
+// IfMatch replaces only the version it names: a writer holding an old
+// fingerprint cannot overwrite a newer object, nor recreate a deleted one.
+func testPutIfMatch(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	v1 := putInfo(t, b, "f.txt", "v1", storage.PutOptions{})
+	v2 := putInfo(t, b, "f.txt", "v2-newer", storage.PutOptions{IfMatch: v1.Fingerprint})
+	_, err := b.Put(ctx, "f.txt", strings.NewReader("stale"), 5, storage.PutOptions{IfMatch: v1.Fingerprint})
+	if !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("Put with an old fingerprint: err = %v, want ErrConflict", err)
+	}
+	if got := readAll(t, b, "f.txt"); got != "v2-newer" {
+		t.Fatalf("content %q after a refused IfMatch Put, want %q", got, "v2-newer")
+	}
+	putInfo(t, b, "f.txt", "v3", storage.PutOptions{IfMatch: v2.Fingerprint})
+	if err := b.Delete(ctx, "f.txt"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Put(ctx, "f.txt", strings.NewReader("stale"), 5, storage.PutOptions{IfMatch: v2.Fingerprint})
+	if !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("IfMatch Put on a deleted object: err = %v, want ErrConflict", err)
+	}
+	if _, err := b.Stat(ctx, "f.txt"); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("a refused IfMatch Put recreated the object: Stat err = %v", err)
 	}
 }

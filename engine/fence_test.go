@@ -1,0 +1,255 @@
+package engine_test
+
+// Fencing of data writes: a holder that lost its lease while a write was in
+// flight (a paused process, a hung request) must not land that write on a
+// newer holder's work, and where it still lands on a path the newer holder
+// left alone, the next publication must notice and repair it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// switchLease is held until lose is called: the tests decide when a
+// holder's lease runs out, the lease package's own tests prove it does.
+type switchLease struct{ lost atomic.Bool }
+
+func (l *switchLease) Token() string { return "1" }
+func (l *switchLease) Err() error {
+	if l.lost.Load() {
+		return fmt.Errorf("%w: test lease expired", lease.ErrLost)
+	}
+	return nil
+}
+func (l *switchLease) Release(context.Context) error { return nil }
+func (l *switchLease) lose()                         { l.lost.Store(true) }
+
+// pausingBackend holds the first Put of one path until resumed, as a
+// SIGSTOP or a hung request would: the write has passed every check of the
+// holder and is on its way to storage.
+type pausingBackend struct {
+	storage.Backend
+	path    string
+	once    sync.Once
+	reached chan struct{}
+	resume  chan struct{}
+	// result is the paused Put's error, once it ran.
+	result chan error
+}
+
+func newPausing(b storage.Backend, path string) *pausingBackend {
+	return &pausingBackend{Backend: b, path: path, reached: make(chan struct{}), resume: make(chan struct{}), result: make(chan error, 1)}
+}
+
+func (p *pausingBackend) Put(ctx context.Context, path string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+	paused := false
+	if path == p.path {
+		p.once.Do(func() { paused = true })
+	}
+	if !paused {
+		return p.Backend.Put(ctx, path, r, size, o)
+	}
+	close(p.reached)
+	<-p.resume
+	oi, err := p.Backend.Put(ctx, path, r, size, o)
+	p.result <- err
+	return oi, err
+}
+
+// fenceHolder publishes bundle dir to d's root as one holder with its own
+// lease, the way Runner.Publish does once the lease is held.
+func (h *harness) fenceHolder(ctx context.Context, root storage.Backend, l lease.Lease, d config.Destination, dir string, workers int) (engine.Result, error) {
+	req := engine.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + dir}
+	b, err := h.runner.OpenBundle(ctx, req)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	pub, err := h.runner.Publication(ctx, req, b, d)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	e := &engine.Engine{Now: h.clock.Now, Version: "test", Workers: workers}
+	return e.Publish(ctx, root, l, pub)
+}
+
+func eight(version string) map[string]string {
+	files := map[string]string{}
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		files[n+".txt"] = version + " " + n + "\n"
+	}
+	return files
+}
+
+// The newer holder rewrote the path the stale holder was writing (and both
+// create a new path): the stale writes are refused, verify passes, the
+// newer holder's bytes are live.
+func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		ctx := context.Background()
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		d := h.addDest(named(base, "site", planner.Replacement), plain, pipeA)
+		h.mustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
+
+		stale := eight("stale")
+		stale["new.txt"] = "stale new\n"
+		staleDir, _ := makeBundle(t, "weatherreporter.v", stale)
+		newer := eight("newer")
+		newer["new.txt"] = "newer new\n"
+		newerDir, _ := makeBundle(t, "weatherreporter.v", newer)
+
+		// Holder A writes one output at a time and is paused inside the Put
+		// of c.txt; then its lease runs out.
+		pausing := newPausing(plain, "c.txt")
+		la := &switchLease{}
+		errA := make(chan error, 1)
+		go func() {
+			_, err := h.fenceHolder(ctx, pausing, la, d, staleDir, 1)
+			errA <- err
+		}()
+		<-pausing.reached
+		la.lose()
+
+		// Holder B takes the root and publishes.
+		h.clock.Set(t2)
+		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
+			t.Fatalf("newer holder: %v", err)
+		}
+		close(pausing.resume)
+		if err := <-pausing.result; !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("stale Put of c.txt: err = %v, want ErrConflict (it must not land)", err)
+		}
+		if err := <-errA; err == nil {
+			t.Fatal("stale holder's publication succeeded")
+		}
+		wantContents(t, plain, newer)
+		rep, err := h.verify("site", all)
+		if err != nil || !rep.OK() {
+			t.Fatalf("verify after the stale writer resumed: %+v, %v", rep, err)
+		}
+
+		// The same race on a path both create: no-replace refuses the stale one.
+		created := newPausing(plain, "fresh.txt")
+		withFresh := func(files map[string]string, v string) map[string]string {
+			out := map[string]string{"fresh.txt": v + " fresh\n"}
+			for k, c := range files {
+				out[k] = c
+			}
+			return out
+		}
+		staleDir2, _ := makeBundle(t, "weatherreporter.v", withFresh(newer, "stale"))
+		newerFiles := withFresh(newer, "newer")
+		newerDir2, _ := makeBundle(t, "weatherreporter.v", newerFiles)
+		la2 := &switchLease{}
+		go func() {
+			_, err := h.fenceHolder(ctx, created, la2, d, staleDir2, 1)
+			errA <- err
+		}()
+		<-created.reached
+		la2.lose()
+		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir2, 4); err != nil {
+			t.Fatalf("newer holder: %v", err)
+		}
+		close(created.resume)
+		if err := <-created.result; !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("stale create of fresh.txt: err = %v, want ErrConflict", err)
+		}
+		<-errA
+		wantContents(t, plain, newerFiles)
+		if rep, err := h.verify("site", all); err != nil || !rep.OK() {
+			t.Fatalf("verify: %+v, %v", rep, err)
+		}
+	})
+}
+
+// The newer holder left the stale writer's path alone, so the write's
+// condition still holds and its bytes land under a record that describes
+// other bytes. The next publication notices without rehashing the root and
+// rewrites exactly that output.
+func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		ctx := context.Background()
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		counting := newCounting(plain)
+		d := h.addDest(named(base, "site", planner.Replacement), counting, pipeA)
+		h.mustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
+
+		staleFiles := eight("v0")
+		staleFiles["c.txt"] = "v9 c\n" // same size: only the bytes differ
+		staleDir, _ := makeBundle(t, "weatherreporter.v", staleFiles)
+		newer := eight("v0")
+		newer["a.txt"] = "newer a\n"
+		newerDir, _ := makeBundle(t, "weatherreporter.v", newer)
+
+		pausing := newPausing(plain, "c.txt")
+		la := &switchLease{}
+		errA := make(chan error, 1)
+		go func() {
+			_, err := h.fenceHolder(ctx, pausing, la, d, staleDir, 1)
+			errA <- err
+		}()
+		<-pausing.reached
+		la.lose()
+		h.clock.Set(t2)
+		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
+			t.Fatalf("newer holder: %v", err)
+		}
+		close(pausing.resume)
+		<-pausing.result // lands: c.txt is still the version both plans saw
+		<-errA
+
+		rep, err := h.verify("site", all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "damaged after the stale write", rep.Damaged, []string{"c.txt"})
+
+		// The next publication of the same bundle repairs it, and finds it
+		// by fingerprint: only c.txt is read back from the root.
+		counting.Reset()
+		res, err := h.publish(t2.Add(time.Minute), pipeA, "site", newerDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "written by the repairing publication", itemPaths(res.Written), []string{"c.txt"})
+		wantStrings(t, "outputs read back", readBack(counting), []string{"c.txt"})
+		wantContents(t, plain, newer)
+		if rep, err := h.verify("site", all); err != nil || !rep.OK() {
+			t.Fatalf("verify after the repair: %+v, %v", rep, err)
+		}
+		// And the one after that trusts every output again.
+		counting.Reset()
+		res, err = h.publish(t2.Add(2*time.Minute), pipeA, "site", newerDir)
+		if err != nil || len(res.Written) != 0 {
+			t.Fatalf("republish: written %v, err %v; want nothing", itemPaths(res.Written), err)
+		}
+		wantStrings(t, "outputs read back", readBack(counting), nil)
+	})
+}
+
+// readBack lists the outputs whose stored bytes or metadata were read
+// (Stat, then Open where the backend keeps no digest), once each.
+func readBack(c *countingBackend) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range append(c.Calls("Stat"), c.Calls("Open")...) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -234,3 +234,36 @@ func TestRetryAfterFailedWriteReportsTheDisplacedDelete(t *testing.T) {
 		assertDescribesStorage(t, plain)
 	})
 }
+
+// A legacy first run treats the root's content as the earlier version's
+// output, so legacy content in the way of a planned path is deleted before
+// the writes (rather than blocking the one run that writes a catalog).
+// Replacement clears the rest as before; additive keeps it.
+func TestLegacyContentInTheWayIsDisplaced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		for _, wf := range []planner.Workflow{planner.Replacement, planner.Additive} {
+			t.Run(string(wf), func(t *testing.T) {
+				h := newHarness(t)
+				root, base := newRoot(t)
+				h.addDest(named(base, "latest", wf), root, pipeA)
+				putLegacyCatalog(t, root)
+				for p, c := range map[string]string{"docs": "legacy file", "site/a.html": "legacy a", "notes.txt": "n"} {
+					mustPut(t, root, p, c)
+				}
+
+				res := h.mustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs/index.txt": "index\n", "site": "now a file\n"})
+				wantStrings(t, "written", itemPaths(res.Written), []string{"docs/index.txt", "site"})
+				want := map[string]string{"docs/index.txt": "index\n", "site": "now a file\n"}
+				if wf == planner.Replacement {
+					wantStrings(t, "deleted", res.Deleted, []string{"docs", "site/a.html", "notes.txt"})
+				} else {
+					wantStrings(t, "deleted", res.Deleted, []string{"docs", "site/a.html"})
+					want["notes.txt"] = "n"
+				}
+				wantContents(t, root, want)
+				cat, _ := readCatalog(t, root)
+				wantStrings(t, "records", recordPaths(cat), []string{"docs/index.txt", "site"})
+			})
+		}
+	})
+}

@@ -293,6 +293,60 @@ var crashScenarios = []scenario{
 		},
 		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"},
 	},
+	// File <-> folder: the displaced delete runs before the write; a kill
+	// between them must converge too.
+	{
+		name: "replacement managed files become folders", workflow: planner.Replacement,
+		before: publishedBefore(planner.Replacement, map[string]string{"docs": "file\n", "a": "a file\n", "keep.txt": "k\n"}),
+		files:  map[string]string{"docs/index.txt": "index\n", "a/b/c": "deep\n", "keep.txt": "k\n"},
+	},
+	{
+		name: "replacement managed folders become files", workflow: planner.Replacement,
+		before: publishedBefore(planner.Replacement, map[string]string{"docs/index.txt": "index\n", "docs/sub/more.txt": "m\n", "a/b/c": "deep\n"}),
+		files:  map[string]string{"docs": "file\n", "a": "a file\n"},
+	},
+	{
+		name: "additive managed files become folders", workflow: planner.Additive,
+		before: publishedBefore(planner.Additive, map[string]string{"docs": "file\n", "a": "a file\n", "keep.txt": "k\n"}),
+		files:  map[string]string{"docs/index.txt": "index\n", "a/b/c": "deep\n"},
+	},
+	{
+		name: "additive managed folders become files", workflow: planner.Additive,
+		before: publishedBefore(planner.Additive, map[string]string{"docs/index.txt": "index\n", "docs/sub/more.txt": "m\n", "keep.txt": "k\n"}),
+		files:  map[string]string{"docs": "file\n"},
+	},
+	{
+		name: "legacy replacement first run displaces a file in the way", workflow: planner.Replacement,
+		before: func(t *testing.T, root string) {
+			writeTree(t, root, map[string]string{
+				".distributor.json": `{"schema_version": 3, "owners": {}}`,
+				"docs":              "legacy", "old/page.html": "legacy",
+			})
+		},
+		files: map[string]string{"docs/index.txt": "index\n"},
+	},
+	{
+		name: "legacy additive first run displaces a folder in the way", workflow: planner.Additive,
+		before: func(t *testing.T, root string) {
+			writeTree(t, root, map[string]string{
+				".distributor.json": `{"schema_version": 2}`,
+				"docs/a.html":       "legacy", "docs/b/c.html": "legacy", "other.html": "legacy",
+			})
+		},
+		files: map[string]string{"docs": "file\n"},
+	},
+}
+
+// publishedBefore prepares a root holding an earlier publication of files,
+// plus an unmanaged file.
+func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testing.T, root string) {
+	return func(t *testing.T, root string) {
+		b, _ := local.New(root)
+		if _, err := publish(t, b, wf, files, fixedNow.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		writeTree(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
+	}
 }
 
 // TestCrashAtEveryStepConverges kills a publication before each of its

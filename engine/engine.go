@@ -11,7 +11,9 @@ import (
 	"io"
 	"mime"
 	"path"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -219,7 +221,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		return res, err
 	}
 	if p.Blocked() {
-		return res, fmt.Errorf("%w in %s: %d planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): %s", ErrCollision, root, len(p.Collisions), summarize(p.Collisions))
+		return res, collisionError(root, p)
 	}
 	res.Unchanged = p.Count(planner.Unchanged)
 	// Reported as written with the record this run leaves (not the earlier
@@ -298,6 +300,24 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		}
 	}
 
+	// Managed outputs in the way of a write (a file where a folder goes,
+	// or files under a planned file) go first; the intent already lists
+	// them, so a crash from here on converges like any other.
+	displaced := p.Displaced()
+	if len(displaced) > 0 {
+		if err := l.Err(); err != nil {
+			return res, err
+		}
+		if err := root.Delete(ctx, displaced...); err != nil {
+			// Some may be gone: drop their records like after a failed write.
+			if _, rerr := e.recover(context.WithoutCancel(ctx), root, l, false); rerr != nil {
+				e.Log.Warn().Err(rerr).Str("root", root.String()).Msg("recovery after failed delete did not finish; the next run completes it")
+			}
+			return res, fmt.Errorf("delete in %s: %w", root, err)
+		}
+		res.Deleted = append(res.Deleted, displaced...)
+	}
+
 	written, werr := e.writeAll(ctx, root, l, pub, writes, content, pl.stored, pl.fps)
 	res.Written = append(res.Written, written...)
 	if werr != nil {
@@ -309,20 +329,21 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		}
 		return res, werr
 	}
+	later := without(deletes, displaced)
 
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed.
 	if err := storage.Sync(ctx, root); err != nil {
 		return res, fmt.Errorf("sync %s: %w", root, err)
 	}
-	if len(deletes) > 0 {
+	if len(later) > 0 {
 		if err := l.Err(); err != nil {
 			return res, err
 		}
-		if err := root.Delete(ctx, deletes...); err != nil {
+		if err := root.Delete(ctx, later...); err != nil {
 			return res, fmt.Errorf("delete in %s: %w", root, err)
 		}
-		res.Deleted = append(res.Deleted, deletes...)
+		res.Deleted = append(res.Deleted, later...)
 	}
 	for _, it := range p.Items {
 		if it.Action == planner.Update && !it.Write && !seen[it.Path] { // carried ones are reported as written
@@ -517,12 +538,15 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 			changed = true
 		}
 		for _, p := range deletes {
-			if _, managed := index[p]; !managed {
-				continue
-			}
+			// Every intended delete was managed when planned; one that is
+			// neither stored nor recorded now was deleted by this run and
+			// dropped by its own recovery after a failed write (displaced
+			// deletes run before the writes): still reported.
 			if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) {
-				delete(index, p)
-				changed = true
+				if _, managed := index[p]; managed {
+					delete(index, p)
+					changed = true
+				}
 				out.deleted = append(out.deleted, p)
 			} else if err != nil {
 				return recovery{}, fmt.Errorf("recover %s in %s: %w", p, root, err)
@@ -564,6 +588,46 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 	ev := e.Log.Info()
 	ev.Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")
 	return out, nil
+}
+
+// without returns paths minus those in drop (both sorted).
+func without(paths, drop []string) []string {
+	if len(drop) == 0 {
+		return paths
+	}
+	var out []string
+	for _, p := range paths {
+		if _, found := sort.Find(len(drop), func(i int) int { return strings.Compare(p, drop[i]) }); !found {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// collisionError explains a blocked plan. Content in the way of a file or
+// folder cannot be adopted, so only plain collisions suggest
+// --take-ownership.
+func collisionError(root storage.Backend, p planner.Plan) error {
+	var taken, tree, way []string
+	for _, it := range p.Items {
+		switch {
+		case it.Action != planner.Collision:
+		case len(it.InTheWay) > 0:
+			tree = append(tree, it.Path)
+			way = append(way, it.InTheWay...)
+		default:
+			taken = append(taken, it.Path)
+		}
+	}
+	var parts []string
+	if len(taken) > 0 {
+		parts = append(parts, fmt.Sprintf("%d planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): %s", len(taken), summarize(taken)))
+	}
+	if len(tree) > 0 {
+		slices.Sort(way)
+		parts = append(parts, fmt.Sprintf("%d planned path(s) need a file or folder where content distributor does not manage is in the way (remove the unmanaged content in the way; it cannot be adopted across file and folder): %s, in the way: %s", len(tree), summarize(tree), summarize(slices.Compact(way))))
+	}
+	return fmt.Errorf("%w in %s: %s", ErrCollision, root, strings.Join(parts, "; "))
 }
 
 // itemAt finds the plan item at path (items are sorted by path).

@@ -8,13 +8,15 @@ package engine
 //  2. read the catalog and list the root, plan;
 //  3. write the intent (.distributor/intent.json): the full records of
 //     every output about to be written and the paths about to be deleted;
-//  4. write the outputs' bytes, each atomically (temp + rename, or a single
+//  4. delete the displaced outputs: managed outputs in the way of a write
+//     (a file where a folder is planned, or files under a planned file);
+//  5. write the outputs' bytes, each atomically (temp + rename, or a single
 //     S3 object put), so a path holds the whole old or the whole new bytes;
-//  5. delete the bytes of removed outputs (skipped when any write failed);
-//  6. commit the catalog with a compare-and-swap on the version read in 2;
-//  7. delete the intent.
+//  6. delete the bytes of removed outputs (skipped when any write failed);
+//  7. commit the catalog with a compare-and-swap on the version read in 2;
+//  8. delete the intent.
 //
-// A kill between 3 and 7 leaves bytes the catalog does not describe yet:
+// A kill between 3 and 8 leaves bytes the catalog does not describe yet:
 // new outputs that would otherwise look like unmanaged content and collide
 // with the retry, rewritten outputs whose record still has the old digest,
 // deleted outputs whose record is still there. Recovery reads the intent
@@ -30,7 +32,8 @@ package engine
 // first run, which rewrites those paths anyway.
 //
 // A write that fails (rather than a kill) takes the same path at once: the
-// landed writes are rolled forward into the catalog, deletes are skipped,
+// landed writes are rolled forward into the catalog (and the records of
+// displaced outputs, already gone, dropped), the other deletes are skipped,
 // and the intent stays until the next run on the root recovers it. Recovery
 // also hands what the interrupted run changed to that publication's pending
 // report (report.go), so the attempt that finishes reports it.

@@ -82,8 +82,9 @@ type Input struct {
 	// Legacy is true when the root holds superseded (<v4) state.
 	Legacy bool
 	// Stored lists the objects in the root (reserved paths excluded). It
-	// must cover at least every desired path; for a legacy replacement it
-	// must list the whole root.
+	// must cover at least every desired path, the paths of its folders and
+	// everything below it; for a legacy replacement it must list the whole
+	// root.
 	Stored map[string]Stored
 	Now    time.Time
 	// MaxDeletes > 0 aborts a plan that deletes more objects.
@@ -121,6 +122,14 @@ type Item struct {
 	Record catalog.Output
 	// Adopted marks a create that takes over unmanaged content (--take-ownership).
 	Adopted bool
+	// Displaced marks a delete of a managed output (or, on a legacy first
+	// run, of a leftover) that is in the way of a planned path: a file
+	// where a planned output needs a folder, or files below a planned
+	// output's path. It must run before the writes.
+	Displaced bool
+	// InTheWay lists, for a collision, the unmanaged objects in the way of
+	// the path (empty when the path itself is taken).
+	InTheWay []string
 }
 
 // Plan is the outcome of Build.
@@ -169,7 +178,8 @@ func (p *Plan) Writes() []Item {
 }
 
 // Deletes returns the managed paths to delete (records and bytes), plus the
-// legacy clear set, in path order; none when the plan is blocked.
+// legacy clear set, in path order; none when the plan is blocked. It
+// includes the displaced ones.
 func (p *Plan) Deletes() []string {
 	if p.Blocked() {
 		return nil
@@ -182,6 +192,22 @@ func (p *Plan) Deletes() []string {
 	}
 	out = append(out, p.Clear...)
 	sort.Strings(out)
+	return out
+}
+
+// Displaced returns the paths of the displaced deletes, in path order: they
+// make room for the writes and must run before them. None when the plan is
+// blocked.
+func (p *Plan) Displaced() []string {
+	if p.Blocked() {
+		return nil
+	}
+	var out []string
+	for _, it := range p.Items {
+		if it.Displaced {
+			out = append(out, it.Path)
+		}
+	}
 	return out
 }
 
@@ -224,10 +250,10 @@ func Build(in Input) (Plan, error) {
 	if a, b, ok := nested(keys); ok {
 		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
 	}
-	// A stored object where a planned output needs a folder, or stored
-	// objects below a planned output's path, block it like a collision:
-	// a folder tree cannot hold both (and on S3 it would not mirror).
-	blocked := treeConflicts(keys, in.Stored)
+	// An object where a planned output needs a folder, or objects below a
+	// planned output's path, are in the way: a folder tree cannot hold both
+	// (and on S3 the roots would stop mirroring each other).
+	way := treeConflicts(keys, in.Stored, in.Catalog)
 
 	cur := in.Catalog
 	if cur == nil {
@@ -235,15 +261,38 @@ func Build(in Input) (Plan, error) {
 	}
 	records := cur.Index()
 
+	// Managed outputs in the way are displaced (deleted before the writes,
+	// like any overwrite of a managed output); so is legacy content, which
+	// a legacy first run rewrites or clears anyway. Unmanaged content in
+	// the way blocks the path, --take-ownership or not: adoption takes
+	// over a path, it does not turn a file into a folder.
+	blocked := map[string][]string{}
+	displaced := map[string]Item{}
+	for _, path := range keys {
+		var unmanaged []string
+		for _, o := range way[path] {
+			if _, managed := records[o]; !managed && !in.Legacy {
+				unmanaged = append(unmanaged, o)
+			}
+		}
+		if len(unmanaged) > 0 {
+			blocked[path] = unmanaged
+			continue
+		}
+		for _, o := range way[path] {
+			displaced[o] = Item{Path: o, Action: Delete, Displaced: true, Record: records[o]}
+		}
+	}
+
 	for _, path := range keys {
 		d := desired[path]
 		rec := record(in, d)
 		old, managed := records[path]
 		stored, exists := in.Stored[path]
 		switch {
-		case blocked[path]:
+		case blocked[path] != nil:
 			p.Collisions = append(p.Collisions, path)
-			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d})
+			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d, InTheWay: blocked[path]})
 		case managed:
 			rec.CreatedAt = old.CreatedAt
 			write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
@@ -268,13 +317,13 @@ func Build(in Input) (Plan, error) {
 				continue
 			}
 			owned++
-			if _, keep := desired[old.Path]; !keep {
+			if _, keep := desired[old.Path]; !keep && !displacedAt(displaced, old.Path) {
 				p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
 			}
 		}
 		if in.Legacy {
 			for _, path := range sortedKeys(in.Stored) {
-				if _, keep := desired[path]; !keep && !catalog.IsReserved(path) {
+				if _, keep := desired[path]; !keep && !catalog.IsReserved(path) && !displacedAt(displaced, path) {
 					p.Clear = append(p.Clear, path)
 				}
 			}
@@ -283,6 +332,9 @@ func Build(in Input) (Plan, error) {
 		if len(desired) == 0 && (owned > 0 || len(p.Clear) > 0) {
 			return p, ErrEmptyReplacement
 		}
+	}
+	for _, path := range sortedKeys(displaced) {
+		p.Items = append(p.Items, displaced[path])
 	}
 	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Path < p.Items[j].Path })
 
@@ -376,23 +428,43 @@ func nested(sorted []string) (string, string, bool) {
 	return "", "", false
 }
 
-// treeConflicts returns the desired paths that stored objects block: an
-// object at one of the path's folders, or objects under the path itself.
-func treeConflicts(desired []string, stored map[string]Stored) map[string]bool {
-	if len(stored) == 0 {
+func displacedAt(displaced map[string]Item, path string) bool {
+	_, ok := displaced[path]
+	return ok
+}
+
+// treeConflicts returns, per desired path, the objects in its way, in path
+// order: an object at one of the path's folders, or objects under the path
+// itself. Objects are the stored ones and the catalog's records (a record
+// whose bytes are missing must still leave the tree).
+func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Catalog) map[string][]string {
+	// Records are nearly always stored too: only the others are added.
+	unstored := map[string]bool{}
+	if cat != nil {
+		for _, o := range cat.Outputs {
+			if _, ok := stored[o.Path]; !ok {
+				unstored[o.Path] = true
+			}
+		}
+	}
+	if len(stored)+len(unstored) == 0 {
 		return nil
 	}
-	storedKeys := sortedKeys(stored)
-	out := map[string]bool{}
+	keys := sortedKeys(stored)
+	if len(unstored) > 0 {
+		keys = append(keys, sortedKeys(unstored)...)
+		sort.Strings(keys)
+	}
+	out := map[string][]string{}
 	for _, p := range desired {
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
-			if _, ok := stored[p[:i]]; ok {
-				out[p] = true
+			if _, ok := stored[p[:i]]; ok || unstored[p[:i]] {
+				out[p] = append(out[p], p[:i])
 			}
 		}
 		below := p + "/"
-		if j := sort.SearchStrings(storedKeys, below); j < len(storedKeys) && strings.HasPrefix(storedKeys[j], below) {
-			out[p] = true
+		for j := sort.SearchStrings(keys, below); j < len(keys) && strings.HasPrefix(keys[j], below); j++ {
+			out[p] = append(out[p], keys[j])
 		}
 	}
 	return out

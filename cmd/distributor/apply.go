@@ -191,6 +191,12 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 		if it.Action == planner.Update && !it.Write {
 			note = " (record only)"
 		}
+		if it.Displaced {
+			note = " (in the way of a planned path)"
+		}
+		if len(it.InTheWay) > 0 {
+			note = fmt.Sprintf(" (unmanaged in the way: %s)", strings.Join(it.InTheWay, ", "))
+		}
 		fmt.Fprintf(a.stdout, "  %s %s%s\n", mark, it.Path, note)
 	}
 	for _, c := range p.Clear {
@@ -223,6 +229,11 @@ type itemJSON struct {
 	SHA256  string `json:"sha256,omitempty"`
 	Size    int64  `json:"size"`
 	URL     string `json:"url,omitempty"`
+
+	// Displaced marks a delete that makes room for a planned path;
+	// InTheWay names the unmanaged content blocking a collision.
+	Displaced bool     `json:"displaced,omitempty"`
+	InTheWay  []string `json:"in_the_way,omitempty"`
 }
 
 func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON {
@@ -232,7 +243,7 @@ func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON
 		out.Collisions = []string{}
 	}
 	for _, it := range res.Plan.Items {
-		j := itemJSON{Path: it.Path, Action: string(it.Action), Write: it.Write, Adopted: it.Adopted}
+		j := itemJSON{Path: it.Path, Action: string(it.Action), Write: it.Write, Adopted: it.Adopted, Displaced: it.Displaced, InTheWay: it.InTheWay}
 		if it.Desired != nil {
 			j.SHA256, j.Size, j.URL = it.Desired.SHA256, it.Desired.Size, it.Desired.URL
 		} else {

@@ -975,3 +975,53 @@ func TestCatalogShowAndConfigValidate(t *testing.T) {
 	}
 	stderrLine(t, errOut, fmt.Sprintf("distributor: .distributor.json in %s is superseded legacy state (schema_version < 4); the next publication replaces it", empty))
 }
+
+// Rule: a managed file may become a folder and back (issue: a managed file
+// "docs" whose next bundle has "docs/index.txt" was refused as a collision
+// that not even --take-ownership could resolve). The managed output in the
+// way is deleted before the write, reported as a delete, and leaves the
+// catalog. Unmanaged content in the way still blocks, with
+// --take-ownership too, and the message says to remove it.
+func TestRuleManagedFileBecomesFolderAndBack(t *testing.T) {
+	for _, wf := range bothWorkflows {
+		t.Run(wf, func(t *testing.T) {
+			e := newCLIEnv(t)
+			root := e.root("site")
+			e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: wf})
+			e.apply(pipeDaily, e.bundle("b1", "weatherreporter.v1", map[string]string{"docs": "file\n", "keep.txt": "k\n"}))
+
+			b2 := e.bundle("b2", "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n", "keep.txt": "k\n"})
+			out := e.apply(pipeDaily, b2)
+			want := fmt.Sprintf("latest (%s, %s)\n  - docs (in the way of a planned path)\n  + docs/index.txt\n  ~ keep.txt (record only)\n  1 create, 1 update, 0 unchanged, 1 delete, 0 collision\n", root, wf)
+			if out != want {
+				t.Errorf("file -> folder stdout:\n%s\nwant:\n%s", out, want)
+			}
+			e.wantFiles(root, map[string]string{"docs/index.txt": "index\n", "keep.txt": "k\n", catalog.FileName: ""})
+			e.wantRecords(e.catalogOf(root), srcRecord("docs/index.txt", pipeDaily, "latest", b2, "index\n"), srcRecord("keep.txt", pipeDaily, "latest", b2, "k\n"))
+
+			b3 := e.bundle("b3", "weatherreporter.v3", map[string]string{"docs": "file again\n", "keep.txt": "k\n"})
+			out = e.apply(pipeDaily, b3)
+			want = fmt.Sprintf("latest (%s, %s)\n  + docs\n  - docs/index.txt (in the way of a planned path)\n  ~ keep.txt (record only)\n  1 create, 1 update, 0 unchanged, 1 delete, 0 collision\n", root, wf)
+			if out != want {
+				t.Errorf("folder -> file stdout:\n%s\nwant:\n%s", out, want)
+			}
+			e.wantFiles(root, map[string]string{"docs": "file again\n", "keep.txt": "k\n", catalog.FileName: ""})
+			e.wantRecords(e.catalogOf(root), srcRecord("docs", pipeDaily, "latest", b3, "file again\n"), srcRecord("keep.txt", pipeDaily, "latest", b3, "k\n"))
+
+			// An unmanaged file where a folder is needed: refused, even
+			// with --take-ownership, and nothing changes.
+			e.writeFile(filepath.Join(root, "notes"), "hand-made\n")
+			b4 := e.bundle("b4", "weatherreporter.v4", map[string]string{"notes/today.txt": "t\n", "keep.txt": "k\n"})
+			before := e.snapshot(root)
+			out, errOut, code := e.run("apply", "--pipeline", pipeDaily, "--bundle", b4.Dir, "--take-ownership")
+			if code != exitRefused {
+				t.Errorf("exit %d, want %d", code, exitRefused)
+			}
+			stderrLine(t, errOut, fmt.Sprintf(`distributor: collision with unmanaged content in %s: 1 planned path(s) need a file or folder where content distributor does not manage is in the way (remove the unmanaged content in the way; it cannot be adopted across file and folder): ["notes/today.txt"], in the way: ["notes"]`, root))
+			if !strings.Contains(out, "  ! notes/today.txt (unmanaged in the way: notes)\n") {
+				t.Errorf("stdout does not name what is in the way:\n%s", out)
+			}
+			e.sameSnapshot("a blocked publication", before, e.snapshot(root))
+		})
+	}
+}

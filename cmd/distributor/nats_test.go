@@ -694,3 +694,31 @@ func TestPublishWithoutNATSNamesURLAndServe(t *testing.T) {
 		}
 	}
 }
+
+// A managed file that becomes a folder: the publication is published and
+// its result event reports the displaced file as deleted.
+func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
+	e := newNATSEnv(t)
+	for _, b := range []string{
+		e.makeBundle(t, "b1", "src.v1", map[string]string{"docs": "file\n"}),
+		e.makeBundle(t, "b2", "src.v2", map[string]string{"docs/index.txt": "index\n"}),
+	} {
+		if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.two", "--bundle", b); code != 0 {
+			t.Fatalf("apply %s: exit %d\n%s%s", b, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ := e.cmd(t, "events", "tail")
+	if code != 0 {
+		t.Fatalf("events tail: exit %d", code)
+	}
+	assertBlocks(t, "events tail", stdout,
+		"published d3 p.two written 1, unchanged 0, deleted 0 | + docs",
+		"published d3 p.two written 1, unchanged 0, deleted 1 | + docs/index.txt | - docs",
+	)
+	if got := catalogPaths(t, e.roots["d3"]); !slices.Equal(got, []string{"docs/index.txt"}) {
+		t.Errorf("d3 catalog paths %v, want [docs/index.txt]", got)
+	}
+	if got := readFile(t, filepath.Join(e.roots["d3"], "docs", "index.txt")); got != "index\n" {
+		t.Errorf("d3/docs/index.txt = %q", got)
+	}
+}

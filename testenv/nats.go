@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,31 +17,69 @@ type NATS struct {
 	// URL is the client URL ("nats://127.0.0.1:<port>") for code that dials.
 	URL    string
 	Server *natsserver.Server
+	users  []*server.User
 }
 
 // NewNATS starts a fresh server for t.
 func NewNATS(t testing.TB) *NATS {
 	t.Helper()
+	return NewNATSWithUsers(t, nil)
+}
+
+// NewNATSWithUsers starts a fresh server that accepts only users, each
+// limited to its permissions. Conn and JetStream connect as the first
+// user; ConnAs as any of them.
+func NewNATSWithUsers(t testing.TB, users []*server.User) *NATS {
+	t.Helper()
 	// TempDir first: cleanups run in reverse, so the server stops before
 	// its store is removed.
 	dir := t.TempDir()
-	s, err := natsserver.Start(context.Background(), natsserver.Options{Listen: "127.0.0.1:0", StoreDir: dir})
+	s, err := natsserver.Start(context.Background(), natsserver.Options{Listen: "127.0.0.1:0", StoreDir: dir, Users: users})
 	if err != nil {
 		t.Fatalf("testenv: start NATS: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
-	return &NATS{URL: s.ClientURL(), Server: s}
+	return &NATS{URL: s.ClientURL(), Server: s, users: users}
 }
 
-// Conn opens a client connection that is closed when the test ends.
+// Conn opens a client connection that is closed when the test ends (as the
+// first user when the server has users).
 func (n *NATS) Conn(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := n.Server.Connect(nats.Name(t.Name()))
+	user := ""
+	if len(n.users) > 0 {
+		user = n.users[0].Username
+	}
+	return n.ConnAs(t, user)
+}
+
+// ConnAs opens a connection as user ("" for none) that is closed when the
+// test ends. Extra options (an error handler, say) are applied last.
+func (n *NATS) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	all := []nats.Option{nats.Name(t.Name())}
+	if user != "" {
+		u := n.user(user)
+		if u == nil {
+			t.Fatalf("testenv: no NATS user %q", user)
+		}
+		all = append(all, nats.UserInfo(u.Username, u.Password))
+	}
+	nc, err := n.Server.Connect(append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv: connect NATS: %v", err)
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+func (n *NATS) user(name string) *server.User {
+	for _, u := range n.users {
+		if u.Username == name {
+			return u
+		}
+	}
+	return nil
 }
 
 // JetStream opens a new connection and returns its JetStream context.

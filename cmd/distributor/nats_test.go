@@ -273,6 +273,20 @@ func (e *natsEnv) waitEvent(t *testing.T, match func(events.Result) bool, args .
 	}
 }
 
+// lastAdminEvent is the last operator request stored for pipeline.
+func (e *natsEnv) lastAdminEvent(t *testing.T, pipeline string) events.BundleReady {
+	t.Helper()
+	msg, err := e.bundleStream(t).GetLastMsgForSubject(context.Background(), events.Subjects{}.AdminBundleReady(pipeline))
+	if err != nil {
+		t.Fatalf("no operator request for %s on the admin subject: %v", pipeline, err)
+	}
+	ev, err := events.DecodeBundleReady(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 // bundleMsgs is the number of messages in the bundle-ready stream.
 func (e *natsEnv) bundleMsgs(t *testing.T) uint64 {
 	t.Helper()
@@ -529,11 +543,31 @@ func TestReplayTakeOwnershipAdoptsCollidingPath(t *testing.T) {
 	}
 	orig := announcedID(t, stdout)
 
+	// --allow-older is an operator flag too: it travels on the admin
+	// subject and is accepted there (it does not adopt).
+	code, stdout, stderr = e.cmd(t, "replay", "--allow-older", "--id", orig, "--destination", "d2")
+	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
+		t.Fatalf("replay --allow-older: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	olderID := strings.TrimSuffix(strings.TrimPrefix(stdout, "replayed "+orig+" as "), " (destinations [d2])\n")
+	ev := e.lastAdminEvent(t, "p.one")
+	if ev.ID != olderID || !ev.AllowOlder || ev.TakeOwnership || ev.ReplayOf != orig {
+		t.Fatalf("replay --allow-older stored %+v on the admin subject, want id %s with allow_older only", ev, olderID)
+	}
+	r := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID == olderID }, "--destination", "d2")
+	if r.Type != events.TypeCollision || r.Original == nil || !r.Original.AllowOlder {
+		t.Fatalf("replay --allow-older: %s (%s %s), want a collision of the accepted request", r.Type, r.Reason, r.Message)
+	}
+
 	code, stdout, stderr = e.cmd(t, "replay", "--take-ownership", "--id", orig, "--destination", "d2")
 	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
 		t.Fatalf("replay --take-ownership: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	r := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID != orig },
+	takeID := strings.TrimSuffix(strings.TrimPrefix(stdout, "replayed "+orig+" as "), " (destinations [d2])\n")
+	if ev := e.lastAdminEvent(t, "p.one"); ev.ID != takeID || !ev.TakeOwnership || ev.AllowOlder {
+		t.Fatalf("replay --take-ownership stored %+v on the admin subject, want id %s with take_ownership only", ev, takeID)
+	}
+	r = e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID == takeID },
 		"--type", "published", "--destination", "d2")
 	if !slices.Equal(r.Adopted, []string{"data.csv"}) || r.Written != 2 {
 		t.Errorf("published event after --take-ownership: adopted %v, written %d; want [data.csv] and 2", r.Adopted, r.Written)

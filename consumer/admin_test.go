@@ -146,36 +146,6 @@ func checkAdopted(t *testing.T, res []events.Result, id string, adopted []string
 	}
 }
 
-// docUsers loads the nats-server configuration block of
-// docs/nats-permissions.md: the test checks the documented sets themselves.
-func docUsers(t *testing.T) []*server.User {
-	t.Helper()
-	doc, err := os.ReadFile("../docs/nats-permissions.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "```conf\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/nats-permissions.md has no ```conf block")
-	}
-	for _, role := range []string{"PRODUCER", "SERVE", "OPERATOR", "DOWNSTREAM"} {
-		t.Setenv(role+"_PASSWORD", strings.ToLower(role)+"-secret")
-	}
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte(block), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatalf("docs/nats-permissions.md configuration: %v", err)
-	}
-	if len(opts.Users) != 4 {
-		t.Fatalf("docs/nats-permissions.md configuration has %d users, want 4", len(opts.Users))
-	}
-	return opts.Users
-}
-
 // TestNATSPermissionsDoc runs every role of docs/nats-permissions.md with
 // exactly its documented permissions. The producer announces (published)
 // but its attempt on the admin subject is refused by the server and never
@@ -184,7 +154,7 @@ func docUsers(t *testing.T) []*server.User {
 func TestNATSPermissionsDoc(t *testing.T) {
 	// The env's own connection (setup checks, result collector) is a user
 	// without limits; every role below uses only its documented set.
-	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, docUsers(t)...))
+	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, testenv.NATSUsersFromDoc(t, "../docs/nats-permissions.md")...))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	setupCfg := events.SetupConfig{Storage: jetstream.MemoryStorage}

@@ -2,6 +2,9 @@ package testenv
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -90,4 +93,37 @@ func (n *NATS) JetStream(t testing.TB) jetstream.JetStream {
 		t.Fatalf("testenv: JetStream: %v", err)
 	}
 	return js
+}
+
+// NATSUsersFromDoc loads the users of the first ```conf block (a
+// nats-server configuration) in the markdown file doc, so that tests run
+// the documented permission sets themselves. A password written as
+// $<ROLE>_PASSWORD is "<role>-secret" for the roles producer, serve,
+// operator and downstream.
+func NATSUsersFromDoc(t *testing.T, doc string) []*server.User {
+	t.Helper()
+	text, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(text), "```conf\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatalf("testenv: %s has no ```conf block", doc)
+	}
+	for _, role := range []string{"producer", "serve", "operator", "downstream"} {
+		t.Setenv(strings.ToUpper(role)+"_PASSWORD", role+"-secret")
+	}
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("testenv: the configuration in %s: %v", doc, err)
+	}
+	if len(opts.Users) == 0 {
+		t.Fatalf("testenv: the configuration in %s has no users", doc)
+	}
+	return opts.Users
 }

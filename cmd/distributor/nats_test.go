@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/catalog"
@@ -726,5 +727,46 @@ func TestPublishWithoutNATSNamesURLAndServe(t *testing.T) {
 		if code, _, stderr := e.cmd(t, args...); code != exitFailed || !strings.Contains(stderr, "nats://"+addr) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v without NATS: exit %d, stderr %q", args, code, stderr)
 		}
+	}
+}
+
+// TestReplayTakeOwnershipWithDocumentedPermissions: serve and the operator
+// run with exactly the sets of docs/nats-permissions.md; the operator's
+// publish collides and its replay --take-ownership adopts.
+func TestReplayTakeOwnershipWithDocumentedPermissions(t *testing.T) {
+	users := testenv.NATSUsersFromDoc(t, "../../docs/nats-permissions.md")
+	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, users...))
+	e := writeNATSConfig(t, "  url: "+n.URL+"\n  user: serve\n  password: serve-secret\n")
+	e.url, e.nats = n.URL, n
+	data, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := *e
+	op.cfg = filepath.Join(e.dir, "operator.yaml")
+	if err := os.WriteFile(op.cfg, []byte(strings.Replace(string(data), "user: serve\n  password: serve-secret", "user: operator\n  password: operator-secret", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	stray := filepath.Join(e.roots["d2"], "data.csv")
+	if err := os.WriteFile(stray, []byte("hand-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := op.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != exitRefused {
+		t.Fatalf("publish as operator: exit %d, want %d\n%s%s", code, exitRefused, stdout, stderr)
+	}
+	orig := announcedID(t, stdout)
+	code, stdout, stderr = op.cmd(t, "replay", "--take-ownership", "--id", orig, "--destination", "d2")
+	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
+		t.Fatalf("replay --take-ownership as operator: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	r := op.waitEvent(t, func(r events.Result) bool { return r.BundleEventID != orig }, "--type", "published", "--destination", "d2")
+	if !slices.Equal(r.Adopted, []string{"data.csv"}) || r.Written != 2 {
+		t.Errorf("published event after --take-ownership: adopted %v, written %d; want [data.csv] and 2", r.Adopted, r.Written)
+	}
+	if got := readFile(t, stray); got != bundleOne["data.csv"] {
+		t.Errorf("adopted d2/data.csv = %q, want the bundle's bytes", got)
 	}
 }

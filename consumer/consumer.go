@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,15 +97,16 @@ func New(js jetstream.JetStream, subjects events.Subjects, runner *engine.Runner
 
 // Durable creates or updates the shared durable pull consumer.
 func (c *Consumer) Durable(ctx context.Context) (jetstream.Consumer, error) {
+	// Operator requests come on their own subject; Handle tells them apart.
 	cfg := jetstream.ConsumerConfig{
-		Durable:       c.subjects.Durable(),
-		Description:   "distributor serve: publishes bundle-ready events",
-		FilterSubject: c.subjects.BundleReadyFilter(""),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.opts.AckWait,
-		MaxDeliver:    c.opts.MaxDeliver,
-		MaxAckPending: 1000,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Durable:        c.subjects.Durable(),
+		Description:    "distributor serve: publishes bundle-ready events",
+		FilterSubjects: []string{c.subjects.BundleReadyFilter(""), c.subjects.AdminBundleReadyFilter("")},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.opts.AckWait,
+		MaxDeliver:     c.opts.MaxDeliver,
+		MaxAckPending:  1000,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.subjects.BundlesStream(), cfg)
 	if err != nil {
@@ -187,6 +189,10 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	log = log.With().Str("event", ev.ID).Str("pipeline", ev.PipelineID).Int("attempt", attempt).Logger()
+	if !c.subjects.IsAdmin(msg.Subject()) && (ev.TakeOwnership || ev.AllowOlder) {
+		c.rejectOperatorFlags(ctx, msg, ev, attempt, last)
+		return
+	}
 
 	stopBeat := heartbeat(msg, c.opts.Heartbeat)
 	defer stopBeat()
@@ -223,6 +229,30 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
+// rejectOperatorFlags terminates a producer's event that asks for what only
+// an operator may (adoption, roll back) with one failed/invalid_event
+// result. Its original is kept, so an operator can grant it with replay.
+func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, ev events.BundleReady, attempt int, last bool) {
+	var flags []string
+	if ev.TakeOwnership {
+		flags = append(flags, "take_ownership")
+	}
+	if ev.AllowOlder {
+		flags = append(flags, "allow_older")
+	}
+	orig := ev
+	r := events.Result{Type: events.TypeFailed, BundleEventID: ev.ID, PipelineID: ev.PipelineID, Reason: events.ReasonInvalidEvent,
+		Message: fmt.Sprintf("bundle.ready %s on %s asks for %s: operator flags are accepted only on the admin subject %s (distributor replay --take-ownership or --allow-older)",
+			ev.ID, msg.Subject(), strings.Join(flags, " and "), c.subjects.AdminBundleReady(ev.PipelineID)),
+		Attempts: attempt, Original: &orig}
+	c.opts.Log.Warn().Str("event", ev.ID).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
+	if c.publish(ctx, r) != nil && !last {
+		_ = msg.NakWithDelay(c.backoff(attempt))
+		return
+	}
+	_ = msg.TermWithReason("operator flags on a producer subject")
+}
+
 func (c *Consumer) backoff(attempt int) time.Duration {
 	i := attempt - 1
 	if i >= len(c.opts.BackOff) {
@@ -235,7 +265,8 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt int, stored time.Time) []outcome {
 	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
-		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership}
+		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership,
+		AllowOlder: ev.AllowOlder}
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}

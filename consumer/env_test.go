@@ -61,10 +61,17 @@ type env struct {
 // and @bucket@ for the S3 test bucket (which requires withS3).
 func newEnv(t testing.TB, yaml string, withS3 bool) *env {
 	t.Helper()
+	return newEnvOn(t, testenv.NewNATS(t), yaml, withS3)
+}
+
+// newEnvOn is newEnv on a given server; the env's own connection is the
+// server's first user.
+func newEnvOn(t testing.TB, n *testenv.NATS, yaml string, withS3 bool) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, base: t.TempDir(), roots: map[string]string{}}
-	e.nats = testenv.NewNATS(t)
+	e.nats = n
 	e.js = e.nats.JetStream(t)
 	st, err := events.Setup(ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage})
 	if err != nil {
@@ -180,6 +187,8 @@ type node struct {
 // nodeConfig shapes a node.
 type nodeConfig struct {
 	name string
+	// user is the NATS user the node connects as (default: the env's).
+	user string
 	opts consumer.Options
 	// wrap replaces each destination's backend (fault injection).
 	wrap func(d config.Destination, b storage.Backend) storage.Backend
@@ -219,14 +228,18 @@ func (e *env) start(nc nodeConfig) *node {
 	if nc.leaseWait == 0 {
 		nc.leaseWait = 10 * time.Second
 	}
-	conn := e.nats.Conn(e.t)
+	connect := e.nats.Conn
+	if nc.user != "" {
+		connect = func(t testing.TB) *nats.Conn { return e.nats.ConnAs(t, nc.user) }
+	}
+	conn := connect(e.t)
 	js, err := jetstream.New(conn)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	lockConn, lockJS := conn, js
 	if nc.splitLock {
-		lockConn = e.nats.Conn(e.t)
+		lockConn = connect(e.t)
 		if lockJS, err = jetstream.New(lockConn); err != nil {
 			e.t.Fatal(err)
 		}

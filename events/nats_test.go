@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestSetupIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := b.Config; c.Name != "ACME_BUNDLES" || len(c.Subjects) != 1 || c.Subjects[0] != "acme.bundle.ready.>" ||
+	if c := b.Config; c.Name != "ACME_BUNDLES" || !slices.Equal(c.Subjects, []string{"acme.bundle.ready.>", "acme.admin.bundle.ready.>"}) ||
 		c.Retention != jetstream.LimitsPolicy || c.MaxAge != 7*24*time.Hour || c.Duplicates != 2*time.Minute || c.Storage != jetstream.FileStorage {
 		t.Fatalf("bundles stream config = %+v", c)
 	}
@@ -143,6 +144,75 @@ func TestAnnounceBundleDedup(t *testing.T) {
 	}
 	if info, _ := st.Bundles.Info(ctx); info.State.Msgs != 3 {
 		t.Fatalf("stream has %d messages, want 3", info.State.Msgs)
+	}
+}
+
+// Rule: a bundles stream made before the admin subject existed is extended
+// by Setup to capture it, keeping its messages; Setup stays idempotent.
+func TestSetupAddsAdminSubjectToExistingStream(t *testing.T) {
+	ctx := context.Background()
+	js := testenv.NewNATS(t).JetStream(t)
+	old, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DISTRIBUTOR_BUNDLES", Subjects: []string{"distributor.bundle.ready.>"},
+		Duplicates: 2 * time.Minute, MaxAge: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "distributor.bundle.ready.p", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := events.Setup(ctx, js, events.SetupConfig{}); err != nil {
+			t.Fatalf("Setup #%d over the old stream: %v", i+1, err)
+		}
+	}
+	info, err := old.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"distributor.bundle.ready.>", "distributor.admin.bundle.ready.>"}; !slices.Equal(info.Config.Subjects, want) || info.State.Msgs != 1 {
+		t.Fatalf("after Setup: subjects %v, %d messages; want %v and 1", info.Config.Subjects, info.State.Msgs, want)
+	}
+	if _, err := js.Publish(ctx, "distributor.admin.bundle.ready.p", []byte("{}")); err != nil {
+		t.Fatalf("publish on the admin subject after Setup: %v", err)
+	}
+}
+
+// Rule: the producer API cannot carry operator flags; AnnounceAsOperator
+// puts them on the admin subject.
+func TestAnnounceOperatorFlags(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	p := events.NewPublisher(js, st.Subjects)
+	for _, ev := range []events.BundleReady{
+		{ID: "take", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest, TakeOwnership: true},
+		{ID: "older", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest, AllowOlder: true},
+	} {
+		_, _, err := p.AnnounceBundle(ctx, ev)
+		if !errors.Is(err, events.ErrOperatorFlags) || !strings.Contains(err.Error(), "accepted only on distributor.admin.bundle.ready.>") {
+			t.Errorf("AnnounceBundle(%s): err = %v, want ErrOperatorFlags naming the admin subject", ev.ID, err)
+		}
+	}
+	if info, _ := st.Bundles.Info(ctx); info.State.Msgs != 0 {
+		t.Fatalf("the refused announcements stored %d messages", info.State.Msgs)
+	}
+
+	ev := events.BundleReady{ID: "op-1", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest, TakeOwnership: true, AllowOlder: true}
+	if seq, dup, err := p.AnnounceAsOperator(ctx, ev); err != nil || seq != 1 || dup {
+		t.Fatalf("AnnounceAsOperator: seq %d dup %v err %v, want 1 false nil", seq, dup, err)
+	}
+	m, err := st.Bundles.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.DecodeBundleReady(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "distributor.admin.bundle.ready.w.daily" || m.Header.Get("Nats-Msg-Id") != "op-1" || !got.TakeOwnership || !got.AllowOlder {
+		t.Fatalf("stored on %q (msg id %q): %+v", m.Subject, m.Header.Get("Nats-Msg-Id"), got)
+	}
+	if !st.Subjects.IsAdmin(m.Subject) || st.Subjects.IsAdmin("distributor.bundle.ready.w.daily") || st.Subjects.IsAdmin("other.admin.bundle.ready.w") {
+		t.Fatal("IsAdmin does not tell the admin subject from others")
 	}
 }
 

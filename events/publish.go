@@ -49,13 +49,35 @@ func NewPublisher(js jetstream.JetStream, subjects Subjects, opts ...PublisherOp
 	return p
 }
 
+// ErrOperatorFlags: a producer's bundle-ready event carries an operator
+// flag (take_ownership, allow_older).
+var ErrOperatorFlags = errors.New("operator flags on a producer's event")
+
 // AnnounceBundle publishes a bundle-ready event: the call a producer makes
 // once a bundle (files + manifest.json) is complete. Zero SchemaVersion and
 // Type, an empty ID (a NewEventID) and a zero ProducedAt (now) are filled
 // in; set ID yourself to know it or to retry safely. The event id is the
 // Nats-Msg-Id, so announcing the same id again within the dedup window
-// stores nothing and reports dup = true with the first sequence.
+// stores nothing and reports dup = true with the first sequence. An event
+// with TakeOwnership or AllowOlder is refused (ErrOperatorFlags): those
+// are operator requests, see AnnounceAsOperator.
 func (p *Publisher) AnnounceBundle(ctx context.Context, ev BundleReady) (seq uint64, dup bool, err error) {
+	if ev.TakeOwnership || ev.AllowOlder {
+		return 0, false, fmt.Errorf("%w: announce bundle %s: take_ownership and allow_older are operator flags, accepted only on %s (distributor replay --take-ownership / --allow-older)",
+			ErrOperatorFlags, ev.Bundle, p.subjects.AdminBundleReadyFilter(""))
+	}
+	return p.announce(ctx, p.subjects.BundleReady(ev.PipelineID), ev)
+}
+
+// AnnounceAsOperator publishes a bundle-ready event on the admin subject
+// (AdminBundleReady), the only place where its operator flags are honoured.
+// NATS permissions keep producers off that subject. It fills in and
+// deduplicates like AnnounceBundle.
+func (p *Publisher) AnnounceAsOperator(ctx context.Context, ev BundleReady) (seq uint64, dup bool, err error) {
+	return p.announce(ctx, p.subjects.AdminBundleReady(ev.PipelineID), ev)
+}
+
+func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady) (seq uint64, dup bool, err error) {
 	if ev.SchemaVersion == 0 {
 		ev.SchemaVersion = SchemaVersion
 	}
@@ -76,7 +98,7 @@ func (p *Publisher) AnnounceBundle(ctx context.Context, ev BundleReady) (seq uin
 		return 0, false, fmt.Errorf("encode bundle.ready %s: %w", ev.ID, err)
 	}
 	stream := p.subjects.BundlesStream()
-	ack, err := p.js.Publish(ctx, p.subjects.BundleReady(ev.PipelineID), data,
+	ack, err := p.js.Publish(ctx, subject, data,
 		jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
 	if err != nil {
 		return 0, false, publishErr("announce bundle "+ev.ID, stream, err)

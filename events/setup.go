@@ -61,7 +61,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg SetupConfig) (*Strea
 	bundles, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        s.BundlesStream(),
 		Description: "distributor bundle-ready events",
-		Subjects:    []string{s.BundleReadyFilter("")},
+		Subjects:    []string{s.BundleReadyFilter(""), s.AdminBundleReadyFilter("")},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      cfg.BundlesMaxAge,

@@ -12,7 +12,8 @@ const DefaultPrefix = "distributor"
 // Subjects names every subject, stream, bucket and consumer under one prefix
 // (one prefix per tenant). The zero value uses DefaultPrefix.
 //
-//	<prefix>.bundle.ready.<pipeline_id>
+//	<prefix>.bundle.ready.<pipeline_id>        producers
+//	<prefix>.admin.bundle.ready.<pipeline_id>  operators (may adopt or roll back)
 //	<prefix>.events.<type>.<destination_id or _>.<pipeline_id>
 //
 // Pipeline ids may contain dots, so they come last.
@@ -61,6 +62,28 @@ func (s Subjects) BundleReadyFilter(pipelineID string) string {
 		pipelineID = ">"
 	}
 	return s.BundleReady(pipelineID)
+}
+
+// AdminBundleReady is the subject of an operator's bundle-ready requests
+// for a pipeline. Only events on it may carry operator flags
+// (take_ownership, allow_older), so NATS permissions that keep producers
+// off it keep them from adopting unmanaged content.
+func (s Subjects) AdminBundleReady(pipelineID string) string {
+	return s.prefix() + ".admin.bundle.ready." + pipelineID
+}
+
+// AdminBundleReadyFilter matches one pipeline's operator requests, or all
+// of them when pipelineID is "".
+func (s Subjects) AdminBundleReadyFilter(pipelineID string) string {
+	if pipelineID == "" {
+		pipelineID = ">"
+	}
+	return s.AdminBundleReady(pipelineID)
+}
+
+// IsAdmin reports whether subject is an operator's bundle-ready subject.
+func (s Subjects) IsAdmin(subject string) bool {
+	return strings.HasPrefix(subject, s.AdminBundleReady(""))
 }
 
 // Result is the subject of a result event. An empty destination or

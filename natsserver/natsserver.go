@@ -30,6 +30,9 @@ type Options struct {
 	StoreDir string
 	// Logger receives the server's log lines. Nil silences the server.
 	Logger *zerolog.Logger
+	// Users, when set, are the only clients the server accepts, each with
+	// its permissions (tests check the documented permission sets with it).
+	Users []*server.User
 }
 
 // Server is a running embedded NATS server with JetStream enabled.
@@ -52,6 +55,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		// os.Exit, skipping the program's own drain.
 		NoSigs: true,
 		NoLog:  opts.Logger == nil,
+		Users:  opts.Users,
 	}
 	if opts.Listen == "" {
 		sopts.DontListen = true

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/catalog"
@@ -271,6 +272,20 @@ func (e *natsEnv) waitEvent(t *testing.T, match func(events.Result) bool, args .
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lastAdminEvent is the last operator request stored for pipeline.
+func (e *natsEnv) lastAdminEvent(t *testing.T, pipeline string) events.BundleReady {
+	t.Helper()
+	msg, err := e.bundleStream(t).GetLastMsgForSubject(context.Background(), events.Subjects{}.AdminBundleReady(pipeline))
+	if err != nil {
+		t.Fatalf("no operator request for %s on the admin subject: %v", pipeline, err)
+	}
+	ev, err := events.DecodeBundleReady(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }
 
 // bundleMsgs is the number of messages in the bundle-ready stream.
@@ -529,11 +544,31 @@ func TestReplayTakeOwnershipAdoptsCollidingPath(t *testing.T) {
 	}
 	orig := announcedID(t, stdout)
 
+	// --allow-older is an operator flag too: it travels on the admin
+	// subject and is accepted there (it does not adopt).
+	code, stdout, stderr = e.cmd(t, "replay", "--allow-older", "--id", orig, "--destination", "d2")
+	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
+		t.Fatalf("replay --allow-older: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	olderID := strings.TrimSuffix(strings.TrimPrefix(stdout, "replayed "+orig+" as "), " (destinations [d2])\n")
+	ev := e.lastAdminEvent(t, "p.one")
+	if ev.ID != olderID || !ev.AllowOlder || ev.TakeOwnership || ev.ReplayOf != orig {
+		t.Fatalf("replay --allow-older stored %+v on the admin subject, want id %s with allow_older only", ev, olderID)
+	}
+	r := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID == olderID }, "--destination", "d2")
+	if r.Type != events.TypeCollision || r.Original == nil || !r.Original.AllowOlder {
+		t.Fatalf("replay --allow-older: %s (%s %s), want a collision of the accepted request", r.Type, r.Reason, r.Message)
+	}
+
 	code, stdout, stderr = e.cmd(t, "replay", "--take-ownership", "--id", orig, "--destination", "d2")
 	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
 		t.Fatalf("replay --take-ownership: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	r := e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID != orig },
+	takeID := strings.TrimSuffix(strings.TrimPrefix(stdout, "replayed "+orig+" as "), " (destinations [d2])\n")
+	if ev := e.lastAdminEvent(t, "p.one"); ev.ID != takeID || !ev.TakeOwnership || ev.AllowOlder {
+		t.Fatalf("replay --take-ownership stored %+v on the admin subject, want id %s with take_ownership only", ev, takeID)
+	}
+	r = e.waitEvent(t, func(r events.Result) bool { return r.BundleEventID == takeID },
 		"--type", "published", "--destination", "d2")
 	if !slices.Equal(r.Adopted, []string{"data.csv"}) || r.Written != 2 {
 		t.Errorf("published event after --take-ownership: adopted %v, written %d; want [data.csv] and 2", r.Adopted, r.Written)
@@ -720,5 +755,46 @@ func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(e.roots["d3"], "docs", "index.txt")); got != "index\n" {
 		t.Errorf("d3/docs/index.txt = %q", got)
+	}
+}
+
+// TestReplayTakeOwnershipWithDocumentedPermissions: serve and the operator
+// run with exactly the sets of docs/nats-permissions.md; the operator's
+// publish collides and its replay --take-ownership adopts.
+func TestReplayTakeOwnershipWithDocumentedPermissions(t *testing.T) {
+	users := testenv.NATSUsersFromDoc(t, "../../docs/nats-permissions.md")
+	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, users...))
+	e := writeNATSConfig(t, "  url: "+n.URL+"\n  user: serve\n  password: serve-secret\n")
+	e.url, e.nats = n.URL, n
+	data, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := *e
+	op.cfg = filepath.Join(e.dir, "operator.yaml")
+	if err := os.WriteFile(op.cfg, []byte(strings.Replace(string(data), "user: serve\n  password: serve-secret", "user: operator\n  password: operator-secret", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	stray := filepath.Join(e.roots["d2"], "data.csv")
+	if err := os.WriteFile(stray, []byte("hand-made"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := op.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b1)
+	if code != exitRefused {
+		t.Fatalf("publish as operator: exit %d, want %d\n%s%s", code, exitRefused, stdout, stderr)
+	}
+	orig := announcedID(t, stdout)
+	code, stdout, stderr = op.cmd(t, "replay", "--take-ownership", "--id", orig, "--destination", "d2")
+	if code != 0 || !strings.HasPrefix(stdout, "replayed "+orig+" as ") {
+		t.Fatalf("replay --take-ownership as operator: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	r := op.waitEvent(t, func(r events.Result) bool { return r.BundleEventID != orig }, "--type", "published", "--destination", "d2")
+	if !slices.Equal(r.Adopted, []string{"data.csv"}) || r.Written != 2 {
+		t.Errorf("published event after --take-ownership: adopted %v, written %d; want [data.csv] and 2", r.Adopted, r.Written)
+	}
+	if got := readFile(t, stray); got != bundleOne["data.csv"] {
+		t.Errorf("adopted d2/data.csv = %q, want the bundle's bytes", got)
 	}
 }

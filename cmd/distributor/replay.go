@@ -16,9 +16,9 @@ func (a *app) replayCommand() *cobra.Command {
 	var f eventFilter
 	var reason, id string
 	var since time.Duration
-	var dryRun, takeOwnership bool
+	var dryRun, takeOwnership, allowOlder bool
 	cmd := &cobra.Command{
-		Use:   "replay [--pipeline P] [--destination D] [--reason R] [--since DUR] [--id EVENT] [--dry-run]",
+		Use:   "replay [--pipeline P] [--destination D] [--reason R] [--since DUR] [--id EVENT] [--take-ownership] [--allow-older] [--dry-run]",
 		Short: "Re-publish the bundle-ready events behind failed and collision events",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +102,7 @@ func (a *app) replayCommand() *cobra.Command {
 				ev.ReplayOf = rp.root
 				ev.ProducedAt = time.Time{}
 				ev.TakeOwnership = takeOwnership
+				ev.AllowOlder = allowOlder
 				if !rp.all {
 					ev.Destinations = sortedKeys(rp.dests)
 				}
@@ -109,7 +110,13 @@ func (a *app) replayCommand() *cobra.Command {
 					fmt.Fprintf(a.stdout, "would replay %s (pipeline %s, bundle %s, destinations %v)\n", rp.root, ev.PipelineID, ev.Bundle, ev.Destinations)
 					continue
 				}
-				if _, _, err := pub.AnnounceBundle(ctx, ev); err != nil {
+				// Operator flags are honoured only on the admin subject,
+				// which NATS permissions keep producers off.
+				announce := pub.AnnounceBundle
+				if ev.TakeOwnership || ev.AllowOlder {
+					announce = pub.AnnounceAsOperator
+				}
+				if _, _, err := announce(ctx, ev); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.stdout, "replayed %s as %s (destinations %v)\n", rp.root, ev.ID, ev.Destinations)
@@ -123,7 +130,8 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&since, "since", 0, "only events newer than this (e.g. 24h)")
 	cmd.Flags().StringVar(&id, "id", "", "only this result event id or bundle event id")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be replayed")
-	cmd.Flags().BoolVar(&takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths in the replayed publications")
+	cmd.Flags().BoolVar(&takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths in the replayed publications (sent on the admin subject)")
+	cmd.Flags().BoolVar(&allowOlder, "allow-older", false, "publish even over a newer version of the same source: a deliberate roll back (sent on the admin subject)")
 	return cmd
 }
 

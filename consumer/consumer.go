@@ -349,8 +349,9 @@ func isTransient(err error) bool {
 // reason maps a terminal error to its reason code.
 func reason(err error) string {
 	switch {
-	// A gone root needs an operator (recreate it or fix the path), as does
-	// every other terminal reason; a remounting disk is no different.
+	// Terminal: a gone root stays gone until an operator recreates it or
+	// fixes the path; retrying (even for a remounting disk) only delays
+	// the report.
 	case errors.Is(err, storage.ErrRootMissing):
 		return events.ReasonRootMissing
 	case errors.Is(err, engine.ErrUnknownPipeline):

@@ -1,15 +1,24 @@
 package consumer_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/storage"
 )
 
 // tree is every file under dir (reserved ones included) with its bytes and
@@ -121,6 +130,89 @@ destinations:
 		t.Fatalf("root.old changed after it was moved away:\nnow  %v\nthen %v", got, old)
 	}
 	e.checkNoBadEvents()
+}
+
+// swapOnce moves the root away and replaces it right after the first output
+// of a publication lands, once for the whole test.
+type swapOnce struct {
+	storage.Backend
+	once *sync.Once
+	swap func()
+}
+
+func (s *swapOnce) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) error {
+	if err := s.Backend.Put(ctx, p, r, size, o); err != nil {
+		return err
+	}
+	if !catalog.IsReserved(p) {
+		s.once.Do(s.swap)
+	}
+	return nil
+}
+
+func (s *swapOnce) CheckRoot(ctx context.Context) error { return storage.CheckRoot(ctx, s.Backend) }
+
+// TestServeRetriesAPublicationWhoseRootWasSwappedMidway: the swap lands
+// between the writes and the catalog commit. That attempt commits nothing
+// into the moved folder; the event is retried and published into the new
+// one.
+func TestServeRetriesAPublicationWhoseRootWasSwappedMidway(t *testing.T) {
+	e := newEnv(t, `
+pipelines:
+  - id: weather.daily
+    destinations: [site]
+destinations:
+  - id: site
+    backend: local
+    path: @site@
+`, false)
+	root := e.roots["site"]
+	var once sync.Once
+	e.start(nodeConfig{opts: fastOptions(), wrap: func(_ config.Destination, b storage.Backend) storage.Backend {
+		return &swapOnce{Backend: b, once: &once, swap: func() {
+			must(t, os.Rename(root, root+".old"))
+			must(t, os.Mkdir(root, 0o755))
+		}}
+	}})
+	loc, digest := e.bundle("weather.tomorrow", v1)
+	id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest})
+	res := e.wait(id, 1, 20*time.Second)
+	if len(res) != 1 || res[0].Type != events.TypePublished || res[0].Attempts != 2 || res[0].Written != len(v1) {
+		e.dump()
+		t.Fatalf("results %+v, want one published after 2 attempts with %d written", res, len(v1))
+	}
+	want := map[string]string{catalog.FileName: ""}
+	for p, c := range v1 {
+		want[p] = digestOf(c)
+	}
+	checkFiles(t, localRoot(t, root), want)
+	if _, err := os.Stat(filepath.Join(root+".old", catalog.FileName)); !os.IsNotExist(err) {
+		t.Fatalf("a catalog was committed into the moved folder: %v", err)
+	}
+}
+
+// TestRootErrorsResultEvents: a gone root is terminal with its own reason;
+// a root replaced during a publication is a storage fault (retried, so it is
+// reported only when deliveries run out).
+func TestRootErrorsResultEvents(t *testing.T) {
+	ev := events.BundleReady{ID: "e1", PipelineID: "weather.daily"}
+	for _, tc := range []struct {
+		err        error
+		exhausted  bool
+		wantReason string
+	}{
+		{fmt.Errorf("x: %w", storage.ErrRootMissing), false, events.ReasonRootMissing},
+		{fmt.Errorf("x: %w", storage.ErrRootChanged), false, events.ReasonStorage},
+		{fmt.Errorf("x: %w", storage.ErrRootChanged), true, events.ReasonMaxDeliveries},
+	} {
+		r := consumer.ResultEvent(ev, "site", engine.Result{}, tc.err, 1, tc.exhausted)
+		if r.Type != events.TypeFailed || r.Reason != tc.wantReason || r.Message != tc.err.Error() {
+			t.Errorf("%v (exhausted %v): %s/%s %q, want failed/%s", tc.err, tc.exhausted, r.Type, r.Reason, r.Message, tc.wantReason)
+		}
+	}
+	if errors.Is(storage.ErrRootMissing, storage.ErrNotExist) {
+		t.Error("ErrRootMissing must not read as a missing bundle")
+	}
 }
 
 func must(t *testing.T, err error) {

@@ -62,6 +62,11 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 			return nil, missingBundle(loc.Path)
 		}
 		b, err := local.New(loc.Path)
+		if errors.Is(err, storage.ErrRootMissing) {
+			// Not a folder (or gone since the check): a missing bundle,
+			// never a missing destination root.
+			return nil, missingBundle(loc.Path)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", location, err)
 		}

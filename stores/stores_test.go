@@ -207,3 +207,16 @@ func TestDestinationFollowsASwappedRoot(t *testing.T) {
 		t.Fatal("after mkdir root, 3.txt is not in the new root")
 	}
 }
+
+// A bundle location that names a file is a missing bundle, not a missing
+// destination root (the consumer reports bundle_missing, not root_missing).
+func TestBundleOnAFileIsMissingBundle(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bundle")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := stores.New(nil).Bundle(context.Background(), file)
+	if want := "bundle folder " + file + " does not exist"; !errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrRootMissing) || err.Error() != want {
+		t.Fatalf("Bundle(file) = %v, want %q (ErrNotExist only)", err, want)
+	}
+}

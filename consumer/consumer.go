@@ -5,10 +5,11 @@
 //
 // Every serve process shares one durable consumer. Errors are split in two:
 // transient ones (storage or lease unavailable, a lease held by another live
-// holder, a lost catalog race) are retried with a delay; bad input (an
-// undecodable event, an unknown pipeline, a missing bundle, a digest
-// mismatch, an invalid catalog, a collision, a refused plan) gets exactly one
-// result event and is terminated, never retried. The last allowed delivery
+// holder, a lost catalog race, a root replaced during the publication) are
+// retried with a delay; bad input (an undecodable event, an unknown pipeline,
+// a missing bundle, a digest mismatch, an invalid catalog, a collision, a
+// refused plan, a destination root that is gone) gets exactly one result
+// event and is terminated, never retried. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
@@ -362,7 +363,8 @@ func isTransient(err error) bool {
 		errors.Is(err, lease.ErrHeld),
 		errors.Is(err, lease.ErrLost),
 		errors.Is(err, engine.ErrCatalogRace),
-		errors.Is(err, storage.ErrConflict), // an output changed since the plan: re-plan
+		errors.Is(err, storage.ErrConflict),    // an output changed since the plan: re-plan
+		errors.Is(err, storage.ErrRootChanged), // the retry opens the new folder
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled),
 		errors.Is(err, nats.ErrTimeout),
@@ -379,6 +381,11 @@ func isTransient(err error) bool {
 // reason maps a terminal error to its reason code.
 func reason(err error) string {
 	switch {
+	// Terminal: a gone root stays gone until an operator recreates it or
+	// fixes the path; retrying (even for a remounting disk) only delays
+	// the report.
+	case errors.Is(err, storage.ErrRootMissing):
+		return events.ReasonRootMissing
 	case errors.Is(err, engine.ErrUnknownPipeline):
 		return events.ReasonUnknownPipeline
 	case errors.Is(err, engine.ErrUnknownDestination):
@@ -399,7 +406,7 @@ func reason(err error) string {
 		return events.ReasonRefused
 	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLost):
 		return events.ReasonRefused
-	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrConflict), errors.Is(err, engine.ErrCatalogRace):
+	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrConflict), errors.Is(err, engine.ErrCatalogRace), errors.Is(err, storage.ErrRootChanged):
 		return events.ReasonStorage
 	}
 	return events.ReasonInternal

@@ -246,6 +246,11 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		*spent = reportPath(pub.BundleEventID, pub.Owner)
 	}
 	if !p.Changed {
+		// "Unchanged" must describe the configured root, not a folder moved
+		// away since it was opened.
+		if err := storage.CheckRoot(ctx, root); err != nil {
+			return res, err
+		}
 		if pl.fpsChanged {
 			e.saveFingerprints(ctx, root, l, pl.fps, st.cat)
 		}
@@ -376,6 +381,11 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 	}
 	if err := l.Err(); err != nil {
 		return err
+	}
+	// A root moved away (or re-pointed) since it was opened must not get the
+	// catalog: the publication fails and its retry lands in the new root.
+	if err := storage.CheckRoot(ctx, root); err != nil {
+		return fmt.Errorf("commit %s: %w", catalog.FileName, err)
 	}
 	_, err = root.WriteIfVersion(ctx, catalog.FileName, data, version)
 	if errors.Is(err, storage.ErrConflict) {

@@ -18,6 +18,13 @@ var (
 	// ErrUnavailable wraps transient backend failures (network, throttling):
 	// the operation may succeed if tried again later.
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrRootMissing: the root's path names no folder any more (moved or
+	// deleted). Retrying does not help until an operator recreates it.
+	ErrRootMissing = errors.New("destination root does not exist")
+	// ErrRootChanged: the root's path now names another folder than the
+	// one the backend holds (moved away and replaced, or a re-pointed
+	// symlink). Opening the root again reaches the new folder.
+	ErrRootChanged = errors.New("the root path now names another folder")
 )
 
 // ObjectInfo describes one stored object.
@@ -68,6 +75,24 @@ type Syncer interface {
 func Sync(ctx context.Context, b Backend) error {
 	if s, ok := b.(Syncer); ok {
 		return s.Sync(ctx)
+	}
+	return nil
+}
+
+// RootChecker is implemented by backends whose root can be swapped under
+// them (a local folder moved, deleted or re-pointed).
+type RootChecker interface {
+	// CheckRoot returns an error wrapping ErrRootMissing when the root's
+	// path names no folder, ErrRootChanged when it names another folder
+	// than the one the backend writes into, nil when it is still the same.
+	CheckRoot(ctx context.Context) error
+}
+
+// CheckRoot checks that b still writes into what its root path names; a
+// no-op for backends without that notion (S3: a prefix has no identity).
+func CheckRoot(ctx context.Context, b Backend) error {
+	if c, ok := b.(RootChecker); ok {
+		return c.CheckRoot(ctx)
 	}
 	return nil
 }

@@ -40,10 +40,10 @@ func New(cfg *config.Config) *Opener {
 func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
 	switch d.Backend {
 	case "local":
-		return o.cached(d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path) })
+		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path) })
 	case "s3":
 		opts := s3store.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle}
-		return o.cached(d.RootKey(), func() (storage.Backend, error) { return s3store.New(ctx, opts) })
+		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return s3store.New(ctx, opts) })
 	}
 	return nil, fmt.Errorf("destination %q: unknown backend %q: use local or s3", d.ID, d.Backend)
 }
@@ -62,6 +62,11 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 			return nil, missingBundle(loc.Path)
 		}
 		b, err := local.New(loc.Path)
+		if errors.Is(err, storage.ErrRootMissing) {
+			// Not a folder (or gone since the check): a missing bundle,
+			// never a missing destination root.
+			return nil, missingBundle(loc.Path)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", location, err)
 		}
@@ -73,11 +78,23 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 	return nil, fmt.Errorf("bundle location %q: unsupported scheme %q", location, loc.Scheme)
 }
 
-func (o *Opener) cached(key string, open func() (storage.Backend, error)) (storage.Backend, error) {
+// cached returns the shared backend of a root, checked against what the
+// root's path names now (each publication resolves its root afresh): when
+// the path names another folder, that folder is opened and shared from then
+// on; when it names none, the check's ErrRootMissing is returned.
+func (o *Opener) cached(ctx context.Context, key string, open func() (storage.Backend, error)) (storage.Backend, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if b, ok := o.cache[key]; ok {
-		return b, nil
+		err := storage.CheckRoot(ctx, b)
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, storage.ErrRootChanged) {
+			return nil, err
+		}
+		// Runs still using the old backend fail their commit check; its
+		// descriptor is closed when they drop it (os.Root's finalizer).
 	}
 	b, err := open()
 	if err != nil {

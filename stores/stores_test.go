@@ -138,3 +138,85 @@ func TestUnknownSchemeAndBackendAreClearErrors(t *testing.T) {
 		t.Fatalf("unknown backend: %v", err)
 	}
 }
+
+// TestDestinationFollowsASwappedRoot: each Destination call resolves the
+// configured path afresh, so a root moved away and replaced (or deleted and
+// recreated) is the new folder from the next call on, and a root that is
+// gone is ErrRootMissing, not a backend on a folder nobody sees.
+func TestDestinationFollowsASwappedRoot(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := config.Destination{ID: "d", Backend: config.BackendLocal, Path: root}
+	o := stores.New(nil)
+	put := func(name string) {
+		t.Helper()
+		b, err := o.Destination(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Put(ctx, name, bytes.NewReader([]byte(name)), int64(len(name)), storage.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(p string) bool {
+		_, err := os.Stat(p)
+		return err == nil
+	}
+
+	first, err := o.Destination(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := o.Destination(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != again {
+		t.Fatal("an unchanged root was opened twice")
+	}
+	put("1.txt")
+
+	if err := os.Rename(root, root+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put("2.txt")
+	if !exists(filepath.Join(root, "2.txt")) || exists(filepath.Join(root+".old", "2.txt")) {
+		t.Fatalf("after mv root root.old && mkdir root, 2.txt went to root.old (root has it: %v)", exists(filepath.Join(root, "2.txt")))
+	}
+
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	_, err = o.Destination(ctx, d)
+	want := "destination root " + root + " does not exist (moved or deleted?): recreate the folder or fix the destination's path"
+	if !errors.Is(err, storage.ErrRootMissing) || err.Error() != want {
+		t.Fatalf("Destination after rm -rf root = %v, want %q", err, want)
+	}
+
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put("3.txt")
+	if !exists(filepath.Join(root, "3.txt")) {
+		t.Fatal("after mkdir root, 3.txt is not in the new root")
+	}
+}
+
+// A bundle location that names a file is a missing bundle, not a missing
+// destination root (the consumer reports bundle_missing, not root_missing).
+func TestBundleOnAFileIsMissingBundle(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bundle")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := stores.New(nil).Bundle(context.Background(), file)
+	if want := "bundle folder " + file + " does not exist"; !errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrRootMissing) || err.Error() != want {
+		t.Fatalf("Bundle(file) = %v, want %q (ErrNotExist only)", err, want)
+	}
+}

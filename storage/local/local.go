@@ -56,11 +56,15 @@ const (
 
 // Backend is a destination root (or bundle location) on a local folder.
 type Backend struct {
-	root string   // absolute
-	r    *os.Root // opened once: os.Root is safe for concurrent use
+	root string      // absolute
+	r    *os.Root    // opened once: os.Root is safe for concurrent use
+	held fs.FileInfo // the folder r holds (device and inode), for CheckRoot
 }
 
-var _ storage.Backend = (*Backend)(nil)
+var (
+	_ storage.Backend     = (*Backend)(nil)
+	_ storage.RootChecker = (*Backend)(nil)
+)
 
 // New returns the backend for the existing folder root.
 func New(root string) (*Backend, error) {
@@ -71,17 +75,54 @@ func New(root string) (*Backend, error) {
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("local root %s does not exist: create the folder first", abs)
+		return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
 	case err != nil:
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	case !fi.IsDir():
-		return nil, fmt.Errorf("local root %s is not a folder", abs)
+		return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
 	}
 	r, err := os.OpenRoot(abs)
 	if err != nil {
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	}
-	return &Backend{root: abs, r: r}, nil
+	// The identity of what was opened, not of what was stat'ed above: the
+	// path may have changed in between.
+	held, err := r.Stat(".")
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("local root %s: %w", abs, err)
+	}
+	return &Backend{root: abs, r: r, held: held}, nil
+}
+
+// missingRoot is a root path that names no folder; it matches
+// storage.ErrRootMissing.
+type missingRoot string
+
+func (m missingRoot) Error() string { return string(m) }
+func (m missingRoot) Unwrap() error { return storage.ErrRootMissing }
+
+// CheckRoot reports whether the root path (following a symlinked root)
+// still names the folder this backend holds open, by device and inode: one
+// stat(2). A folder moved away keeps its handle valid, so without this check
+// writes would silently follow it. ErrRootMissing when the path names no
+// folder; ErrRootChanged when it names another one (open a new Backend).
+func (b *Backend) CheckRoot(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fi, err := os.Stat(b.root)
+	switch {
+	case isMissing(err):
+		return missingRoot(fmt.Sprintf("destination root %s does not exist (moved or deleted?): recreate the folder or fix the destination's path", b.root))
+	case err != nil:
+		return fmt.Errorf("destination root %s: %w", b.root, err)
+	case !fi.IsDir():
+		return missingRoot(fmt.Sprintf("destination root %s is not a folder (moved or replaced?): recreate the folder or fix the destination's path", b.root))
+	case !os.SameFile(fi, b.held):
+		return fmt.Errorf("destination root %s: %w than the one opened (moved away and replaced, or a re-pointed link)", b.root, storage.ErrRootChanged)
+	}
+	return nil
 }
 
 // String returns the absolute root path.

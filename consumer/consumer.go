@@ -8,7 +8,9 @@
 // holder, a lost catalog race) are retried with a delay; bad input (an
 // undecodable event, an unknown pipeline, a missing bundle, a digest
 // mismatch, an invalid catalog, a collision, a refused plan) gets exactly one
-// result event and is terminated, never retried. The last allowed delivery
+// result event and is terminated, never retried. A bundle older than the
+// version of its source a destination already holds is reported
+// `superseded` there and acked: newest wins, whatever the arrival order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
@@ -235,7 +237,7 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt int, stored time.Time) []outcome {
 	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
-		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership}
+		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership, AllowOlder: ev.AllowOlder}
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}
@@ -378,14 +380,25 @@ func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last
 }
 
 // ResultEvent is the result event of one destination of ev: published,
-// collision (with the paths and the original event, for replay) or failed
-// (with a reason code; exhausted marks a transient failure on the last
-// allowed delivery: reason max_deliveries). `apply` reports through it too.
+// superseded (the destination holds a newer version of the source; with
+// both identities), collision (with the paths and the original event, for
+// replay) or failed (with a reason code; exhausted marks a transient
+// failure on the last allowed delivery: reason max_deliveries). `apply`
+// reports through it too.
 func ResultEvent(ev events.BundleReady, dest string, res engine.Result, err error, attempt int, exhausted bool) events.Result {
 	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: attempt}
+	var se *engine.SupersededError
 	switch {
 	case err == nil:
 		r.Type = events.TypePublished
+	case errors.As(err, &se):
+		// Terminal and not a failure: nothing to retry or replay.
+		r.Type = events.TypeSuperseded
+		r.Message = err.Error()
+		fillCounts(&r, res)
+		r.Source = sourceRef(se.Source)
+		r.SupersededBy = sourceRef(se.By)
+		return r
 	case errors.Is(err, engine.ErrCollision):
 		r.Type = events.TypeCollision
 		r.Collisions = res.Plan.Collisions
@@ -426,11 +439,14 @@ func fillCounts(r *events.Result, res engine.Result) {
 	}
 	for _, it := range res.Plan.Items {
 		if it.Record.Source.ID != "" {
-			s := it.Record.Source
-			r.Source = &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
+			r.Source = sourceRef(it.Record.Source)
 			break
 		}
 	}
+}
+
+func sourceRef(s catalog.Source) *events.SourceRef {
+	return &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

@@ -127,7 +127,7 @@ func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
 // tied to a bundle event.
 func ResultMsgID(r Result) string {
 	switch r.Type {
-	case TypePublished, TypeCollision, TypeFailed:
+	case TypePublished, TypeSuperseded, TypeCollision, TypeFailed:
 		if r.BundleEventID != "" {
 			return r.BundleEventID + "." + orUnderscore(r.DestinationID) + "." + r.Type
 		}

@@ -438,7 +438,8 @@ func fillCounts(r *events.Result, res engine.Result) {
 		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
 	}
 	for _, it := range res.Plan.Items {
-		if it.Record.Source.ID != "" {
+		// A delete's record is the removed one: an older source's.
+		if it.Action != planner.Delete && it.Record.Source.ID != "" {
 			r.Source = sourceRef(it.Record.Source)
 			break
 		}

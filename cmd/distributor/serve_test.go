@@ -261,7 +261,9 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%02d.txt", i)), []byte(fmt.Sprintf("bundle %d\n", i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, data, err := bundle.Create(ctx, dir, "load.src", time.Now().UTC().Truncate(time.Second))
+		// One source per bundle: versions of one source would (rightly)
+		// supersede each other when processed out of order.
+		_, data, err := bundle.Create(ctx, dir, fmt.Sprintf("load.src%02d", i), time.Now().UTC().Truncate(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -170,7 +170,7 @@ func printEvent(w io.Writer, r events.Result) {
 		fmt.Fprintf(w, " blocked by unmanaged %s", strings.Join(r.Collisions, ", "))
 	case events.TypeSuperseded:
 		if b := r.SupersededBy; b != nil {
-			fmt.Fprintf(w, " %s already has %s created %s (digest %s); nothing changed", dest, b.ID, b.Created.UTC().Format(time.RFC3339Nano), b.Digest)
+			fmt.Fprintf(w, " already has %s created %s (digest %s); nothing changed", b.ID, b.Created.UTC().Format(time.RFC3339Nano), b.Digest)
 		}
 	case events.TypeFailed:
 		fmt.Fprintf(w, " %s: %s", r.Reason, r.Message)

@@ -85,9 +85,9 @@ func (p *Publisher) AnnounceBundle(ctx context.Context, ev BundleReady) (seq uin
 }
 
 // PublishResult publishes a result event. Zero SchemaVersion and Time are
-// filled in. A publication result (published, collision, failed with a
-// BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also used
-// as its ID when ID is empty, so a redelivered bundle does not publish its
+// filled in. A publication result (published, superseded, collision, failed
+// with a BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also
+// used as its ID when ID is empty, so a redelivered bundle does not publish its
 // result twice. Other results use ID (a NewEventID when empty). Outputs,
 // then the path lists, are cut to keep the event under the size limit.
 func (p *Publisher) PublishResult(ctx context.Context, r Result) error {

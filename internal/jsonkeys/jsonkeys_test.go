@@ -150,3 +150,32 @@ func FuzzDuplicate(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDuplicate scans a catalog-shaped document of 100,000 records.
+func BenchmarkDuplicate(b *testing.B) {
+	type src struct{ ID, Digest, Created string }
+	type rec struct {
+		Path, PipelineID, DestinationID string
+		Source                          src
+		Kind, SHA256                    string
+		Size                            int
+		CreatedAt, UpdatedAt            string
+	}
+	recs := make([]rec, 100_000)
+	for i := range recs {
+		recs[i] = rec{fmt.Sprintf("dir%02d/file%06d.bin", i%50, i), "weatherreporter.daily", "latest-html",
+			src{"weatherreporter.tomorrow", fmt.Sprintf("sha256:%064x", 1), "2026-06-19T12:00:00Z"},
+			"source", fmt.Sprintf("sha256:%064x", i), 4096, "2026-06-19T12:00:00Z", "2026-06-19T12:00:00Z"}
+	}
+	data, err := json.MarshalIndent(map[string]any{"schema_version": 4, "outputs": recs}, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Duplicate(data); d != nil {
+			b.Fatal(d)
+		}
+	}
+}

@@ -91,10 +91,10 @@ func invalid(format string, args ...any) error {
 }
 
 // ParseManifest reads manifest bytes strictly: unknown fields, a key
-// repeated in one object, a missing field, another schema_version, an empty id, a created time that is not
-// RFC 3339, an invalid, reserved or duplicate path, a malformed sha256 or a
-// negative size make an error wrapping ErrInvalidManifest that names the
-// entry.
+// repeated in one object, a missing field, another schema_version, an empty
+// id, a created time that is not RFC 3339, an invalid, reserved or duplicate
+// path, a malformed sha256 or a negative size make an error wrapping
+// ErrInvalidManifest that names the entry.
 func ParseManifest(data []byte) (Manifest, error) {
 	var w wireManifest
 	dec := json.NewDecoder(bytes.NewReader(data))

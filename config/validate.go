@@ -96,9 +96,9 @@ func (c *Config) validate() []fieldErr {
 	}
 
 	type root struct {
-		key  string // RootKey: the identity leases use
-		real string // key with symlinks resolved (local roots)
-		i    int
+		key    string // RootKey: the identity leases use
+		onDisk string // key with symlinks resolved (local roots)
+		i      int
 	}
 	var roots []root
 	var system map[string]bool // system folders, literal and resolved; built on first use
@@ -113,7 +113,7 @@ func (c *Config) validate() []fieldErr {
 			continue
 		}
 		rk := d.RootKey()
-		real := rk
+		onDisk := rk
 		if d.Backend == BackendLocal {
 			if system == nil {
 				system = systemFolders()
@@ -130,7 +130,7 @@ func (c *Config) validate() []fieldErr {
 				add(k+".path", "%s: path %q resolves through symlinks to the system folder %q: give the destination a folder of its own, e.g. %q", lbl, d.Path, rp, "/srv/reports")
 				continue
 			}
-			real = fileKey(rp)
+			onDisk = fileKey(rp)
 		}
 		// Roots must be equal (shared) or disjoint: a root inside another
 		// would be unmanaged content, and its catalog a file, of the outer
@@ -146,18 +146,18 @@ func (c *Config) validate() []fieldErr {
 				break
 			}
 			// Two spellings of one folder would take two leases on it.
-			if real == o.real {
+			if onDisk == o.onDisk {
 				add(k+".path", "%s: root %s is the same folder as the root of %s (%s) through symlinks (both are %s): write the same path in both to share the root, or give each its own folder",
-					lbl, rk, other, o.key, real)
+					lbl, rk, other, o.key, onDisk)
 				break
 			}
-			if nested(real, o.real) {
+			if nested(onDisk, o.onDisk) {
 				add(k+".path", "%s: root %s is nested with the root of %s (%s) through symlinks (%s and %s): destination roots must be the same or not nested",
-					lbl, rk, other, o.key, real, o.real)
+					lbl, rk, other, o.key, onDisk, o.onDisk)
 				break
 			}
 		}
-		roots = append(roots, root{rk, real, i})
+		roots = append(roots, root{rk, onDisk, i})
 	}
 	return errs
 }

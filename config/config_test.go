@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -202,6 +203,11 @@ destinations:
 		{"s3 bad endpoint", "destinations:\n  - {id: a, backend: s3, bucket: r, endpoint: 'localhost:9000'}\n", `config.yaml:2: destinations[0] (a): endpoint "localhost:9000": must be an http(s) URL like https://s3.example.com`},
 		{"nested roots", validDest + "  - id: b\n    backend: local\n    path: /srv/a/b\n", `config.yaml:7: destinations[1] (b): root file:///srv/a/b/ is nested with the root of destinations[0] (a) (file:///srv/a/): destination roots must be the same or not nested`},
 		{"nested s3 roots", "destinations:\n  - {id: a, backend: s3, bucket: r, path: x/y/}\n  - {id: b, backend: s3, bucket: r}\n", `config.yaml:3: destinations[1] (b): root s3://r/ is nested with the root of destinations[0] (a) (s3://r/x/y/): destination roots must be the same or not nested`},
+		{"nested s3 prefixes", "s3: {endpoint: 'http://s3.local:9000'}\ndestinations:\n  - {id: a, backend: s3, bucket: r, path: x/}\n  - {id: b, backend: s3, bucket: r, path: x/y/}\n", `config.yaml:4: destinations[1] (b): root s3://r/x/y/ is nested with the root of destinations[0] (a) (s3://r/x/): destination roots must be the same or not nested`},
+		{"filesystem root", "destinations:\n  - id: a\n    backend: local\n    path: /\n", `config.yaml:4: destinations[0] (a): path "/" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
+		{"filesystem root before a nested one", "destinations:\n  - {id: a, backend: local, path: /srv/a}\n  - {id: b, backend: local, path: //}\n", `config.yaml:3: destinations[1] (b): path "/" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
+		{"etc", "destinations:\n  - {id: a, backend: local, path: /etc/}\n", `config.yaml:2: destinations[0] (a): path "/etc" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
+		{"var after cleaning", "destinations:\n  - {id: a, backend: local, path: /usr/../var}\n", `config.yaml:2: destinations[0] (a): path "/var" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
 		{"unknown workflow", validDest + "    workflow: mirror\n", `config.yaml:5: destinations[0] (a): unknown workflow "mirror": use "replacement" or "additive"`},
 		{"unknown placeholder", validDest + "    layout: {prefix: \"{src}/\"}\n", `config.yaml:5: destinations[0] (a): layout.prefix "{src}/": unknown placeholder {src}: use {source_id}, {source_name} or {pipeline_id}`},
 		{"unclosed placeholder", validDest + "    layout: {prefix: \"{source_name/\"}\n", `config.yaml:5: destinations[0] (a): layout.prefix "{source_name/": has an unclosed "{"`},
@@ -508,5 +514,63 @@ func TestDuration(t *testing.T) {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) succeeded", bad)
 		}
+	}
+}
+
+// Roots are compared as folders on disk: a symlink cannot hide a system
+// folder, a nesting, or two spellings of one root (which would take two
+// leases). The same path in two destinations stays a shared root.
+func TestRootsThroughSymlinks(t *testing.T) {
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(tmp, "real")
+	link := filepath.Join(tmp, "link") // -> real
+	if err := os.MkdirAll(filepath.Join(real, "site"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{link: real, filepath.Join(tmp, "etc"): "/etc", filepath.Join(tmp, "slash"): "/"} {
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		nestedFix = "destination roots must be the same or not nested"
+		sameFix   = "write the same path in both to share the root, or give each its own folder"
+		ownFolder = `give the destination a folder of its own, e.g. "/srv/reports"`
+	)
+	for _, tc := range []struct {
+		name, a, b string
+		want       string // %[1]s = tmp; "" = valid
+	}{
+		{"link to /etc", "%[1]s/etc", "", `config.yaml:4: destinations[0] (a): path "%[1]s/etc" resolves through symlinks to the system folder "/etc": ` + ownFolder},
+		{"link to /", "%[1]s/slash/", "", `config.yaml:4: destinations[0] (a): path "%[1]s/slash" resolves through symlinks to the system folder "/": ` + ownFolder},
+		{"inner through a symlink", "%[1]s/real", "%[1]s/link/site",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/site/ is nested with the root of destinations[0] (a) (file://%[1]s/real/) through symlinks (file://%[1]s/real/site/ and file://%[1]s/real/): ` + nestedFix},
+		{"outer through a symlink", "%[1]s/real/site", "%[1]s/link",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/ is nested with the root of destinations[0] (a) (file://%[1]s/real/site/) through symlinks (file://%[1]s/real/ and file://%[1]s/real/site/): ` + nestedFix},
+		{"inner not created yet", "%[1]s/real", "%[1]s/link/new/deeper",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/new/deeper/ is nested with the root of destinations[0] (a) (file://%[1]s/real/) through symlinks (file://%[1]s/real/new/deeper/ and file://%[1]s/real/): ` + nestedFix},
+		{"one folder, two spellings", "%[1]s/real/site", "%[1]s/link/site",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/site/ is the same folder as the root of destinations[0] (a) (file://%[1]s/real/site/) through symlinks (both are file://%[1]s/real/site/): ` + sameFix},
+		{"shared root through a symlink", "%[1]s/link/site", "%[1]s/link/site", ""},
+		{"shared root", "%[1]s/real/site", "%[1]s/real/site/", ""},
+		{"siblings through a symlink", "%[1]s/link/site", "%[1]s/real/other", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := fmt.Sprintf("destinations:\n  - id: a\n    backend: local\n    path: "+tc.a+"\n", tmp)
+			if tc.b != "" {
+				yaml += fmt.Sprintf("  - id: b\n    backend: local\n    path: "+tc.b+"\n", tmp)
+			}
+			_, err := Parse([]byte(yaml), "config.yaml")
+			switch want := fmt.Sprintf(tc.want, tmp); {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Parse:\n%s\n%v", yaml, err)
+			case tc.want == "":
+			case err == nil || err.Error() != want || !errors.Is(err, ErrInvalid):
+				t.Fatalf("Parse:\n%s\n got %v\nwant %s", yaml, err, want)
+			}
+		})
 	}
 }

@@ -879,6 +879,14 @@ func TestUnreadableCatalogRefused(t *testing.T) {
 		{"missing-updated-at", func(v string) string {
 			return strings.Replace(v, "  \"updated_at\"", "  \"updated\"", 1)
 		}, `.distributor.json in %s: invalid catalog: json: unknown field "updated"`},
+		// encoding/json would keep the last value and read legacy state,
+		// which a replacement run clears.
+		{"duplicate-schema-version", func(v string) string {
+			return strings.Replace(v, `"schema_version": 4,`, `"schema_version": 4, "schema_version": 3,`, 1)
+		}, `.distributor.json in %s: invalid catalog: duplicate key "schema_version": a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)`},
+		{"duplicate-key-in-source", func(v string) string {
+			return strings.Replace(v, `"id": "weatherreporter.today",`, `"id": "weatherreporter.today", "id": "other",`, 1)
+		}, `.distributor.json in %s: invalid catalog: duplicate key "id" in outputs[0].source: a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)`},
 	} {
 		for _, wf := range bothWorkflows {
 			t.Run(tc.name+"/"+wf, func(t *testing.T) {

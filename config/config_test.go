@@ -231,6 +231,12 @@ destinations:
 		{"nats url scheme", "nats:\n  url: http://x:4222\n", `config.yaml:2: nats.url "http://x:4222": server "http://x:4222" has scheme "http": use nats://, tls://, ws:// or wss://`},
 		{"tls half", "nats:\n  tls:\n    cert: c.pem\n", `config.yaml:2: nats.tls needs both cert and key for a client certificate, or neither`},
 		{"password without user", "nats:\n  password: secret\n", `config.yaml:2: nats.password is set without nats.user: set both or neither`},
+		{"two credentials", "nats:\n  token: t\n  user: u\n", `config.yaml:3: nats.token and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password`},
+		{"creds and seed", "nats: {nkey_seed: s.nk, creds: u.creds}\n", `config.yaml:1: nats.creds and nats.nkey_seed are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password`},
+		{"server tls half", "nats:\n  server_tls: {cert: s.pem}\n", `config.yaml:2: nats.server_tls needs both cert and key (the embedded server's certificate), or neither`},
+		{"client ca without cert", "nats:\n  server_tls:\n    client_ca: ca.pem\n", `config.yaml:2: nats.server_tls.client_ca needs cert and key: mutual TLS is TLS first`},
+		{"unknown server_tls key", "nats:\n  server_tls: {cert: s.pem, key: k.pem, ca: ca.pem}\n", `config.yaml:2: unknown key "ca" in nats.server_tls`},
+		{"nats url credentials redacted", "nats:\n  url: http://u:secret@x:4222\n", `config.yaml:2: nats.url "http://REDACTED@x:4222": server "http://REDACTED@x:4222" has scheme "http": use nats://, tls://, ws:// or wss://`},
 		{"s3 default endpoint", "s3:\n  endpoint: minio:9000\n", `config.yaml:2: s3.endpoint "minio:9000": must be an http(s) URL like https://s3.example.com`},
 		{"s3 credentials are not config", "s3:\n  access_key_id: x\n", `config.yaml:2: unknown key "access_key_id" in s3`},
 
@@ -349,6 +355,61 @@ destinations:
 		err := c.ApplyEnv(func(k string) (string, bool) { return b.v, k == b.k })
 		if err == nil || err.Error() != b.want || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s=%q: err = %v, want %s", b.k, b.v, err, b.want)
+		}
+	}
+}
+
+func TestApplyEnvSecrets(t *testing.T) {
+	env := map[string]string{"DISTRIBUTOR_NATS_TOKEN": "tok", "DISTRIBUTOR_NATS_PASSWORD": "pw"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c, err := Parse([]byte("nats: {user: serve}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(env, "DISTRIBUTOR_NATS_TOKEN")
+	if err := c.ApplyEnv(lookup); err != nil || c.NATS.User != "serve" || c.NATS.Password != "pw" {
+		t.Fatalf("password from the environment: err %v, NATS %+v", err, c.NATS)
+	}
+
+	env["DISTRIBUTOR_NATS_TOKEN"] = "tok"
+	err = c.ApplyEnv(lookup)
+	if want := "nats.token and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password (after applying DISTRIBUTOR_NATS_* variables)"; err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
+		t.Errorf("token and user: err = %v, want %s", err, want)
+	}
+
+	c, err = Parse(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyEnv(func(k string) (string, bool) { return "tok", k == "DISTRIBUTOR_NATS_TOKEN" }); err != nil || c.NATS.Token != "tok" {
+		t.Errorf("token from the environment: err %v, token %q", err, c.NATS.Token)
+	}
+	err = c.ApplyEnv(func(k string) (string, bool) { return "pw", k == "DISTRIBUTOR_NATS_PASSWORD" })
+	if want := "DISTRIBUTOR_NATS_PASSWORD is set but nats.user is not: set nats.user in the configuration"; err == nil || err.Error() != want {
+		t.Errorf("password without user: err = %v, want %s", err, want)
+	}
+}
+
+func TestServerTLSPathsAreRelativeToTheFile(t *testing.T) {
+	c, err := Parse([]byte("nats: {server_tls: {cert: s.pem, key: /abs/k.pem, client_ca: ca/ca.pem}}\n"), "/etc/distributor/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ServerTLS{Cert: "/etc/distributor/s.pem", Key: "/abs/k.pem", ClientCA: "/etc/distributor/ca/ca.pem"}); c.NATS.ServerTLS != want {
+		t.Errorf("ServerTLS = %+v, want %+v", c.NATS.ServerTLS, want)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://tok@h:4222", "nats://REDACTED@h:4222"},
+		{"nats://u:p@ss@h:4222/x@y", "nats://REDACTED@h:4222/x@y"},
+		{"tls://u:p@a:4222, nats://b:4222,c:p@d:4222", "tls://REDACTED@a:4222, nats://b:4222,REDACTED@d:4222"},
+		{"", ""},
+	} {
+		if got := RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

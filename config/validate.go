@@ -25,7 +25,7 @@ func (c *Config) validate() []fieldErr {
 	n := c.NATS
 	if n.URL != "" {
 		if msg := checkNATSURL(n.URL); msg != "" {
-			add("nats.url", "nats.url %q: %s", n.URL, msg)
+			add("nats.url", "nats.url %q: %s", RedactURL(n.URL), msg)
 		}
 	}
 	if _, port, err := net.SplitHostPort(n.Listen); err != nil || !validPort(port) {
@@ -40,8 +40,17 @@ func (c *Config) validate() []fieldErr {
 	if n.Password != "" && n.User == "" {
 		add("nats.password", "nats.password is set without nats.user: set both or neither")
 	}
+	if msg := checkAuth(n); msg != "" {
+		add(authKey(n), "%s", msg)
+	}
 	if (n.TLS.Cert == "") != (n.TLS.Key == "") {
 		add("nats.tls", "nats.tls needs both cert and key for a client certificate, or neither")
+	}
+	if (n.ServerTLS.Cert == "") != (n.ServerTLS.Key == "") {
+		add("nats.server_tls", "nats.server_tls needs both cert and key (the embedded server's certificate), or neither")
+	}
+	if n.ServerTLS.ClientCA != "" && n.ServerTLS.Cert == "" {
+		add("nats.server_tls", "nats.server_tls.client_ca needs cert and key: mutual TLS is TLS first")
 	}
 	if n.BundleMaxAge < 0 {
 		add("nats.bundle_max_age", "nats.bundle_max_age must not be negative (0 = no limit)")
@@ -360,6 +369,62 @@ func validPort(p string) bool {
 	return err == nil && n >= 0 && n <= 65535
 }
 
+// authMethods lists the client credentials set, in key order.
+func authMethods(n NATS) []string {
+	var set []string
+	for _, m := range []struct {
+		key string
+		on  bool
+	}{{"nats.creds", n.CredsFile != ""}, {"nats.nkey_seed", n.NKeySeedFile != ""}, {"nats.token", n.Token != ""}, {"nats.user", n.User != ""}} {
+		if m.on {
+			set = append(set, m.key)
+		}
+	}
+	return set
+}
+
+// checkAuth refuses more than one kind of credential: a server checks only
+// one of them, and the embedded server could not enforce them all.
+func checkAuth(n NATS) string {
+	if set := authMethods(n); len(set) > 1 {
+		return fmt.Sprintf("%s and %s are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password", set[0], set[1])
+	}
+	return ""
+}
+
+// authKey locates checkAuth's problem at the second credential's key.
+func authKey(n NATS) string {
+	if set := authMethods(n); len(set) > 1 {
+		return set[1]
+	}
+	return "nats"
+}
+
+// RedactURL hides the user information (token, user and password) of each
+// comma-separated server URL, for messages and logs.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, part := range parts {
+		scheme, rest, ok := strings.Cut(part, "://")
+		if !ok {
+			scheme, rest = "", part
+		}
+		host := rest
+		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+			host = rest[:j]
+		}
+		at := strings.LastIndex(host, "@")
+		if at < 0 {
+			continue
+		}
+		if ok {
+			scheme += "://"
+		}
+		parts[i] = scheme + "REDACTED" + rest[at:]
+	}
+	return strings.Join(parts, ",")
+}
+
 // checkNATSURL checks each comma-separated server URL.
 func checkNATSURL(s string) string {
 	for _, part := range strings.Split(s, ",") {
@@ -369,18 +434,18 @@ func checkNATSURL(s string) string {
 		}
 		if !strings.Contains(part, "://") {
 			if _, port, err := net.SplitHostPort(part); err != nil || !validPort(port) {
-				return fmt.Sprintf("server %q must be a URL like nats://host:4222", part)
+				return fmt.Sprintf("server %q must be a URL like nats://host:4222", RedactURL(part))
 			}
 			continue
 		}
 		u, err := url.Parse(part)
 		if err != nil || u.Host == "" {
-			return fmt.Sprintf("server %q must be a URL like nats://host:4222", part)
+			return fmt.Sprintf("server %q must be a URL like nats://host:4222", RedactURL(part))
 		}
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return fmt.Sprintf("server %q has scheme %q: use nats://, tls://, ws:// or wss://", part, u.Scheme)
+			return fmt.Sprintf("server %q has scheme %q: use nats://, tls://, ws:// or wss://", RedactURL(part), u.Scheme)
 		}
 	}
 	return ""

@@ -40,6 +40,9 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 		},
 		close: func() {},
 	}
+	if a.wrapStores != nil {
+		s.runner.Stores = a.wrapStores(s.runner.Stores)
+	}
 	url := cfg.NATS.ConnectURL()
 	if cfg.NATS.URL == "" && !listening(cfg.NATS.Listen) {
 		a.log.Debug().Str("url", url).Msg("no local NATS server; direct mode with a lock object in each root")
@@ -54,7 +57,9 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 		nc.Close()
 		return nil, err
 	}
-	s.runner.Locker = lease.Both(lease.NewKV(js, streams.Leases, holderName("direct"), serveLeaseTTL), s.runner.Locker)
+	// The lock object fences the run; the KV lease only keeps `serve` off
+	// the root, so NATS going away mid-run does not waste the run.
+	s.runner.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.runner.Locker)
 	s.publisher = events.NewPublisher(js, streams.Subjects)
 	s.close = nc.Close
 	a.log.Debug().Str("url", url).Msg("using NATS for leases and events")

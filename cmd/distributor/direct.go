@@ -66,6 +66,9 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	return s, nil
 }
 
+// reportTimeout bounds the publication of a direct-mode result event.
+const reportTimeout = 5 * time.Second
+
 // report publishes a maintenance event when NATS is there.
 func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if s.publisher == nil {
@@ -74,7 +77,10 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if r.ID == "" && r.BundleEventID == "" {
 		r.ID = events.NewEventID() // publication results get their deterministic id
 	}
-	if err := s.publisher.PublishResult(ctx, r); err != nil {
+	// Bounded: NATS may have gone away during the run.
+	pctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	if err := s.publisher.PublishResult(pctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
 	}
 }

@@ -538,7 +538,7 @@ func files(t testing.TB, b storage.Backend) map[string]string {
 	ctx := context.Background()
 	out := map[string]string{}
 	err := b.List(ctx, "", func(o storage.ObjectInfo) error {
-		if o.Path == casLock || o.Path == engine.FingerprintsPath { // kept indexes, not leftovers
+		if o.Path == casLock || strings.HasPrefix(o.Path, engine.FingerprintsDir+"/") { // kept indexes, not leftovers
 			return nil
 		}
 		rc, err := b.Open(ctx, o.Path)

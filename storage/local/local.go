@@ -77,13 +77,13 @@ func New(root string) (*Backend, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
 	case err != nil:
-		return nil, classify(abs, fmt.Errorf("local root %s: %w", abs, err))
+		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	case !fi.IsDir():
 		return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
 	}
 	r, err := os.OpenRoot(abs)
 	if err != nil {
-		return nil, classify(abs, fmt.Errorf("local root %s: %w", abs, err))
+		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
 	// The identity of what was opened, not of what was stat'ed above: the
 	// path may have changed in between.

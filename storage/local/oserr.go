@@ -20,11 +20,11 @@ type osError struct {
 func (e *osError) Error() string   { return e.err.Error() + ": " + e.hint }
 func (e *osError) Unwrap() []error { return []error{e.err, e.kind} }
 
-// classify maps the OS errors that describe the root's file system rather
+// Classify maps the OS errors that describe the root's file system rather
 // than one path: a full disk may be freed and an I/O or busy error may
 // pass, so they are transient; a folder without permission or a read-only
 // mount stays so until someone fixes it. Other errors pass unchanged.
-func classify(root string, err error) error {
+func Classify(root string, err error) error {
 	var errno syscall.Errno
 	if err == nil || !errors.As(err, &errno) || errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrDenied) {
 		return err
@@ -47,5 +47,5 @@ func classify(root string, err error) error {
 	return &osError{err: err, kind: kind, hint: hint}
 }
 
-// classifyTo is classify for a deferred call on a named error result.
-func (b *Backend) classifyTo(err *error) { *err = classify(b.root, *err) }
+// classifyTo is Classify for a deferred call on a named error result.
+func (b *Backend) classifyTo(err *error) { *err = Classify(b.root, *err) }

@@ -37,7 +37,7 @@ func TestClassifyOSErrors(t *testing.T) {
 	} {
 		t.Run(tc.errno.Error(), func(t *testing.T) {
 			in := fmt.Errorf("put %q in %s: %w", "a.txt", root, &fs.PathError{Op: "open", Path: ".distributor/tmp/x", Err: tc.errno})
-			got := classify(root, in)
+			got := Classify(root, in)
 			if tc.kind == nil {
 				if got != in {
 					t.Fatalf("classify changed %v into %v", in, got)
@@ -50,12 +50,12 @@ func TestClassifyOSErrors(t *testing.T) {
 			if want := in.Error() + ": " + tc.hint; got.Error() != want {
 				t.Fatalf("message\n got %s\nwant %s", got, want)
 			}
-			if again := classify(root, got); again != got {
+			if again := Classify(root, got); again != got {
 				t.Fatalf("classified twice: %v", again)
 			}
 		})
 	}
-	if classify(root, nil) != nil {
+	if Classify(root, nil) != nil {
 		t.Fatal("nil must stay nil")
 	}
 }

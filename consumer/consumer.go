@@ -3,13 +3,14 @@
 // lease through the engine, reports one result event per destination, and
 // acks, naks with back-off, or terminates the message.
 //
-// Every serve process shares one durable consumer. Errors are split in two:
-// transient ones (storage or lease unavailable, a lease held by another live
-// holder, a lost catalog race, a root replaced during the publication) are
-// retried with a delay; bad input (an undecodable event, an unknown pipeline,
-// a missing bundle, a digest mismatch, an invalid catalog, a collision, a
-// refused plan, a destination root that is gone) gets exactly one result
-// event and is terminated, never retried. A bundle older than the version of
+// Every serve process shares one durable consumer. engine.Classify splits
+// errors in two: transient ones (storage or lease unavailable, a full disk,
+// a lease held by another live holder, a lost catalog race, a root replaced
+// during the publication) are retried with a delay; bad input and states
+// only an operator can change (an undecodable event, an unknown pipeline, a
+// missing bundle, a digest mismatch, an invalid catalog, a collision, a
+// refused plan, a destination root that is gone or not writable) get
+// exactly one result event and are terminated, never retried. A bundle older than the version of
 // its source a destination already holds is reported `superseded` there and
 // acked: newest wins, whatever the arrival order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.

@@ -27,10 +27,14 @@ func main() {
 // run executes the CLI and returns the process exit code. Errors are one
 // line on stderr, never a stack trace.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
-	cmd := app.rootCommand()
+	return newApp(stdout, stderr).run(ctx, args)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	stderr := a.stderr
+	cmd := a.rootCommand()
 	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
+	cmd.SetOut(a.stdout)
 	cmd.SetErr(stderr)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {

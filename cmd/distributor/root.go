@@ -20,6 +20,17 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            zerolog.Logger
+
+	// Test hooks; zero in production.
+	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
+	wrapStores func(engine.Stores) engine.Stores // wraps the backends of direct-mode runs
+}
+
+func (a *app) kvLeaseTTL() time.Duration {
+	if a.leaseTTL > 0 {
+		return a.leaseTTL
+	}
+	return serveLeaseTTL
 }
 
 func newApp(stdout, stderr io.Writer) *app {

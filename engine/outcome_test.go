@@ -47,6 +47,7 @@ func TestClassify(t *testing.T) {
 
 		{"lease held", fmt.Errorf("%w: file:///r/ is held by host-1 since 10:00", lease.ErrHeld), failed, true, events.ReasonRefused, 3},
 		{"lease lost", fmt.Errorf("%w: lease on file:///r/ expired or was taken over", lease.ErrLost), failed, true, events.ReasonRefused, 3},
+		{"lease taken over", fmt.Errorf("%w: lock on /r was taken over by b (pid 7 on h): %w", lease.ErrLost, lease.ErrTakenOver), failed, true, events.ReasonRefused, 3},
 		{"lock lost renewing on a failing store", fmt.Errorf("%w: lock on /r was not renewed: %w", lease.ErrLost, storage.ErrUnavailable), failed, true, events.ReasonRefused, 3},
 		{"storage unavailable", fmt.Errorf("s3 put s3://b/r/a at http://s3: %w: %w", storage.ErrUnavailable, errors.New("503 SlowDown")), failed, true, events.ReasonStorage, 1},
 		{"disk full", fmt.Errorf("put \"a\" in /r: %w", &diskErr{syscall.ENOSPC, storage.ErrUnavailable}), failed, true, events.ReasonStorage, 1},

@@ -3,13 +3,14 @@
 // lease through the engine, reports one result event per destination, and
 // acks, naks with back-off, or terminates the message.
 //
-// Every serve process shares one durable consumer. Errors are split in two:
-// transient ones (storage or lease unavailable, a lease held by another live
-// holder, a lost catalog race, a root replaced during the publication) are
-// retried with a delay; bad input (an undecodable event, an unknown pipeline,
-// a missing bundle, a digest mismatch, an invalid catalog, a collision, a
-// refused plan, a destination root that is gone) gets exactly one result
-// event and is terminated, never retried. A bundle older than the version of
+// Every serve process shares one durable consumer. engine.Classify splits
+// errors in two: transient ones (storage or lease unavailable, a full disk,
+// a lease held by another live holder, a lost catalog race, a root replaced
+// during the publication) are retried with a delay; bad input and states
+// only an operator can change (an undecodable event, an unknown pipeline, a
+// missing bundle, a digest mismatch, an invalid catalog, a collision, a
+// refused plan, a destination root that is gone or not writable) get
+// exactly one result event and are terminated, never retried. A bundle older than the version of
 // its source a destination already holds is reported `superseded` there and
 // acked: newest wins, whatever the arrival order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
@@ -21,24 +22,17 @@ package consumer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/distributor/distributor/bundle"
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/lease"
-	"github.com/distributor/distributor/planner"
-	"github.com/distributor/distributor/storage"
 )
 
 // Options tune the consumer. Zero values take the defaults.
@@ -267,9 +261,7 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // process runs every destination of the event, concurrently; each under its
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt int, stored time.Time) []outcome {
-	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
-		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership,
-		AllowOlder: ev.AllowOlder}
+	req := engine.RequestFor(ev)
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}
@@ -286,7 +278,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 	if err != nil {
 		outs := make([]outcome, len(dests))
 		for i, d := range dests {
-			outs[i] = outcome{dest: d.ID, err: err, transient: isTransient(err)}
+			outs[i] = outcome{dest: d.ID, err: err, transient: engine.Classify(err).Retry}
 		}
 		return outs
 	}
@@ -297,7 +289,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 		go func(i int, d config.Destination) {
 			defer wg.Done()
 			res, err := c.runner.Publish(ctx, req, b, d)
-			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: err != nil && isTransient(err)}
+			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry}
 		}(i, d)
 	}
 	wg.Wait()
@@ -356,137 +348,8 @@ func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored
 	return out, nil
 }
 
-// isTransient reports whether a retry may succeed. NATS errors come from
-// the lease bucket: a lease store that cannot be reached is as transient as
-// a storage outage.
-func isTransient(err error) bool {
-	switch {
-	case errors.Is(err, storage.ErrUnavailable),
-		errors.Is(err, lease.ErrHeld),
-		errors.Is(err, lease.ErrLost),
-		errors.Is(err, engine.ErrCatalogRace),
-		errors.Is(err, storage.ErrConflict),    // an output changed since the plan: re-plan
-		errors.Is(err, storage.ErrRootChanged), // the retry opens the new folder
-		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled),
-		errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, nats.ErrConnectionClosed),
-		errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrDisconnected):
-		return true
-	}
-	return false
-}
-
-// reason maps a terminal error to its reason code.
-func reason(err error) string {
-	switch {
-	// Terminal: a gone root stays gone until an operator recreates it or
-	// fixes the path; retrying (even for a remounting disk) only delays
-	// the report.
-	case errors.Is(err, storage.ErrRootMissing):
-		return events.ReasonRootMissing
-	case errors.Is(err, engine.ErrUnknownPipeline):
-		return events.ReasonUnknownPipeline
-	case errors.Is(err, engine.ErrUnknownDestination):
-		return events.ReasonUnknownDestination
-	case errors.Is(err, bundle.ErrDigestMismatch):
-		return events.ReasonDigestMismatch
-	case errors.Is(err, bundle.ErrContentMismatch):
-		return events.ReasonContentMismatch
-	case errors.Is(err, bundle.ErrNoManifest), errors.Is(err, bundle.ErrMissingFile), errors.Is(err, storage.ErrNotExist):
-		return events.ReasonBundleMissing
-	case errors.Is(err, bundle.ErrInvalidManifest), errors.Is(err, bundle.ErrBadLocation):
-		return events.ReasonInvalidEvent
-	case errors.Is(err, catalog.ErrInvalid):
-		return events.ReasonInvalidCatalog
-	case errors.Is(err, catalog.ErrNewer):
-		return events.ReasonNewerCatalog
-	case errors.Is(err, planner.ErrEmptyReplacement), errors.Is(err, planner.ErrTooManyDeletes), errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrPathConflict):
-		return events.ReasonRefused
-	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLost):
-		return events.ReasonRefused
-	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrConflict), errors.Is(err, engine.ErrCatalogRace), errors.Is(err, storage.ErrRootChanged):
-		return events.ReasonStorage
-	}
-	return events.ReasonInternal
-}
-
 func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	return ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
-}
-
-// ResultEvent is the result event of one destination of ev: published,
-// superseded (the destination holds a newer version of the source; with
-// both identities), collision (with the paths and the original event, for
-// replay) or failed (with a reason code; exhausted marks a transient
-// failure on the last allowed delivery: reason max_deliveries). `apply`
-// reports through it too.
-func ResultEvent(ev events.BundleReady, dest string, res engine.Result, err error, attempt int, exhausted bool) events.Result {
-	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: attempt}
-	var se *engine.SupersededError
-	switch {
-	case err == nil:
-		r.Type = events.TypePublished
-	case errors.As(err, &se):
-		// Terminal and not a failure: nothing to retry or replay.
-		r.Type = events.TypeSuperseded
-		r.Message = err.Error()
-		fillCounts(&r, res)
-		r.Source = sourceRef(se.Source)
-		r.SupersededBy = sourceRef(se.By)
-		return r
-	case errors.Is(err, engine.ErrCollision):
-		r.Type = events.TypeCollision
-		r.Collisions = res.Plan.Collisions
-		r.Message = err.Error()
-		orig := ev
-		r.Original = &orig
-	default:
-		r.Type = events.TypeFailed
-		r.Reason = reason(err)
-		if exhausted {
-			r.Reason = events.ReasonMaxDeliveries
-		}
-		r.Message = err.Error()
-		orig := ev
-		r.Original = &orig
-	}
-	fillCounts(&r, res)
-	return r
-}
-
-// fillCounts copies what the publication did into the event.
-func fillCounts(r *events.Result, res engine.Result) {
-	r.Written = len(res.Written)
-	r.Deleted = len(res.Deleted)
-	r.Unchanged = res.Unchanged
-	for _, it := range res.Written {
-		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionWritten})
-		if it.Adopted {
-			r.Adopted = append(r.Adopted, it.Path)
-		}
-	}
-	r.Updated = len(res.Updated)
-	for _, it := range res.Updated {
-		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionUpdated})
-	}
-	for _, p := range res.Deleted {
-		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
-	}
-	for _, it := range res.Plan.Items {
-		// A delete's record is the removed one: an older source's.
-		if it.Action != planner.Delete && it.Record.Source.ID != "" {
-			r.Source = sourceRef(it.Record.Source)
-			break
-		}
-	}
-}
-
-func sourceRef(s catalog.Source) *events.SourceRef {
-	return &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
+	return engine.ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

@@ -41,6 +41,7 @@ const (
 	ReasonMaxDeliveries      = "max_deliveries"
 	ReasonStorage            = "storage"
 	ReasonRootMissing        = "root_missing"
+	ReasonStorageDenied      = "storage_denied"
 	ReasonInternal           = "internal"
 )
 

@@ -18,6 +18,10 @@ var (
 	// ErrUnavailable wraps transient backend failures (network, throttling):
 	// the operation may succeed if tried again later.
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrDenied: the destination refuses the operation (no permission, a
+	// read-only file system, S3 access denied). Retrying does not help
+	// until an operator fixes the permissions or remounts it read-write.
+	ErrDenied = errors.New("access denied")
 	// ErrRootMissing: the root's path names no folder any more (moved or
 	// deleted). Retrying does not help until an operator recreates it.
 	ErrRootMissing = errors.New("destination root does not exist")

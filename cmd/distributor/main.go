@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/distributor/distributor/engine"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -43,13 +45,13 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return code
 }
 
-// Exit codes (DESIGN.md "CLI").
+// Exit codes (engine.Classify maps errors to them).
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	exitRefused = 3
-	exitDamaged = 4
+	exitOK      = engine.ExitOK
+	exitFailed  = engine.ExitFailed
+	exitUsage   = engine.ExitUsage
+	exitRefused = engine.ExitRefused
+	exitDamaged = engine.ExitDamaged
 )
 
 // codeError carries an exit code through cobra.

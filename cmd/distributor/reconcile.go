@@ -73,12 +73,7 @@ func (a *app) reconcileCommand() *cobra.Command {
 				}
 				a.printReconcile(d, res)
 				if !dryRun && (res.Plan.Changed || len(res.Refreshed) > 0) {
-					r := events.Result{Type: events.TypeReconciled, PipelineID: pipeline, DestinationID: d.ID,
-						Removed: len(res.Plan.Removed), SizeMismatches: res.Plan.SizeMismatches}
-					for _, o := range res.Plan.Removed {
-						r.Outputs = append(r.Outputs, events.OutputRef{Path: o.Path, SHA256: o.SHA256, Size: o.Size, URL: o.URL, Action: events.ActionDeleted})
-					}
-					s.report(ctx, a, r)
+					s.report(ctx, a, engine.MaintenanceEvent(events.TypeReconciled, pipeline, d.ID, res))
 				}
 			}
 			return first

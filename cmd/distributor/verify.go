@@ -9,8 +9,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
-	"github.com/distributor/distributor/lease"
-	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/stores"
 )
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -33,25 +32,17 @@ func (a *app) verifyCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			s, err := a.directSession(ctx, cfg)
+			// Verify only reads: no lease, no lock object, no recovery, so
+			// it works on a read-only or full root (engine.Verify).
+			root, err := stores.New(cfg).Destination(ctx, d)
 			if err != nil {
 				return err
 			}
-			defer s.close()
 			match := func(o catalog.Output) bool {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}
-			var rep engine.VerifyReport
-			err = s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
-				// An interrupted publication would show its landed writes
-				// as damaged: finish its bookkeeping first.
-				if _, err := s.runner.Engine.Recover(ctx, root, l); err != nil {
-					return err
-				}
-				var err error
-				rep, err = s.runner.Engine.Verify(ctx, root, match)
-				return err
-			})
+			e := &engine.Engine{Version: version, Log: a.log}
+			rep, err := e.Verify(ctx, root, match)
 			if err != nil {
 				return err
 			}
@@ -69,6 +60,9 @@ func (a *app) verifyCommand() *cobra.Command {
 					fmt.Fprintf(a.stdout, "damaged  %s\n", p)
 				}
 				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, rep.Root, rep.Checked, len(rep.Missing), len(rep.Damaged))
+				if rep.PendingRecovery {
+					fmt.Fprintf(a.stdout, "pending recovery: an interrupted publication is not finished yet; the next apply, prune, reconcile-state or serve run on this root finishes it (its outputs may show as damaged until then)\n")
+				}
 			}
 			if !rep.OK() {
 				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: delete the damaged files and publish the bundle again (missing outputs are rewritten), or drop missing ones with reconcile-state"))

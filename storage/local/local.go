@@ -77,13 +77,13 @@ func New(root string) (*Backend, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
 	case err != nil:
-		return nil, fmt.Errorf("local root %s: %w", abs, err)
+		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	case !fi.IsDir():
 		return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
 	}
 	r, err := os.OpenRoot(abs)
 	if err != nil {
-		return nil, fmt.Errorf("local root %s: %w", abs, err)
+		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
 	// The identity of what was opened, not of what was stat'ed above: the
 	// path may have changed in between.
@@ -107,7 +107,8 @@ func (m missingRoot) Unwrap() error { return storage.ErrRootMissing }
 // stat(2). A folder moved away keeps its handle valid, so without this check
 // writes would silently follow it. ErrRootMissing when the path names no
 // folder; ErrRootChanged when it names another one (open a new Backend).
-func (b *Backend) CheckRoot(ctx context.Context) error {
+func (b *Backend) CheckRoot(ctx context.Context) (err error) {
+	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -217,7 +218,8 @@ func fingerprint(fi fs.FileInfo) string {
 }
 
 // Stat returns the object's info; SHA256 is always empty (no metadata).
-func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -230,7 +232,8 @@ func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error
 }
 
 // Open streams the object's bytes.
-func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return nil, err
@@ -255,7 +258,8 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 // right before the rename; POSIX has no atomic compare-and-rename, so a
 // writer that replaces p between that check and the rename is not seen
 // here: the new fingerprint tells the next reader that p changed.
-func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -363,7 +367,8 @@ func (b *Backend) place(r *os.Root, tmp, p string, cond storage.PutOptions) erro
 
 // Sync flushes the root's filesystem (syncfs(2)): every Put made with
 // DeferSync that has returned is durable afterwards.
-func (b *Backend) Sync(ctx context.Context) error {
+func (b *Backend) Sync(ctx context.Context) (err error) {
+	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -414,7 +419,8 @@ func syncDir(r *os.Root, dir string) error {
 // Delete removes the files, then the folders that became empty, up to (not
 // including) the root. Missing paths and folder names are skipped. The
 // removals are fsynced before Delete returns.
-func (b *Backend) Delete(ctx context.Context, paths ...string) error {
+func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
+	defer b.classifyTo(&err)
 	if len(paths) == 0 {
 		return nil
 	}
@@ -480,7 +486,8 @@ func (b *Backend) remove(r *os.Root, p string) (string, error) {
 // List walks the objects under prefix in byte order of their paths. A prefix
 // not ending in '/' is a plain string prefix (as on S3): "ab" matches "ab/x"
 // and "abc". The temp area is skipped; reserved paths are the caller's.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) (err error) {
+	defer b.classifyTo(&err)
 	dir := "."
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		dir = prefix[:i]
@@ -605,7 +612,8 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 
 // ReadVersion returns the object's bytes and version; (nil, "", nil) when
 // it is missing.
-func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storage.Version, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return nil, "", err
@@ -646,7 +654,8 @@ func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err erro
 
 // WriteIfVersion writes data at p only if p's current version is want (""
 // = must not exist).
-func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (_ storage.Version, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return "", err
@@ -671,7 +680,8 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 
 // DeleteIfVersion deletes p only if its version is want. want "" on a
 // missing object matches and does nothing.
-func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) error {
+func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) (err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return err

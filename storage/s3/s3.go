@@ -203,7 +203,7 @@ func (b *Backend) CheckBucket(ctx context.Context) error {
 	case status == 404 || apiCode(err) == "NoSuchBucket":
 		return b.noBucket()
 	case status == 403:
-		return fmt.Errorf("no access to s3 bucket %q: check the AWS credentials and the bucket policy: %w", b.bucket, err)
+		return fmt.Errorf("s3 bucket %q: %w: check the AWS credentials and the bucket policy: %w", b.bucket, storage.ErrDenied, err)
 	case isTransient(err):
 		var te *TimeoutError
 		if errors.As(err, &te) {
@@ -645,7 +645,7 @@ func (b *Backend) wrap(op, key string, err error) error {
 	case errors.As(err, &nf) || errors.As(err, &nk) || code == "NoSuchKey" || code == "NotFound":
 		return fmt.Errorf("s3 %s %s: %w", op, where, storage.ErrNotExist)
 	case httpStatus(err) == 403 || code == "AccessDenied":
-		return fmt.Errorf("s3 %s %s: access denied: check the AWS credentials and the bucket policy: %w", op, where, err)
+		return fmt.Errorf("s3 %s %s: %w: check the AWS credentials and the bucket policy: %w", op, where, storage.ErrDenied, err)
 	case isTransient(err):
 		return fmt.Errorf("s3 %s %s at %s: %w: %w", op, where, b.endpoint, storage.ErrUnavailable, err)
 	}

@@ -15,7 +15,10 @@
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
-// retried, never reported as failures or acked away.
+// retried, never reported as failures or acked away. A result that can
+// never be published (too large) or still is not at the last delivery is
+// replaced by a minimal failed/internal one naming the bundle-ready message,
+// and the message is terminated: none stays unacknowledged.
 package consumer
 
 import (

@@ -129,34 +129,48 @@ func TestOversizedResultCarriesReference(t *testing.T) {
 }
 
 // Rule: a result that can never be published (here a published result
-// whose source id alone exceeds the size limit) is not retried forever: a
-// minimal failed/internal result with the reference to the bundle-ready
-// message takes its place and the message is terminated.
+// whose source id alone exceeds the size limit, or NATS' max_payload) is
+// not retried: a minimal failed/internal result with the reference to the
+// bundle-ready message takes its place and the message is terminated at
+// its first delivery.
 func TestUnpublishableResultBecomesFailure(t *testing.T) {
-	e := newEnv(t, weatherYAML, false)
-	opts := fastOptions()
-	opts.MaxResultBytes = 1500
-	e.start(nodeConfig{opts: opts})
-	loc, digest := e.bundle(strings.Repeat("s", 2000), v1)
-	ev := events.BundleReady{ID: "long-source", PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest, Destinations: []string{"archive"}}
-	seq := e.publishBundleReady(ev)
-	res := e.wait(ev.ID, 1, 20*time.Second)
-	info := e.settled(5 * time.Second)
-	r := res[0]
-	want := events.MsgRef{Stream: e.streams.Subjects.BundlesStream(), Seq: seq}
-	if len(res) != 1 || r.Type != events.TypeFailed || r.Reason != events.ReasonInternal || r.Attempts != 1 || r.DestinationID != "archive" ||
-		r.OriginalRef == nil || *r.OriginalRef != want || !strings.HasPrefix(r.Message, "could not publish the published result event: result event too large") {
-		t.Fatalf("got %d result(s): %s %s reason %q attempts %d ref %+v message %q; want one failed internal result with reference %+v",
-			len(res), r.Type, r.DestinationID, r.Reason, r.Attempts, r.OriginalRef, r.Message, want)
+	cases := []struct {
+		name      string
+		maxResult int
+		sourceLen int
+		want      string
+	}{
+		{"over the result size limit", 1500, 2000, "result event too large"},
+		{"over max_payload", 4 << 20, 1100 << 10, "maximum payload exceeded"},
 	}
-	if info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
-		t.Errorf("consumer: %d redelivered, %d delivered; want 0 and 1 (a permanent failure is not retried)", info.NumRedelivered, info.Delivered.Consumer)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, weatherYAML, false)
+			opts := fastOptions()
+			opts.MaxResultBytes = c.maxResult
+			e.start(nodeConfig{opts: opts})
+			loc, digest := e.bundle(strings.Repeat("s", c.sourceLen), v1)
+			ev := events.BundleReady{ID: "long-source", PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest, Destinations: []string{"archive"}}
+			seq := e.publishBundleReady(ev)
+			res := e.wait(ev.ID, 1, 20*time.Second)
+			info := e.settled(5 * time.Second)
+			r := res[0]
+			want := events.MsgRef{Stream: e.streams.Subjects.BundlesStream(), Seq: seq}
+			if len(res) != 1 || r.Type != events.TypeFailed || r.Reason != events.ReasonInternal || r.Attempts != 1 || r.DestinationID != "archive" ||
+				r.OriginalRef == nil || *r.OriginalRef != want || !strings.HasPrefix(r.Message, "could not publish the published result event: ") || !strings.Contains(r.Message, c.want) {
+				t.Fatalf("got %d result(s): %s %s reason %q attempts %d ref %+v message %.300q; want one failed internal result with reference %+v naming %q",
+					len(res), r.Type, r.DestinationID, r.Reason, r.Attempts, r.OriginalRef, r.Message, want, c.want)
+			}
+			if info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+				t.Errorf("consumer: %d redelivered, %d delivered; want 0 and 1 (a permanent failure is not retried)", info.NumRedelivered, info.Delivered.Consumer)
+			}
+			// The publication itself happened.
+			if cat := readCatalog(t, localRoot(t, e.roots["archive"])); len(cat.Outputs) != 2 {
+				t.Errorf("archive catalog has %d outputs, want 2", len(cat.Outputs))
+			}
+			e.checkNoBadEvents()
+		})
 	}
-	// The publication itself happened.
-	if cat := readCatalog(t, localRoot(t, e.roots["archive"])); len(cat.Outputs) != 2 {
-		t.Errorf("archive catalog has %d outputs, want 2", len(cat.Outputs))
-	}
-	e.checkNoBadEvents()
 }
 
 // Rule: when no result can be published at all (here the events stream is

@@ -500,3 +500,30 @@ func TestResultOverLimitKeepsReference(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a producer cannot announce an event over the limits: the announce
+// fails with ErrInvalidEvent naming the limit and stores nothing.
+func TestAnnounceBundleRefusesOversizedEvent(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	p := events.NewPublisher(js, st.Subjects)
+	base := events.BundleReady{ID: "e1", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest, ProducedAt: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
+	long := base
+	long.Bundle = "/" + strings.Repeat("b", 5000)
+	big := base
+	big.ReplayOf = strings.Repeat("r", 70<<10)
+	for _, c := range []struct {
+		ev   events.BundleReady
+		want string
+	}{
+		{long, "bundle location \"/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb…\" is 5001 bytes, over the limit of 4096"},
+		{big, "the event is 71914 bytes, over the limit of 65536"},
+	} {
+		if _, _, err := p.AnnounceBundle(ctx, c.ev); !errors.Is(err, events.ErrInvalidEvent) || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("announce: err = %v, want ErrInvalidEvent ending in %q", err, c.want)
+		}
+	}
+	if info, _ := st.Bundles.Info(ctx); info.State.Msgs != 0 {
+		t.Errorf("bundles stream has %d messages, want 0", info.State.Msgs)
+	}
+}

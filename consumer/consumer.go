@@ -16,9 +16,9 @@
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
 // retried, never reported as failures or acked away. A result that can
-// never be published (too large) or still is not at the last delivery is
-// replaced by a minimal failed/internal one naming the bundle-ready message,
-// and the message is terminated: none stays unacknowledged.
+// never be published (too large), or still cannot be at the last delivery,
+// is replaced by a minimal failed/internal one naming the bundle-ready
+// message, and the message is terminated: none stays unacknowledged.
 package consumer
 
 import (

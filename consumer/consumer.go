@@ -16,17 +16,22 @@
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
-// retried, never reported as failures or acked away.
+// retried, never reported as failures or acked away. A result that can
+// never be published (too large), or still cannot be at the last delivery,
+// is replaced by a minimal failed/internal one naming the bundle-ready
+// message, and the message is terminated: none stays unacknowledged.
 package consumer
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -53,7 +58,10 @@ type Options struct {
 	// context is cancelled (default 30s); then it is abandoned (nak) and the
 	// leases are released.
 	ShutdownTimeout time.Duration
-	Log             zerolog.Logger
+	// MaxResultBytes bounds an encoded result event (default
+	// events.DefaultMaxResultBytes).
+	MaxResultBytes int
+	Log            zerolog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -75,6 +83,9 @@ func (o Options) withDefaults() Options {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = events.DefaultMaxResultBytes
+	}
 	return o
 }
 
@@ -89,7 +100,8 @@ type Consumer struct {
 
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, runner *engine.Runner, opts Options) *Consumer {
-	return &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects), opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
 }
 
 // Durable creates or updates the shared durable pull consumer.
@@ -177,8 +189,8 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
 		log.Warn().Err(err).Str("subject", msg.Subject()).Msg("undecodable bundle-ready event")
-		if c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}) != nil && !last {
+		if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
 			_ = msg.NakWithDelay(c.backoff(attempt))
 			return
 		}
@@ -198,7 +210,8 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	// Work abandoned at shutdown fails with whatever the cancellation
 	// caused: retry it rather than report it.
 	abandoned := ctx.Err() != nil
-	retry := false
+	retry, unpublishable := false, false
+	ref := originalRef(msg)
 	for _, o := range outs {
 		if o.err != nil && (o.transient || abandoned) && !last {
 			retry = true
@@ -206,10 +219,22 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 			continue
 		}
 		r := c.resultFor(ev, o, attempt, last)
+		if r.Original != nil {
+			r.OriginalRef = ref // lets a result too large for its original still name it
+		}
 		if err := c.publish(ctx, r); err != nil {
 			// An unreported outcome is retried (a no-op re-run that reports
-			// it), never acked away.
-			retry = true
+			// it), never acked away; unless retrying cannot help or this
+			// was the last delivery: then a minimal failure reports it.
+			if !last && !permanentPublishErr(err) {
+				retry = true
+				continue
+			}
+			if c.publish(ctx, unpublished(r, err, ref)) != nil && !last {
+				retry = true
+				continue
+			}
+			unpublishable = true
 			continue
 		}
 		le := log.Info().Str("destination", o.dest).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
@@ -219,11 +244,43 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		le.Msg("result")
 	}
 	stopBeat()
-	if retry {
+	switch {
+	case retry:
 		_ = msg.NakWithDelay(c.backoff(attempt))
-		return
+	case unpublishable:
+		// Never left pending: a nak on the last delivery would keep the
+		// message unacknowledged forever.
+		_ = msg.TermWithReason("result event could not be published")
+	default:
+		_ = msg.Ack()
 	}
-	_ = msg.Ack()
+}
+
+// originalRef names msg in its stream, for results about it.
+func originalRef(msg jetstream.Msg) *events.MsgRef {
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil
+	}
+	return &events.MsgRef{Stream: md.Stream, Seq: md.Sequence.Stream}
+}
+
+// permanentPublishErr reports whether publishing a result failed for a
+// reason a retry cannot change.
+func permanentPublishErr(err error) bool {
+	return errors.Is(err, events.ErrTooLarge) || errors.Is(err, events.ErrInvalidEvent) || errors.Is(err, nats.ErrMaxPayload)
+}
+
+// unpublished is the minimal failed result that replaces r when r cannot
+// be published: it keeps r's identity and the reference to the bundle-ready
+// message, so that replay still finds it.
+func unpublished(r events.Result, err error, ref *events.MsgRef) events.Result {
+	msg := fmt.Sprintf("could not publish the %s result event: %v", r.Type, err)
+	if r.Reason != "" {
+		msg += fmt.Sprintf("; it reported %s: %s", r.Reason, r.Message)
+	}
+	return events.Result{Type: events.TypeFailed, BundleEventID: r.BundleEventID, PipelineID: r.PipelineID, DestinationID: r.DestinationID,
+		Reason: events.ReasonInternal, Message: msg, Attempts: r.Attempts, OriginalRef: ref}
 }
 
 // rejectOperatorFlags terminates a producer's event that asks for what only
@@ -243,7 +300,7 @@ func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, e
 			ev.ID, msg.Subject(), strings.Join(flags, " and "), c.subjects.AdminBundleReady(ev.PipelineID)),
 		Attempts: attempt, Original: &orig}
 	c.opts.Log.Warn().Str("event", ev.ID).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
-	if c.publish(ctx, r) != nil && !last {
+	if err := c.publish(ctx, r); err != nil && !last && !permanentPublishErr(err) {
 		_ = msg.NakWithDelay(c.backoff(attempt))
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,7 @@ func (a *app) verifyCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify --destination D [--pipeline P] [--json]",
-		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage)",
+		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage); report leftovers of interrupted writes",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlag("destination", dest); err != nil {
@@ -69,6 +70,10 @@ func (a *app) verifyCommand() *cobra.Command {
 					fmt.Fprintf(a.stdout, "damaged  %s\n", p)
 				}
 				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, rep.Root, rep.Checked, len(rep.Missing), len(rep.Damaged))
+				if lo := rep.Leftovers; lo.Count > 0 {
+					fmt.Fprintf(a.stdout, "%d leftover(s) of interrupted writes in the root, %d bytes, oldest from %s: reconcile-state removes them\n",
+						lo.Count, lo.Bytes, lo.Oldest.Format(time.RFC3339))
+				}
 			}
 			if !rep.OK() {
 				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: delete the damaged files and publish the bundle again (missing outputs are rewritten), or drop missing ones with reconcile-state"))

@@ -21,7 +21,8 @@ var _ storage.LeftoverCleaner = (*Backend)(nil)
 // started before cutoff: a Put killed mid-upload leaves its parts stored
 // (and billed) until the upload is aborted. Each one's Size is the sum of
 // its uploaded parts. Uploads to keys that are not valid paths are not
-// distributor's and are left out.
+// distributor's and are left out; with an empty prefix (the root is the
+// whole bucket) every other upload in the bucket counts.
 func (b *Backend) Leftovers(ctx context.Context, cutoff time.Time) ([]storage.Leftover, error) {
 	var out []storage.Leftover
 	pages := s3.NewListMultipartUploadsPaginator(b.client, &s3.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: aws.String(b.prefix)})

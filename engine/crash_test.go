@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -410,6 +413,20 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 						t.Fatalf("crash before call %d: unmanaged file changed to %q", k, got)
 					}
 				}
+				// A kill inside a write leaves its temp file (the dying
+				// backend fails calls instead): one beside the catalog and
+				// one beside an output, as old as a crash an hour ago. Every
+				// write that can leave one runs under an intent.
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); err == nil {
+					old := time.Now().Add(-2 * time.Hour)
+					plantTemp(t, root, catalog.TempPrefix+"KILLED", old)
+					// (Unless a file is still where that folder goes: no
+					// write into it began.)
+					dir := path.Dir(slices.Sorted(maps.Keys(sc.files))[0])
+					if fi, err := os.Stat(filepath.Join(root, dir)); errors.Is(err, fs.ErrNotExist) || err == nil && fi.IsDir() {
+						plantTemp(t, root, path.Join(dir, catalog.TempPrefix+"KILLED2"), old)
+					}
+				}
 				// Retry on a healthy backend.
 				lb2, _ := local.New(root)
 				if _, err := publish(t, lb2, sc.workflow, sc.files, fixedNow); err != nil {
@@ -420,6 +437,9 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				}
 				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); !errors.Is(err, fs.ErrNotExist) {
 					t.Fatalf("crash before call %d: intent left behind after the retry (%v)", k, err)
+				}
+				if left := tempFiles(t, root); len(left) > 0 {
+					t.Fatalf("crash before call %d: temp files left behind after the retry: %q", k, left)
 				}
 			}
 		})

@@ -66,7 +66,11 @@ type Engine struct {
 	Version string
 	// Workers bounds concurrent object writes (default 4).
 	Workers int
-	Log     zerolog.Logger
+	// LeftoverAge is how long a temp file or unfinished upload must be
+	// untouched before it is removed as an interrupted write's leftover
+	// (default DefaultLeftoverAge; see leftovers.go).
+	LeftoverAge time.Duration
+	Log         zerolog.Logger
 }
 
 // Output is one desired output and where its bytes come from.
@@ -610,6 +614,11 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 	}
 	if err := root.Delete(ctx, IntentPath); err != nil {
 		return recovery{}, fmt.Errorf("remove intent in %s: %w", root, err)
+	}
+	// A run was interrupted: what its writes left behind goes too. Only
+	// space is at stake, so a failure does not stop the publication.
+	if _, err := e.CleanLeftovers(ctx, root, l); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the leftovers of interrupted writes; reconcile-state removes them")
 	}
 	ev := e.Log.Info()
 	ev.Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")

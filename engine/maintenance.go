@@ -25,6 +25,9 @@ type MaintenanceResult struct {
 	// Refreshed are size-mismatched records re-hashed into the catalog
 	// (reconcile-state --refresh).
 	Refreshed []catalog.Output
+	// Leftovers of interrupted writes removed (reconcile-state; with
+	// DryRun: found).
+	Leftovers LeftoverReport
 	DryRun    bool
 }
 
@@ -98,10 +101,18 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 // their current digest and size. It never adopts unmanaged files.
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, refresh bool, maxDeletes int, dryRun bool) (MaintenanceResult, error) {
 	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	if !dryRun {
+	var err error
+	if dryRun {
+		res.Leftovers, err = e.Leftovers(ctx, root)
+	} else {
 		if _, err := e.Recover(ctx, root, l); err != nil {
 			return res, err
 		}
+		// The whole root's, whatever the selection: they belong to no record.
+		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
+	}
+	if err != nil {
+		return res, err
 	}
 	st, err := maintenanceState(ctx, root)
 	if err != nil {
@@ -156,6 +167,9 @@ type VerifyReport struct {
 	// finishes it. Verify does not: the outputs it was writing may show as
 	// damaged until then.
 	PendingRecovery bool `json:"pending_recovery"`
+	// Leftovers of interrupted writes in the whole root: they cost space,
+	// not correctness (reconcile-state removes them).
+	Leftovers LeftoverReport `json:"leftovers"`
 }
 
 // OK reports whether every checked output is intact.
@@ -175,6 +189,9 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 		return rep, err
 	}
 	rep.PendingRecovery = before.intent != ""
+	if rep.Leftovers, err = e.Leftovers(ctx, root); err != nil {
+		return rep, err
+	}
 	st, err := maintenanceState(ctx, root)
 	if err != nil {
 		return rep, err

@@ -101,6 +101,32 @@ func CheckRoot(ctx context.Context, b Backend) error {
 	return nil
 }
 
+// Leftover is what an interrupted write (a killed process) left behind in
+// a root: a local temp file, an unfinished S3 multipart upload. Readers
+// never see it (List skips it), but it holds space until removed.
+type Leftover struct {
+	// Path is root-relative: the temp file's own path (local), or the path
+	// the upload was writing (S3).
+	Path string
+	// Size is the bytes it holds (S3: the parts uploaded so far).
+	Size int64
+	// ModTime is when it was last written (local) or started (S3).
+	ModTime time.Time
+	// ID is the backend's handle on it (S3: the upload ID); empty otherwise.
+	ID string
+}
+
+// LeftoverCleaner is implemented by backends whose interrupted writes can
+// leave something behind.
+type LeftoverCleaner interface {
+	// Leftovers returns the root's leftovers last written before cutoff,
+	// in path order. Younger ones may be writes still in flight.
+	Leftovers(ctx context.Context, cutoff time.Time) ([]Leftover, error)
+	// RemoveLeftovers removes leftovers that Leftovers returned; ones
+	// already gone are not an error. It never touches an object.
+	RemoveLeftovers(ctx context.Context, ls []Leftover) error
+}
+
 // Backend is a destination root (or a bundle location) on some storage.
 type Backend interface {
 	// Stat returns the object's info or an error wrapping ErrNotExist.

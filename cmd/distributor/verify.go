@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,7 @@ func (a *app) verifyCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify --destination D [--pipeline P] [--json]",
-		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage)",
+		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage); report leftovers of interrupted writes",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlag("destination", dest); err != nil {
@@ -63,9 +64,13 @@ func (a *app) verifyCommand() *cobra.Command {
 				if rep.PendingRecovery {
 					fmt.Fprintf(a.stdout, "pending recovery: an interrupted publication is not finished yet; the next apply, prune, reconcile-state or serve run on this root finishes it (its outputs may show as damaged until then)\n")
 				}
+				if lo := rep.Leftovers; lo.Count > 0 {
+					fmt.Fprintf(a.stdout, "%d leftover(s) of interrupted writes in the root, %d bytes, oldest from %s: reconcile-state removes them\n",
+						lo.Count, lo.Bytes, lo.Oldest.Format(time.RFC3339))
+				}
 			}
 			if !rep.OK() {
-				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: delete the damaged files and publish the bundle again (missing outputs are rewritten), or drop missing ones with reconcile-state"))
+				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: publish the bundle again to rewrite them (delete a damaged file first if its modification time did not change, as with bitrot), or drop missing ones with reconcile-state"))
 			}
 			return nil
 		},

@@ -10,7 +10,10 @@
 //
 // Writes go to a temp file beside the target (named catalog.TempPrefix+random,
 // never listed), are fsynced, renamed over the target and the target's folder is fsynced, so an
-// object is durable when Put returns. With PutOptions.DeferSync the two
+// object is durable when Put returns. Writes of new paths (PutOptions.IfAbsent)
+// use an unnamed file instead (O_TMPFILE, named by linkat(2) when complete):
+// a killed process leaves no temp name behind for them. A killed replacing
+// write does; Leftovers finds those. With PutOptions.DeferSync the two
 // fsyncs are skipped and Sync (syncfs(2) on the root's filesystem) makes a
 // whole batch durable at once: one flush instead of two per file.
 //
@@ -36,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +63,9 @@ type Backend struct {
 	root string      // absolute
 	r    *os.Root    // opened once: os.Root is safe for concurrent use
 	held fs.FileInfo // the folder r holds (device and inode), for CheckRoot
+	// noTmpfile: the filesystem (or a missing /proc) does not allow
+	// unnamed temp files; writes use named ones.
+	noTmpfile atomic.Bool
 }
 
 var (
@@ -92,7 +99,12 @@ func New(root string) (*Backend, error) {
 		r.Close()
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	}
-	return &Backend{root: abs, r: r, held: held}, nil
+	b := &Backend{root: abs, r: r, held: held}
+	// linkat(2) names an unnamed file through its /proc/self/fd link.
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		b.noTmpfile.Store(true)
+	}
+	return b, nil
 }
 
 // missingRoot is a root path that names no folder; it matches
@@ -253,8 +265,8 @@ func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err erro
 
 // Put writes r to p atomically and durably (unless opts.DeferSync).
 //
-// Conditions: IfAbsent links the finished temp file to p, which fails when
-// anything is there (no-replace, atomic). IfMatch compares p's fingerprint
+// Conditions: IfAbsent links the finished (unnamed, or temp) file to p,
+// which fails when anything is there (no-replace, atomic). IfMatch compares p's fingerprint
 // right before the rename; POSIX has no atomic compare-and-rename, so a
 // writer that replaces p between that check and the rename is not seen
 // here: the new fingerprint tells the next reader that p changed.
@@ -288,6 +300,12 @@ func (c ctxReader) Read(p []byte) (int, error) {
 func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.Reader, size int64, durable bool, cond storage.PutOptions) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cond.IfAbsent && !b.noTmpfile.Load() {
+		fi, ok, err := b.writeUnnamed(ctx, r, p, src, size, durable)
+		if ok {
+			return fi, err
+		}
 	}
 	dir := path.Dir(p)
 	f, tmp, err := createTemp(r, dir)
@@ -706,4 +724,83 @@ func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Ve
 		return err
 	}
 	return syncDir(r, dir)
+}
+
+// writeUnnamed writes a new path (PutOptions.IfAbsent) through an unnamed
+// file: open(2) with O_TMPFILE in the target's folder, then linkat(2) to
+// name it. Until the link the file has no name, so a killed process
+// leaves nothing in the tree, and linkat, like link, never replaces what
+// is at p. ok is false when the filesystem has no O_TMPFILE (nothing was
+// read from src then): the caller uses a named temp file.
+func (b *Backend) writeUnnamed(ctx context.Context, r *os.Root, p string, src io.Reader, size int64, durable bool) (_ fs.FileInfo, ok bool, _ error) {
+	dir := path.Dir(p)
+	d, err := openDir(r, dir)
+	if err != nil {
+		return nil, true, err
+	}
+	defer func() { d.Close() }()
+	fd, err := unix.Openat(int(d.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+		b.noTmpfile.Store(true)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("create an unnamed file in %q: %w", dir, err)
+	}
+	f := os.NewFile(uintptr(fd), path.Join(b.root, dir, "(unnamed)"))
+	defer f.Close()
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, make([]byte, 256<<10))
+	if err != nil {
+		return nil, true, err
+	}
+	if size >= 0 && n != size {
+		return nil, true, fmt.Errorf("the source gave %d bytes, expected %d", n, size)
+	}
+	if durable {
+		if err := f.Sync(); err != nil {
+			return nil, true, err
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, true, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, true, err
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(fd)
+	for attempt := 0; ; attempt++ {
+		err = unix.Linkat(unix.AT_FDCWD, proc, int(d.Fd()), path.Base(p), unix.AT_SYMLINK_FOLLOW)
+		if !errors.Is(err, unix.ENOENT) || attempt == 5 {
+			break
+		}
+		// A concurrent Delete removed the emptied folder: make it again.
+		d.Close()
+		if d, err = openDir(r, dir); err != nil {
+			return nil, true, err
+		}
+	}
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return nil, true, fmt.Errorf("%q exists: %w", p, storage.ErrConflict)
+	case err != nil:
+		return nil, true, fmt.Errorf("link the written file to %q: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, true, err
+	}
+	if durable {
+		if err := d.Sync(); err != nil {
+			return nil, true, fmt.Errorf("sync folder %q: %w", dir, err)
+		}
+	}
+	return fi, true, nil
+}
+
+// openDir makes dir (and its parents) and opens it.
+func openDir(r *os.Root, dir string) (*os.File, error) {
+	if err := r.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return r.Open(dir)
 }

@@ -138,7 +138,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	sem := make(chan struct{}, c.opts.Workers)
 	var wg sync.WaitGroup
 	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
-	// they wait (see shared/notes/nats-jetstream.md).
+	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		sem <- struct{}{}
 		wg.Add(1)

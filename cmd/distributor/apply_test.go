@@ -1,7 +1,7 @@
 package main
 
-// One test per catalog/workflow rule of shared/seed/catalog-roadmap.md and
-// DESIGN.md "Workflow semantics", driven only through the CLI (bundle
+// One test per catalog/workflow rule (docs/catalog.md),
+// driven only through the CLI (bundle
 // create, plan, apply) on temp folders.
 
 import (

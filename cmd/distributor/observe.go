@@ -164,15 +164,20 @@ func (a *app) connectNATS(ctx context.Context, c config.NATS, timeout time.Durat
 		if errors.Is(err, nats.ErrAuthorization) {
 			return nil, connectError(c, c.URL, err, false)
 		}
-		if !deadline.IsZero() && !time.Now().Add(delay).Before(deadline) {
-			return nil, fmt.Errorf("%w; gave up after %s (--connect-timeout)", connectError(c, c.URL, err, false), timeout)
+		wait := delay
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, fmt.Errorf("%w; gave up after %s (--connect-timeout)", connectError(c, c.URL, err, false), timeout)
+			}
+			wait = min(wait, left) // a last attempt at the deadline
 		}
-		a.log.Warn().Err(err).Str("url", config.RedactURL(c.URL)).Int("attempt", attempt).Str("next_delay", delay.String()).
+		a.log.Warn().Err(err).Str("url", config.RedactURL(c.URL)).Int("attempt", attempt).Str("next_delay", wait.String()).
 			Msg("NATS not reachable; retrying")
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 		delay = min(2*delay, connectMaxDelay)
 	}

@@ -172,7 +172,7 @@ func (a *app) connectNATS(ctx context.Context, c config.NATS, timeout time.Durat
 			}
 			wait = min(wait, left) // a last attempt at the deadline
 		}
-		a.log.Warn().Err(err).Str("url", config.RedactURL(c.URL)).Int("attempt", attempt).Str("next_delay", wait.String()).
+		a.log.Warn().Err(err).Str("url", config.RedactURL(c.URL)).Int("attempt", attempt).Str("next_delay", wait.Round(time.Millisecond).String()).
 			Msg("NATS not reachable; retrying")
 		select {
 		case <-ctx.Done():

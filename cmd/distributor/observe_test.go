@@ -191,6 +191,9 @@ func TestServeObserve(t *testing.T) {
 			t.Errorf("result line without destination_id, root or lease_token: %s", raw)
 		}
 	}
+	if out := s.stderr.String(); strings.Index(out, "shutdown signal received") > strings.Index(out, `"message":"stopped"`) {
+		t.Errorf("the shutdown signal is logged after stopped:\n%s", out)
+	}
 	for line, n := range map[string]int{
 		"info result":  4,
 		"error result": 1, // the unknown pipeline

@@ -135,17 +135,22 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 
 	// The shutdown signal ends ctx: say so, and stop being ready while
 	// in-flight work finishes.
-	stopped := make(chan struct{})
-	defer close(stopped)
+	stopped, watched := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-ctx.Done():
-			ready.drain()
-			a.log.Info().Msg("shutdown signal received; finishing in-flight work")
 		case <-stopped:
+			if ctx.Err() == nil {
+				return
+			}
 		}
+		ready.drain()
+		a.log.Info().Msg("shutdown signal received; finishing in-flight work")
 	}()
 	err = c.Run(ctx)
+	close(stopped)
+	<-watched
 	a.log.Info().Msg("stopped")
 	return err
 }

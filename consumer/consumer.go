@@ -286,13 +286,10 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 			continue
 		}
 		obs.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
-		// A failure needs an operator; a collision usually does.
+		// A failure needs an operator.
 		le := log.Info()
-		switch r.Type {
-		case events.TypeFailed:
+		if r.Type == events.TypeFailed {
 			le = log.Error().AnErr("error", o.err)
-		case events.TypeCollision:
-			le = log.Warn()
 		}
 		le = o.logFields(le).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
 		if r.Reason != "" {

@@ -23,6 +23,7 @@ var ErrInvalid = errors.New("invalid configuration")
 // Defaults applied by Parse when a key is left out.
 const (
 	DefaultListen        = "127.0.0.1:4222"
+	DefaultHTTPListen    = "127.0.0.1:9090"
 	DefaultStoreDir      = ".distributor/nats"
 	DefaultSubjectPrefix = "distributor"
 	DefaultBundleMaxAge  = Duration(7 * day)
@@ -45,6 +46,8 @@ const MarkdownToHTML = "markdown_to_html"
 // Config is a whole configuration file.
 type Config struct {
 	NATS NATS
+	// HTTP is serve's health and metrics listener.
+	HTTP HTTP
 	// S3 holds defaults for every S3 access: bundle locations, and S3
 	// destinations that do not set their own region, endpoint or path style.
 	S3           S3Defaults
@@ -77,6 +80,15 @@ type NATS struct {
 	// means no age limit.
 	BundleMaxAge Duration
 	EventMaxAge  Duration
+}
+
+// HTTPOff as HTTP.Listen disables serve's HTTP listener.
+const HTTPOff = "off"
+
+// HTTP configures serve's /healthz, /readyz and /metrics listener.
+type HTTP struct {
+	// Listen is host:port (port 0 picks a free one) or HTTPOff.
+	Listen string
 }
 
 // TLS names PEM files for the NATS connection.

@@ -179,7 +179,7 @@ func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
 			outputs = append(outputs, storedMessages(t, e.cfg)...)
 			s.stop(t)
 			outputs = append(outputs, s.stderr.String())
-			if !strings.Contains(s.stderr.String(), "reason=unknown_pipeline") {
+			if !strings.Contains(s.stderr.String(), `"reason":"unknown_pipeline"`) {
 				t.Errorf("serve did not log the failed event; the test would miss what it logs:\n%s", s.stderr.String())
 			}
 			for _, out := range outputs {

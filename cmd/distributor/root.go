@@ -50,7 +50,7 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "distributor.yaml", "configuration file")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "console", "log format: console or json")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: json or console (default: console when stderr is a terminal, else json)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
 	root.AddCommand(
 		a.bundleCommand(),
@@ -70,17 +70,36 @@ func (a *app) setupLogging() error {
 	if err != nil || a.logLevel == "" {
 		return usageErr("--log-level %q: use debug, info, warn or error", a.logLevel)
 	}
+	format := a.logFormat
+	if format == "" {
+		// A person reads a terminal; anything else is a log collector.
+		format = "json"
+		if isTerminal(a.stderr) {
+			format = "console"
+		}
+	}
 	var w io.Writer
-	switch a.logFormat {
+	switch format {
 	case "json":
 		w = a.stderr
 	case "console":
-		w = zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: !isTerminal(a.stderr)}
+		w = zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: logTimeFormat, NoColor: !isTerminal(a.stderr)}
 	default:
-		return usageErr("--log-format %q: use console or json", a.logFormat)
+		return usageErr("--log-format %q: use json or console", a.logFormat)
 	}
-	a.log = zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+	a.log = zerolog.New(w).Level(lvl).Hook(timestampHook{})
 	return nil
+}
+
+// logTimeFormat is RFC 3339 with milliseconds.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// timestampHook stamps every line with the time in logTimeFormat (zerolog's
+// own Timestamp uses a package-level format, which the CLI leaves alone).
+type timestampHook struct{}
+
+func (timestampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(logTimeFormat))
 }
 
 func isTerminal(w io.Writer) bool {

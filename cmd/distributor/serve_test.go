@@ -198,7 +198,7 @@ func TestServeEmbeddedServer(t *testing.T) {
 		t.Fatalf("publish via the embedded server at %s: exit %d\n%s%s", addr, code, stdout, stderr)
 	}
 	assertBlocks(t, "publish --wait", stdout, "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
-	if !strings.Contains(s.stderr.String(), "url=nats://"+addr) {
+	if !strings.Contains(s.stderr.String(), `"url":"nats://`+addr+`"`) {
 		t.Errorf("serve did not log its embedded server's URL nats://%s: %s", addr, s.stderr.String())
 	}
 	start := time.Now()
@@ -255,7 +255,7 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 	procs := make([]*proc, 2)
 	for i := range procs {
 		p := &proc{stderr: &lockedBuffer{}, done: make(chan error, 1)}
-		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json")
+		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json", "--http-addr", "127.0.0.1:0")
 		p.cmd.Stderr = p.stderr
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -56,6 +56,13 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Optio
 		}
 		defer srv.Shutdown()
 		a.log.Info().Str("url", srv.ClientURL()).Str("store", cfg.NATS.StoreDir).Msg("embedded NATS JetStream server started")
+		if srv.ClientURL() != "" {
+			removeAdvert, err := writeAdvert(cfg, srv)
+			if err != nil {
+				return err
+			}
+			defer removeAdvert()
+		}
 		if nc, err = srv.Connect(natsOptions(cfg.NATS)...); err != nil {
 			return err
 		}

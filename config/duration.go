@@ -68,3 +68,17 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	*d = v
 	return nil
 }
+
+// Set makes *Duration a command-line flag value (pflag.Value): duration
+// flags take what the file takes.
+func (d *Duration) Set(s string) error {
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// Type names the flag's value in help.
+func (d *Duration) Type() string { return "duration" }

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/distributor/distributor/config"
 )
 
 // A malformed --digest is bad usage (exit 2), not a mismatch.
@@ -43,5 +51,60 @@ func TestRelativeBundleLocationIsResolved(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(root, "a.txt")); err != nil || string(data) != "a\n" {
 		t.Fatalf("a.txt = %q, %v", data, err)
+	}
+}
+
+// TestDurationFlagsTakeOneForm: every duration flag of every command reads
+// durations as the configuration does ("7d", "1h30m", "1d12h"), and names
+// itself when given a bad one. Before, --since took only Go durations
+// while prune took "30d".
+func TestDurationFlagsTakeOneForm(t *testing.T) {
+	forms := map[string]time.Duration{
+		"7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour, "90m": 90 * time.Minute,
+		"1h30m": 90 * time.Minute, "1d12h": 36 * time.Hour,
+	}
+	var found []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Value.Type() != "duration" {
+				return
+			}
+			found = append(found, c.CommandPath()+" --"+f.Name)
+			v, ok := f.Value.(*config.Duration)
+			if !ok {
+				t.Errorf("%s --%s is a %T, want a config.Duration", c.CommandPath(), f.Name, f.Value)
+				return
+			}
+			for in, want := range forms {
+				if err := f.Value.Set(in); err != nil || time.Duration(*v) != want {
+					t.Errorf("%s --%s %s = %v, %v; want %v", c.CommandPath(), f.Name, in, time.Duration(*v), err, want)
+				}
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newApp(io.Discard, io.Discard).rootCommand())
+	slices.Sort(found)
+	want := []string{"distributor events tail --since", "distributor prune --older-than", "distributor publish --timeout", "distributor replay --since"}
+	if !slices.Equal(found, want) {
+		t.Errorf("duration flags %q, want %q", found, want)
+	}
+
+	code, _, stderr := runCmd(t, "events", "tail", "--since", "7x")
+	if want := `distributor: invalid argument "7x" for "--since" flag: invalid duration "7x": use a Go duration like "90m" or "720h", or whole days like "30d"` + "\n"; code != exitUsage || stderr != want {
+		t.Errorf("--since 7x: exit %d, stderr %q; want 2, %q", code, stderr, want)
+	}
+}
+
+// TestSinceInDays: events tail and replay take --since 7d end to end.
+func TestSinceInDays(t *testing.T) {
+	e := newNATSEnv(t)
+	for _, args := range [][]string{{"events", "tail", "--since", "7d"}, {"replay", "--since", "7d", "--dry-run"}} {
+		if code, stdout, stderr := e.cmd(t, args...); code != 0 {
+			t.Errorf("%v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
 	}
 }

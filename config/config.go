@@ -255,6 +255,19 @@ func (c *Config) Pipeline(id string) (Pipeline, bool) {
 	return Pipeline{}, false
 }
 
+// KnownPipelines names the configured pipelines for a message about an
+// unknown one: "known pipelines: a, b".
+func (c *Config) KnownPipelines() string {
+	if len(c.Pipelines) == 0 {
+		return "the configuration has no pipelines: add it under pipelines"
+	}
+	ids := make([]string, len(c.Pipelines))
+	for i, p := range c.Pipelines {
+		ids[i] = p.ID
+	}
+	return "known pipelines: " + strings.Join(ids, ", ")
+}
+
 // Destination returns the destination with this id.
 func (c *Config) Destination(id string) (Destination, bool) {
 	for _, d := range c.Destinations {

@@ -157,3 +157,22 @@ func TestEnvTableInREADME(t *testing.T) {
 		t.Errorf("README table rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func TestKnownPipelines(t *testing.T) {
+	for _, tt := range []struct {
+		ids  []string
+		want string
+	}{
+		{nil, "the configuration has no pipelines: add it under pipelines"},
+		{[]string{"a"}, "known pipelines: a"},
+		{[]string{"a", "b"}, "known pipelines: a, b"},
+	} {
+		var c Config
+		for _, id := range tt.ids {
+			c.Pipelines = append(c.Pipelines, Pipeline{ID: id})
+		}
+		if got := c.KnownPipelines(); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.ids, got, tt.want)
+		}
+	}
+}

@@ -820,7 +820,7 @@ func TestBadConfigAndUsageChangeNothing(t *testing.T) {
 		{name: "unknown-workflow", extra: "    workflow: sideways\n",
 			line: `distributor: %[1]s:10: destinations[0] (latest): unknown workflow "sideways": use "replacement" or "additive"`},
 		{name: "unknown-pipeline", args: []string{"apply", "--pipeline", "nope", "--bundle", "%s"},
-			line: `distributor: unknown pipeline "nope": add it under pipelines in the configuration`},
+			line: `distributor: unknown pipeline "nope": known pipelines: weatherreporter.daily`},
 		{name: "missing-pipeline", args: []string{"apply", "--bundle", "%s"}, line: "distributor: --pipeline is required"},
 		{name: "missing-bundle", args: []string{"apply", "--pipeline", pipeDaily}, line: "distributor: --bundle is required"},
 		{name: "unknown-destination", args: []string{"apply", "--pipeline", pipeDaily, "--bundle", "%s", "--destination", "elsewhere"},

@@ -108,3 +108,36 @@ func TestSinceInDays(t *testing.T) {
 		}
 	}
 }
+
+// TestMisspelledFlagSuggestsOne: an unknown flag within two edits of one
+// the command takes (its own or inherited) names it; exit 2, one line.
+func TestMisspelledFlagSuggestsOne(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", "--pipline", "p"}, "unknown flag: --pipline (did you mean --pipeline?)"},
+		{[]string{"prune", "--older-then=30d"}, "unknown flag: --older-then (did you mean --older-than?)"},
+		{[]string{"events", "tail", "--sinse", "1h"}, "unknown flag: --sinse (did you mean --since?)"},
+		{[]string{"verify", "--confg", "x.yaml"}, "unknown flag: --confg (did you mean --config?)"},
+		{[]string{"apply", "--force"}, "unknown flag: --force"},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runCmd(t, tt.args...)
+		if want := "distributor: " + tt.want + "\n"; code != exitUsage || stdout != "" || stderr != want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, %q", tt.args, code, stdout, stderr, want)
+		}
+	}
+}
+
+// TestUnknownPipelineListsKnown: the error names the configured pipelines.
+func TestUnknownPipelineListsKnown(t *testing.T) {
+	e, _ := newOfflineEnv(t)
+	b := e.makeBundle(t, "b", "src.one", bundleOne)
+	for _, cmd := range []string{"plan", "apply"} {
+		code, _, stderr := e.cmd(t, cmd, "--pipeline", "nope", "--bundle", b)
+		if want := `distributor: unknown pipeline "nope": known pipelines: p.one, p.two` + "\n"; code != exitUsage || stderr != want {
+			t.Errorf("%s: exit %d, stderr %q; want 2, %q", cmd, code, stderr, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/testenv"
 )
 
 // A malformed --digest is bad usage (exit 2), not a mismatch.
@@ -139,5 +141,36 @@ func TestUnknownPipelineListsKnown(t *testing.T) {
 		if want := `distributor: unknown pipeline "nope": known pipelines: p.one, p.two` + "\n"; code != exitUsage || stderr != want {
 			t.Errorf("%s: exit %d, stderr %q; want 2, %q", cmd, code, stderr, want)
 		}
+	}
+}
+
+// TestNoAWSCredentialsNamesTheFix: with no credentials anywhere, apply to
+// an S3 destination says which variables or profile to set, once, on
+// stderr (no SDK log line besides it, no copy on stdout).
+func TestNoAWSCredentialsNamesTheFix(t *testing.T) {
+	s3 := testenv.NewS3(t)
+	if s3.External {
+		t.Skip("needs the in-process S3 server")
+	}
+	bucket := s3.Bucket(t)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+	e := newCLIEnv(t)
+	e.writeFile(e.cfg, "nats:\n  listen: 127.0.0.1:1\npipelines:\n  - id: p\n    destinations: [d]\ndestinations:\n"+
+		"  - {id: d, backend: s3, bucket: "+bucket+", endpoint: \""+s3.URL+"\", region: us-east-1, timeouts: {attempts: 1}}\n")
+	b := e.bundle("b", "src.one", map[string]string{"a.txt": "a\n"})
+	out, errOut, code := e.run("apply", "--pipeline", "p", "--bundle", b.Dir)
+	const fix = "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (a profile in ~/.aws/credentials), or run with an IAM role: "
+	if code != exitFailed || !strings.HasPrefix(errOut, "distributor: s3 write s3://"+bucket+"/.distributor/lock: "+fix) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want 1 and one line with %q", code, errOut, fix)
+	}
+	if strings.Contains(out, "credentials") {
+		t.Errorf("stdout repeats the error: %q", out)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/distributor/distributor/bundle"
 )
 
 // version is set at build time with -ldflags "-X main.version=…" (releases);
@@ -40,7 +42,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	code := exitCode(err)
-	fmt.Fprintf(stderr, "distributor: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "distributor: %s%s\n", oneLine(err.Error()), fixHint(err))
 	return code
 }
 
@@ -79,6 +81,14 @@ func exitCode(err error) int {
 		return ce.code
 	}
 	return classify(err)
+}
+
+// fixHint names the fix for errors whose own text cannot know it.
+func fixHint(err error) string {
+	if errors.Is(err, bundle.ErrContentMismatch) || errors.Is(err, bundle.ErrMissingFile) {
+		return " (the bundle's files changed after `bundle create`: run `distributor bundle create` on it again, or restore them)"
+	}
+	return ""
 }
 
 func oneLine(s string) string {

@@ -385,7 +385,7 @@ func TestApplyEnvSecrets(t *testing.T) {
 
 	env["DISTRIBUTOR_NATS_TOKEN"] = "tok"
 	err = c.ApplyEnv(lookup)
-	if want := "nats.token and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password (after applying DISTRIBUTOR_NATS_* variables)"; err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
+	if want := "DISTRIBUTOR_NATS_TOKEN and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password"; err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
 		t.Errorf("token and user: err = %v, want %s", err, want)
 	}
 
@@ -397,7 +397,7 @@ func TestApplyEnvSecrets(t *testing.T) {
 		t.Errorf("token from the environment: err %v, token %q", err, c.NATS.Token)
 	}
 	err = c.ApplyEnv(func(k string) (string, bool) { return "pw", k == "DISTRIBUTOR_NATS_PASSWORD" })
-	if want := "DISTRIBUTOR_NATS_PASSWORD is set but nats.user is not: set nats.user in the configuration"; err == nil || err.Error() != want {
+	if want := "DISTRIBUTOR_NATS_PASSWORD is set without nats.user: set both or neither"; err == nil || err.Error() != want {
 		t.Errorf("password without user: err = %v, want %s", err, want)
 	}
 }
@@ -573,6 +573,9 @@ func TestDuration(t *testing.T) {
 		{"90m", 90 * time.Minute, "1h30m0s"},
 		{"0", 0, "0s"},
 		{"1d", 24 * time.Hour, "1d"},
+		{"1h30m", 90 * time.Minute, "1h30m0s"},
+		{"1d12h", 36 * time.Hour, "36h0m0s"},
+		{"7d30m", 7*24*time.Hour + 30*time.Minute, "168h30m0s"},
 	} {
 		d, err := ParseDuration(tt.in)
 		if err != nil || time.Duration(d) != tt.want || d.String() != tt.str {
@@ -583,7 +586,7 @@ func TestDuration(t *testing.T) {
 			t.Errorf("round trip of %s = %v, %v", d, back, err)
 		}
 	}
-	for _, bad := range []string{"", "d", "1.5d", "-1d", "30days", "3600", "99999999999999999d"} {
+	for _, bad := range []string{"", "d", "1.5d", "-1d", "30days", "3600", "99999999999999999d", "1d-2h", "1d1d", "1dx", "106751d24h"} {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) succeeded", bad)
 		}

@@ -70,7 +70,7 @@ var (
 func (r *Runner) Destinations(req Request) ([]config.Destination, error) {
 	p, ok := r.Config.Pipeline(req.PipelineID)
 	if !ok {
-		return nil, fmt.Errorf("%w %q: add it under pipelines in the configuration", ErrUnknownPipeline, req.PipelineID)
+		return nil, fmt.Errorf("%w %q: %s", ErrUnknownPipeline, req.PipelineID, r.Config.KnownPipelines())
 	}
 	want := map[string]bool{}
 	for _, id := range req.Destinations {

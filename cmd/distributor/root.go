@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
@@ -43,7 +45,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Short:         "Publish immutable source bundles to local folders and S3, with a catalog beside the outputs",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       versionLine(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return a.setupLogging()
 		},
@@ -51,13 +53,15 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.configPath, "config", "distributor.yaml", "configuration file")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: json or console (default: console when stderr is a terminal, else json)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withCode(exitUsage, suggestFlag(cmd, err)) })
 	root.AddCommand(
 		a.bundleCommand(),
 		a.configCommand(),
 		a.planCommand(),
 		a.applyCommand(),
 		a.catalogCommand(),
+		a.versionCommand(),
 	)
 	for _, c := range a.extraCommands() {
 		root.AddCommand(c)
@@ -144,6 +148,49 @@ func classify(err error) int {
 		return exitUsage
 	}
 	return engine.Classify(err).ExitCode
+}
+
+// suggestFlag adds the closest flag of cmd to an "unknown flag: --x" error,
+// as cobra does for commands.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	name, _, _ = strings.Cut(name, "=")
+	best, bestDist := "", 3 // at most two edits, like cobra's SuggestionsMinimumDistance
+	visit := func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); d < bestDist || (d == bestDist && f.Name < best) {
+			best, bestDist = f.Name, d
+		}
+	}
+	cmd.LocalFlags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w (did you mean --%s?)", err, best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func requireFlag(name, value string) error {

@@ -26,7 +26,7 @@ type serveOptions struct {
 	httpAddr string
 	// connectTimeout bounds the retries of the first connection to
 	// nats.url (0: retry until stopped).
-	connectTimeout time.Duration
+	connectTimeout config.Duration
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -60,7 +60,7 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
 	cmd.Flags().IntVar(&workers, "workers", 4, "bundle events processed at once")
 	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
-	cmd.Flags().DurationVar(&so.connectTimeout, "connect-timeout", 0, "how long to retry the first connection to nats.url (0: until stopped)")
+	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url, e.g. 2m or 1h (default 0: until stopped)")
 	return cmd
 }
 
@@ -92,6 +92,13 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 			return err
 		}
 		defer stopHTTP()
+		if srv.ClientURL() != "" {
+			removeAdvert, err := writeAdvert(cfg, srv)
+			if err != nil {
+				return err
+			}
+			defer removeAdvert()
+		}
 		if nc, err = srv.Connect(natsOpts...); err != nil {
 			return err
 		}
@@ -103,7 +110,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 			return err
 		}
 		defer stopHTTP()
-		if nc, err = a.connectNATS(ctx, cfg.NATS, so.connectTimeout, natsOpts); err != nil {
+		if nc, err = a.connectNATS(ctx, cfg.NATS, time.Duration(so.connectTimeout), natsOpts); err != nil {
 			if ctx.Err() != nil {
 				a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
 				return nil

@@ -133,7 +133,7 @@ func TestServePublishWait(t *testing.T) {
 		t.Errorf("publish to an unknown pipeline: exit %d, want %d", code, exitUsage)
 	}
 	assertBlocks(t, "publish --wait to an unknown pipeline", stdout,
-		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": add it under pipelines in the configuration`)
+		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": known pipelines: p.one, p.two`)
 	if want := "distributor: not published to pipeline p.nope: failed (unknown_pipeline) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
 		t.Errorf("publish to an unknown pipeline: stderr\n %q\nwant %q", stderr, want)
 	}

@@ -1,6 +1,6 @@
 // Package catalog is the v4 current-state catalog (.distributor.json) that
 // lives beside the outputs in every destination root: its types, a strict
-// reader and a deterministic writer. See shared/seed/catalog-roadmap.md.
+// reader and a deterministic writer. The rules are in docs/catalog.md.
 package catalog
 
 import (

@@ -23,6 +23,7 @@ var ErrInvalid = errors.New("invalid configuration")
 // Defaults applied by Parse when a key is left out.
 const (
 	DefaultListen        = "127.0.0.1:4222"
+	DefaultHTTPListen    = "127.0.0.1:9090"
 	DefaultStoreDir      = ".distributor/nats"
 	DefaultSubjectPrefix = "distributor"
 	DefaultBundleMaxAge  = Duration(7 * day)
@@ -45,6 +46,8 @@ const MarkdownToHTML = "markdown_to_html"
 // Config is a whole configuration file.
 type Config struct {
 	NATS NATS
+	// HTTP is serve's health and metrics listener.
+	HTTP HTTP
 	// S3 holds defaults for every S3 access: bundle locations, and S3
 	// destinations that do not set their own region, endpoint or path style.
 	S3           S3Defaults
@@ -77,6 +80,15 @@ type NATS struct {
 	// means no age limit.
 	BundleMaxAge Duration
 	EventMaxAge  Duration
+}
+
+// HTTPOff as HTTP.Listen disables serve's HTTP listener.
+const HTTPOff = "off"
+
+// HTTP configures serve's /healthz, /readyz and /metrics listener.
+type HTTP struct {
+	// Listen is host:port (port 0 picks a free one) or HTTPOff.
+	Listen string
 }
 
 // TLS names PEM files for the NATS connection.
@@ -224,7 +236,8 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Environment variables that override the file (deploy-time settings).
+// Environment variables some code names; every key's variable is in
+// Settings.
 const (
 	EnvNATSURL           = "DISTRIBUTOR_NATS_URL"
 	EnvNATSSubjectPrefix = "DISTRIBUTOR_NATS_SUBJECT_PREFIX"
@@ -234,67 +247,6 @@ const (
 	EnvS3Endpoint        = "DISTRIBUTOR_S3_ENDPOINT"
 	EnvS3Region          = "DISTRIBUTOR_S3_REGION"
 )
-
-// ApplyEnv overrides file values with the DISTRIBUTOR_* variables that lookup
-// finds set and non-empty. The S3 variables replace the S3 defaults and the
-// value of every S3 destination that used the old default (left it out).
-func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
-	get := func(name string) (string, bool) {
-		v, ok := lookup(name)
-		return v, ok && v != ""
-	}
-	if v, ok := get(EnvNATSURL); ok {
-		if msg := checkNATSURL(v); msg != "" {
-			return &Error{Msg: fmt.Sprintf("%s %q: %s", EnvNATSURL, RedactURL(v), msg)}
-		}
-		c.NATS.URL = v
-	}
-	if v, ok := get(EnvNATSSubjectPrefix); ok {
-		if msg := checkSubjectPrefix(v); msg != "" {
-			return &Error{Msg: fmt.Sprintf("%s %q: %s", EnvNATSSubjectPrefix, v, msg)}
-		}
-		c.NATS.SubjectPrefix = v
-	}
-	if v, ok := get(EnvNATSCreds); ok {
-		c.NATS.CredsFile = v
-	}
-	// Secrets are better kept out of the file; the variables never appear
-	// in messages.
-	if v, ok := get(EnvNATSToken); ok {
-		c.NATS.Token = v
-	}
-	if v, ok := get(EnvNATSPassword); ok {
-		if c.NATS.User == "" {
-			return &Error{Msg: EnvNATSPassword + " is set but nats.user is not: set nats.user in the configuration"}
-		}
-		c.NATS.Password = v
-	}
-	if msg := checkAuth(c.NATS); msg != "" {
-		return &Error{Msg: msg + " (after applying DISTRIBUTOR_NATS_* variables)"}
-	}
-	if v, ok := get(EnvS3Endpoint); ok {
-		if msg := checkEndpoint(v); msg != "" {
-			return &Error{Msg: fmt.Sprintf("%s %q: %s", EnvS3Endpoint, v, msg)}
-		}
-		old := c.S3.Endpoint
-		c.S3.Endpoint = v
-		for i := range c.Destinations {
-			if d := &c.Destinations[i]; d.Backend == BackendS3 && d.Endpoint == old {
-				d.Endpoint = v
-			}
-		}
-	}
-	if v, ok := get(EnvS3Region); ok {
-		old := c.S3.Region
-		c.S3.Region = v
-		for i := range c.Destinations {
-			if d := &c.Destinations[i]; d.Backend == BackendS3 && d.Region == old {
-				d.Region = v
-			}
-		}
-	}
-	return nil
-}
 
 // Validate checks a configuration (as Parse leaves it: defaults applied) and
 // returns the first problem, or nil.
@@ -313,6 +265,19 @@ func (c *Config) Pipeline(id string) (Pipeline, bool) {
 		}
 	}
 	return Pipeline{}, false
+}
+
+// KnownPipelines names the configured pipelines for a message about an
+// unknown one: "known pipelines: a, b".
+func (c *Config) KnownPipelines() string {
+	if len(c.Pipelines) == 0 {
+		return "the configuration has no pipelines: add it under pipelines"
+	}
+	ids := make([]string, len(c.Pipelines))
+	for i, p := range c.Pipelines {
+		ids[i] = p.ID
+	}
+	return "known pipelines: " + strings.Join(ids, ", ")
 }
 
 // Destination returns the destination with this id.

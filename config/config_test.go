@@ -37,6 +37,7 @@ func TestParseDesignExample(t *testing.T) {
 			BundleMaxAge:  Duration(7 * 24 * time.Hour),
 			EventMaxAge:   Duration(30 * 24 * time.Hour),
 		},
+		HTTP:      HTTP{Listen: "127.0.0.1:9090"},
 		Pipelines: []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
 		Destinations: []Destination{
 			{
@@ -99,6 +100,9 @@ destinations:
 	if got := c.NATS.ConnectURL(); got != "nats://127.0.0.1:4222" {
 		t.Errorf("ConnectURL = %q", got)
 	}
+	if c.HTTP.Listen != "127.0.0.1:9090" {
+		t.Errorf("HTTP.Listen = %q, want the default 127.0.0.1:9090", c.HTTP.Listen)
+	}
 	defPublish := Publish{Sources: true, HTML: true, Include: []string{"**"}}
 	want := []Destination{
 		{ID: "l", Backend: "local", Path: "/srv/l", Workflow: planner.Additive, Publish: defPublish},
@@ -119,6 +123,12 @@ destinations:
 	c, err = Parse(nil, "")
 	if err != nil || c.NATS.SubjectPrefix != "distributor" || len(c.Destinations) != 0 {
 		t.Fatalf("Parse(empty) = %+v, %v", c, err)
+	}
+	for _, listen := range []string{"off", "0.0.0.0:9100", ":0"} {
+		c, err = Parse([]byte("http:\n  listen: \""+listen+"\"\n"), "")
+		if err != nil || c.HTTP.Listen != listen {
+			t.Errorf("http.listen %q: got %+v, %v", listen, c.HTTP, err)
+		}
 	}
 	// Explicit zero ages mean "no limit" and are kept.
 	c, err = Parse([]byte("nats: {bundle_max_age: 0s, event_max_age: 0}\n"), "")
@@ -227,6 +237,8 @@ destinations:
 		{"negative duration", validDest + "    retention: {max_age: -1h}\n", `config.yaml:5: destinations[0] (a): retention.max_age must not be negative (0 = prune needs --older-than)`},
 		{"negative max_deletes", validDest + "    max_deletes: -1\n", `config.yaml:5: destinations[0] (a): max_deletes must be 0 (no limit) or more, got -1`},
 		{"subject prefix", "nats: {subject_prefix: a.b}\n", `config.yaml:1: nats.subject_prefix "a.b": has '.': use only letters, digits, '_' and '-' (it also names streams and buckets)`},
+		{"http listen", "http:\n  listen: 9090\n", `config.yaml:2: http.listen "9090": must be host:port, e.g. "127.0.0.1:9090", or "off"`},
+		{"http unknown key", "http:\n  addr: :9090\n", `config.yaml:2: unknown key "addr" in http`},
 		{"listen", "nats:\n  listen: localhost\n", `config.yaml:2: nats.listen "localhost" must be host:port, e.g. "127.0.0.1:4222"`},
 		{"nats url scheme", "nats:\n  url: http://x:4222\n", `config.yaml:2: nats.url "http://x:4222": server "http://x:4222" has scheme "http": use nats://, tls://, ws:// or wss://`},
 		{"tls half", "nats:\n  tls:\n    cert: c.pem\n", `config.yaml:2: nats.tls needs both cert and key for a client certificate, or neither`},
@@ -373,7 +385,7 @@ func TestApplyEnvSecrets(t *testing.T) {
 
 	env["DISTRIBUTOR_NATS_TOKEN"] = "tok"
 	err = c.ApplyEnv(lookup)
-	if want := "nats.token and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password (after applying DISTRIBUTOR_NATS_* variables)"; err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
+	if want := "DISTRIBUTOR_NATS_TOKEN and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password"; err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
 		t.Errorf("token and user: err = %v, want %s", err, want)
 	}
 
@@ -385,7 +397,7 @@ func TestApplyEnvSecrets(t *testing.T) {
 		t.Errorf("token from the environment: err %v, token %q", err, c.NATS.Token)
 	}
 	err = c.ApplyEnv(func(k string) (string, bool) { return "pw", k == "DISTRIBUTOR_NATS_PASSWORD" })
-	if want := "DISTRIBUTOR_NATS_PASSWORD is set but nats.user is not: set nats.user in the configuration"; err == nil || err.Error() != want {
+	if want := "DISTRIBUTOR_NATS_PASSWORD is set without nats.user: set both or neither"; err == nil || err.Error() != want {
 		t.Errorf("password without user: err = %v, want %s", err, want)
 	}
 }
@@ -561,6 +573,9 @@ func TestDuration(t *testing.T) {
 		{"90m", 90 * time.Minute, "1h30m0s"},
 		{"0", 0, "0s"},
 		{"1d", 24 * time.Hour, "1d"},
+		{"1h30m", 90 * time.Minute, "1h30m0s"},
+		{"1d12h", 36 * time.Hour, "36h0m0s"},
+		{"7d30m", 7*24*time.Hour + 30*time.Minute, "168h30m0s"},
 	} {
 		d, err := ParseDuration(tt.in)
 		if err != nil || time.Duration(d) != tt.want || d.String() != tt.str {
@@ -571,7 +586,7 @@ func TestDuration(t *testing.T) {
 			t.Errorf("round trip of %s = %v, %v", d, back, err)
 		}
 	}
-	for _, bad := range []string{"", "d", "1.5d", "-1d", "30days", "3600", "99999999999999999d"} {
+	for _, bad := range []string{"", "d", "1.5d", "-1d", "30days", "3600", "99999999999999999d", "1d-2h", "1d1d", "1dx", "106751d24h"} {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) succeeded", bad)
 		}

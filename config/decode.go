@@ -368,6 +368,14 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		switch key {
 		case "nats":
 			d.nats(v, l, &c.NATS)
+		case "http":
+			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
+				if key != "listen" {
+					return false
+				}
+				d.str(v, l, &c.HTTP.Listen)
+				return true
+			})
 		case "s3":
 			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
 				switch key {
@@ -634,6 +642,9 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 		return filepath.Join(base, p)
 	}
 
+	if c.HTTP.Listen == "" {
+		c.HTTP.Listen = DefaultHTTPListen
+	}
 	n := &c.NATS
 	if n.Listen == "" {
 		n.Listen = DefaultListen

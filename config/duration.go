@@ -14,20 +14,36 @@ type Duration time.Duration
 
 const day = 24 * time.Hour
 
-// ParseDuration accepts a Go duration or a whole number of days ("30d").
+// ParseDuration accepts a Go duration ("90m", "1h30m"), whole days ("30d")
+// or days followed by a Go duration ("1d12h"). Every duration distributor
+// reads, in the file, the environment or a flag, goes through it.
 func ParseDuration(s string) (Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+	if n, rest, ok := strings.Cut(s, "d"); ok && n != "" && strings.Trim(n, "0123456789") == "" && !strings.ContainsAny(rest, "+-") {
 		days, err := strconv.ParseInt(n, 10, 64)
 		if err != nil || days > math.MaxInt64/int64(day) {
 			return 0, fmt.Errorf("invalid duration %q: too large", s)
 		}
-		return Duration(time.Duration(days) * day), nil
+		var extra time.Duration
+		if rest != "" {
+			if extra, err = time.ParseDuration(rest); err != nil {
+				return 0, invalidDuration(s)
+			}
+		}
+		total := time.Duration(days) * day
+		if extra > math.MaxInt64-total {
+			return 0, fmt.Errorf("invalid duration %q: too large", s)
+		}
+		return Duration(total + extra), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use a Go duration like \"90m\" or \"720h\", or whole days like \"30d\"", s)
+		return 0, invalidDuration(s)
 	}
 	return Duration(d), nil
+}
+
+func invalidDuration(s string) error {
+	return fmt.Errorf("invalid duration %q: use a Go duration like \"90m\" or \"720h\", or whole days like \"30d\"", s)
 }
 
 // String prints whole days as "30d" and anything else as a Go duration, so
@@ -52,3 +68,17 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	*d = v
 	return nil
 }
+
+// Set makes *Duration a command-line flag value (pflag.Value): duration
+// flags take what the file takes.
+func (d *Duration) Set(s string) error {
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// Type names the flag's value in help.
+func (d *Duration) Type() string { return "duration" }

@@ -58,6 +58,9 @@ func (c *Config) validate() []fieldErr {
 	if n.EventMaxAge < 0 {
 		add("nats.event_max_age", "nats.event_max_age must not be negative (0 = no limit)")
 	}
+	if msg := CheckHTTPListen(c.HTTP.Listen); msg != "" {
+		add("http.listen", "http.listen %q: %s", c.HTTP.Listen, msg)
+	}
 	if c.S3.Endpoint != "" {
 		if msg := checkEndpoint(c.S3.Endpoint); msg != "" {
 			add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)
@@ -587,4 +590,16 @@ func (d Destination) Prefix(sourceID, pipelineID string) (string, error) {
 		return "", fmt.Errorf("layout.prefix %q gives %q for source %q: %w", d.Layout.Prefix, p, sourceID, err)
 	}
 	return normalisePrefix(p), nil
+}
+
+// CheckHTTPListen returns what is wrong with an http.listen value, or ""
+// ("" itself stands for the default).
+func CheckHTTPListen(s string) string {
+	if s == HTTPOff || s == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(s); err != nil || !validPort(port) {
+		return fmt.Sprintf("must be host:port, e.g. %q, or %q", DefaultHTTPListen, HTTPOff)
+	}
+	return ""
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
 )
 
 // Options tune the consumer. Zero values take the defaults.
@@ -62,7 +63,48 @@ type Options struct {
 	// events.DefaultMaxResultBytes).
 	MaxResultBytes int
 	Log            zerolog.Logger
+	// Observer, when set, is told what happens (serve's metrics).
+	Observer Observer
 }
+
+// Observer is told what the consumer does. It keeps the consumer free of
+// any metrics library: serve's metrics package implements it. Methods must
+// be safe for concurrent use and cheap.
+type Observer interface {
+	// EventStarted and EventDone bracket the handling of one bundle-ready
+	// event; attempt is its delivery count (above 1: a redelivery).
+	EventStarted(attempt int)
+	EventDone()
+	// Observe reports what one destination of an event came to.
+	Observe(o Observation)
+}
+
+// Observation is the outcome of one destination of an event.
+type Observation struct {
+	// Destination is the destination id; "" when the event failed as a
+	// whole (an unknown pipeline, an undecodable event).
+	Destination string
+	// Type is the reported result's type (events.TypePublished, ...), or
+	// Retry for a transient failure that is retried.
+	Type string
+	// Reason is the failed result's reason code.
+	Reason string
+	// Duration is how long the publication ran; 0 when none ran.
+	Duration time.Duration
+	// Result is what the engine did.
+	Result engine.Result
+	// LeaseLost: the root's lease was lost during the publication.
+	LeaseLost bool
+}
+
+// Retry is Observation.Type of a transient failure that is retried.
+const Retry = "retry"
+
+type nopObserver struct{}
+
+func (nopObserver) EventStarted(int)    {}
+func (nopObserver) EventDone()          {}
+func (nopObserver) Observe(Observation) {}
 
 func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
@@ -85,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxResultBytes <= 0 {
 		o.MaxResultBytes = events.DefaultMaxResultBytes
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 	return o
 }
@@ -138,7 +183,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	sem := make(chan struct{}, c.opts.Workers)
 	var wg sync.WaitGroup
 	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
-	// they wait (see shared/notes/nats-jetstream.md).
+	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		sem <- struct{}{}
 		wg.Add(1)
@@ -174,6 +219,22 @@ type outcome struct {
 	result    engine.Result
 	err       error
 	transient bool
+	root      string        // the destination's root key; "" when unknown
+	took      time.Duration // how long the publication ran
+}
+
+// logFields adds the destination, its root and the lease token, when known.
+func (o outcome) logFields(e *zerolog.Event) *zerolog.Event {
+	if o.dest != "" {
+		e = e.Str("destination_id", o.dest)
+	}
+	if o.root != "" {
+		e = e.Str("root", o.root)
+	}
+	if o.result.LeaseToken != "" {
+		e = e.Str("lease_token", o.result.LeaseToken)
+	}
+	return e
 }
 
 // Handle processes one message to its end: ack, nak with delay or term.
@@ -185,19 +246,25 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		attempt, stored = int(md.NumDelivered), md.Timestamp
 	}
 	last := attempt >= c.opts.MaxDeliver
+	obs := c.opts.Observer
+	obs.EventStarted(attempt)
+	defer obs.EventDone()
 
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
-		log.Warn().Err(err).Str("subject", msg.Subject()).Msg("undecodable bundle-ready event")
+		log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
 		if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
 			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
 			_ = msg.NakWithDelay(c.backoff(attempt))
 			return
 		}
+		obs.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
 		_ = msg.TermWithReason("invalid event")
 		return
 	}
-	log = log.With().Str("event", ev.ID).Str("pipeline", ev.PipelineID).Int("attempt", attempt).Logger()
+	log = log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
+	// The engine's lines about this event carry the same fields.
+	ctx = engine.WithLog(ctx, log)
 	if !c.subjects.IsAdmin(msg.Subject()) && (ev.TakeOwnership || ev.AllowOlder) {
 		c.rejectOperatorFlags(ctx, msg, ev, attempt, last)
 		return
@@ -215,7 +282,8 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	for _, o := range outs {
 		if o.err != nil && (o.transient || abandoned) && !last {
 			retry = true
-			log.Info().Err(o.err).Str("destination", o.dest).Msg("transient failure; will retry")
+			o.logFields(log.Warn().Err(o.err)).Str("next_delay", c.backoff(attempt).String()).Msg("transient failure; will retry")
+			obs.Observe(Observation{Destination: o.dest, Type: Retry, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
 			continue
 		}
 		r := c.resultFor(ev, o, attempt, last)
@@ -237,7 +305,13 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 			unpublishable = true
 			continue
 		}
-		le := log.Info().Str("destination", o.dest).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
+		obs.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
+		// A failure needs an operator.
+		le := log.Info()
+		if r.Type == events.TypeFailed {
+			le = log.Error().AnErr("error", o.err)
+		}
+		le = o.logFields(le).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
 		if r.Reason != "" {
 			le = le.Str("reason", r.Reason)
 		}
@@ -299,11 +373,12 @@ func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, e
 		Message: fmt.Sprintf("bundle.ready %s on %s asks for %s: operator flags are accepted only on the admin subject %s (distributor replay --take-ownership or --allow-older)",
 			ev.ID, msg.Subject(), strings.Join(flags, " and "), c.subjects.AdminBundleReady(ev.PipelineID)),
 		Attempts: attempt, Original: &orig}
-	c.opts.Log.Warn().Str("event", ev.ID).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
+	c.opts.Log.Warn().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
 	if err := c.publish(ctx, r); err != nil && !last && !permanentPublishErr(err) {
 		_ = msg.NakWithDelay(c.backoff(attempt))
 		return
 	}
+	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
 	_ = msg.TermWithReason("operator flags on a producer subject")
 }
 
@@ -335,7 +410,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 	if err != nil {
 		outs := make([]outcome, len(dests))
 		for i, d := range dests {
-			outs[i] = outcome{dest: d.ID, err: err, transient: engine.Classify(err).Retry}
+			outs[i] = outcome{dest: d.ID, err: err, transient: engine.Classify(err).Retry, root: d.RootKey()}
 		}
 		return outs
 	}
@@ -345,8 +420,10 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 		wg.Add(1)
 		go func(i int, d config.Destination) {
 			defer wg.Done()
-			res, err := c.runner.Publish(ctx, req, b, d)
-			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry}
+			dctx := engine.WithLog(ctx, engine.LogFrom(ctx, c.opts.Log).With().Str("destination_id", d.ID).Logger())
+			start := time.Now()
+			res, err := c.runner.Publish(dctx, req, b, d)
+			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry, root: d.RootKey(), took: time.Since(start)}
 		}(i, d)
 	}
 	wg.Wait()
@@ -412,7 +489,8 @@ func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {
 	err := c.publisher.PublishResult(context.WithoutCancel(ctx), r)
 	if err != nil {
-		c.opts.Log.Error().Err(err).Str("type", r.Type).Str("destination", r.DestinationID).Msg("could not publish result event")
+		c.opts.Log.Error().Err(err).Str("event_id", r.BundleEventID).Str("pipeline_id", r.PipelineID).Int("attempt", r.Attempts).
+			Str("destination_id", r.DestinationID).Str("type", r.Type).Msg("could not publish result event")
 	}
 	return err
 }

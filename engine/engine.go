@@ -103,6 +103,9 @@ type Result struct {
 	Deleted   []string       // managed outputs (and legacy leftovers) deleted
 	Unchanged int
 	Recovered bool // an interrupted earlier run was rolled forward first
+	// LeaseToken is the fencing token of the root's lease, once it was
+	// held (Runner.Publish).
+	LeaseToken string
 }
 
 func (e *Engine) now() time.Time {

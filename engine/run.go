@@ -33,6 +33,9 @@ type Runner struct {
 	// bundle that share a root then run one after the other instead of
 	// failing the event.
 	LeaseWait time.Duration
+	// LeaseWaited, when set, is told how long each lease acquisition that
+	// succeeded took, waiting for another holder included (metrics).
+	LeaseWaited func(time.Duration)
 }
 
 // Request names a bundle and where it goes.
@@ -67,7 +70,7 @@ var (
 func (r *Runner) Destinations(req Request) ([]config.Destination, error) {
 	p, ok := r.Config.Pipeline(req.PipelineID)
 	if !ok {
-		return nil, fmt.Errorf("%w %q: add it under pipelines in the configuration", ErrUnknownPipeline, req.PipelineID)
+		return nil, fmt.Errorf("%w %q: %s", ErrUnknownPipeline, req.PipelineID, r.Config.KnownPipelines())
 	}
 	want := map[string]bool{}
 	for _, id := range req.Destinations {
@@ -129,8 +132,13 @@ func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d c
 		return res, err
 	}
 	err = r.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+		// The engine's lines carry the caller's fields (WithLog) and the
+		// lease token.
+		eng := *r.Engine
+		eng.Log = LogFrom(ctx, r.Engine.Log).With().Str("lease_token", l.Token()).Logger()
 		var err error
-		res, err = r.Engine.Publish(ctx, root, l, pub)
+		res, err = eng.Publish(ctx, root, l, pub)
+		res.LeaseToken = l.Token()
 		return err
 	})
 	return res, err
@@ -149,7 +157,8 @@ func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(ro
 	}
 	defer func() {
 		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil {
-			r.Engine.Log.Warn().Err(rerr).Str("root", root.String()).Msg("lease release failed; it expires on its own")
+			log := LogFrom(ctx, r.Engine.Log)
+			log.Warn().Err(rerr).Str("root", root.String()).Msg("lease release failed; it expires on its own")
 		}
 	}()
 	return fn(root, l)
@@ -171,10 +180,14 @@ func (r *Runner) Plan(ctx context.Context, req Request, b *bundle.Bundle, d conf
 
 // acquire takes the lease, waiting up to LeaseWait while it is held.
 func (r *Runner) acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
-	deadline := time.Now().Add(r.LeaseWait)
+	start := time.Now()
+	deadline := start.Add(r.LeaseWait)
 	pause := 50 * time.Millisecond
 	for {
 		l, err := r.Locker.Acquire(ctx, root)
+		if err == nil && r.LeaseWaited != nil {
+			r.LeaseWaited(time.Since(start))
+		}
 		if err == nil || !errors.Is(err, lease.ErrHeld) || !time.Now().Add(pause).Before(deadline) {
 			return l, err
 		}

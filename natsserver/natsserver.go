@@ -189,6 +189,13 @@ func (s *Server) ClientURL() string {
 	return u
 }
 
+// ID is the server's unique id, sent to clients in the INFO handshake
+// (nats.Conn.ConnectedServerId); a new one on every start.
+func (s *Server) ID() string { return s.ns.ID() }
+
+// Name is the server name clients see (nats.Conn.ConnectedServerName).
+func (s *Server) Name() string { return s.ns.Name() }
+
 // Connect opens a client connection: in-process when the server has no TCP
 // listener, over TCP to ClientURL otherwise.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {

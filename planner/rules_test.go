@@ -1,7 +1,7 @@
 package planner_test
 
-// One test per rule of shared/seed/catalog-roadmap.md and DESIGN.md
-// "Workflow semantics", named after the rule, run for every workflow the rule
+// One test per rule of the catalog and workflow semantics (docs/catalog.md)
+// named after the rule, run for every workflow the rule
 // covers. Each asserts the exact items, collisions, clear set, next catalog
 // and Changed flag.
 

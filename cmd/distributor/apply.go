@@ -155,6 +155,7 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 		return err
 	}
 	var first error
+	var failed []string // "dest: error" of every failure after the first
 	var reports []resultJSON
 	for _, d := range dests {
 		res, err := step(ctx, req, b, d)
@@ -163,8 +164,11 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 		} else {
 			a.printResult(d, res, err)
 		}
-		if err != nil && first == nil {
-			first = err
+		switch {
+		case err != nil && first == nil:
+			first = fmt.Errorf("%s: %w", d.ID, err)
+		case err != nil:
+			failed = append(failed, d.ID+": "+oneLine(err.Error()))
 		}
 	}
 	if asJSON {
@@ -175,9 +179,12 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 		}
 	}
 	if first != nil && len(dests) > 1 {
+		if len(failed) > 0 {
+			return fmt.Errorf("not every destination succeeded: %w; %s", first, strings.Join(failed, "; "))
+		}
 		return fmt.Errorf("not every destination succeeded: %w", first)
 	}
-	return first
+	return errors.Unwrap(first) // one destination: no need to name it
 }
 
 func (a *app) printResult(d config.Destination, res engine.Result, err error) {
@@ -217,7 +224,8 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 	fmt.Fprintf(a.stdout, "  %d create, %d update, %d unchanged, %d delete, %d collision\n",
 		p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged), p.Count(planner.Delete)+len(p.Clear), len(p.Collisions))
 	if err != nil {
-		fmt.Fprintf(a.stdout, "  error: %s\n", oneLine(err.Error()))
+		// The error itself goes to stderr, once.
+		fmt.Fprintf(a.stdout, "  failed\n")
 	}
 }
 

@@ -68,7 +68,7 @@ func TestBundleCreateAndVerify(t *testing.T) {
 	if code != exitFailed || out != "missing   report.md\ndamaged   data/wind.csv\n" {
 		t.Errorf("damaged bundle: exit %d, stdout %q", code, out)
 	}
-	stderrLine(t, errOut, fmt.Sprintf(`distributor: bundle %s: 2 of 2 files do not match the manifest: "report.md" missing, "data/wind.csv" damaged`, b.Dir))
+	stderrLine(t, errOut, fmt.Sprintf(`distributor: bundle %s: 2 of 2 files do not match the manifest: "report.md" missing, "data/wind.csv" damaged`, b.Dir)+bundleChangedHint)
 
 	for _, tc := range []struct {
 		args []string
@@ -155,9 +155,9 @@ func TestBadBundleChangesNothing(t *testing.T) {
 		{name: "duplicate", manifest: "duplicate", files: map[string]string{"a.txt": "data\n"}, code: exitUsage,
 			line: `distributor: bundle %[1]s: invalid manifest: files[1] "a.txt": duplicate path (also files[0])`},
 		{name: "missing-file", manifest: "missing-file", code: exitFailed,
-			line: `distributor: bundle %[1]s: file listed in the manifest is missing: "a.txt"`},
+			line: `distributor: bundle %[1]s: file listed in the manifest is missing: "a.txt"` + bundleChangedHint},
 		{name: "other-size", manifest: "missing-file", files: map[string]string{"a.txt": "datadata\n"}, code: exitFailed,
-			line: `distributor: bundle %[1]s: file content does not match the manifest: "a.txt" has 9 bytes, the manifest says 5`},
+			line: `distributor: bundle %[1]s: file content does not match the manifest: "a.txt" has 9 bytes, the manifest says 5` + bundleChangedHint},
 		{name: "no-manifest", manifest: "-", files: map[string]string{"a.txt": "data\n"}, code: exitFailed,
 			line: "distributor: bundle %[1]s: no manifest.json: is this a bundle? write one with `distributor bundle create`"},
 		{name: "digest-mismatch", files: map[string]string{"a.txt": "data\n"}, digest: "wrong", code: exitFailed,
@@ -244,7 +244,7 @@ func TestSameSizeDamageNeverLands(t *testing.T) {
 					t.Errorf("exit %d, want %d", code, exitFailed)
 				}
 				lastErrorLine(t, errOut, fmt.Sprintf(`distributor: bundle %[1]s: "f3.txt": file content does not match the manifest: sha256 is %[2]s, the manifest says %[3]s`,
-					b.Dir, sha("fiLe3\n"), sha("file3\n")))
+					b.Dir, sha("fiLe3\n"), sha("file3\n"))+bundleChangedHint)
 				e.sameSnapshot("apply of a damaged bundle", before, e.snapshot(root))
 				for _, p := range []string{".distributor/intent.json", ".distributor/lock"} {
 					if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
@@ -365,7 +365,7 @@ func TestApplyJSONReportsEveryDestination(t *testing.T) {
 	if code != exitRefused {
 		t.Errorf("exit %d, want %d", code, exitRefused)
 	}
-	stderrLine(t, errOut, fmt.Sprintf(`distributor: not every destination succeeded: collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["a.txt"]`, bad))
+	stderrLine(t, errOut, fmt.Sprintf(`distributor: not every destination succeeded: bad: collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["a.txt"]`, bad))
 	var res []resultJSON
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("stdout %q: %v", out, err)
@@ -392,3 +392,7 @@ func mustAbs(t *testing.T, p string) string {
 	}
 	return abs
 }
+
+// bundleChangedHint is what every error about a bundle's files not matching
+// its manifest ends with.
+const bundleChangedHint = " (the bundle's files changed after `bundle create`: run `distributor bundle create` on it again, or restore them)"

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"net"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,8 +24,10 @@ type directSession struct {
 }
 
 // directSession connects to NATS when nats.url is set (it must answer) or,
-// without nats.url, when a local `serve` answers on nats.listen; otherwise
-// it runs in direct mode with the lock object in each root.
+// without nats.url, when a running `serve` of this configuration advertises
+// its embedded server (see advertFile); otherwise it runs in direct mode
+// with the lock object in each root. It never dials nats.listen blindly:
+// whatever else listens there is a stranger's.
 func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSession, error) {
 	s := &directSession{
 		runner: &engine.Runner{
@@ -42,14 +44,34 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	if a.wrapStores != nil {
 		s.runner.Stores = a.wrapStores(s.runner.Stores)
 	}
-	url := cfg.NATS.ConnectURL()
-	if cfg.NATS.URL == "" && !listening(cfg.NATS.Listen) {
-		a.log.Debug().Str("url", config.RedactURL(url)).Msg("no local NATS server; direct mode with a lock object in each root")
-		return s, nil
+	url := cfg.NATS.URL
+	var ad *advert
+	if url == "" {
+		found, err := findAdvert(cfg)
+		if err != nil {
+			a.log.Debug().Err(err).Msg("no serve of this configuration advertises NATS; direct mode with a lock object in each root")
+			return s, nil
+		}
+		ad, url = &found, found.URL
 	}
-	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(5*time.Second))...)
+	timeout := 5 * time.Second
+	if ad != nil {
+		timeout = time.Second // a local server answers at once
+	}
+	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(timeout))...)
 	if err != nil {
+		if ad != nil && errors.Is(err, nats.ErrNoServers) {
+			// serve is stopping; the lock object alone still excludes it.
+			a.log.Debug().Err(err).Str("url", url).Msg("the NATS server serve advertises is gone; direct mode with a lock object in each root")
+			return s, nil
+		}
 		return nil, connectError(cfg.NATS, url, err, false)
+	}
+	if ad != nil && (nc.ConnectedServerId() != ad.ServerID || nc.ConnectedServerName() != ad.ServerName) {
+		// A stale advertisement: another server took the address.
+		nc.Close()
+		a.log.Debug().Str("url", url).Msg("the NATS server there is not the one serve advertised; direct mode with a lock object in each root")
+		return s, nil
 	}
 	js, streams, err := setupStreams(ctx, nc, cfg)
 	if err != nil {
@@ -82,18 +104,4 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if err := s.publisher.PublishResult(pctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
 	}
-}
-
-// listening reports whether something accepts TCP connections on addr (a
-// local `serve` with its embedded server). A refused dial answers at once.
-func listening(addr string) bool {
-	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
-		addr = net.JoinHostPort("127.0.0.1", port)
-	}
-	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }

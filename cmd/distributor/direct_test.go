@@ -2,19 +2,28 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/natsserver"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/testenv"
 )
 
 // hookStores calls after once, after the first output (not distributor's
@@ -98,5 +107,179 @@ func TestDirectApplyOutlivesNATS(t *testing.T) {
 	// The lock object was released.
 	if _, err := os.Stat(filepath.Join(root, ".distributor", "lock")); !os.IsNotExist(err) {
 		t.Errorf("lock object after the run: %v, want none", err)
+	}
+}
+
+// applyTimed runs apply of bundleOne to d3 in-process and fails the test
+// unless it exits 0; it returns how long it took.
+func applyTimed(t *testing.T, e *natsEnv, a *app, out, errb *lockedBuffer) time.Duration {
+	t.Helper()
+	b := e.makeBundle(t, "b", "src.one", bundleOne)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	code := a.run(ctx, []string{"apply", "--pipeline", "p.two", "--bundle", b, "--config", e.cfg})
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("apply: exit %d after %v\n%s%s", code, took, out.String(), errb.String())
+	}
+	for p, content := range bundleOne {
+		if got := readFile(t, filepath.Join(e.roots["d3"], p)); got != content {
+			t.Errorf("%s = %q, want %q", p, got, content)
+		}
+	}
+	return took
+}
+
+// TestDirectIgnoresTCPListener: something that accepts connections on
+// nats.listen but is not an advertised serve (here a raw TCP listener that
+// never answers) is not dialled: apply publishes at once with the lock
+// object. Before, apply waited 5 s for the INFO handshake and failed.
+func TestDirectIgnoresTCPListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			defer c.Close() // held open, silent, until the listener closes
+		}
+	}()
+	e := writeNATSConfig(t, "  listen: "+l.Addr().String()+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
+	var out, errb lockedBuffer
+	took := applyTimed(t, e, newApp(&out, &errb), &out, &errb)
+	if took > time.Second {
+		t.Errorf("apply took %v beside a silent TCP listener, want well under 1s", took)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("apply opened %d connection(s) to the stranger on nats.listen, want 0", n)
+	}
+	if errb.String() != "" {
+		t.Errorf("stderr %q, want nothing (direct mode is silent)", errb.String())
+	}
+}
+
+// TestDirectIgnoresForeignNATS: a NATS server on nats.listen that no serve
+// of this configuration advertises gets no distributor stream, whatever
+// advertisement lies in the store folder: none, a dead serve's, another
+// configuration's, or one naming another server (the address was reused).
+func TestDirectIgnoresForeignNATS(t *testing.T) {
+	dead := exec.Command(os.Args[0], "-test.run=^$")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		ad   func(cfg string, foreign *natsserver.Server) *advert
+	}{
+		{"no advertisement", func(string, *natsserver.Server) *advert { return nil }},
+		{"dead serve", func(cfg string, f *natsserver.Server) *advert {
+			return &advert{URL: f.ClientURL(), ServerName: f.Name(), ServerID: f.ID(), PID: dead.ProcessState.Pid(), Config: configHash(cfg)}
+		}},
+		{"another configuration", func(_ string, f *natsserver.Server) *advert {
+			return &advert{URL: f.ClientURL(), ServerName: f.Name(), ServerID: f.ID(), PID: os.Getpid(), Config: configHash("/elsewhere/distributor.yaml")}
+		}},
+		{"another server", func(cfg string, f *natsserver.Server) *advert {
+			return &advert{URL: f.ClientURL(), ServerName: f.Name(), ServerID: "NOTTHESERVERSERVEADVERTISED", PID: os.Getpid(), Config: configHash(cfg)}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			foreign := testenv.NewNATS(t)
+			store := filepath.Join(t.TempDir(), "nats")
+			addr := strings.TrimPrefix(foreign.URL, "nats://")
+			e := writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+store+"\n")
+			if ad := tt.ad(e.cfg, foreign.Server); ad != nil {
+				data, _ := json.Marshal(ad)
+				if err := os.MkdirAll(store, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(store, advertFile), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out, errb lockedBuffer
+			a := newApp(&out, &errb)
+			took := applyTimed(t, e, a, &out, &errb)
+			if took > time.Second {
+				t.Errorf("apply took %v, want well under 1s", took)
+			}
+			info, err := foreign.JetStream(t).AccountInfo(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Streams != 0 {
+				t.Errorf("the foreign server has %d stream(s) after apply, want 0", info.Streams)
+			}
+		})
+	}
+}
+
+// TestDirectUsesAdvertisedServe: with `serve` of this configuration
+// running its embedded server, apply takes the KV lease there (serve's
+// workers see it) and publishes its result event; when serve stops, its
+// advertisement goes with it.
+func TestDirectUsesAdvertisedServe(t *testing.T) {
+	e, addr := newOfflineEnv(t)
+	s := startServe(t, e.cfg)
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), "DISTRIBUTOR_LEASES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	var out, errb lockedBuffer
+	a := newApp(&out, &errb)
+	a.wrapStores = func(st engine.Stores) engine.Stores {
+		return &hookStores{Stores: st, after: func() {
+			keys, err := kv.ListKeys(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for k := range keys.Keys() {
+				if e, err := kv.Get(context.Background(), k); err == nil {
+					holders = append(holders, string(e.Value()))
+				}
+			}
+		}}
+	}
+	applyTimed(t, e, a, &out, &errb)
+	if len(holders) != 1 || !strings.Contains(holders[0], `"holder":"direct `) || !strings.Contains(holders[0], e.roots["d3"]) {
+		t.Errorf("KV leases during apply: %q, want one held by direct on %s", holders, e.roots["d3"])
+	}
+	got := e.tailJSON(t, "--type", "published", "--pipeline", "p.two")
+	if len(got) != 1 || got[0].DestinationID != "d3" || got[0].Written != 2 {
+		t.Errorf("published events after apply: %+v, want apply's one for d3 with 2 written", got)
+	}
+
+	cfg, err := config.Load(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adPath := filepath.Join(cfg.NATS.StoreDir, advertFile)
+	if ad, err := readAdvertFile(adPath); err != nil || ad.URL != "nats://"+addr || ad.PID != os.Getpid() {
+		t.Errorf("advertisement while serve runs: %+v, %v; want nats://%s and this process", ad, err, addr)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	if _, err := os.Stat(adPath); !os.IsNotExist(err) {
+		t.Errorf("advertisement after serve stopped: %v, want none", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 )
 
@@ -106,7 +107,7 @@ func (a *app) eventsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "events", Short: "Read result events", Args: noArgs}
 	var f eventFilter
 	var typ string
-	var since time.Duration
+	var since config.Duration
 	var follow, asJSON bool
 	tail := &cobra.Command{
 		Use:   "tail [--type T] [--pipeline P] [--destination D] [--since DUR] [--follow]",
@@ -120,7 +121,7 @@ func (a *app) eventsCommand() *cobra.Command {
 				f.types = []string{typ}
 			}
 			if since > 0 {
-				f.since = time.Now().Add(-since)
+				f.since = time.Now().Add(-time.Duration(since))
 			}
 			cfg, err := a.loadConfig()
 			if err != nil {
@@ -146,7 +147,7 @@ func (a *app) eventsCommand() *cobra.Command {
 	tail.Flags().StringVar(&typ, "type", "", "only events of this type")
 	tail.Flags().StringVar(&f.pipeline, "pipeline", "", "only events of this pipeline")
 	tail.Flags().StringVar(&f.destination, "destination", "", "only events of this destination")
-	tail.Flags().DurationVar(&since, "since", 0, "only events newer than this (e.g. 1h)")
+	tail.Flags().Var(&since, "since", "only events newer than this (e.g. 1h, 7d)")
 	tail.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new events")
 	tail.Flags().BoolVar(&asJSON, "json", false, "print each event as JSON")
 	cmd.AddCommand(tail)

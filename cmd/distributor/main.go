@@ -11,11 +11,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/engine"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=…" (releases);
+// otherwise from the build information (see resolveVersion).
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -41,7 +43,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	code := exitCode(err)
-	fmt.Fprintf(stderr, "distributor: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "distributor: %s%s\n", oneLine(err.Error()), fixHint(err))
 	return code
 }
 
@@ -80,6 +82,14 @@ func exitCode(err error) int {
 		return ce.code
 	}
 	return classify(err)
+}
+
+// fixHint names the fix for errors whose own text cannot know it.
+func fixHint(err error) string {
+	if errors.Is(err, bundle.ErrContentMismatch) || errors.Is(err, bundle.ErrMissingFile) {
+		return " (the bundle's files changed after `bundle create`: run `distributor bundle create` on it again, or restore them)"
+	}
+	return ""
 }
 
 func oneLine(s string) string {

@@ -162,7 +162,9 @@ func startServe(t *testing.T, cfg string, extra ...string) *serveHandle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &lockedBuffer{}}
-	args := append([]string{"serve", "--config", cfg}, extra...)
+	// A free port for /metrics unless the test picks one: tests run
+	// beside each other and other serve processes.
+	args := append([]string{"serve", "--config", cfg, "--http-addr", "127.0.0.1:0"}, extra...)
 	go func() { s.done <- run(ctx, args, &lockedBuffer{}, s.stderr) }()
 	t.Cleanup(func() { s.stop(t) })
 	deadline := time.Now().Add(10 * time.Second)

@@ -108,10 +108,14 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 			}
 			for _, r := range tt.refused {
 				bad := embeddedEnv(t, addr, r.auth)
+				// apply of another configuration does not join serve's
+				// NATS at all: the lock object alone, and no event.
+				if code, stdout, stderr := bad.cmd(t, "apply", "--pipeline", "p.two", "--bundle", b1); code != 0 || stderr != "" {
+					t.Errorf("apply of another configuration with %q: exit %d, stderr %q; want 0 and no NATS\n%s", r.auth, code, stderr, stdout)
+				}
 				for _, args := range [][]string{
 					{"publish", "--pipeline", "p.two", "--bundle", b1},
 					{"events", "tail"},
-					{"apply", "--pipeline", "p.two", "--bundle", b1},
 				} {
 					code, stdout, stderr := bad.cmd(t, args...)
 					prefix := "distributor: connect to NATS at nats://" + addr + ": "
@@ -119,6 +123,17 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 						t.Errorf("%v with %q: exit %d, stdout %q, stderr %q; want %q…%q", args, r.auth, code, stdout, stderr, prefix, r.stderr)
 					}
 				}
+			}
+			if tt.name == "token" {
+				// The serve this configuration advertises refuses another
+				// token: apply says so rather than skip the KV lease.
+				t.Setenv("DISTRIBUTOR_NATS_TOKEN", "guess")
+				code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.two", "--bundle", b1)
+				prefix := "distributor: connect to NATS at nats://" + addr + ": "
+				if code == 0 || stdout != "" || !strings.HasPrefix(stderr, prefix) || !regexp.MustCompile(violation).MatchString(stderr) {
+					t.Errorf("apply with DISTRIBUTOR_NATS_TOKEN=guess: exit %d, stdout %q, stderr %q; want %q…%q", code, stdout, stderr, prefix, violation)
+				}
+				os.Unsetenv("DISTRIBUTOR_NATS_TOKEN")
 			}
 			if got := len(e.tailJSON(t)); got != 3 {
 				t.Errorf("%d events after the refused clients, want still 3", got)
@@ -179,7 +194,7 @@ func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
 			outputs = append(outputs, storedMessages(t, e.cfg)...)
 			s.stop(t)
 			outputs = append(outputs, s.stderr.String())
-			if !strings.Contains(s.stderr.String(), "reason=unknown_pipeline") {
+			if !strings.Contains(s.stderr.String(), `"reason":"unknown_pipeline"`) {
 				t.Errorf("serve did not log the failed event; the test would miss what it logs:\n%s", s.stderr.String())
 			}
 			for _, out := range outputs {

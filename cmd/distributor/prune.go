@@ -15,7 +15,8 @@ import (
 )
 
 func (a *app) pruneCommand() *cobra.Command {
-	var pipeline, dest, olderThan string
+	var pipeline, dest string
+	var olderThan config.Duration
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "prune --pipeline P --destination D [--older-than DUR] [--dry-run]",
@@ -37,12 +38,11 @@ func (a *app) pruneCommand() *cobra.Command {
 				return err
 			}
 			age := time.Duration(d.Retention.MaxAge)
-			if olderThan != "" {
-				v, err := config.ParseDuration(olderThan)
-				if err != nil || v <= 0 {
-					return usageErr("--older-than %q: give a positive duration such as 720h or 30d", olderThan)
+			if cmd.Flags().Changed("older-than") {
+				if olderThan <= 0 {
+					return usageErr("--older-than %s: give a positive duration such as 720h or 30d", olderThan)
 				}
-				age = time.Duration(v)
+				age = time.Duration(olderThan)
 			}
 			if age <= 0 {
 				return usageErr("destination %q has no retention.max_age: pass --older-than (e.g. 30d)", dest)
@@ -80,7 +80,7 @@ func (a *app) pruneCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "", "owner pipeline id")
 	cmd.Flags().StringVar(&dest, "destination", "", "owner destination id")
-	cmd.Flags().StringVar(&olderThan, "older-than", "", "age cutoff (e.g. 720h, 30d); default retention.max_age")
+	cmd.Flags().Var(&olderThan, "older-than", "age cutoff (e.g. 720h, 30d); default retention.max_age")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted, change nothing")
 	return cmd
 }

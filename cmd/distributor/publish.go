@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/stores"
@@ -19,7 +20,7 @@ import (
 func (a *app) publishCommand() *cobra.Command {
 	var f publishFlags
 	var wait bool
-	var timeout time.Duration
+	timeout := config.Duration(2 * time.Minute)
 	cmd := &cobra.Command{
 		Use:   "publish --pipeline P --bundle LOCATION [--destination D] [--wait]",
 		Short: "Announce a bundle on NATS (bundle-ready); with --wait, print the result events",
@@ -54,12 +55,12 @@ func (a *app) publishCommand() *cobra.Command {
 			if dests, err := (&engine.Runner{Config: cfg}).Destinations(req); err == nil {
 				expect = len(dests)
 			}
-			return a.announce(ctx, js, streams, ev, wait, expect, timeout)
+			return a.announce(ctx, js, streams, ev, wait, expect, time.Duration(timeout))
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit 0 (published), 3 (collision/superseded/refused) or 1 (failed)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	cmd.Flags().Var(&timeout, "timeout", "how long --wait waits")
 	return cmd
 }
 

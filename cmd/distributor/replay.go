@@ -11,13 +11,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 )
 
 func (a *app) replayCommand() *cobra.Command {
 	var f eventFilter
 	var reason, id string
-	var since time.Duration
+	var since config.Duration
 	var dryRun, takeOwnership, allowOlder bool
 	cmd := &cobra.Command{
 		Use:   "replay [--pipeline P] [--destination D] [--reason R] [--since DUR] [--id EVENT] [--take-ownership] [--allow-older] [--dry-run]",
@@ -29,7 +30,7 @@ func (a *app) replayCommand() *cobra.Command {
 				return err
 			}
 			if since > 0 {
-				f.since = time.Now().Add(-since)
+				f.since = time.Now().Add(-time.Duration(since))
 			}
 			f.types = []string{events.TypeFailed, events.TypeCollision, events.TypePublished}
 			ctx := cmd.Context()
@@ -146,7 +147,7 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.pipeline, "pipeline", "", "only events of this pipeline")
 	cmd.Flags().StringVar(&f.destination, "destination", "", "only events of this destination")
 	cmd.Flags().StringVar(&reason, "reason", "", "only failed events with this reason (e.g. max_deliveries)")
-	cmd.Flags().DurationVar(&since, "since", 0, "only events newer than this (e.g. 24h)")
+	cmd.Flags().Var(&since, "since", "only events newer than this (e.g. 24h, 7d)")
 	cmd.Flags().StringVar(&id, "id", "", "only this result event id or bundle event id")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be replayed")
 	cmd.Flags().BoolVar(&takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths in the replayed publications (sent on the admin subject)")

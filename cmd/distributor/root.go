@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
@@ -43,21 +45,23 @@ func (a *app) rootCommand() *cobra.Command {
 		Short:         "Publish immutable source bundles to local folders and S3, with a catalog beside the outputs",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       versionLine(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return a.setupLogging()
 		},
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "distributor.yaml", "configuration file")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "console", "log format: console or json")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: json or console (default: console when stderr is a terminal, else json)")
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withCode(exitUsage, suggestFlag(cmd, err)) })
 	root.AddCommand(
 		a.bundleCommand(),
 		a.configCommand(),
 		a.planCommand(),
 		a.applyCommand(),
 		a.catalogCommand(),
+		a.versionCommand(),
 	)
 	for _, c := range a.extraCommands() {
 		root.AddCommand(c)
@@ -70,17 +74,36 @@ func (a *app) setupLogging() error {
 	if err != nil || a.logLevel == "" {
 		return usageErr("--log-level %q: use debug, info, warn or error", a.logLevel)
 	}
+	format := a.logFormat
+	if format == "" {
+		// A person reads a terminal; anything else is a log collector.
+		format = "json"
+		if isTerminal(a.stderr) {
+			format = "console"
+		}
+	}
 	var w io.Writer
-	switch a.logFormat {
+	switch format {
 	case "json":
 		w = a.stderr
 	case "console":
-		w = zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: !isTerminal(a.stderr)}
+		w = zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: logTimeFormat, NoColor: !isTerminal(a.stderr)}
 	default:
-		return usageErr("--log-format %q: use console or json", a.logFormat)
+		return usageErr("--log-format %q: use json or console", a.logFormat)
 	}
-	a.log = zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+	a.log = zerolog.New(w).Level(lvl).Hook(timestampHook{})
 	return nil
+}
+
+// logTimeFormat is RFC 3339 with milliseconds.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// timestampHook stamps every line with the time in logTimeFormat (zerolog's
+// own Timestamp uses a package-level format, which the CLI leaves alone).
+type timestampHook struct{}
+
+func (timestampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(logTimeFormat))
 }
 
 func isTerminal(w io.Writer) bool {
@@ -125,6 +148,49 @@ func classify(err error) int {
 		return exitUsage
 	}
 	return engine.Classify(err).ExitCode
+}
+
+// suggestFlag adds the closest flag of cmd to an "unknown flag: --x" error,
+// as cobra does for commands.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	name, _, _ = strings.Cut(name, "=")
+	best, bestDist := "", 3 // at most two edits, like cobra's SuggestionsMinimumDistance
+	visit := func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); d < bestDist || (d == bestDist && f.Name < best) {
+			best, bestDist = f.Name, d
+		}
+	}
+	cmd.LocalFlags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w (did you mean --%s?)", err, best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func requireFlag(name, value string) error {

@@ -56,7 +56,7 @@ func TestEventsAndCatalogsMatchSchemas(t *testing.T) {
 	mustExit(0, "bundle", "create", b0, "--id", "src.one", "--created", "2025-01-01T00:00:00Z")
 	mustExit(exitRefused, "publish", "--wait", "--pipeline", "p.one", "--bundle", b0)
 
-	mustExit(exitFailed, "publish", "--wait", "--pipeline", "p.nope", "--bundle", b1)
+	mustExit(exitUsage, "publish", "--wait", "--pipeline", "p.nope", "--bundle", b1)
 
 	// Producers that do not use distributor: garbage, and operator flags
 	// on the producer subject.

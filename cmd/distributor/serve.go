@@ -11,6 +11,7 @@ import (
 	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/metrics"
 	"github.com/distributor/distributor/natsserver"
 	"github.com/distributor/distributor/stores"
 )
@@ -19,9 +20,19 @@ import (
 // renewed every third of it while work runs.
 const serveLeaseTTL = 30 * time.Second
 
+// serveOptions are serve's flags beyond the consumer's.
+type serveOptions struct {
+	// httpAddr overrides http.listen ("" keeps it).
+	httpAddr string
+	// connectTimeout bounds the retries of the first connection to
+	// nats.url (0: retry until stopped).
+	connectTimeout config.Duration
+}
+
 func (a *app) serveCommand() *cobra.Command {
 	var natsURL string
 	var workers int
+	var so serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Consume bundle-ready events from NATS JetStream and publish them (embeds a NATS server when nats.url is not set)",
@@ -34,16 +45,36 @@ func (a *app) serveCommand() *cobra.Command {
 			if natsURL != "" {
 				cfg.NATS.URL = natsURL
 			}
-			return a.serve(cmd.Context(), cfg, consumer.Options{Workers: workers, Log: a.log})
+			if so.httpAddr != "" {
+				if msg := config.CheckHTTPListen(so.httpAddr); msg != "" {
+					return usageErr("--http-addr %q: %s", so.httpAddr, msg)
+				}
+				cfg.HTTP.Listen = so.httpAddr
+			}
+			if so.connectTimeout < 0 {
+				return usageErr("--connect-timeout %s: must not be negative (0 = retry until stopped)", so.connectTimeout)
+			}
+			return a.serve(cmd.Context(), cfg, so, consumer.Options{Workers: workers, Log: a.log})
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
 	cmd.Flags().IntVar(&workers, "workers", 4, "bundle events processed at once")
+	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
+	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url, e.g. 2m or 1h (default 0: until stopped)")
 	return cmd
 }
 
 // serve runs the consumer until ctx ends (SIGINT/SIGTERM).
-func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Options) error {
+func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, opts consumer.Options) error {
+	ids := make([]string, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		ids[i] = d.ID
+	}
+	m := metrics.New(ids)
+	ready := &readiness{}
+	m.WatchConsumer(ready.consumerInfo, readyCheckTimeout)
+	natsOpts := append(natsOptions(cfg.NATS), a.natsLogHandlers()...)
+
 	var nc *nats.Conn
 	if cfg.NATS.URL == "" {
 		sopts, err := embeddedServerOptions(cfg.NATS)
@@ -56,13 +87,35 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Optio
 		}
 		defer srv.Shutdown()
 		a.log.Info().Str("url", srv.ClientURL()).Str("store", cfg.NATS.StoreDir).Msg("embedded NATS JetStream server started")
-		if nc, err = srv.Connect(natsOptions(cfg.NATS)...); err != nil {
+		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, observeHandler(ready, m))
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+		if srv.ClientURL() != "" {
+			removeAdvert, err := writeAdvert(cfg, srv)
+			if err != nil {
+				return err
+			}
+			defer removeAdvert()
+		}
+		if nc, err = srv.Connect(natsOpts...); err != nil {
 			return err
 		}
 	} else {
-		var err error
-		if nc, err = nats.Connect(cfg.NATS.URL, natsOptions(cfg.NATS)...); err != nil {
-			return connectError(cfg.NATS, cfg.NATS.URL, err, false)
+		// Up before NATS: /healthz answers and /readyz says "connecting"
+		// while the first connection is retried.
+		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, observeHandler(ready, m))
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+		if nc, err = a.connectNATS(ctx, cfg.NATS, time.Duration(so.connectTimeout), natsOpts); err != nil {
+			if ctx.Err() != nil {
+				a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
+				return nil
+			}
+			return err
 		}
 	}
 	defer nc.Close()
@@ -80,10 +133,31 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Optio
 			lease.NewStorageLocker(holderName("serve"), serveLeaseTTL)),
 		// Another process's publication on the same root is usually
 		// short: wait for it rather than failing the delivery.
-		LeaseWait: 15 * time.Second,
+		LeaseWait:   15 * time.Second,
+		LeaseWaited: m.LeaseWaited,
 	}
+	opts.Observer = m
 	c := consumer.New(js, streams.Subjects, runner, opts)
+	ready.connected(nc, streams)
+
+	// The shutdown signal ends ctx: say so, and stop being ready while
+	// in-flight work finishes.
+	stopped, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+			if ctx.Err() == nil {
+				return
+			}
+		}
+		ready.drain()
+		a.log.Info().Msg("shutdown signal received; finishing in-flight work")
+	}()
 	err = c.Run(ctx)
+	close(stopped)
+	<-watched
 	a.log.Info().Msg("stopped")
 	return err
 }

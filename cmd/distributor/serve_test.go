@@ -133,7 +133,7 @@ func TestServePublishWait(t *testing.T) {
 		t.Errorf("publish to an unknown pipeline: exit %d, want %d", code, exitUsage)
 	}
 	assertBlocks(t, "publish --wait to an unknown pipeline", stdout,
-		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": add it under pipelines in the configuration`)
+		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": known pipelines: p.one, p.two`)
 	if want := "distributor: not published to pipeline p.nope: failed (unknown_pipeline) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
 		t.Errorf("publish to an unknown pipeline: stderr\n %q\nwant %q", stderr, want)
 	}
@@ -198,7 +198,7 @@ func TestServeEmbeddedServer(t *testing.T) {
 		t.Fatalf("publish via the embedded server at %s: exit %d\n%s%s", addr, code, stdout, stderr)
 	}
 	assertBlocks(t, "publish --wait", stdout, "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
-	if !strings.Contains(s.stderr.String(), "url=nats://"+addr) {
+	if !strings.Contains(s.stderr.String(), `"url":"nats://`+addr+`"`) {
 		t.Errorf("serve did not log its embedded server's URL nats://%s: %s", addr, s.stderr.String())
 	}
 	start := time.Now()
@@ -255,7 +255,7 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 	procs := make([]*proc, 2)
 	for i := range procs {
 		p := &proc{stderr: &lockedBuffer{}, done: make(chan error, 1)}
-		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json")
+		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json", "--http-addr", "127.0.0.1:0")
 		p.cmd.Stderr = p.stderr
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/distributor/distributor/catalog"
@@ -104,7 +105,9 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	timeouts := opts.Timeouts.withDefaults()
 	// The SDK's buildable HTTP client, so that LoadDefaultConfig can still
 	// load AWS_CA_BUNDLE into it.
-	load := []func(*config.LoadOptions) error{config.WithHTTPClient(buildableClient(timeouts))}
+	// The SDK's own log lines (an IMDS fallback warning) would repeat
+	// what the returned error says.
+	load := []func(*config.LoadOptions) error{config.WithHTTPClient(buildableClient(timeouts)), config.WithLogger(logging.Nop{})}
 	if opts.Region != "" {
 		load = append(load, config.WithRegion(opts.Region))
 	}
@@ -640,6 +643,8 @@ func (b *Backend) wrap(op, key string, err error) error {
 		return fmt.Errorf("s3 %s %s: S3 endpoint %s %s: %w: %w", op, where, b.endpoint, te, storage.ErrUnavailable, err)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("s3 %s %s: %w", op, where, err)
+	case noCredentials(err):
+		return fmt.Errorf("s3 %s %s: %s: %w", op, where, NoCredentialsHint, err)
 	case code == "NoSuchBucket":
 		return fmt.Errorf("s3 %s %s: %w", op, where, b.noBucket())
 	case errors.As(err, &nf) || errors.As(err, &nk) || code == "NoSuchKey" || code == "NotFound":
@@ -650,6 +655,15 @@ func (b *Backend) wrap(op, key string, err error) error {
 		return fmt.Errorf("s3 %s %s at %s: %w: %w", op, where, b.endpoint, storage.ErrUnavailable, err)
 	}
 	return fmt.Errorf("s3 %s %s: %w", op, where, err)
+}
+
+// NoCredentialsHint says how to give the SDK credentials.
+const NoCredentialsHint = "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (a profile in ~/.aws/credentials), or run with an IAM role"
+
+// noCredentials reports the SDK's failure to find credentials: the chain's
+// last provider's error, wrapped in text only (the SDK has no type for it).
+func noCredentials(err error) bool {
+	return strings.Contains(err.Error(), "get identity: get credentials: ")
 }
 
 func apiCode(err error) string {

@@ -7,8 +7,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# VERSION is what `distributor --version` prints and catalogs record; left
-# empty, the binary reports the module version from its build information.
+# VERSION is what `distributor version` prints and catalogs record. The
+# context has no .git (.dockerignore), so an image built without it says
+# "dev": docker-compose.yml passes DISTRIBUTOR_VERSION.
 ARG VERSION=
 RUN ldflags="-s -w"; \
     if [ -n "$VERSION" ]; then ldflags="$ldflags -X main.version=$VERSION"; fi; \
@@ -22,8 +23,11 @@ COPY --from=build /out/distributor /usr/local/bin/distributor
 # non-root user can write local destinations there.
 COPY --from=build --chown=65532:65532 /out/srv/reports /srv/reports
 USER 65532:65532
-# Alive: serve answers /healthz on its HTTP listener (127.0.0.1:9090 by
-# default). One-shot commands (publish, apply, ...) finish before it matters.
+# The default --config (distributor.yaml) is /etc/distributor/distributor.yaml,
+# for serve and for the health check alike.
+WORKDIR /etc/distributor
+# Alive: serve answers /healthz on http.listen (127.0.0.1:9090 by default).
+# One-shot commands (publish, apply, ...) finish before it matters.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["distributor", "health"]
 ENTRYPOINT ["distributor"]

@@ -108,7 +108,7 @@ goinstall "github.com/versity/versitygw/cmd/versitygw@$vgw_version" versitygw
 version=$(git describe --tags --always --dirty 2>/dev/null || echo unknown)
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/distributor/distributor" ./cmd/distributor
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/s3init/s3init" ./deploy/s3init
-echo "distributor $("$work/distributor/distributor" --version) static: built from this tree"
+echo "$("$work/distributor/distributor" --version) static: built from this tree"
 
 # --- Images ------------------------------------------------------------------
 step "images FROM scratch"
@@ -215,7 +215,7 @@ done
 # Read the reports volume from a container: the stand-in nats image has busybox.
 vol="${COMPOSE_PROJECT_NAME}_reports"
 docker run --rm --entrypoint sh -v "$vol:/r:ro" "distributor-local/nats-server:$LOCAL_TAG" -c \
-	'cd /r && find . -type f | sort && echo "--- tomorrow/index.html" && head -c 400 tomorrow/index.html && echo && ls -ln tomorrow/index.html' |
+	'cd /r && find . -type f | sort && echo "--- tomorrow/index.html" && grep -o "<title>.*</title>\|<h1[^>]*>.*</h1>" tomorrow/index.html && ls -ln tomorrow/index.html' |
 	tee "$work/volume"
 grep -q '^./tomorrow/index.html$' "$work/volume" || fail "tomorrow/index.html missing from the reports volume"
 grep -q '<h1[^>]*>Weather for tomorrow</h1>' "$work/volume" || fail "tomorrow/index.html does not hold the rendered report"

@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/distributor/distributor/config"
 )
 
 // healthCommand probes serve's HTTP listener from inside its container:
@@ -30,6 +33,12 @@ func (a *app) healthCommand() *cobra.Command {
 				}
 				path = "/readyz"
 			}
+			if !cmd.Flags().Changed("addr") {
+				var err error
+				if addr, err = a.healthAddr(); err != nil {
+					return err
+				}
+			}
 			u, err := healthURL(addr, path)
 			if err != nil {
 				return err
@@ -40,11 +49,28 @@ func (a *app) healthCommand() *cobra.Command {
 			return a.health(cmd.Context(), u, timeout)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9090", "serve's HTTP address (--http-addr / http.listen); a wildcard host (0.0.0.0, ::, none) is probed on loopback")
+	cmd.Flags().StringVar(&addr, "addr", config.DefaultHTTPListen, "serve's HTTP address; without it, http.listen of --config when that file exists. A wildcard host (0.0.0.0, ::, none) is probed on loopback")
 	cmd.Flags().StringVar(&path, "path", "/healthz", "path to GET: /healthz (alive), /readyz (ready for work) or /metrics")
 	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz: NATS connected, streams reachable, not draining")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for the answer")
 	return cmd
+}
+
+// healthAddr is the address serve listens on with the same configuration:
+// http.listen (after DISTRIBUTOR_* variables) when the file exists, else
+// the default.
+func (a *app) healthAddr() (string, error) {
+	if _, err := os.Stat(a.configPath); err != nil {
+		return config.DefaultHTTPListen, nil
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return "", err
+	}
+	if cfg.HTTP.Listen == config.HTTPOff {
+		return "", usageErr("http.listen is %q in %s: serve has no HTTP listener to probe; set http.listen or pass --addr", config.HTTPOff, a.configPath)
+	}
+	return cfg.HTTP.Listen, nil
 }
 
 // healthURL turns a listen address into the URL a local probe dials.

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -64,5 +66,39 @@ func TestHealthProbeNothingListening(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(stderr, "distributor: health check http://"+addr+"/healthz: ") ||
 		!strings.HasSuffix(stderr, "connection refused (is serve running with its HTTP listener on this address? see serve --http-addr)\n") {
 		t.Errorf("code %d stderr %q", code, stderr)
+	}
+}
+
+// TestHealthProbeFollowsTheConfiguration: without --addr the probe dials
+// http.listen of --config, as serve with that file listens.
+func TestHealthProbeFollowsTheConfiguration(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok " + r.URL.Path + "\n"))
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	listening := write("listen.yaml", "http:\n  listen: 0.0.0.0:"+port+"\n")
+	off := write("off.yaml", "http:\n  listen: \"off\"\n")
+
+	stdout, stderr, code := runCLI(t, "health", "--config", listening, "--ready")
+	if code != 0 || stdout != "ok /readyz\n" {
+		t.Errorf("http.listen from the file: code %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	_, stderr, code = runCLI(t, "health", "--config", off)
+	if want := "distributor: http.listen is \"off\" in " + off + ": serve has no HTTP listener to probe; set http.listen or pass --addr\n"; code != 2 || stderr != want {
+		t.Errorf("http.listen off: code %d stderr %q, want 2 %q", code, stderr, want)
+	}
+	// --addr wins over the file.
+	stdout, _, code = runCLI(t, "health", "--config", off, "--addr", "127.0.0.1:"+port)
+	if code != 0 || stdout != "ok /healthz\n" {
+		t.Errorf("--addr over the file: code %d stdout %q", code, stdout)
 	}
 }

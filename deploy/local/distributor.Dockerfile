@@ -7,6 +7,7 @@ COPY --chown=65532:65532 srv/reports /srv/reports
 COPY tmp /tmp
 ENV PATH=/usr/local/bin
 USER 65532:65532
+WORKDIR /etc/distributor
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["distributor", "health"]
 ENTRYPOINT ["distributor"]

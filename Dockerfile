@@ -2,7 +2,13 @@
 # non-root user.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t distributor .
-FROM golang:1.26 AS build
+#
+# GO_IMAGE and BASE_IMAGE name a mirror of the two base images where Docker
+# Hub or gcr.io cannot be reached.
+ARG GO_IMAGE=golang:1.26
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -17,7 +23,7 @@ RUN ldflags="-s -w"; \
     && /out/distributor --version \
     && mkdir -p /out/srv/reports
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${BASE_IMAGE}
 COPY --from=build /out/distributor /usr/local/bin/distributor
 # A named volume mounted on /srv/reports starts with this owner, so the
 # non-root user can write local destinations there.

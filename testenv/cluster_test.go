@@ -39,9 +39,13 @@ func TestCluster(t *testing.T) {
 			// A publish during fail-over may fail: retry it; the message
 			// id stores a retry of a publish that did land only once.
 			for {
-				if _, err := js.Publish(ctx, "t.a", []byte("x"), jetstream.WithMsgID(strconv.Itoa(sent))); err == nil {
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := js.Publish(pctx, "t.a", []byte("x"), jetstream.WithMsgID(strconv.Itoa(sent)))
+				cancel()
+				if err == nil {
 					break
-				} else if ctx.Err() != nil {
+				}
+				if ctx.Err() != nil {
 					t.Fatalf("publish: %v", err)
 				}
 				time.Sleep(50 * time.Millisecond)

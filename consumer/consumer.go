@@ -57,7 +57,10 @@ type Options struct {
 	// context is cancelled (default 30s); then it is abandoned (nak) and the
 	// leases are released.
 	ShutdownTimeout time.Duration
-	Log             zerolog.Logger
+	// Replicas is how many servers of a NATS cluster keep the durable's
+	// state; 0 takes the stream's replicas.
+	Replicas int
+	Log      zerolog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -108,6 +111,7 @@ func (c *Consumer) Durable(ctx context.Context) (jetstream.Consumer, error) {
 		MaxDeliver:     c.opts.MaxDeliver,
 		MaxAckPending:  1000,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Replicas:       c.opts.Replicas,
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.subjects.BundlesStream(), cfg)
 	if err != nil {

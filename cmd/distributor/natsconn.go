@@ -71,6 +71,7 @@ func setupStreams(ctx context.Context, nc *nats.Conn, cfg *config.Config) (jetst
 		Subjects:      subjects,
 		BundlesMaxAge: time.Duration(cfg.NATS.BundleMaxAge),
 		EventsMaxAge:  time.Duration(cfg.NATS.EventMaxAge),
+		Replicas:      cfg.NATS.Replicas,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up JetStream streams: %w", err)

@@ -35,7 +35,7 @@ func (a *app) serveCommand() *cobra.Command {
 			if natsURL != "" {
 				cfg.NATS.URL = natsURL
 			}
-			return a.serve(cmd.Context(), cfg, consumer.Options{Workers: workers, Log: a.log})
+			return a.serve(cmd.Context(), cfg, consumer.Options{Workers: workers, Replicas: cfg.NATS.Replicas, Log: a.log})
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
@@ -47,6 +47,9 @@ func (a *app) serveCommand() *cobra.Command {
 func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Options) error {
 	var nc *nats.Conn
 	if cfg.NATS.URL == "" {
+		if cfg.NATS.Replicas > 1 {
+			return withCode(exitUsage, fmt.Errorf("nats.replicas is %d but no nats.url is set: replicas need a NATS cluster (2.11 or newer); set nats.url to it, or nats.replicas to 1 for the embedded server", cfg.NATS.Replicas))
+		}
 		srv, err := natsserver.Start(ctx, natsserver.Options{Listen: cfg.NATS.Listen, StoreDir: cfg.NATS.StoreDir})
 		if err != nil {
 			return err

@@ -152,6 +152,19 @@ func TestServeListenInUse(t *testing.T) {
 	}
 }
 
+// TestServeReplicasNeedCluster: the embedded server is a single node, so
+// nats.replicas above 1 without nats.url is refused before anything starts.
+func TestServeReplicasNeedCluster(t *testing.T) {
+	e := writeNATSConfig(t, "  replicas: 3\n  listen: 127.0.0.1:0\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
+	code, stdout, stderr := e.cmd(t, "serve", "--log-level", "error")
+	if code != exitUsage || stdout != "" {
+		t.Errorf("serve with replicas 3 and no nats.url: exit %d, stdout %q; want %d", code, stdout, exitUsage)
+	}
+	if want := "distributor: nats.replicas is 3 but no nats.url is set: replicas need a NATS cluster (2.11 or newer); set nats.url to it, or nats.replicas to 1 for the embedded server\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
 // TestServeEmbeddedServer: without nats.url, serve embeds a server on
 // nats.listen and the other commands find it there.
 func TestServeEmbeddedServer(t *testing.T) {

@@ -43,7 +43,7 @@ var created = time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 type env struct {
 	t       testing.TB
 	ctx     context.Context
-	nats    *testenv.NATS
+	nats    natsServer
 	js      jetstream.JetStream
 	streams *events.Streams
 	pub     *events.Publisher
@@ -64,16 +64,30 @@ func newEnv(t testing.TB, yaml string, withS3 bool) *env {
 	return newEnvOn(t, testenv.NewNATS(t), yaml, withS3)
 }
 
+// natsServer is what an env connects to: one embedded server
+// (*testenv.NATS) or a cluster (*testenv.Cluster).
+type natsServer interface {
+	Conn(t testing.TB) *nats.Conn
+	ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.Conn
+	JetStream(t testing.TB) jetstream.JetStream
+}
+
 // newEnvOn is newEnv on a given server; the env's own connection is the
 // server's first user.
-func newEnvOn(t testing.TB, n *testenv.NATS, yaml string, withS3 bool) *env {
+func newEnvOn(t testing.TB, n natsServer, yaml string, withS3 bool) *env {
+	t.Helper()
+	return newEnvWith(t, n, events.SetupConfig{Storage: jetstream.MemoryStorage}, yaml, withS3)
+}
+
+// newEnvWith is newEnvOn with the streams set up by setup.
+func newEnvWith(t testing.TB, n natsServer, setup events.SetupConfig, yaml string, withS3 bool) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, base: t.TempDir(), roots: map[string]string{}}
 	e.nats = n
 	e.js = e.nats.JetStream(t)
-	st, err := events.Setup(ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage})
+	st, err := events.Setup(ctx, e.js, setup)
 	if err != nil {
 		t.Fatal(err)
 	}

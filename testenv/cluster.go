@@ -165,9 +165,18 @@ func (c *Cluster) metaReady() bool {
 
 // Conn opens a client connection to the whole cluster that reconnects to
 // surviving nodes without giving up; it is closed when the test ends.
-// Extra options are applied last.
-func (c *Cluster) Conn(t testing.TB, opts ...nats.Option) *nats.Conn {
+func (c *Cluster) Conn(t testing.TB) *nats.Conn {
 	t.Helper()
+	return c.ConnAs(t, "")
+}
+
+// ConnAs is Conn with extra options applied last; the cluster has no users,
+// so user must be "".
+func (c *Cluster) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	if user != "" {
+		t.Fatalf("testenv: the cluster has no NATS users (asked for %q)", user)
+	}
 	all := []nats.Option{nats.Name(t.Name()), nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
 	nc, err := nats.Connect(c.URLs, append(all, opts...)...)
 	if err != nil {
@@ -175,15 +184,6 @@ func (c *Cluster) Conn(t testing.TB, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
-}
-
-// ConnAs is Conn; the cluster has no users, so user must be "".
-func (c *Cluster) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
-	t.Helper()
-	if user != "" {
-		t.Fatalf("testenv: the cluster has no NATS users (asked for %q)", user)
-	}
-	return c.Conn(t, opts...)
 }
 
 // JetStream opens a new connection and returns its JetStream context.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
@@ -67,7 +68,7 @@ func TestClusterLosesStreamLeader(t *testing.T) {
 	opts.MaxDeliver = 20
 	for i := range 2 {
 		name := fmt.Sprintf("serve%d", i)
-		e.start(nodeConfig{name: name, opts: opts, wrapLocker: rec.wrap(name), leaseTTL: 5 * time.Second, leaseWait: 15 * time.Second})
+		e.start(nodeConfig{name: name, opts: opts, wrapLocker: rec.wrap(name), leaseTTL: 5 * time.Second, leaseWait: 15 * time.Second, log: logTo(t).Level(zerolog.WarnLevel).With().Str("node", name).Logger()})
 	}
 
 	// Everything is on three replicas.

@@ -129,8 +129,9 @@ func (c *Cluster) start(i int) error {
 	return nil
 }
 
-// waitMetaLeader waits until every running node knows the same JetStream
-// meta leader and is current with it.
+// waitMetaLeader waits until JetStream has a meta leader that every running
+// node is current with and that sees every running node as an online peer
+// (before that, placing a replicated stream can fail or stall).
 func (c *Cluster) waitMetaLeader(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(clusterReady)
@@ -148,19 +149,21 @@ func (c *Cluster) waitMetaLeader(t testing.TB) {
 func (c *Cluster) metaReady() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	leaders := 0
+	var leaders, running, peers int
 	for _, n := range c.nodes {
 		if n.srv == nil {
 			continue
 		}
+		running++
 		if !n.srv.JetStreamIsCurrent() {
 			return false
 		}
 		if n.srv.JetStreamIsLeader() {
 			leaders++
+			peers = len(n.srv.JetStreamClusterPeers())
 		}
 	}
-	return leaders == 1
+	return leaders == 1 && peers == running
 }
 
 // Conn opens a client connection to the whole cluster that reconnects to
@@ -186,10 +189,12 @@ func (c *Cluster) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.C
 	return nc
 }
 
-// JetStream opens a new connection and returns its JetStream context.
+// JetStream opens a new connection and returns its JetStream context. Calls
+// without a deadline wait up to 15 s: on a busy machine a replicated
+// stream's first leader election can outlast the default 5 s.
 func (c *Cluster) JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	js, err := jetstream.New(c.Conn(t))
+	js, err := jetstream.New(c.Conn(t), jetstream.WithDefaultTimeout(15*time.Second))
 	if err != nil {
 		t.Fatalf("testenv: JetStream: %v", err)
 	}

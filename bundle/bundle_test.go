@@ -116,6 +116,15 @@ func TestParseManifestErrors(t *testing.T) {
 			`invalid manifest: trailing data after the JSON object`},
 		{"not json", `schema_version: 1`,
 			`invalid manifest: invalid character 's' looking for beginning of value`},
+		// encoding/json would keep the last of repeated keys.
+		{"duplicate top-level key", `{"schema_version":1,"id":"w.t","id":"w.u","created":"2026-06-19T12:00:00Z","files":[]}`,
+			`invalid manifest: duplicate key "id": the producer must write each key once per object`},
+		{"duplicate files", `{"schema_version":1,"id":"w.t","created":"2026-06-19T12:00:00Z","files":[],"files":[` + good + `]}`,
+			`invalid manifest: duplicate key "files": the producer must write each key once per object`},
+		{"duplicate key in a file entry", manifestJSON(good + `,{"path":"b.txt","sha256":"` + helloSHA + `","size":6,"size":0}`),
+			`invalid manifest: duplicate key "size" in files[1]: the producer must write each key once per object`},
+		{"duplicate key other case", manifestJSON(`{"path":"a.txt","Path":"b.txt","sha256":"` + helloSHA + `","size":6}`),
+			`invalid manifest: duplicate key "Path" in files[0]: the producer must write each key once per object`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/internal/jsonkeys"
 )
 
 // ManifestName is the manifest's name at the top of a bundle.
@@ -89,11 +90,11 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidManifest}, args...)...)
 }
 
-// ParseManifest reads manifest bytes strictly: unknown fields, a missing
-// field, another schema_version, an empty id, a created time that is not
-// RFC 3339, an invalid, reserved or duplicate path, a malformed sha256 or a
-// negative size make an error wrapping ErrInvalidManifest that names the
-// entry.
+// ParseManifest reads manifest bytes strictly: unknown fields, a key
+// repeated in one object, a missing field, another schema_version, an empty
+// id, a created time that is not RFC 3339, an invalid, reserved or duplicate
+// path, a malformed sha256 or a negative size make an error wrapping
+// ErrInvalidManifest that names the entry.
 func ParseManifest(data []byte) (Manifest, error) {
 	var w wireManifest
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -103,6 +104,11 @@ func ParseManifest(data []byte) (Manifest, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Manifest{}, invalid("trailing data after the JSON object")
+	}
+	// encoding/json keeps the last of repeated keys; which one the producer
+	// meant cannot be known.
+	if dup := jsonkeys.Duplicate(data); dup != nil {
+		return Manifest{}, invalid("%v: the producer must write each key once per object", dup)
 	}
 	switch {
 	case w.SchemaVersion == nil:

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/distributor/distributor/internal/jsonkeys"
 )
 
 // SchemaVersion is the only catalog version this distributor writes.
@@ -254,13 +256,20 @@ type wireCatalog struct {
 //   - (cat, false, nil) for a valid v4 catalog;
 //   - (nil, true, nil) for superseded legacy state (schema_version < 4);
 //   - an error wrapping ErrNewer for schema_version > 4;
-//   - an error wrapping ErrInvalid for anything else.
+//   - an error wrapping ErrInvalid for anything else, including a key
+//     repeated in one object (at any level, compared as encoding/json
+//     matches field names).
 func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
 	var head struct {
 		SchemaVersion json.RawMessage `json:"schema_version"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, false, fmt.Errorf("%w: not a JSON object: %v", ErrInvalid, err)
+	}
+	// encoding/json keeps the last of repeated keys: "schema_version": 4,
+	// "schema_version": 3 would read as legacy state a replacement may clear.
+	if dup := jsonkeys.Duplicate(data); dup != nil {
+		return nil, false, fmt.Errorf("%w: %v: a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)", ErrInvalid, dup)
 	}
 	if head.SchemaVersion == nil || string(head.SchemaVersion) == "null" {
 		return nil, false, fmt.Errorf("%w: schema_version is missing", ErrInvalid)

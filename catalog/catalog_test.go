@@ -368,6 +368,53 @@ func TestParseInvalidJSON(t *testing.T) {
 	}
 }
 
+// A key repeated in one object, at any level, makes the catalog invalid:
+// encoding/json would keep the last one, so "schema_version": 4,
+// "schema_version": 3 would otherwise read as legacy state.
+func TestParseDuplicateKeys(t *testing.T) {
+	valid := string(readFile(t, "seed-example.json"))
+	const fix = ": a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)"
+	for _, tc := range []struct {
+		name, old, new string
+		want           string
+	}{
+		{"top-level schema_version", `"schema_version": 4,`, `"schema_version": 4, "schema_version": 3,`,
+			`invalid catalog: duplicate key "schema_version"` + fix},
+		{"top-level legacy first", `"schema_version": 4,`, `"schema_version": 3, "schema_version": 4,`,
+			`invalid catalog: duplicate key "schema_version"` + fix},
+		{"top-level same value", `"updated_at": "2026-06-19T12:05:00Z",` + "\n  \"state\"",
+			`"updated_at": "2026-06-19T12:05:00Z", "updated_at": "2026-06-19T12:05:00Z",` + "\n  \"state\"",
+			`invalid catalog: duplicate key "updated_at"` + fix},
+		{"output record", `"kind": "generated",`, `"kind": "source", "kind": "generated",`,
+			`invalid catalog: duplicate key "kind" in outputs[0]` + fix},
+		{"output record other case", `"size": 12345,`, `"size": 12345, "Size": 1,`,
+			`invalid catalog: duplicate key "Size" in outputs[0]` + fix},
+		{"source", `"id": "weatherreporter.tomorrow",`, `"id": "weatherreporter.tomorrow", "id": "x",`,
+			`invalid catalog: duplicate key "id" in outputs[0].source` + fix},
+		{"state", `"mode": "catalog"`, `"mode": "single_owner", "mode": "catalog"`,
+			`invalid catalog: duplicate key "mode" in state` + fix},
+		{"escaped", `"transform": "markdown_to_html",`, `"transform": "markdown_to_html", "\u0074ransform": "x",`,
+			`invalid catalog: duplicate key "transform" in outputs[0]` + fix},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Count(valid, tc.old) != 1 {
+				t.Fatalf("%q is not once in the seed example", tc.old)
+			}
+			data := []byte(strings.Replace(valid, tc.old, tc.new, 1))
+			cat, legacy, err := catalog.Parse(data)
+			if !errors.Is(err, catalog.ErrInvalid) || cat != nil || legacy || err.Error() != tc.want {
+				t.Fatalf("Parse = (%v, %v, %v)\nwant ErrInvalid %q", cat, legacy, err, tc.want)
+			}
+		})
+	}
+	// Legacy state with a repeated key is damage too, not clearable state.
+	assertInvalid(t, []byte(`{"schema_version": 3, "schema_version": 3}`), `duplicate key "schema_version"`)
+	// The same key in different objects is fine.
+	if _, _, err := catalog.Parse([]byte(valid)); err != nil {
+		t.Fatalf("seed example: %v", err)
+	}
+}
+
 func assertInvalid(t *testing.T, data []byte, want string) {
 	t.Helper()
 	cat, legacy, err := catalog.Parse(data)

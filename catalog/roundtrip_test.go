@@ -118,6 +118,8 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		``, `{}`, `null`, `{"schema_version":4}`, `{"schema_version":5}`, `{"schema_version":"3"}`,
 		`{"schema_version":4,"created_at":"2026-06-19T12:00:00Z","updated_at":"2026-06-19T12:00:00Z","state":{"mode":"catalog"},"outputs":[]}`,
+		`{"schema_version":4,"schema_version":3}`, `{"schema_version":3,"Schema_Version":4}`,
+		`{"schema_version":4,"created_at":"2026-06-19T12:00:00Z","updated_at":"2026-06-19T12:00:00Z","state":{"mode":"catalog","mode":"catalog"},"outputs":[]}`,
 	} {
 		f.Add([]byte(s))
 	}

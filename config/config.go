@@ -72,6 +72,9 @@ type NATS struct {
 	User          string
 	Password      string
 	TLS           TLS
+	// ServerTLS is the embedded server's certificate (no nats.url): with
+	// it the server accepts only TLS clients.
+	ServerTLS ServerTLS
 	// BundleMaxAge and EventMaxAge bound the bundle and event streams; 0
 	// means no age limit.
 	BundleMaxAge Duration
@@ -84,6 +87,14 @@ type NATS struct {
 // TLS names PEM files for the NATS connection.
 type TLS struct {
 	CA, Cert, Key string
+}
+
+// ServerTLS names PEM files for the embedded server's listener.
+type ServerTLS struct {
+	Cert, Key string
+	// ClientCA, when set, makes the server require a client certificate
+	// signed by it (mutual TLS).
+	ClientCA string
 }
 
 // S3Defaults are the S3 settings shared by bundle locations and destinations.
@@ -210,6 +221,8 @@ const (
 	EnvNATSURL           = "DISTRIBUTOR_NATS_URL"
 	EnvNATSSubjectPrefix = "DISTRIBUTOR_NATS_SUBJECT_PREFIX"
 	EnvNATSCreds         = "DISTRIBUTOR_NATS_CREDS"
+	EnvNATSToken         = "DISTRIBUTOR_NATS_TOKEN"
+	EnvNATSPassword      = "DISTRIBUTOR_NATS_PASSWORD"
 	EnvS3Endpoint        = "DISTRIBUTOR_S3_ENDPOINT"
 	EnvS3Region          = "DISTRIBUTOR_S3_REGION"
 )
@@ -224,7 +237,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	}
 	if v, ok := get(EnvNATSURL); ok {
 		if msg := checkNATSURL(v); msg != "" {
-			return &Error{Msg: fmt.Sprintf("%s %q: %s", EnvNATSURL, v, msg)}
+			return &Error{Msg: fmt.Sprintf("%s %q: %s", EnvNATSURL, RedactURL(v), msg)}
 		}
 		c.NATS.URL = v
 	}
@@ -236,6 +249,20 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	}
 	if v, ok := get(EnvNATSCreds); ok {
 		c.NATS.CredsFile = v
+	}
+	// Secrets are better kept out of the file; the variables never appear
+	// in messages.
+	if v, ok := get(EnvNATSToken); ok {
+		c.NATS.Token = v
+	}
+	if v, ok := get(EnvNATSPassword); ok {
+		if c.NATS.User == "" {
+			return &Error{Msg: EnvNATSPassword + " is set but nats.user is not: set nats.user in the configuration"}
+		}
+		c.NATS.Password = v
+	}
+	if msg := checkAuth(c.NATS); msg != "" {
+		return &Error{Msg: msg + " (after applying DISTRIBUTOR_NATS_* variables)"}
 	}
 	if v, ok := get(EnvS3Endpoint); ok {
 		if msg := checkEndpoint(v); msg != "" {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -203,6 +204,11 @@ destinations:
 		{"s3 bad endpoint", "destinations:\n  - {id: a, backend: s3, bucket: r, endpoint: 'localhost:9000'}\n", `config.yaml:2: destinations[0] (a): endpoint "localhost:9000": must be an http(s) URL like https://s3.example.com`},
 		{"nested roots", validDest + "  - id: b\n    backend: local\n    path: /srv/a/b\n", `config.yaml:7: destinations[1] (b): root file:///srv/a/b/ is nested with the root of destinations[0] (a) (file:///srv/a/): destination roots must be the same or not nested`},
 		{"nested s3 roots", "destinations:\n  - {id: a, backend: s3, bucket: r, path: x/y/}\n  - {id: b, backend: s3, bucket: r}\n", `config.yaml:3: destinations[1] (b): root s3://r/ is nested with the root of destinations[0] (a) (s3://r/x/y/): destination roots must be the same or not nested`},
+		{"nested s3 prefixes", "s3: {endpoint: 'http://s3.local:9000'}\ndestinations:\n  - {id: a, backend: s3, bucket: r, path: x/}\n  - {id: b, backend: s3, bucket: r, path: x/y/}\n", `config.yaml:4: destinations[1] (b): root s3://r/x/y/ is nested with the root of destinations[0] (a) (s3://r/x/): destination roots must be the same or not nested`},
+		{"filesystem root", "destinations:\n  - id: a\n    backend: local\n    path: /\n", `config.yaml:4: destinations[0] (a): path "/" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
+		{"filesystem root before a nested one", "destinations:\n  - {id: a, backend: local, path: /srv/a}\n  - {id: b, backend: local, path: //}\n", `config.yaml:3: destinations[1] (b): path "/" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
+		{"etc", "destinations:\n  - {id: a, backend: local, path: /etc/}\n", `config.yaml:2: destinations[0] (a): path "/etc" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
+		{"var after cleaning", "destinations:\n  - {id: a, backend: local, path: /usr/../var}\n", `config.yaml:2: destinations[0] (a): path "/var" is a system folder: give the destination a folder of its own, e.g. "/srv/reports"`},
 		{"unknown workflow", validDest + "    workflow: mirror\n", `config.yaml:5: destinations[0] (a): unknown workflow "mirror": use "replacement" or "additive"`},
 		{"unknown placeholder", validDest + "    layout: {prefix: \"{src}/\"}\n", `config.yaml:5: destinations[0] (a): layout.prefix "{src}/": unknown placeholder {src}: use {source_id}, {source_name} or {pipeline_id}`},
 		{"unclosed placeholder", validDest + "    layout: {prefix: \"{source_name/\"}\n", `config.yaml:5: destinations[0] (a): layout.prefix "{source_name/": has an unclosed "{"`},
@@ -226,6 +232,12 @@ destinations:
 		{"nats url scheme", "nats:\n  url: http://x:4222\n", `config.yaml:2: nats.url "http://x:4222": server "http://x:4222" has scheme "http": use nats://, tls://, ws:// or wss://`},
 		{"tls half", "nats:\n  tls:\n    cert: c.pem\n", `config.yaml:2: nats.tls needs both cert and key for a client certificate, or neither`},
 		{"password without user", "nats:\n  password: secret\n", `config.yaml:2: nats.password is set without nats.user: set both or neither`},
+		{"two credentials", "nats:\n  token: t\n  user: u\n", `config.yaml:3: nats.token and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password`},
+		{"creds and seed", "nats: {nkey_seed: s.nk, creds: u.creds}\n", `config.yaml:1: nats.creds and nats.nkey_seed are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password`},
+		{"server tls half", "nats:\n  server_tls: {cert: s.pem}\n", `config.yaml:2: nats.server_tls needs both cert and key (the embedded server's certificate), or neither`},
+		{"client ca without cert", "nats:\n  server_tls:\n    client_ca: ca.pem\n", `config.yaml:2: nats.server_tls.client_ca needs cert and key: mutual TLS is TLS first`},
+		{"unknown server_tls key", "nats:\n  server_tls: {cert: s.pem, key: k.pem, ca: ca.pem}\n", `config.yaml:2: unknown key "ca" in nats.server_tls`},
+		{"nats url credentials redacted", "nats:\n  url: http://u:secret@x:4222\n", `config.yaml:2: nats.url "http://REDACTED@x:4222": server "http://REDACTED@x:4222" has scheme "http": use nats://, tls://, ws:// or wss://`},
 		{"s3 default endpoint", "s3:\n  endpoint: minio:9000\n", `config.yaml:2: s3.endpoint "minio:9000": must be an http(s) URL like https://s3.example.com`},
 		{"s3 credentials are not config", "s3:\n  access_key_id: x\n", `config.yaml:2: unknown key "access_key_id" in s3`},
 
@@ -344,6 +356,61 @@ destinations:
 		err := c.ApplyEnv(func(k string) (string, bool) { return b.v, k == b.k })
 		if err == nil || err.Error() != b.want || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s=%q: err = %v, want %s", b.k, b.v, err, b.want)
+		}
+	}
+}
+
+func TestApplyEnvSecrets(t *testing.T) {
+	env := map[string]string{"DISTRIBUTOR_NATS_TOKEN": "tok", "DISTRIBUTOR_NATS_PASSWORD": "pw"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c, err := Parse([]byte("nats: {user: serve}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(env, "DISTRIBUTOR_NATS_TOKEN")
+	if err := c.ApplyEnv(lookup); err != nil || c.NATS.User != "serve" || c.NATS.Password != "pw" {
+		t.Fatalf("password from the environment: err %v, NATS %+v", err, c.NATS)
+	}
+
+	env["DISTRIBUTOR_NATS_TOKEN"] = "tok"
+	err = c.ApplyEnv(lookup)
+	if want := "nats.token and nats.user are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password (after applying DISTRIBUTOR_NATS_* variables)"; err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
+		t.Errorf("token and user: err = %v, want %s", err, want)
+	}
+
+	c, err = Parse(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyEnv(func(k string) (string, bool) { return "tok", k == "DISTRIBUTOR_NATS_TOKEN" }); err != nil || c.NATS.Token != "tok" {
+		t.Errorf("token from the environment: err %v, token %q", err, c.NATS.Token)
+	}
+	err = c.ApplyEnv(func(k string) (string, bool) { return "pw", k == "DISTRIBUTOR_NATS_PASSWORD" })
+	if want := "DISTRIBUTOR_NATS_PASSWORD is set but nats.user is not: set nats.user in the configuration"; err == nil || err.Error() != want {
+		t.Errorf("password without user: err = %v, want %s", err, want)
+	}
+}
+
+func TestServerTLSPathsAreRelativeToTheFile(t *testing.T) {
+	c, err := Parse([]byte("nats: {server_tls: {cert: s.pem, key: /abs/k.pem, client_ca: ca/ca.pem}}\n"), "/etc/distributor/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ServerTLS{Cert: "/etc/distributor/s.pem", Key: "/abs/k.pem", ClientCA: "/etc/distributor/ca/ca.pem"}); c.NATS.ServerTLS != want {
+		t.Errorf("ServerTLS = %+v, want %+v", c.NATS.ServerTLS, want)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://tok@h:4222", "nats://REDACTED@h:4222"},
+		{"nats://u:p@ss@h:4222/x@y", "nats://REDACTED@h:4222/x@y"},
+		{"tls://u:p@a:4222, nats://b:4222,c:p@d:4222", "tls://REDACTED@a:4222, nats://b:4222,REDACTED@d:4222"},
+		{"", ""},
+	} {
+		if got := RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -509,5 +576,63 @@ func TestDuration(t *testing.T) {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) succeeded", bad)
 		}
+	}
+}
+
+// Roots are compared as folders on disk: a symlink cannot hide a system
+// folder, a nesting, or two spellings of one root (which would take two
+// leases). The same path in two destinations stays a shared root.
+func TestRootsThroughSymlinks(t *testing.T) {
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(tmp, "real")
+	link := filepath.Join(tmp, "link") // -> real
+	if err := os.MkdirAll(filepath.Join(real, "site"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{link: real, filepath.Join(tmp, "etc"): "/etc", filepath.Join(tmp, "slash"): "/"} {
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		nestedFix = "destination roots must be the same or not nested"
+		sameFix   = "write the same path in both to share the root, or give each its own folder"
+		ownFolder = `give the destination a folder of its own, e.g. "/srv/reports"`
+	)
+	for _, tc := range []struct {
+		name, a, b string
+		want       string // %[1]s = tmp; "" = valid
+	}{
+		{"link to /etc", "%[1]s/etc", "", `config.yaml:4: destinations[0] (a): path "%[1]s/etc" resolves through symlinks to the system folder "/etc": ` + ownFolder},
+		{"link to /", "%[1]s/slash/", "", `config.yaml:4: destinations[0] (a): path "%[1]s/slash" resolves through symlinks to the system folder "/": ` + ownFolder},
+		{"inner through a symlink", "%[1]s/real", "%[1]s/link/site",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/site/ is nested with the root of destinations[0] (a) (file://%[1]s/real/) through symlinks (file://%[1]s/real/site/ and file://%[1]s/real/): ` + nestedFix},
+		{"outer through a symlink", "%[1]s/real/site", "%[1]s/link",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/ is nested with the root of destinations[0] (a) (file://%[1]s/real/site/) through symlinks (file://%[1]s/real/ and file://%[1]s/real/site/): ` + nestedFix},
+		{"inner not created yet", "%[1]s/real", "%[1]s/link/new/deeper",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/new/deeper/ is nested with the root of destinations[0] (a) (file://%[1]s/real/) through symlinks (file://%[1]s/real/new/deeper/ and file://%[1]s/real/): ` + nestedFix},
+		{"one folder, two spellings", "%[1]s/real/site", "%[1]s/link/site",
+			`config.yaml:7: destinations[1] (b): root file://%[1]s/link/site/ is the same folder as the root of destinations[0] (a) (file://%[1]s/real/site/) through symlinks (both are file://%[1]s/real/site/): ` + sameFix},
+		{"shared root through a symlink", "%[1]s/link/site", "%[1]s/link/site", ""},
+		{"shared root", "%[1]s/real/site", "%[1]s/real/site/", ""},
+		{"siblings through a symlink", "%[1]s/link/site", "%[1]s/real/other", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := fmt.Sprintf("destinations:\n  - id: a\n    backend: local\n    path: "+tc.a+"\n", tmp)
+			if tc.b != "" {
+				yaml += fmt.Sprintf("  - id: b\n    backend: local\n    path: "+tc.b+"\n", tmp)
+			}
+			_, err := Parse([]byte(yaml), "config.yaml")
+			switch want := fmt.Sprintf(tc.want, tmp); {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Parse:\n%s\n%v", yaml, err)
+			case tc.want == "":
+			case err == nil || err.Error() != want || !errors.Is(err, ErrInvalid):
+				t.Fatalf("Parse:\n%s\n got %v\nwant %s", yaml, err, want)
+			}
+		})
 	}
 }

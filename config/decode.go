@@ -426,6 +426,20 @@ func (d *decoder) nats(n *yaml.Node, l loc, c *NATS) {
 				}
 				return true
 			})
+		case "server_tls":
+			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
+				switch key {
+				case "cert":
+					d.str(v, l, &c.ServerTLS.Cert)
+				case "key":
+					d.str(v, l, &c.ServerTLS.Key)
+				case "client_ca":
+					d.str(v, l, &c.ServerTLS.ClientCA)
+				default:
+					return false
+				}
+				return true
+			})
 		case "bundle_max_age":
 			d.duration(v, l, &c.BundleMaxAge)
 		case "event_max_age":
@@ -597,6 +611,7 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 	n.CredsFile = rel(n.CredsFile)
 	n.NKeySeedFile = rel(n.NKeySeedFile)
 	n.TLS.CA, n.TLS.Cert, n.TLS.Key = rel(n.TLS.CA), rel(n.TLS.Cert), rel(n.TLS.Key)
+	n.ServerTLS.Cert, n.ServerTLS.Key, n.ServerTLS.ClientCA = rel(n.ServerTLS.Cert), rel(n.ServerTLS.Key), rel(n.ServerTLS.ClientCA)
 
 	for i := range c.Destinations {
 		dst := &c.Destinations[i]

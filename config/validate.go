@@ -25,7 +25,7 @@ func (c *Config) validate() []fieldErr {
 	n := c.NATS
 	if n.URL != "" {
 		if msg := checkNATSURL(n.URL); msg != "" {
-			add("nats.url", "nats.url %q: %s", n.URL, msg)
+			add("nats.url", "nats.url %q: %s", RedactURL(n.URL), msg)
 		}
 	}
 	if _, port, err := net.SplitHostPort(n.Listen); err != nil || !validPort(port) {
@@ -40,8 +40,17 @@ func (c *Config) validate() []fieldErr {
 	if n.Password != "" && n.User == "" {
 		add("nats.password", "nats.password is set without nats.user: set both or neither")
 	}
+	if msg := checkAuth(n); msg != "" {
+		add(authKey(n), "%s", msg)
+	}
 	if (n.TLS.Cert == "") != (n.TLS.Key == "") {
 		add("nats.tls", "nats.tls needs both cert and key for a client certificate, or neither")
+	}
+	if (n.ServerTLS.Cert == "") != (n.ServerTLS.Key == "") {
+		add("nats.server_tls", "nats.server_tls needs both cert and key (the embedded server's certificate), or neither")
+	}
+	if n.ServerTLS.ClientCA != "" && n.ServerTLS.Cert == "" {
+		add("nats.server_tls", "nats.server_tls.client_ca needs cert and key: mutual TLS is TLS first")
 	}
 	if n.BundleMaxAge < 0 {
 		add("nats.bundle_max_age", "nats.bundle_max_age must not be negative (0 = no limit)")
@@ -99,10 +108,12 @@ func (c *Config) validate() []fieldErr {
 	}
 
 	type root struct {
-		key string
-		i   int
+		key    string // RootKey: the identity leases use
+		onDisk string // key with symlinks resolved (local roots)
+		i      int
 	}
 	var roots []root
+	var system map[string]bool // system folders, literal and resolved; built on first use
 	for i, d := range c.Destinations {
 		errs = append(errs, d.validate(i)...)
 		k := "destinations[" + strconv.Itoa(i) + "]"
@@ -113,23 +124,102 @@ func (c *Config) validate() []fieldErr {
 		if !d.hasRoot() {
 			continue
 		}
-		// Roots must be equal (shared) or disjoint: a root inside another
-		// would be unmanaged content, and its catalog a file, of the outer one.
 		rk := d.RootKey()
-		for _, o := range roots {
-			inner, outer := rk, o.key
-			if len(outer) > len(inner) {
-				inner, outer = outer, inner
+		onDisk := rk
+		if d.Backend == BackendLocal {
+			if system == nil {
+				system = systemFolders()
 			}
-			if inner != outer && strings.HasPrefix(inner, outer) {
+			p := localPath(d.Path)
+			rp := resolvePath(p)
+			// Its catalog and replacement deletes would sit among the
+			// system's own files.
+			if system[p] {
+				add(k+".path", "%s: path %q is a system folder: give the destination a folder of its own, e.g. %q", lbl, d.Path, "/srv/reports")
+				continue
+			}
+			if system[rp] {
+				add(k+".path", "%s: path %q resolves through symlinks to the system folder %q: give the destination a folder of its own, e.g. %q", lbl, d.Path, rp, "/srv/reports")
+				continue
+			}
+			onDisk = fileKey(rp)
+		}
+		// Roots must be equal (shared) or disjoint: a root inside another
+		// would be unmanaged content, and its catalog a file, of the outer
+		// one. Symlinks count: the folders on disk decide, not the spelling.
+		for _, o := range roots {
+			other := label("destinations", o.i, c.Destinations[o.i].ID)
+			if rk == o.key {
+				continue // a shared root: one lease, one catalog
+			}
+			if nested(rk, o.key) {
 				add(k+".path", "%s: root %s is nested with the root of %s (%s): destination roots must be the same or not nested",
-					lbl, rk, label("destinations", o.i, c.Destinations[o.i].ID), o.key)
+					lbl, rk, other, o.key)
+				break
+			}
+			// Two spellings of one folder would take two leases on it.
+			if onDisk == o.onDisk {
+				add(k+".path", "%s: root %s is the same folder as the root of %s (%s) through symlinks (both are %s): write the same path in both to share the root, or give each its own folder",
+					lbl, rk, other, o.key, onDisk)
+				break
+			}
+			if nested(onDisk, o.onDisk) {
+				add(k+".path", "%s: root %s is nested with the root of %s (%s) through symlinks (%s and %s): destination roots must be the same or not nested",
+					lbl, rk, other, o.key, onDisk, o.onDisk)
 				break
 			}
 		}
-		roots = append(roots, root{rk, i})
+		roots = append(roots, root{rk, onDisk, i})
 	}
 	return errs
+}
+
+// nested reports whether one root key lies strictly inside the other (keys
+// end in "/", so "/a/" does not contain "/ab/").
+func nested(a, b string) bool {
+	return a != b && (strings.HasPrefix(a, b) || strings.HasPrefix(b, a))
+}
+
+// systemFolders are the operating system's top-level folders, also as their
+// symlinks resolve (e.g. /bin -> /usr/bin, macOS /etc -> /private/etc).
+func systemFolders() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range []string{
+		"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/proc", "/root",
+		"/run", "/sbin", "/sys", "/tmp", "/usr", "/var",
+		"/private", "/private/etc", "/private/tmp", "/private/var", "/System", "/Users", // macOS
+	} {
+		m[p] = true
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			m[r] = true
+		}
+	}
+	return m
+}
+
+// localPath is a local root as an absolute, clean path.
+func localPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return filepath.Clean(p)
+}
+
+// resolvePath resolves the symlinks of p's longest existing prefix and
+// appends the rest (folders not created yet hold no symlinks).
+func resolvePath(p string) string {
+	rest := ""
+	for cur := p; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }
 
 // hasRoot reports whether d names a root well enough to compare it.
@@ -282,6 +372,62 @@ func validPort(p string) bool {
 	return err == nil && n >= 0 && n <= 65535
 }
 
+// authMethods lists the client credentials set, in key order.
+func authMethods(n NATS) []string {
+	var set []string
+	for _, m := range []struct {
+		key string
+		on  bool
+	}{{"nats.creds", n.CredsFile != ""}, {"nats.nkey_seed", n.NKeySeedFile != ""}, {"nats.token", n.Token != ""}, {"nats.user", n.User != ""}} {
+		if m.on {
+			set = append(set, m.key)
+		}
+	}
+	return set
+}
+
+// checkAuth refuses more than one kind of credential: a server checks only
+// one of them, and the embedded server could not enforce them all.
+func checkAuth(n NATS) string {
+	if set := authMethods(n); len(set) > 1 {
+		return fmt.Sprintf("%s and %s are both set: use only one of nats.creds, nats.nkey_seed, nats.token or nats.user/password", set[0], set[1])
+	}
+	return ""
+}
+
+// authKey locates checkAuth's problem at the second credential's key.
+func authKey(n NATS) string {
+	if set := authMethods(n); len(set) > 1 {
+		return set[1]
+	}
+	return "nats"
+}
+
+// RedactURL hides the user information (token, user and password) of each
+// comma-separated server URL, for messages and logs.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, part := range parts {
+		scheme, rest, ok := strings.Cut(part, "://")
+		if !ok {
+			scheme, rest = "", part
+		}
+		host := rest
+		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+			host = rest[:j]
+		}
+		at := strings.LastIndex(host, "@")
+		if at < 0 {
+			continue
+		}
+		if ok {
+			scheme += "://"
+		}
+		parts[i] = scheme + "REDACTED" + rest[at:]
+	}
+	return strings.Join(parts, ",")
+}
+
 // checkNATSURL checks each comma-separated server URL.
 func checkNATSURL(s string) string {
 	for _, part := range strings.Split(s, ",") {
@@ -291,18 +437,18 @@ func checkNATSURL(s string) string {
 		}
 		if !strings.Contains(part, "://") {
 			if _, port, err := net.SplitHostPort(part); err != nil || !validPort(port) {
-				return fmt.Sprintf("server %q must be a URL like nats://host:4222", part)
+				return fmt.Sprintf("server %q must be a URL like nats://host:4222", RedactURL(part))
 			}
 			continue
 		}
 		u, err := url.Parse(part)
 		if err != nil || u.Host == "" {
-			return fmt.Sprintf("server %q must be a URL like nats://host:4222", part)
+			return fmt.Sprintf("server %q must be a URL like nats://host:4222", RedactURL(part))
 		}
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return fmt.Sprintf("server %q has scheme %q: use nats://, tls://, ws:// or wss://", part, u.Scheme)
+			return fmt.Sprintf("server %q has scheme %q: use nats://, tls://, ws:// or wss://", RedactURL(part), u.Scheme)
 		}
 	}
 	return ""
@@ -415,19 +561,20 @@ func checkLayout(tmpl string) string {
 func (d Destination) RootKey() string {
 	switch d.Backend {
 	case BackendLocal:
-		p := d.Path
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		p = filepath.ToSlash(filepath.Clean(p))
-		if !strings.HasSuffix(p, "/") {
-			p += "/"
-		}
-		return "file://" + p
+		return fileKey(localPath(d.Path))
 	case BackendS3:
 		return "s3://" + d.Bucket + "/" + normalisePrefix(d.Path)
 	}
 	return d.Backend + "://" + d.Path
+}
+
+// fileKey is the root key of an absolute, clean local path.
+func fileKey(p string) string {
+	p = filepath.ToSlash(p)
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return "file://" + p
 }
 
 // Prefix expands the layout prefix for one source: "" (outputs at the root)

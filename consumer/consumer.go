@@ -9,7 +9,9 @@
 // retried with a delay; bad input (an undecodable event, an unknown pipeline,
 // a missing bundle, a digest mismatch, an invalid catalog, a collision, a
 // refused plan, a destination root that is gone) gets exactly one result
-// event and is terminated, never retried. The last allowed delivery
+// event and is terminated, never retried. A bundle older than the version of
+// its source a destination already holds is reported `superseded` there and
+// acked: newest wins, whatever the arrival order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
@@ -421,14 +423,25 @@ func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last
 }
 
 // ResultEvent is the result event of one destination of ev: published,
-// collision (with the paths and the original event, for replay) or failed
-// (with a reason code; exhausted marks a transient failure on the last
-// allowed delivery: reason max_deliveries). `apply` reports through it too.
+// superseded (the destination holds a newer version of the source; with
+// both identities), collision (with the paths and the original event, for
+// replay) or failed (with a reason code; exhausted marks a transient
+// failure on the last allowed delivery: reason max_deliveries). `apply`
+// reports through it too.
 func ResultEvent(ev events.BundleReady, dest string, res engine.Result, err error, attempt int, exhausted bool) events.Result {
 	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: attempt}
+	var se *engine.SupersededError
 	switch {
 	case err == nil:
 		r.Type = events.TypePublished
+	case errors.As(err, &se):
+		// Terminal and not a failure: nothing to retry or replay.
+		r.Type = events.TypeSuperseded
+		r.Message = err.Error()
+		fillCounts(&r, res)
+		r.Source = sourceRef(se.Source)
+		r.SupersededBy = sourceRef(se.By)
+		return r
 	case errors.Is(err, engine.ErrCollision):
 		r.Type = events.TypeCollision
 		r.Collisions = res.Plan.Collisions
@@ -468,12 +481,16 @@ func fillCounts(r *events.Result, res engine.Result) {
 		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
 	}
 	for _, it := range res.Plan.Items {
-		if it.Record.Source.ID != "" {
-			s := it.Record.Source
-			r.Source = &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
+		// A delete's record is the removed one: an older source's.
+		if it.Action != planner.Delete && it.Record.Source.ID != "" {
+			r.Source = sourceRef(it.Record.Source)
 			break
 		}
 	}
+}
+
+func sourceRef(s catalog.Source) *events.SourceRef {
+	return &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

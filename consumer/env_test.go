@@ -34,7 +34,8 @@ import (
 	"github.com/distributor/distributor/testenv"
 )
 
-// created is every test bundle's manifest time.
+// created is the manifest time of an env's first test bundle; each later
+// one is a second newer (see env.bundle).
 var created = time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 
 // env is one test's world: an embedded JetStream server with distributor's
@@ -133,10 +134,13 @@ func (e *env) parse(yaml string) *config.Config {
 }
 
 // bundle writes a local bundle of files under a fresh folder and returns its
-// location and manifest digest.
+// location and manifest digest. A bundle made later is a newer version:
+// its manifest is created a second after the one made before it.
 func (e *env) bundle(id string, files map[string]string) (location, digest string) {
 	e.t.Helper()
-	dir := filepath.Join(e.base, "bundles", fmt.Sprintf("b%d", e.nbundle.Add(1)))
+	n := e.nbundle.Add(1)
+	at := created.Add(time.Duration(n-1) * time.Second)
+	dir := filepath.Join(e.base, "bundles", fmt.Sprintf("b%d", n))
 	for p, content := range files {
 		name := filepath.Join(dir, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
@@ -146,7 +150,7 @@ func (e *env) bundle(id string, files map[string]string) (location, digest strin
 			e.t.Fatal(err)
 		}
 	}
-	_, data, err := bundle.Create(e.ctx, dir, id, created)
+	_, data, err := bundle.Create(e.ctx, dir, id, at)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"testing"
+	"time"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
@@ -47,5 +48,41 @@ func TestFillCountsListsWrittenUpdatedDeletedAndAdopted(t *testing.T) {
 	}
 	if r.Source == nil || r.Source.ID != src.ID {
 		t.Fatalf("source %+v", r.Source)
+	}
+}
+
+// The event's source is the published one, not that of a deleted record
+// (in path order a delete may come first).
+func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
+	older := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
+	newer := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
+	res := engine.Result{Plan: planner.Plan{Items: []planner.Item{
+		{Path: "a.csv", Action: planner.Delete, Record: catalog.Output{Path: "a.csv", Source: older}},
+		{Path: "b.csv", Action: planner.Create, Write: true, Record: catalog.Output{Path: "b.csv", Source: newer}},
+	}}}
+	var r events.Result
+	fillCounts(&r, res)
+	if r.Source == nil || r.Source.Digest != newer.Digest {
+		t.Fatalf("source %+v, want the published %s", r.Source, newer.Digest)
+	}
+}
+
+// A superseded destination gets a superseded event naming both versions:
+// terminal, not a failure, nothing to replay.
+func TestResultEventSuperseded(t *testing.T) {
+	lost := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
+	won := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
+	err := &engine.SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
+	ev := events.BundleReady{ID: "ev1", PipelineID: "p"}
+	r := ResultEvent(ev, "d", engine.Result{Plan: planner.Plan{Superseded: &won}}, err, 1, false)
+	if r.Type != events.TypeSuperseded || r.Reason != "" || r.Original != nil ||
+		r.Source == nil || *r.Source != (events.SourceRef{ID: "w", Digest: lost.Digest}) ||
+		r.SupersededBy == nil || *r.SupersededBy != (events.SourceRef{ID: "w", Digest: won.Digest}) ||
+		r.BundleEventID != "ev1" || r.DestinationID != "d" || r.Written+r.Deleted+r.Unchanged != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	r.SchemaVersion, r.ID, r.Time = events.SchemaVersion, "ev1.d.superseded", time.Now()
+	if err := r.Validate(); err != nil {
+		t.Fatalf("superseded event does not validate: %v", err)
 	}
 }

@@ -323,6 +323,12 @@ func (h *harness) addDest(d config.Destination, root storage.Backend, pipelines 
 // (created at t0) and returns the folder and the manifest's digest.
 func makeBundle(t *testing.T, id string, files map[string]string) (string, string) {
 	t.Helper()
+	return makeBundleAt(t, id, t0, files)
+}
+
+// makeBundleAt is makeBundle with the manifest created at created.
+func makeBundleAt(t *testing.T, id string, created time.Time, files map[string]string) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	for p, c := range files {
 		fp := filepath.Join(dir, filepath.FromSlash(p))
@@ -333,7 +339,7 @@ func makeBundle(t *testing.T, id string, files map[string]string) (string, strin
 			t.Fatal(err)
 		}
 	}
-	_, data, err := bundle.Create(context.Background(), dir, id, t0)
+	_, data, err := bundle.Create(context.Background(), dir, id, created)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +373,10 @@ func (h *harness) publish(now time.Time, pipeline, dest, dir string, mod ...func
 // mustPublish publishes a new bundle of files and fails the test on error.
 func (h *harness) mustPublish(now time.Time, pipeline, dest, sourceID string, files map[string]string) engine.Result {
 	h.t.Helper()
-	dir, _ := makeBundle(h.t, sourceID, files)
+	// Made an hour before it is published: later publications are newer
+	// versions, and all of them are older than makeBundle's (created t0)
+	// for publications up to t0 + 1h.
+	dir, _ := makeBundleAt(h.t, sourceID, now.Add(-time.Hour), files)
 	res, err := h.publish(now, pipeline, dest, dir)
 	if err != nil {
 		h.t.Fatalf("publish %s to %s: %v", sourceID, dest, err)

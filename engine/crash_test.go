@@ -159,7 +159,9 @@ func publish(t *testing.T, root storage.Backend, wf planner.Workflow, files map[
 	ctx := context.Background()
 	bdir := t.TempDir()
 	writeTree(t, bdir, files)
-	if _, _, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)); err != nil {
+	// Created shortly before it is published: a later publication is a
+	// newer version of the source.
+	if _, _, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", now.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	bstore, err := local.New(bdir)

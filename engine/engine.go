@@ -32,7 +32,28 @@ var (
 	ErrCollision = errors.New("collision with unmanaged content")
 	// ErrCatalogRace: the catalog changed between read and commit.
 	ErrCatalogRace = errors.New("catalog changed during the publication (lost compare-and-swap)")
+	// ErrSuperseded: the owner already holds a newer version of the same
+	// source; nothing was written. Errors wrapping it are *SupersededError.
+	ErrSuperseded = errors.New("superseded")
 )
+
+// SupersededError is a publication refused because the destination already
+// holds a newer version of the same source (see planner.Newer).
+type SupersededError struct {
+	Root   string
+	Owner  catalog.Owner
+	Source catalog.Source // the publication's (older) version
+	By     catalog.Source // the version that stays
+}
+
+func (e *SupersededError) Error() string {
+	return fmt.Sprintf("%s: %s in %s already has %s created %s (digest %s), newer than this bundle's created %s (digest %s); nothing changed",
+		ErrSuperseded, e.Owner, e.Root, e.By.ID, catalog.FormatTime(e.By.Created), e.By.Digest,
+		catalog.FormatTime(e.Source.Created), e.Source.Digest)
+}
+
+// Is makes errors.Is(err, ErrSuperseded) hold.
+func (e *SupersededError) Is(target error) bool { return target == ErrSuperseded }
 
 // epoch stands in for required times in documents that have none.
 var epoch = time.Unix(0, 0).UTC()
@@ -219,6 +240,9 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 	res.Plan = p
 	if err != nil {
 		return res, err
+	}
+	if p.Superseded != nil {
+		return res, &SupersededError{Root: root.String(), Owner: pub.Owner, Source: pub.Source, By: *p.Superseded}
 	}
 	if p.Blocked() {
 		return res, collisionError(root, p)

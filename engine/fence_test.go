@@ -105,10 +105,10 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 
 		stale := eight("stale")
 		stale["new.txt"] = "stale new\n"
-		staleDir, _ := makeBundle(t, "weatherreporter.v", stale)
+		staleDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(1*time.Minute), stale)
 		newer := eight("newer")
 		newer["new.txt"] = "newer new\n"
-		newerDir, _ := makeBundle(t, "weatherreporter.v", newer)
+		newerDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(2*time.Minute), newer)
 
 		// Holder A writes one output at a time and is paused inside the Put
 		// of c.txt; then its lease runs out.
@@ -119,7 +119,7 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 			_, err := h.fenceHolder(ctx, pausing, la, d, staleDir, 1)
 			errA <- err
 		}()
-		<-pausing.reached
+		waitClosed(t, pausing.reached, "the stale holder's paused write")
 		la.lose()
 
 		// Holder B takes the root and publishes.
@@ -149,15 +149,15 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 			}
 			return out
 		}
-		staleDir2, _ := makeBundle(t, "weatherreporter.v", withFresh(newer, "stale"))
+		staleDir2, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(3*time.Minute), withFresh(newer, "stale"))
 		newerFiles := withFresh(newer, "newer")
-		newerDir2, _ := makeBundle(t, "weatherreporter.v", newerFiles)
+		newerDir2, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(4*time.Minute), newerFiles)
 		la2 := &switchLease{}
 		go func() {
 			_, err := h.fenceHolder(ctx, created, la2, d, staleDir2, 1)
 			errA <- err
 		}()
-		<-created.reached
+		waitClosed(t, created.reached, "the stale holder's paused create")
 		la2.lose()
 		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir2, 4); err != nil {
 			t.Fatalf("newer holder: %v", err)
@@ -189,10 +189,10 @@ func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T)
 
 		staleFiles := eight("v0")
 		staleFiles["c.txt"] = "v9 c\n" // same size: only the bytes differ
-		staleDir, _ := makeBundle(t, "weatherreporter.v", staleFiles)
+		staleDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(1*time.Minute), staleFiles)
 		newer := eight("v0")
 		newer["a.txt"] = "newer a\n"
-		newerDir, _ := makeBundle(t, "weatherreporter.v", newer)
+		newerDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(2*time.Minute), newer)
 
 		pausing := newPausing(plain, "c.txt")
 		la := &switchLease{}
@@ -201,7 +201,7 @@ func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T)
 			_, err := h.fenceHolder(ctx, pausing, la, d, staleDir, 1)
 			errA <- err
 		}()
-		<-pausing.reached
+		waitClosed(t, pausing.reached, "the stale holder's paused write")
 		la.lose()
 		h.clock.Set(t2)
 		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
@@ -252,4 +252,14 @@ func readBack(c *countingBackend) []string {
 		}
 	}
 	return out
+}
+
+// waitClosed fails the test instead of hanging when ch is not closed soon.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }

@@ -644,7 +644,8 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 					files[p] = fmt.Sprintf("%s round %d\n", p, round)
 					want[p] = files[p]
 				}
-				j.dir, _ = makeBundle(t, j.pipeline+".src", files)
+				// Each round is a newer version of the pipeline's source.
+				j.dir, _ = makeBundleAt(t, j.pipeline+".src", t0.Add(time.Duration(round)*time.Minute), files)
 				jobs = append(jobs, j)
 			}
 			var (
@@ -689,7 +690,7 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 		for i, j := range []struct{ pipeline, dest, prefix string }{{pipeA, "latest", "w"}, {pipeB, "tides", "t"}} {
 			files := map[string]string{j.prefix + "/waited.txt": "waited"}
 			want[j.prefix+"/waited.txt"] = "waited"
-			dir, _ := makeBundle(t, j.pipeline+".src", files)
+			dir, _ := makeBundleAt(t, j.pipeline+".src", t0.Add(time.Hour), files)
 			wg.Go(func() { _, errs[i] = h.publish(t1, j.pipeline, j.dest, dir) })
 		}
 		wg.Wait()
@@ -765,7 +766,7 @@ func TestLostCatalogCompareAndSwapIsAnErrorAndARerunConverges(t *testing.T) {
 		root := &racingBackend{Backend: plain}
 		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
 		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
-		dir, _ := makeBundle(t, "weatherreporter.today", v2)
+		dir, _ := makeBundleAt(t, "weatherreporter.today", t2.Add(-time.Hour), v2) // as mustPublish at t2
 		root.arm()
 		_, err = h.publish(t2, pipeA, "archive", dir)
 		if !errors.Is(err, engine.ErrCatalogRace) {

@@ -93,8 +93,8 @@ type OutputRef struct {
 	Action string `json:"action"`
 }
 
-// Result reports what distributor did: a publication (published, collision,
-// failed) or a maintenance run (pruned, reconciled).
+// Result reports what distributor did: a publication (published,
+// superseded, collision, failed) or a maintenance run (pruned, reconciled).
 type Result struct {
 	SchemaVersion int       `json:"schema_version"`
 	Type          string    `json:"type"`
@@ -189,7 +189,7 @@ func (r Result) Validate() error {
 		return invalid("result", "schema_version %d is not supported (want %d)", r.SchemaVersion, SchemaVersion)
 	}
 	if !IsResultType(r.Type) {
-		return invalid("result", "type %q is not one of published, collision, failed, pruned, reconciled", r.Type)
+		return invalid("result", "type %q is not one of published, superseded, collision, failed, pruned, reconciled", r.Type)
 	}
 	if r.ID == "" {
 		return invalid(r.Type, "id is empty")
@@ -214,7 +214,7 @@ func (r Result) Validate() error {
 // IsResultType reports whether t is a result event type.
 func IsResultType(t string) bool {
 	switch t {
-	case TypePublished, TypeCollision, TypeFailed, TypePruned, TypeReconciled:
+	case TypePublished, TypeSuperseded, TypeCollision, TypeFailed, TypePruned, TypeReconciled:
 		return true
 	}
 	return false

@@ -282,3 +282,27 @@ func TestNewEventID(t *testing.T) {
 		t.Fatalf("ids do not sort by time: %s then %s", a, b)
 	}
 }
+
+// A superseded result decodes, names the version that won, and gets the
+// deterministic id that keeps a redelivery from reporting it twice.
+func TestSupersededResult(t *testing.T) {
+	lost := &events.SourceRef{ID: "w", Digest: digest, Created: time.Date(2026, 6, 19, 11, 0, 0, 0, time.UTC)}
+	won := &events.SourceRef{ID: "w", Digest: "sha256:" + strings.Repeat("f", 64), Created: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
+	r := events.Result{SchemaVersion: 1, Type: events.TypeSuperseded, BundleEventID: "b1", DestinationID: "latest-html",
+		PipelineID: "w.daily", Source: lost, SupersededBy: won, Time: time.Date(2026, 6, 19, 12, 1, 0, 0, time.UTC)}
+	if got := events.ResultMsgID(r); got != "b1.latest-html.superseded" {
+		t.Fatalf("ResultMsgID = %q", got)
+	}
+	r.ID = events.ResultMsgID(r)
+	data, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.DecodeResult(data)
+	if err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if !events.IsResultType(events.TypeSuperseded) {
+		t.Fatal("superseded is not a result type")
+	}
+}

@@ -107,9 +107,9 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 }
 
 // PublishResult publishes a result event. Zero SchemaVersion and Time are
-// filled in. A publication result (published, collision, failed with a
-// BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also used
-// as its ID when ID is empty, so a redelivered bundle does not publish its
+// filled in. A publication result (published, superseded, collision, failed
+// with a BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also
+// used as its ID when ID is empty, so a redelivered bundle does not publish its
 // result twice. Other results use ID (a NewEventID when empty). Outputs,
 // then the path lists, are cut to keep the event under the size limit.
 func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
@@ -149,7 +149,7 @@ func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
 // tied to a bundle event.
 func ResultMsgID(r Result) string {
 	switch r.Type {
-	case TypePublished, TypeCollision, TypeFailed:
+	case TypePublished, TypeSuperseded, TypeCollision, TypeFailed:
 		if r.BundleEventID != "" {
 			return r.BundleEventID + "." + orUnderscore(r.DestinationID) + "." + r.Type
 		}

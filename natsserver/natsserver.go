@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 )
 
@@ -33,6 +35,21 @@ type Options struct {
 	// Users, when set, are the only clients the server accepts, each with
 	// its permissions (tests check the documented permission sets with it).
 	Users []*server.User
+	// Token, User/Password or NKey (a public user key, "U…") is the one
+	// credential every client must present; at most one, and not with
+	// Users. None set: the server accepts anyone.
+	Token          string
+	User, Password string
+	NKey           string
+	// TLS, when Cert is set, makes the listener accept only TLS clients.
+	TLS TLS
+}
+
+// TLS names the server's PEM files.
+type TLS struct {
+	Cert, Key string
+	// ClientCA, when set, requires a client certificate signed by it.
+	ClientCA string
 }
 
 // Server is a running embedded NATS server with JetStream enabled.
@@ -56,6 +73,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		NoSigs: true,
 		NoLog:  opts.Logger == nil,
 		Users:  opts.Users,
+	}
+	if err := setAuth(sopts, opts); err != nil {
+		return nil, err
 	}
 	if opts.Listen == "" {
 		sopts.DontListen = true
@@ -111,13 +131,62 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return &Server{ns: ns, inProc: opts.Listen == ""}, nil
 }
 
-// ClientURL is the URL other processes connect to ("nats://127.0.0.1:4222"),
-// or "" when the server has no TCP listener.
+// setAuth configures the credential and TLS that opts ask for.
+func setAuth(sopts *server.Options, opts Options) error {
+	set := 0
+	for _, on := range []bool{len(opts.Users) > 0, opts.Token != "", opts.User != "", opts.NKey != ""} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		return errors.New("natsserver: set only one of users, token, user/password or nkey")
+	}
+	switch {
+	case opts.Token != "":
+		sopts.Authorization = opts.Token
+	case opts.User != "":
+		sopts.Users = []*server.User{{Username: opts.User, Password: opts.Password}}
+	case opts.NKey != "":
+		if !nkeys.IsValidPublicUserKey(opts.NKey) {
+			return errors.New("natsserver: nkey is not a public user key (it starts with U)")
+		}
+		sopts.Nkeys = []*server.NkeyUser{{Nkey: opts.NKey}}
+	}
+	if opts.TLS.Cert == "" {
+		if opts.TLS.Key != "" || opts.TLS.ClientCA != "" {
+			return errors.New("natsserver: TLS needs a certificate: set nats.server_tls.cert and key")
+		}
+		return nil
+	}
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+		CertFile: opts.TLS.Cert,
+		KeyFile:  opts.TLS.Key,
+		CaFile:   opts.TLS.ClientCA,
+		Verify:   opts.TLS.ClientCA != "",
+	})
+	if err != nil {
+		return fmt.Errorf("natsserver: nats.server_tls: %w", err)
+	}
+	sopts.TLSConfig, sopts.TLS, sopts.TLSVerify = tc, true, opts.TLS.ClientCA != ""
+	// The default half second fails handshakes on a loaded machine.
+	sopts.TLSTimeout = 5
+	return nil
+}
+
+// ClientURL is the URL other processes connect to ("nats://127.0.0.1:4222",
+// "tls://…" with TLS), or "" when the server has no TCP listener. A server
+// listening on every interface is reached on 127.0.0.1.
 func (s *Server) ClientURL() string {
 	if s.inProc {
 		return ""
 	}
-	return s.ns.ClientURL()
+	u := s.ns.ClientURL()
+	scheme, hostport, _ := strings.Cut(u, "://")
+	if host, port, err := net.SplitHostPort(hostport); err == nil && (host == "0.0.0.0" || host == "::" || host == "") {
+		return scheme + "://" + net.JoinHostPort("127.0.0.1", port)
+	}
+	return u
 }
 
 // Connect opens a client connection: in-process when the server has no TCP
@@ -131,9 +200,9 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		}
 		return nc, nil
 	}
-	nc, err := nats.Connect(s.ns.ClientURL(), opts...)
+	nc, err := nats.Connect(s.ClientURL(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("natsserver: connect %s: %w", s.ns.ClientURL(), err)
+		return nil, fmt.Errorf("natsserver: connect %s: %w", s.ClientURL(), err)
 	}
 	return nc, nil
 }

@@ -146,6 +146,10 @@ type Plan struct {
 	Next *catalog.Catalog
 	// Changed is false when executing the plan would change nothing at all.
 	Changed bool
+	// Superseded is set when the owner already holds a newer version of the
+	// same source (see Newer): the plan has no items, writes and deletes
+	// nothing, and Next is nil. It names the version that won.
+	Superseded *catalog.Source
 }
 
 // Blocked reports whether collisions stop the publication.
@@ -228,6 +232,13 @@ func Build(in Input) (Plan, error) {
 	}
 	if in.Now.IsZero() {
 		return p, errors.New("planner: Now is required")
+	}
+	// Newest wins: an older version arriving late (redelivery, parallel
+	// workers, a slow producer) must not roll the owner's outputs back.
+	if won, ok := newest(in.Catalog, in.Owner, in.Source.ID); ok && !in.AllowOlder && Newer(won, in.Source) {
+		p.Items = nil
+		p.Superseded = &won
+		return p, nil
 	}
 	desired := make(map[string]*Desired, len(in.Desired))
 	for i := range in.Desired {
@@ -346,6 +357,35 @@ func Build(in Input) (Plan, error) {
 	}
 	p.Next, p.Changed = next(in, cur, p.Items)
 	return p, nil
+}
+
+// Newer reports whether version a of a source beats version b: a later
+// created time, or with equal created times the greater digest in byte
+// order, so that the winner does not depend on arrival order. A version
+// never beats itself.
+func Newer(a, b catalog.Source) bool {
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c > 0
+	}
+	return a.Digest > b.Digest
+}
+
+// newest returns the newest version of source id among owner's records.
+func newest(c *catalog.Catalog, owner catalog.Owner, id string) (catalog.Source, bool) {
+	var best catalog.Source
+	found := false
+	if c == nil {
+		return best, false
+	}
+	for _, o := range c.Outputs {
+		if o.Owner() != owner || o.Source.ID != id {
+			continue
+		}
+		if !found || Newer(o.Source, best) {
+			best, found = o.Source, true
+		}
+	}
+	return best, found
 }
 
 // record is the catalog record a desired output gets when written now.

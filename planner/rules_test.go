@@ -297,8 +297,10 @@ func TestRecordUpdatedInPlaceWhenAnyFieldChanges(t *testing.T) {
 			func(o *catalog.Output) { o.DestinationID = ownerA2.DestinationID }, false},
 		{"source.id", func(in *planner.Input, _ *planner.Desired) { in.Source.ID = "weatherreporter.other" },
 			func(o *catalog.Output) { o.Source.ID = "weatherreporter.other" }, false},
-		{"source.digest", func(in *planner.Input, _ *planner.Desired) { in.Source.Digest = dig(7) },
-			func(o *catalog.Output) { o.Source.Digest = dig(7) }, false},
+		// A greater digest: with equal created times a smaller one loses
+		// (TestNewestWinsPerOwnerAndSource).
+		{"source.digest", func(in *planner.Input, _ *planner.Desired) { in.Source.Digest = dig(1007) },
+			func(o *catalog.Output) { o.Source.Digest = dig(1007) }, false},
 		{"source.created", func(in *planner.Input, _ *planner.Desired) { in.Source.Created = in.Source.Created.Add(time.Second) },
 			func(o *catalog.Output) { o.Source.Created = o.Source.Created.Add(time.Second) }, false},
 		{"kind", func(_ *planner.Input, d *planner.Desired) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ type publishFlags struct {
 	digest        string
 	destinations  []string
 	takeOwnership bool
+	allowOlder    bool
 }
 
 func (f *publishFlags) register(cmd *cobra.Command) {
@@ -51,7 +53,7 @@ func (f *publishFlags) request() (engine.Request, error) {
 		return engine.Request{}, err
 	}
 	return engine.Request{PipelineID: f.pipeline, Bundle: loc, ManifestDigest: f.digest,
-		Destinations: f.destinations, TakeOwnership: f.takeOwnership}, nil
+		Destinations: f.destinations, TakeOwnership: f.takeOwnership, AllowOlder: f.allowOlder}, nil
 }
 
 // directLockTTL bounds how long a crashed direct-mode run blocks a root when
@@ -79,6 +81,9 @@ func (a *app) planCommand() *cobra.Command {
 			// A plan that apply would refuse exits like apply (3).
 			plan := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
 				res, err := r.Plan(ctx, req, b, d)
+				if err == nil && res.Plan.Superseded != nil {
+					err = superseded(req, b, d, res)
+				}
 				if err == nil && res.Plan.Blocked() {
 					err = fmt.Errorf("%w in %s: apply would write nothing there: %d planned path(s) are blocked by content distributor does not manage", engine.ErrCollision, res.Root, len(res.Plan.Collisions))
 				}
@@ -89,6 +94,7 @@ func (a *app) planCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&f.takeOwnership, "take-ownership", false, "plan adopting colliding unmanaged paths")
+	cmd.Flags().BoolVar(&f.allowOlder, "allow-older", false, "plan publishing a bundle older than the version the destination holds (a roll back)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plans as JSON")
 	return cmd
 }
@@ -97,7 +103,7 @@ func (a *app) applyCommand() *cobra.Command {
 	var f publishFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "apply --pipeline P --bundle LOCATION [--destination D] [--take-ownership]",
+		Use:   "apply --pipeline P --bundle LOCATION [--destination D] [--take-ownership] [--allow-older]",
 		Short: "Publish a bundle to the pipeline's destinations now, without NATS",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -122,8 +128,11 @@ func (a *app) applyCommand() *cobra.Command {
 				res, err := s.runner.Publish(ctx, req, b, d)
 				if s.publisher != nil {
 					ev := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: req.BundleEventID,
-						PipelineID: req.PipelineID, Bundle: req.Bundle, ManifestDigest: b.Digest, TakeOwnership: req.TakeOwnership}
+						PipelineID: req.PipelineID, Bundle: req.Bundle, ManifestDigest: b.Digest, TakeOwnership: req.TakeOwnership, AllowOlder: req.AllowOlder}
 					s.report(ctx, a, consumer.ResultEvent(ev, d.ID, res, err, 1, false))
+				}
+				if errors.Is(err, engine.ErrSuperseded) {
+					err = fmt.Errorf("%w; use --allow-older to roll back", err)
 				}
 				return res, err
 			}
@@ -132,6 +141,7 @@ func (a *app) applyCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&f.takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths for this publication (named in the output)")
+	cmd.Flags().BoolVar(&f.allowOlder, "allow-older", false, "publish even if the destination holds a newer version of this source (a deliberate roll back)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	return cmd
 }
@@ -176,6 +186,11 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 	p := res.Plan
 	fmt.Fprintf(a.stdout, "%s (%s, %s)\n", d.ID, res.Root, d.Workflow)
+	if errors.Is(err, engine.ErrSuperseded) {
+		// Nothing was planned: the one line says why and what to do.
+		fmt.Fprintf(a.stdout, "  %s\n", oneLine(err.Error()))
+		return
+	}
 	if res.Recovered {
 		fmt.Fprintf(a.stdout, "  recovered an interrupted earlier run\n")
 	}
@@ -218,7 +233,10 @@ type resultJSON struct {
 	Collisions  []string   `json:"collisions"`
 	Clear       []string   `json:"clear,omitempty"`
 	Recovered   bool       `json:"recovered,omitempty"`
-	Error       string     `json:"error,omitempty"`
+	// SupersededBy is the newer version the destination holds, when it
+	// refused this older one.
+	SupersededBy *catalog.Source `json:"superseded_by,omitempty"`
+	Error        string          `json:"error,omitempty"`
 }
 
 type itemJSON struct {
@@ -238,7 +256,8 @@ type itemJSON struct {
 
 func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON {
 	out := resultJSON{Destination: d.ID, Root: res.Root, Workflow: string(d.Workflow), Changed: res.Plan.Changed,
-		Items: []itemJSON{}, Collisions: res.Plan.Collisions, Clear: res.Plan.Clear, Recovered: res.Recovered}
+		Items: []itemJSON{}, Collisions: res.Plan.Collisions, Clear: res.Plan.Clear, Recovered: res.Recovered,
+		SupersededBy: res.Plan.Superseded}
 	if out.Collisions == nil {
 		out.Collisions = []string{}
 	}
@@ -255,6 +274,16 @@ func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON
 		out.Error = oneLine(err.Error())
 	}
 	return out
+}
+
+// superseded is the error of a plan that the destination's newer version of
+// the source supersedes (apply gets it from the engine).
+func superseded(req engine.Request, b *bundle.Bundle, d config.Destination, res engine.Result) error {
+	return fmt.Errorf("%w; use --allow-older to roll back", &engine.SupersededError{
+		Root: res.Root, Owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID},
+		Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()},
+		By:     *res.Plan.Superseded,
+	})
 }
 
 // absLocation turns a relative folder given on the command line into an

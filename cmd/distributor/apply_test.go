@@ -879,6 +879,14 @@ func TestUnreadableCatalogRefused(t *testing.T) {
 		{"missing-updated-at", func(v string) string {
 			return strings.Replace(v, "  \"updated_at\"", "  \"updated\"", 1)
 		}, `.distributor.json in %s: invalid catalog: json: unknown field "updated"`},
+		// encoding/json would keep the last value and read legacy state,
+		// which a replacement run clears.
+		{"duplicate-schema-version", func(v string) string {
+			return strings.Replace(v, `"schema_version": 4,`, `"schema_version": 4, "schema_version": 3,`, 1)
+		}, `.distributor.json in %s: invalid catalog: duplicate key "schema_version": a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)`},
+		{"duplicate-key-in-source", func(v string) string {
+			return strings.Replace(v, `"id": "weatherreporter.today",`, `"id": "weatherreporter.today", "id": "other",`, 1)
+		}, `.distributor.json in %s: invalid catalog: duplicate key "id" in outputs[0].source: a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)`},
 	} {
 		for _, wf := range bothWorkflows {
 			t.Run(tc.name+"/"+wf, func(t *testing.T) {
@@ -1024,4 +1032,45 @@ func TestRuleManagedFileBecomesFolderAndBack(t *testing.T) {
 			e.sameSnapshot("a blocked publication", before, e.snapshot(root))
 		})
 	}
+}
+
+// Rule: newest wins per owner and source. A bundle older than the version
+// of its source the destination holds changes nothing: plan and apply say
+// so in one line and exit 3; --allow-older rolls back on purpose.
+func TestRuleOlderBundleIsSuperseded(t *testing.T) {
+	e := newCLIEnv(t)
+	root := e.root("site")
+	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "replacement"})
+	older := e.bundle("v1", "weatherreporter.today", map[string]string{"a.txt": "one\n", "old.txt": "old\n"})
+	newer := e.bundle("v2", "weatherreporter.today", map[string]string{"a.txt": "two\n", "new.txt": "new\n"})
+	e.apply(pipeDaily, newer)
+	before := e.snapshot(root)
+
+	line := fmt.Sprintf("superseded: %s/latest in %s already has weatherreporter.today created %s (digest %s), newer than this bundle's created %s (digest %s); nothing changed; use --allow-older to roll back",
+		pipeDaily, root, catalog.FormatTime(newer.Created), newer.Digest, catalog.FormatTime(older.Created), older.Digest)
+	for _, cmd := range []string{"apply", "plan"} {
+		out, errOut, code := e.run(cmd, "--pipeline", pipeDaily, "--bundle", older.Dir)
+		if code != exitRefused {
+			t.Errorf("%s of the older bundle: exit %d, want %d", cmd, code, exitRefused)
+		}
+		if want := fmt.Sprintf("latest (%s, replacement)\n  %s\n", root, line); out != want {
+			t.Errorf("%s stdout:\n%s\nwant:\n%s", cmd, out, want)
+		}
+		stderrLine(t, errOut, "distributor: "+line)
+		e.sameSnapshot(cmd+" of the older bundle", before, e.snapshot(root))
+	}
+	out, _, code := e.run("plan", "--json", "--pipeline", pipeDaily, "--bundle", older.Dir)
+	var res []resultJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitRefused || len(res) != 1 ||
+		res[0].SupersededBy == nil || *res[0].SupersededBy != newer.source() || res[0].Changed || len(res[0].Items) != 0 {
+		t.Errorf("plan --json: exit %d, %s", code, out)
+	}
+
+	out = e.apply(pipeDaily, older, "--allow-older")
+	if want := fmt.Sprintf("latest (%s, replacement)\n  ~ a.txt\n  - new.txt\n  + old.txt\n  1 create, 1 update, 0 unchanged, 1 delete, 0 collision\n", root); out != want {
+		t.Errorf("apply --allow-older stdout:\n%s\nwant:\n%s", out, want)
+	}
+	e.wantFiles(root, map[string]string{"a.txt": "one\n", "old.txt": "old\n", catalog.FileName: ""})
+	e.wantRecords(e.catalogOf(root),
+		srcRecord("a.txt", pipeDaily, "latest", older, "one\n"), srcRecord("old.txt", pipeDaily, "latest", older, "old\n"))
 }

@@ -26,7 +26,9 @@ func (a *app) bundleCreateCommand() *cobra.Command {
 			if err := requireFlag("id", id); err != nil {
 				return err
 			}
-			at := time.Now().UTC().Truncate(time.Second)
+			// Milliseconds: versions of a source made one after the other
+			// within a second must still be ordered by time (newest wins).
+			at := time.Now().UTC().Truncate(time.Millisecond)
 			if created != "" {
 				t, err := time.Parse(time.RFC3339, created)
 				if err != nil {

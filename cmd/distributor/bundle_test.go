@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
@@ -170,7 +171,9 @@ func TestBadBundleChangesNothing(t *testing.T) {
 			e := newCLIEnv(t)
 			root := e.root("site")
 			e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "replacement", Prefix: tc.prefix, HTML: tc.html})
-			e.apply(pipeDaily, e.bundle("good", "weatherreporter.today", map[string]string{"old.txt": "old\n"}))
+			// Older than every bad bundle (testdata manifests are created
+			// at bundleCreated): the bad one is judged, not superseded.
+			e.apply(pipeDaily, e.bundleAt("good", "weatherreporter.today", bundleCreated.Add(-time.Hour), map[string]string{"old.txt": "old\n"}))
 
 			dir := filepath.Join(e.dir, "bundles", "bad")
 			for p, c := range tc.files {

@@ -39,9 +39,10 @@ var bundleCreated = time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 
 // cliEnv is one test's world: a temp folder with a config, bundles and roots.
 type cliEnv struct {
-	t   *testing.T
-	dir string
-	cfg string
+	t       *testing.T
+	dir     string
+	cfg     string
+	bundles int // made so far (see bundle)
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
@@ -128,18 +129,29 @@ func (e *cliEnv) writeFile(name, content string) {
 
 // testBundle is a bundle folder made with `bundle create`.
 type testBundle struct {
-	Dir    string
-	ID     string
-	Digest string
-	Files  map[string]string
+	Dir     string
+	ID      string
+	Digest  string
+	Files   map[string]string
+	Created time.Time
 }
 
 func (b testBundle) source() catalog.Source {
-	return catalog.Source{ID: b.ID, Digest: b.Digest, Created: bundleCreated}
+	return catalog.Source{ID: b.ID, Digest: b.Digest, Created: b.Created}
 }
 
 // bundle writes files into dir/bundles/name and runs `bundle create` on it.
 func (e *cliEnv) bundle(name, id string, files map[string]string) testBundle {
+	e.t.Helper()
+	// Each bundle a second newer than the one made before it: a later
+	// bundle of the same source is its newer version.
+	created := bundleCreated.Add(time.Duration(e.bundles) * time.Second)
+	e.bundles++
+	return e.bundleAt(name, id, created, files)
+}
+
+// bundleAt is bundle with the manifest created at created.
+func (e *cliEnv) bundleAt(name, id string, created time.Time, files map[string]string) testBundle {
 	e.t.Helper()
 	dir := filepath.Join(e.dir, "bundles", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -148,7 +160,7 @@ func (e *cliEnv) bundle(name, id string, files map[string]string) testBundle {
 	for p, c := range files {
 		e.writeFile(filepath.Join(dir, filepath.FromSlash(p)), c)
 	}
-	out, errOut, code := runCLI(e.t, "bundle", "create", dir, "--id", id, "--created", bundleCreated.Format(time.RFC3339))
+	out, errOut, code := runCLI(e.t, "bundle", "create", dir, "--id", id, "--created", created.Format(time.RFC3339))
 	if code != 0 {
 		e.t.Fatalf("bundle create %s: exit %d: %s", dir, code, errOut)
 	}
@@ -156,7 +168,7 @@ func (e *cliEnv) bundle(name, id string, files map[string]string) testBundle {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b := testBundle{Dir: dir, ID: id, Digest: sha(string(data)), Files: files}
+	b := testBundle{Dir: dir, ID: id, Digest: sha(string(data)), Files: files, Created: created}
 	if want := fmt.Sprintf("wrote %s/manifest.json: %d files, id %s, digest %s\n", dir, len(files), id, b.Digest); out != want {
 		e.t.Fatalf("bundle create printed %q, want %q", out, want)
 	}

@@ -120,7 +120,15 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	defer func() { stopConsumer(); <-consDone }()
 	step("embedded NATS JetStream server started; a consumer is waiting for bundle-ready events")
 
+	var created time.Time
 	publish := func(name string, files map[string]string) (string, error) {
+		// Each bundle is a newer version than the last, even within a
+		// second: an older one would be superseded.
+		if now := time.Now().UTC().Truncate(time.Second); now.After(created) {
+			created = now
+		} else {
+			created = created.Add(time.Second)
+		}
 		bdir := filepath.Join(dir, "bundles", name)
 		if err := os.MkdirAll(bdir, 0o755); err != nil {
 			return "", err
@@ -134,7 +142,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 				return "", err
 			}
 		}
-		m, data, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", time.Now().UTC().Truncate(time.Second))
+		m, data, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", created)
 		if err != nil {
 			return "", err
 		}

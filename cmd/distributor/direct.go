@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"time"
 
@@ -42,12 +41,12 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	}
 	url := cfg.NATS.ConnectURL()
 	if cfg.NATS.URL == "" && !listening(cfg.NATS.Listen) {
-		a.log.Debug().Str("url", url).Msg("no local NATS server; direct mode with a lock object in each root")
+		a.log.Debug().Str("url", config.RedactURL(url)).Msg("no local NATS server; direct mode with a lock object in each root")
 		return s, nil
 	}
 	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(5*time.Second))...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, connectError(cfg.NATS, url, err, false)
 	}
 	js, streams, err := setupStreams(ctx, nc, cfg)
 	if err != nil {
@@ -57,7 +56,7 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	s.runner.Locker = lease.Both(lease.NewKV(js, streams.Leases, holderName("direct"), serveLeaseTTL), s.runner.Locker)
 	s.publisher = events.NewPublisher(js, streams.Subjects)
 	s.close = nc.Close
-	a.log.Debug().Str("url", url).Msg("using NATS for leases and events")
+	a.log.Debug().Str("url", config.RedactURL(url)).Msg("using NATS for leases and events")
 	return s, nil
 }
 

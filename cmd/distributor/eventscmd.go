@@ -110,12 +110,12 @@ func (a *app) eventsCommand() *cobra.Command {
 	var follow, asJSON bool
 	tail := &cobra.Command{
 		Use:   "tail [--type T] [--pipeline P] [--destination D] [--since DUR] [--follow]",
-		Short: "Print result events (published, collision, failed, pruned, reconciled)",
+		Short: "Print result events (published, superseded, collision, failed, pruned, reconciled)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if typ != "" {
 				if !events.IsResultType(typ) {
-					return usageErr("--type %q: use published, collision, failed, pruned or reconciled", typ)
+					return usageErr("--type %q: use published, superseded, collision, failed, pruned or reconciled", typ)
 				}
 				f.types = []string{typ}
 			}
@@ -168,6 +168,10 @@ func printEvent(w io.Writer, r events.Result) {
 		}
 	case events.TypeCollision:
 		fmt.Fprintf(w, " blocked by unmanaged %s", strings.Join(r.Collisions, ", "))
+	case events.TypeSuperseded:
+		if b := r.SupersededBy; b != nil {
+			fmt.Fprintf(w, " already has %s created %s (digest %s); nothing changed", b.ID, b.Created.UTC().Format(time.RFC3339Nano), b.Digest)
+		}
 	case events.TypeFailed:
 		fmt.Fprintf(w, " %s: %s", r.Reason, r.Message)
 	case events.TypePruned, events.TypeReconciled:

@@ -58,7 +58,7 @@ func (a *app) publishCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit 0 (published), 3 (collision/refused) or 1 (failed)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit 0 (published), 3 (collision/superseded/refused) or 1 (failed)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits")
 	return cmd
 }
@@ -136,6 +136,9 @@ func resultsErr(results []events.Result) error {
 		case events.TypeCollision:
 			code = max(code, exitRefused)
 			problems = append(problems, fmt.Sprintf("%s: collision with %d unmanaged path(s)", dest, len(r.Collisions)))
+		case events.TypeSuperseded:
+			code = max(code, exitRefused)
+			problems = append(problems, fmt.Sprintf("%s: superseded by a newer version of the source (a roll back needs --allow-older)", dest))
 		case events.TypeFailed:
 			if r.Reason == events.ReasonInvalidCatalog || r.Reason == events.ReasonNewerCatalog || r.Reason == events.ReasonRefused {
 				code = max(code, exitRefused)

@@ -116,6 +116,7 @@ func noArgs(cmd *cobra.Command, a []string) error {
 func classify(err error) int {
 	switch {
 	case errors.Is(err, engine.ErrCollision),
+		errors.Is(err, engine.ErrSuperseded),
 		errors.Is(err, catalog.ErrInvalid),
 		errors.Is(err, catalog.ErrNewer),
 		errors.Is(err, lease.ErrHeld),

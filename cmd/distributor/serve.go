@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,10 +46,11 @@ func (a *app) serveCommand() *cobra.Command {
 func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Options) error {
 	var nc *nats.Conn
 	if cfg.NATS.URL == "" {
-		if cfg.NATS.Replicas > 1 {
-			return withCode(exitUsage, fmt.Errorf("nats.replicas is %d but no nats.url is set: replicas need a NATS cluster (2.11 or newer); set nats.url to it, or nats.replicas to 1 for the embedded server", cfg.NATS.Replicas))
+		sopts, err := embeddedServerOptions(cfg.NATS)
+		if err != nil {
+			return withCode(exitUsage, err)
 		}
-		srv, err := natsserver.Start(ctx, natsserver.Options{Listen: cfg.NATS.Listen, StoreDir: cfg.NATS.StoreDir})
+		srv, err := natsserver.Start(ctx, sopts)
 		if err != nil {
 			return err
 		}
@@ -62,7 +62,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, opts consumer.Optio
 	} else {
 		var err error
 		if nc, err = nats.Connect(cfg.NATS.URL, natsOptions(cfg.NATS)...); err != nil {
-			return fmt.Errorf("connect to NATS at %s: %w", cfg.NATS.URL, err)
+			return connectError(cfg.NATS, cfg.NATS.URL, err, false)
 		}
 	}
 	defer nc.Close()

@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/planner"
 )
 
 func TestServePublishWait(t *testing.T) {
@@ -90,6 +92,38 @@ func TestServePublishWait(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(e.roots["d1"], ".distributor.json")); got != catBefore {
 		t.Errorf("d1's catalog changed despite the collision")
+	}
+
+	// An older version of src.one: both destinations hold a newer one, so
+	// serve reports superseded (nothing changes) and publish exits 3.
+	b0 := e.makeBundle(t, "b0", "src.one", map[string]string{"report.md": "# Last year\n"})
+	if code, _, stderr := runCmd(t, "bundle", "create", b0, "--id", "src.one", "--created", "2025-01-01T00:00:00Z"); code != 0 {
+		t.Fatalf("bundle create: %s", stderr)
+	}
+	before := map[string]string{}
+	var supersededBlocks []string
+	for _, d := range []string{"d1", "d2"} {
+		before[d] = readFile(t, filepath.Join(e.roots[d], ".distributor.json"))
+		var s catalog.Source // the newest version d holds
+		for _, o := range readCatalog(t, e.roots[d]).Outputs {
+			if planner.Newer(o.Source, s) {
+				s = o.Source
+			}
+		}
+		supersededBlocks = append(supersededBlocks, fmt.Sprintf("superseded %s p.one already has src.one created %s (digest %s); nothing changed", d, s.Created.Format(time.RFC3339Nano), s.Digest))
+	}
+	code, stdout, stderr = e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b0)
+	if code != exitRefused {
+		t.Errorf("publish an older bundle: exit %d, want %d", code, exitRefused)
+	}
+	assertBlocks(t, "publish --wait of an older bundle", stdout, supersededBlocks...)
+	if want := "distributor: not published to d1: superseded by a newer version of the source (a roll back needs --allow-older), d2: superseded by a newer version of the source (a roll back needs --allow-older) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+		t.Errorf("publish an older bundle: stderr\n %q\nwant %q", stderr, want)
+	}
+	for _, d := range []string{"d1", "d2"} {
+		if got := readFile(t, filepath.Join(e.roots[d], ".distributor.json")); got != before[d] {
+			t.Errorf("%s's catalog changed for a superseded bundle", d)
+		}
 	}
 
 	// An unknown pipeline: serve reports one failed event, publish exits 1.
@@ -274,7 +308,9 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%02d.txt", i)), []byte(fmt.Sprintf("bundle %d\n", i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, data, err := bundle.Create(ctx, dir, "load.src", time.Now().UTC().Truncate(time.Second))
+		// One source per bundle: versions of one source would (rightly)
+		// supersede each other when processed out of order.
+		_, data, err := bundle.Create(ctx, dir, fmt.Sprintf("load.src%02d", i), time.Now().UTC().Truncate(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

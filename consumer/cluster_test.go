@@ -157,6 +157,10 @@ func TestClusterLosesStreamLeader(t *testing.T) {
 	}
 	e.waitFor(60*time.Second, func() bool { return complete(e, sent) }, "the final events' outcomes")
 	e.settled(60 * time.Second)
+	// The restarted node has caught up with everything.
+	for _, stream := range []string{subj.BundlesStream(), subj.EventsStream(), "KV_" + subj.LeaseBucket()} {
+		cl.WaitStreamCurrent(t, stream)
+	}
 	t.Logf("%d events, %d outcomes in %s", len(sent), outcomes(), time.Since(start).Round(time.Millisecond))
 
 	// Exactly one result per (event, destination) in the events stream, and

@@ -229,6 +229,30 @@ func (c *Cluster) WaitStreamLeader(t testing.TB, stream string) int {
 	}
 }
 
+// WaitStreamCurrent waits until every running node has caught up with
+// stream (in the global account), e.g. a restarted node.
+func (c *Cluster) WaitStreamCurrent(t testing.TB, stream string) {
+	t.Helper()
+	deadline := time.Now().Add(clusterReady)
+	for !c.streamCurrent(stream) {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: stream %s not current on every node after %s", stream, clusterReady)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) streamCurrent(stream string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.srv != nil && !n.srv.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return false
+		}
+	}
+	return true
+}
+
 // Kill stops node i at once, as a crash would look to its peers and clients.
 func (c *Cluster) Kill(i int) {
 	c.mu.Lock()

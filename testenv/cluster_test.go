@@ -68,8 +68,9 @@ func TestCluster(t *testing.T) {
 	if !c.Running(leader) {
 		t.Fatalf("node %d not running after Restart", leader)
 	}
-	// The restarted node catches up: the stream has a leader and two
-	// current followers again, with every message.
+	// The restarted node catches up: every node is current and the stream
+	// has a leader and two current followers again, with every message.
+	c.WaitStreamCurrent(t, "T")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		info, err := js.Stream(ctx, "T")

@@ -246,38 +246,56 @@ func TestClusterLosesStreamLeader(t *testing.T) {
 	}
 }
 
-// storedResults reads every result event stored in the events stream.
+// storedResults reads every result event stored in the events stream. A
+// read that fails (the cluster may still be settling after the restart) is
+// retried.
 func storedResults(t *testing.T, e *env) []events.Result {
 	t.Helper()
-	oc, err := e.js.OrderedConsumer(e.ctx, e.streams.Subjects.EventsStream(), jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := readStoredResults(e)
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read the result events: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	info, err := e.streams.Events.Info(e.ctx)
+}
+
+func readStoredResults(e *env) ([]events.Result, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	info, err := e.streams.Events.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
+	}
+	oc, err := e.js.OrderedConsumer(ctx, e.streams.Subjects.EventsStream(), jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
 	}
 	var out []events.Result
 	for uint64(len(out)) < info.State.Msgs {
 		batch, err := oc.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			r, err := events.DecodeResult(m.Data())
 			if err != nil {
-				t.Fatalf("result event %s: %v", m.Subject(), err)
+				return nil, fmt.Errorf("result event %s: %w", m.Subject(), err)
 			}
 			out = append(out, r)
 		}
 		if err := batch.Error(); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if n == 0 {
-			t.Fatalf("read %d of %d result events", len(out), info.State.Msgs)
+			return nil, fmt.Errorf("read %d of %d result events", len(out), info.State.Msgs)
 		}
 	}
-	return out
+	return out, nil
 }

@@ -490,17 +490,18 @@ func (e *env) dump() {
 }
 
 // settled waits until the durable has nothing pending or unacknowledged.
+// A failed look-up is retried until timeout (a cluster may be failing over).
 func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		cons, err := e.js.Consumer(e.ctx, e.streams.Subjects.BundlesStream(), e.streams.Subjects.Durable())
+		info, err := e.durableInfo()
 		if err != nil {
-			e.t.Fatal(err)
-		}
-		info, err := cons.Info(e.ctx)
-		if err != nil {
-			e.t.Fatal(err)
+			if time.Now().After(deadline) {
+				e.t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		if info.NumPending == 0 && info.NumAckPending == 0 {
 			return info
@@ -511,6 +512,14 @@ func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func (e *env) durableInfo() (*jetstream.ConsumerInfo, error) {
+	cons, err := e.js.Consumer(e.ctx, e.streams.Subjects.BundlesStream(), e.streams.Subjects.Durable())
+	if err != nil {
+		return nil, err
+	}
+	return cons.Info(e.ctx)
 }
 
 // checkNoBadEvents fails the test on undecodable or misfiled result events.

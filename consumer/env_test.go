@@ -88,7 +88,13 @@ func newEnvWith(t testing.TB, n natsServer, setup events.SetupConfig, yaml strin
 	e := &env{t: t, ctx: ctx, base: t.TempDir(), roots: map[string]string{}}
 	e.nats = n
 	e.js = e.nats.JetStream(t)
+	// Setup is idempotent: retry it while a freshly started (and busy)
+	// cluster still settles its first leaders.
 	st, err := events.Setup(ctx, e.js, setup)
+	for deadline := time.Now().Add(time.Minute); err != nil && setup.Replicas > 1 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		st, err = events.Setup(ctx, e.js, setup)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -312,7 +312,12 @@ func TestKVTTLTooShort(t *testing.T) {
 // The server reports their lost compare-and-swap as 10164, not 10071.
 func TestKVRaceOnReplicatedBucket(t *testing.T) {
 	js := testenv.NewCluster(t).JetStream(t)
+	// Retried: a fresh cluster on a busy machine may still be settling.
 	st, err := events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
+	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		st, err = events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,6 +205,19 @@ func TestServeReplicasNeedCluster(t *testing.T) {
 // the durable on three replicas, and a publication goes through.
 func TestServeOnCluster(t *testing.T) {
 	cl := testenv.NewCluster(t)
+	ctx := context.Background()
+	js := cl.JetStream(t)
+	// The first placement of R3 streams on a fresh cluster can outlast
+	// serve's 5 s API timeout on a busy machine: place them first,
+	// retrying. A serve that set up R1 would scale them down.
+	_, err := events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		_, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -213,8 +226,6 @@ func TestServeOnCluster(t *testing.T) {
 		t.Fatalf("publish on the cluster: exit %d\n%s%s", code, stdout, stderr)
 	}
 	assertBlocks(t, "publish --wait", stdout, "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
-	ctx := context.Background()
-	js := cl.JetStream(t)
 	for _, name := range []string{"DISTRIBUTOR_BUNDLES", "DISTRIBUTOR_EVENTS", "KV_DISTRIBUTOR_LEASES"} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {

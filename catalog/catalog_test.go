@@ -206,8 +206,19 @@ func encode(t testing.TB, v any) []byte {
 func out0(doc map[string]any) map[string]any { return doc["outputs"].([]any)[0].(map[string]any) }
 func src0(doc map[string]any) map[string]any { return out0(doc)["source"].(map[string]any) }
 
-func TestParseInvalid(t *testing.T) {
-	type mutation func(doc map[string]any)
+type mutation func(doc map[string]any)
+
+// invalidCase is a change to the seed example that Parse must reject; want
+// is a fragment of the error naming the rule.
+type invalidCase struct {
+	name   string
+	mutate mutation
+	want   string
+}
+
+// invalidCases are shared with schema_test.go: docs/schema/catalog-v4.json
+// must reject them too.
+func invalidCases() []invalidCase {
 	set := func(get func(map[string]any) map[string]any, key string, v any) mutation {
 		return func(doc map[string]any) { get(doc)[key] = v }
 	}
@@ -224,11 +235,7 @@ func TestParseInvalid(t *testing.T) {
 		}
 	}
 
-	cases := []struct {
-		name   string
-		mutate mutation
-		want   string // a fragment of the error naming the rule
-	}{
+	return []invalidCase{
 		// required top-level fields
 		{"missing schema_version", del(top, "schema_version"), "schema_version is missing"},
 		{"null schema_version", set(top, "schema_version", nil), "schema_version is missing"},
@@ -336,7 +343,10 @@ func TestParseInvalid(t *testing.T) {
 		{"string size", set(out0, "size", "5"), "size"},
 		{"numeric path", set(out0, "path", 5), "path"},
 	}
-	for _, tc := range cases {
+}
+
+func TestParseInvalid(t *testing.T) {
+	for _, tc := range invalidCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := seedDoc(t)
 			tc.mutate(doc)

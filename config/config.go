@@ -102,6 +102,18 @@ type S3Defaults struct {
 	Region    string
 	Endpoint  string
 	PathStyle bool
+	Timeouts  S3Timeouts
+}
+
+// S3Timeouts bound each S3 request (the `timeouts:` block); zero fields take
+// the built-in defaults. A destination's unset fields take Config.S3's.
+type S3Timeouts struct {
+	Connect   Duration // TCP connect, and again the TLS handshake
+	FirstByte Duration // from the request sent to the first response byte
+	Idle      Duration // a request or response body that makes no progress
+	// Attempts is how often a request that failed transiently (a timeout
+	// included) is tried, with back-off, before the error is reported.
+	Attempts int
 }
 
 // Pipeline is a producer's id and the destinations it publishes to.
@@ -118,11 +130,12 @@ type Destination struct {
 	// and, for s3, the key prefix inside Bucket ("" = bucket root, otherwise
 	// ending in "/").
 	Path string
-	// S3 only; Region, Endpoint and PathStyle default to Config.S3.
+	// S3 only; Region, Endpoint, PathStyle and Timeouts default to Config.S3.
 	Bucket    string
 	Region    string
 	Endpoint  string
 	PathStyle bool
+	Timeouts  S3Timeouts
 	Workflow  planner.Workflow
 	Layout    Layout
 	Publish   Publish

@@ -377,6 +377,8 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 					d.str(v, l, &c.S3.Endpoint)
 				case "path_style":
 					d.boolean(v, l, &c.S3.PathStyle)
+				case "timeouts":
+					d.s3Timeouts(v, l, &c.S3.Timeouts)
 				default:
 					return false
 				}
@@ -455,6 +457,52 @@ func (d *decoder) nats(n *yaml.Node, l loc, c *NATS) {
 	})
 }
 
+// s3Timeouts reads a `timeouts:` block; each value must be positive.
+func (d *decoder) s3Timeouts(n *yaml.Node, l loc, t *S3Timeouts) {
+	d.mapping(n, l, func(key string, v *yaml.Node, l loc) bool {
+		var dur *Duration
+		before := len(d.errs) // a value of the wrong type is reported once
+		switch key {
+		case "connect":
+			dur = &t.Connect
+		case "first_byte":
+			dur = &t.FirstByte
+		case "idle":
+			dur = &t.Idle
+		case "attempts":
+			d.integer(v, l, &t.Attempts)
+			if len(d.errs) == before && t.Attempts < 1 {
+				d.fail(v, "%s%s must be at least 1 (1 = no retry)", l.prefix, l.name)
+			}
+			return true
+		default:
+			return false
+		}
+		d.duration(v, l, dur)
+		if len(d.errs) == before && *dur <= 0 {
+			d.fail(v, "%s%s must be a positive duration such as \"30s\"", l.prefix, l.name)
+		}
+		return true
+	})
+}
+
+// or fills t's unset fields from def.
+func (t S3Timeouts) or(def S3Timeouts) S3Timeouts {
+	if t.Connect == 0 {
+		t.Connect = def.Connect
+	}
+	if t.FirstByte == 0 {
+		t.FirstByte = def.FirstByte
+	}
+	if t.Idle == 0 {
+		t.Idle = def.Idle
+	}
+	if t.Attempts == 0 {
+		t.Attempts = def.Attempts
+	}
+	return t
+}
+
 func (d *decoder) pipeline(n *yaml.Node, l loc, p *Pipeline) {
 	d.mapping(n, l, func(key string, v *yaml.Node, l loc) bool {
 		switch key {
@@ -489,6 +537,8 @@ func (d *decoder) destination(n *yaml.Node, l loc, dst *Destination) {
 			d.str(v, l, &dst.Endpoint)
 		case "path_style":
 			d.boolean(v, l, &dst.PathStyle)
+		case "timeouts":
+			d.s3Timeouts(v, l, &dst.Timeouts)
 		case "workflow":
 			var s string
 			d.str(v, l, &s)
@@ -666,6 +716,7 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 			if !d.has(k + ".path_style") {
 				dst.PathStyle = c.S3.PathStyle
 			}
+			dst.Timeouts = dst.Timeouts.or(c.S3.Timeouts)
 		}
 	}
 	return nil

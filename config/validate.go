@@ -258,7 +258,7 @@ func (d Destination) validate(i int) []fieldErr {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"bucket", d.Bucket != ""}, {"region", d.Region != ""}, {"endpoint", d.Endpoint != ""}, {"path_style", d.PathStyle}} {
+		}{{"bucket", d.Bucket != ""}, {"region", d.Region != ""}, {"endpoint", d.Endpoint != ""}, {"path_style", d.PathStyle}, {"timeouts", d.Timeouts != (S3Timeouts{})}} {
 			if f.set {
 				add(f.name, "%s is only for s3 destinations: remove it or set backend: s3", f.name)
 			}

@@ -3,19 +3,23 @@
 // lease through the engine, reports one result event per destination, and
 // acks, naks with back-off, or terminates the message.
 //
-// Every serve process shares one durable consumer. Errors are split in two:
-// transient ones (storage or lease unavailable, a lease held by another live
-// holder, a lost catalog race, a root replaced during the publication) are
-// retried with a delay; bad input (an undecodable event, an unknown pipeline,
-// a missing bundle, a digest mismatch, an invalid catalog, a collision, a
-// refused plan, a destination root that is gone) gets exactly one result
-// event and is terminated, never retried. A bundle older than the version of
+// Every serve process shares one durable consumer. engine.Classify splits
+// errors in two: transient ones (storage or lease unavailable, a full disk,
+// a lease held by another live holder, a lost catalog race, a root replaced
+// during the publication) are retried with a delay; bad input and states
+// only an operator can change (an undecodable event, an unknown pipeline, a
+// missing bundle, a digest mismatch, an invalid catalog, a collision, a
+// refused plan, a destination root that is gone or not writable) get
+// exactly one result event and are terminated, never retried. A bundle older than the version of
 // its source a destination already holds is reported `superseded` there and
 // acked: newest wins, whatever the arrival order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
-// retried, never reported as failures or acked away.
+// retried, never reported as failures or acked away. A result that can
+// never be published (too large), or still cannot be at the last delivery,
+// is replaced by a minimal failed/internal one naming the bundle-ready
+// message, and the message is terminated: none stays unacknowledged.
 package consumer
 
 import (
@@ -31,14 +35,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/distributor/distributor/bundle"
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/lease"
-	"github.com/distributor/distributor/planner"
-	"github.com/distributor/distributor/storage"
 )
 
 // Options tune the consumer. Zero values take the defaults.
@@ -59,6 +58,9 @@ type Options struct {
 	// context is cancelled (default 30s); then it is abandoned (nak) and the
 	// leases are released.
 	ShutdownTimeout time.Duration
+	// MaxResultBytes bounds an encoded result event (default
+	// events.DefaultMaxResultBytes).
+	MaxResultBytes int
 	// Replicas is how many servers of a NATS cluster keep the durable's
 	// state; 0 takes the stream's replicas.
 	Replicas int
@@ -84,6 +86,9 @@ func (o Options) withDefaults() Options {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = events.DefaultMaxResultBytes
+	}
 	return o
 }
 
@@ -98,7 +103,8 @@ type Consumer struct {
 
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, runner *engine.Runner, opts Options) *Consumer {
-	return &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects), opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
 }
 
 // Durable creates or updates the shared durable pull consumer.
@@ -187,8 +193,8 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
 		log.Warn().Err(err).Str("subject", msg.Subject()).Msg("undecodable bundle-ready event")
-		if c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}) != nil && !last {
+		if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
 			_ = msg.NakWithDelay(c.backoff(attempt))
 			return
 		}
@@ -208,7 +214,8 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	// Work abandoned at shutdown fails with whatever the cancellation
 	// caused: retry it rather than report it.
 	abandoned := ctx.Err() != nil
-	retry := false
+	retry, unpublishable := false, false
+	ref := originalRef(msg)
 	for _, o := range outs {
 		if o.err != nil && (o.transient || abandoned) && !last {
 			retry = true
@@ -216,10 +223,22 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 			continue
 		}
 		r := c.resultFor(ev, o, attempt, last)
+		if r.Original != nil {
+			r.OriginalRef = ref // lets a result too large for its original still name it
+		}
 		if err := c.publish(ctx, r); err != nil {
 			// An unreported outcome is retried (a no-op re-run that reports
-			// it), never acked away.
-			retry = true
+			// it), never acked away; unless retrying cannot help or this
+			// was the last delivery: then a minimal failure reports it.
+			if !last && !permanentPublishErr(err) {
+				retry = true
+				continue
+			}
+			if c.publish(ctx, unpublished(r, err, ref)) != nil && !last {
+				retry = true
+				continue
+			}
+			unpublishable = true
 			continue
 		}
 		le := log.Info().Str("destination", o.dest).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
@@ -229,11 +248,43 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		le.Msg("result")
 	}
 	stopBeat()
-	if retry {
+	switch {
+	case retry:
 		_ = msg.NakWithDelay(c.backoff(attempt))
-		return
+	case unpublishable:
+		// Never left pending: a nak on the last delivery would keep the
+		// message unacknowledged forever.
+		_ = msg.TermWithReason("result event could not be published")
+	default:
+		_ = msg.Ack()
 	}
-	_ = msg.Ack()
+}
+
+// originalRef names msg in its stream, for results about it.
+func originalRef(msg jetstream.Msg) *events.MsgRef {
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil
+	}
+	return &events.MsgRef{Stream: md.Stream, Seq: md.Sequence.Stream}
+}
+
+// permanentPublishErr reports whether publishing a result failed for a
+// reason a retry cannot change.
+func permanentPublishErr(err error) bool {
+	return errors.Is(err, events.ErrTooLarge) || errors.Is(err, events.ErrInvalidEvent) || errors.Is(err, nats.ErrMaxPayload)
+}
+
+// unpublished is the minimal failed result that replaces r when r cannot
+// be published: it keeps r's identity and the reference to the bundle-ready
+// message, so that replay still finds it.
+func unpublished(r events.Result, err error, ref *events.MsgRef) events.Result {
+	msg := fmt.Sprintf("could not publish the %s result event: %v", r.Type, err)
+	if r.Reason != "" {
+		msg += fmt.Sprintf("; it reported %s: %s", r.Reason, r.Message)
+	}
+	return events.Result{Type: events.TypeFailed, BundleEventID: r.BundleEventID, PipelineID: r.PipelineID, DestinationID: r.DestinationID,
+		Reason: events.ReasonInternal, Message: msg, Attempts: r.Attempts, OriginalRef: ref}
 }
 
 // rejectOperatorFlags terminates a producer's event that asks for what only
@@ -253,7 +304,7 @@ func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, e
 			ev.ID, msg.Subject(), strings.Join(flags, " and "), c.subjects.AdminBundleReady(ev.PipelineID)),
 		Attempts: attempt, Original: &orig}
 	c.opts.Log.Warn().Str("event", ev.ID).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
-	if c.publish(ctx, r) != nil && !last {
+	if err := c.publish(ctx, r); err != nil && !last && !permanentPublishErr(err) {
 		_ = msg.NakWithDelay(c.backoff(attempt))
 		return
 	}
@@ -271,9 +322,7 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // process runs every destination of the event, concurrently; each under its
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt int, stored time.Time) []outcome {
-	req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
-		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership,
-		AllowOlder: ev.AllowOlder}
+	req := engine.RequestFor(ev)
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}
@@ -290,7 +339,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 	if err != nil {
 		outs := make([]outcome, len(dests))
 		for i, d := range dests {
-			outs[i] = outcome{dest: d.ID, err: err, transient: isTransient(err)}
+			outs[i] = outcome{dest: d.ID, err: err, transient: engine.Classify(err).Retry}
 		}
 		return outs
 	}
@@ -301,7 +350,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 		go func(i int, d config.Destination) {
 			defer wg.Done()
 			res, err := c.runner.Publish(ctx, req, b, d)
-			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: err != nil && isTransient(err)}
+			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry}
 		}(i, d)
 	}
 	wg.Wait()
@@ -360,137 +409,8 @@ func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored
 	return out, nil
 }
 
-// isTransient reports whether a retry may succeed. NATS errors come from
-// the lease bucket: a lease store that cannot be reached is as transient as
-// a storage outage.
-func isTransient(err error) bool {
-	switch {
-	case errors.Is(err, storage.ErrUnavailable),
-		errors.Is(err, lease.ErrHeld),
-		errors.Is(err, lease.ErrLost),
-		errors.Is(err, engine.ErrCatalogRace),
-		errors.Is(err, storage.ErrConflict),    // an output changed since the plan: re-plan
-		errors.Is(err, storage.ErrRootChanged), // the retry opens the new folder
-		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled),
-		errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, nats.ErrConnectionClosed),
-		errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrDisconnected):
-		return true
-	}
-	return false
-}
-
-// reason maps a terminal error to its reason code.
-func reason(err error) string {
-	switch {
-	// Terminal: a gone root stays gone until an operator recreates it or
-	// fixes the path; retrying (even for a remounting disk) only delays
-	// the report.
-	case errors.Is(err, storage.ErrRootMissing):
-		return events.ReasonRootMissing
-	case errors.Is(err, engine.ErrUnknownPipeline):
-		return events.ReasonUnknownPipeline
-	case errors.Is(err, engine.ErrUnknownDestination):
-		return events.ReasonUnknownDestination
-	case errors.Is(err, bundle.ErrDigestMismatch):
-		return events.ReasonDigestMismatch
-	case errors.Is(err, bundle.ErrContentMismatch):
-		return events.ReasonContentMismatch
-	case errors.Is(err, bundle.ErrNoManifest), errors.Is(err, bundle.ErrMissingFile), errors.Is(err, storage.ErrNotExist):
-		return events.ReasonBundleMissing
-	case errors.Is(err, bundle.ErrInvalidManifest), errors.Is(err, bundle.ErrBadLocation):
-		return events.ReasonInvalidEvent
-	case errors.Is(err, catalog.ErrInvalid):
-		return events.ReasonInvalidCatalog
-	case errors.Is(err, catalog.ErrNewer):
-		return events.ReasonNewerCatalog
-	case errors.Is(err, planner.ErrEmptyReplacement), errors.Is(err, planner.ErrTooManyDeletes), errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrPathConflict):
-		return events.ReasonRefused
-	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLost):
-		return events.ReasonRefused
-	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrConflict), errors.Is(err, engine.ErrCatalogRace), errors.Is(err, storage.ErrRootChanged):
-		return events.ReasonStorage
-	}
-	return events.ReasonInternal
-}
-
 func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	return ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
-}
-
-// ResultEvent is the result event of one destination of ev: published,
-// superseded (the destination holds a newer version of the source; with
-// both identities), collision (with the paths and the original event, for
-// replay) or failed (with a reason code; exhausted marks a transient
-// failure on the last allowed delivery: reason max_deliveries). `apply`
-// reports through it too.
-func ResultEvent(ev events.BundleReady, dest string, res engine.Result, err error, attempt int, exhausted bool) events.Result {
-	r := events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: attempt}
-	var se *engine.SupersededError
-	switch {
-	case err == nil:
-		r.Type = events.TypePublished
-	case errors.As(err, &se):
-		// Terminal and not a failure: nothing to retry or replay.
-		r.Type = events.TypeSuperseded
-		r.Message = err.Error()
-		fillCounts(&r, res)
-		r.Source = sourceRef(se.Source)
-		r.SupersededBy = sourceRef(se.By)
-		return r
-	case errors.Is(err, engine.ErrCollision):
-		r.Type = events.TypeCollision
-		r.Collisions = res.Plan.Collisions
-		r.Message = err.Error()
-		orig := ev
-		r.Original = &orig
-	default:
-		r.Type = events.TypeFailed
-		r.Reason = reason(err)
-		if exhausted {
-			r.Reason = events.ReasonMaxDeliveries
-		}
-		r.Message = err.Error()
-		orig := ev
-		r.Original = &orig
-	}
-	fillCounts(&r, res)
-	return r
-}
-
-// fillCounts copies what the publication did into the event.
-func fillCounts(r *events.Result, res engine.Result) {
-	r.Written = len(res.Written)
-	r.Deleted = len(res.Deleted)
-	r.Unchanged = res.Unchanged
-	for _, it := range res.Written {
-		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionWritten})
-		if it.Adopted {
-			r.Adopted = append(r.Adopted, it.Path)
-		}
-	}
-	r.Updated = len(res.Updated)
-	for _, it := range res.Updated {
-		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionUpdated})
-	}
-	for _, p := range res.Deleted {
-		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
-	}
-	for _, it := range res.Plan.Items {
-		// A delete's record is the removed one: an older source's.
-		if it.Action != planner.Delete && it.Record.Source.ID != "" {
-			r.Source = sourceRef(it.Record.Source)
-			break
-		}
-	}
-}
-
-func sourceRef(s catalog.Source) *events.SourceRef {
-	return &events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}
+	return engine.ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

@@ -341,7 +341,9 @@ func (s *testStores) Destination(ctx context.Context, d config.Destination) (sto
 		b   storage.Backend
 		err error
 	)
-	if d.Backend == config.BackendS3 {
+	// An S3 destination with its own endpoint is opened the production way
+	// (its configured timeouts apply); others use the test server's client.
+	if d.Backend == config.BackendS3 && d.Endpoint == "" {
 		b, err = s3store.NewFromClient(s.s3.Client, d.Bucket, d.Path, s3store.Options{})
 	} else {
 		b, err = s.open.Destination(ctx, d)
@@ -565,7 +567,7 @@ func files(t testing.TB, b storage.Backend) map[string]string {
 	ctx := context.Background()
 	out := map[string]string{}
 	err := b.List(ctx, "", func(o storage.ObjectInfo) error {
-		if o.Path == casLock || o.Path == engine.FingerprintsPath { // kept indexes, not leftovers
+		if o.Path == casLock || strings.HasPrefix(o.Path, engine.FingerprintsDir+"/") { // kept indexes, not leftovers
 			return nil
 		}
 		rc, err := b.Open(ctx, o.Path)

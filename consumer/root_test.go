@@ -2,8 +2,6 @@ package consumer_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -15,8 +13,6 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/consumer"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
 )
@@ -189,30 +185,6 @@ destinations:
 	checkFiles(t, localRoot(t, root), want)
 	if _, err := os.Stat(filepath.Join(root+".old", catalog.FileName)); !os.IsNotExist(err) {
 		t.Fatalf("a catalog was committed into the moved folder: %v", err)
-	}
-}
-
-// TestRootErrorsResultEvents: a gone root is terminal with its own reason;
-// a root replaced during a publication is a storage fault (retried, so it is
-// reported only when deliveries run out).
-func TestRootErrorsResultEvents(t *testing.T) {
-	ev := events.BundleReady{ID: "e1", PipelineID: "weather.daily"}
-	for _, tc := range []struct {
-		err        error
-		exhausted  bool
-		wantReason string
-	}{
-		{fmt.Errorf("x: %w", storage.ErrRootMissing), false, events.ReasonRootMissing},
-		{fmt.Errorf("x: %w", storage.ErrRootChanged), false, events.ReasonStorage},
-		{fmt.Errorf("x: %w", storage.ErrRootChanged), true, events.ReasonMaxDeliveries},
-	} {
-		r := consumer.ResultEvent(ev, "site", engine.Result{}, tc.err, 1, tc.exhausted)
-		if r.Type != events.TypeFailed || r.Reason != tc.wantReason || r.Message != tc.err.Error() {
-			t.Errorf("%v (exhausted %v): %s/%s %q, want failed/%s", tc.err, tc.exhausted, r.Type, r.Reason, r.Message, tc.wantReason)
-		}
-	}
-	if errors.Is(storage.ErrRootMissing, storage.ErrNotExist) {
-		t.Error("ErrRootMissing must not read as a missing bundle")
 	}
 }
 

@@ -66,7 +66,11 @@ type Engine struct {
 	Version string
 	// Workers bounds concurrent object writes (default 4).
 	Workers int
-	Log     zerolog.Logger
+	// LeftoverAge is how long a temp file or unfinished upload must be
+	// untouched before it is removed as an interrupted write's leftover
+	// (default DefaultLeftoverAge; see leftovers.go).
+	LeftoverAge time.Duration
+	Log         zerolog.Logger
 }
 
 // Output is one desired output and where its bytes come from.
@@ -156,10 +160,9 @@ type planned struct {
 	planner.Plan
 	st     state
 	stored map[string]planner.Stored
-	// fps are the root's fingerprints (fingerprints.go); fpsChanged says
-	// that checking kept outputs learned new ones.
-	fps        fingerprints
-	fpsChanged bool
+	// fps is the part of the root's fingerprint index this publication
+	// loaded (fingerprints.go).
+	fps *fingerprints
 }
 
 func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planned, error) {
@@ -171,10 +174,8 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	if pl.stored, err = listStored(ctx, root); err != nil {
 		return pl, err
 	}
-	if pl.fps, err = e.readFingerprints(ctx, root); err != nil {
-		return pl, err
-	}
-	if pl.fpsChanged, err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
+	pl.fps = newFingerprints()
+	if err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
 		return pl, fmt.Errorf("check stored outputs in %s: %w", root, err)
 	}
 	desired := make([]planner.Desired, len(pub.Outputs))
@@ -190,19 +191,6 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 		return pl, fmt.Errorf("%s: %w", root, err)
 	}
 	return pl, nil
-}
-
-// saveFingerprints writes the root's fingerprint file. It is advisory
-// (fingerprints.go): a failure costs hashing later, no more.
-func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, fps fingerprints, cat *catalog.Catalog) {
-	fps.keepOnly(cat)
-	if l.Err() != nil {
-		return
-	}
-	data := fps.encode()
-	if _, err := root.Put(ctx, FingerprintsPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
-		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
-	}
 }
 
 // Publish runs the publication on root under l. See intent.go for the order
@@ -275,9 +263,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := storage.CheckRoot(ctx, root); err != nil {
 			return res, err
 		}
-		if pl.fpsChanged {
-			e.saveFingerprints(ctx, root, l, pl.fps, st.cat)
-		}
+		e.saveFingerprints(ctx, root, l, pl.fps, st.cat)
 		return res, nil
 	}
 
@@ -309,6 +295,16 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := e.verifyCopies(ctx, pub.Bundle, copies); err != nil {
 			return res, err
 		}
+	}
+
+	// The index shards of the paths about to be written are rewritten
+	// afterwards: load their other entries first.
+	writePaths := make([]string, len(writes))
+	for i, it := range writes {
+		writePaths[i] = it.Path
+	}
+	if err := e.loadFingerprints(ctx, root, pl.fps, writePaths); err != nil {
+		return res, fmt.Errorf("read fingerprints in %s: %w", root, err)
 	}
 
 	if len(writes)+len(deletes) > 0 {
@@ -424,7 +420,7 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 // writeAll writes the plan's outputs, each only if its path still holds
 // what the plan saw (nothing, or the listed version), and records the new
 // versions in fps.
-func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored, fps fingerprints) ([]planner.Item, error) {
+func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored, fps *fingerprints) ([]planner.Item, error) {
 	workers := e.workers()
 	var (
 		mu   sync.Mutex
@@ -448,7 +444,7 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 			mu.Lock()
 			done = append(done, it)
 			if oi.Fingerprint != "" {
-				fps[it.Path] = known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256}
+				fps.set(it.Path, known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256})
 			}
 			mu.Unlock()
 			return nil
@@ -618,6 +614,11 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 	}
 	if err := root.Delete(ctx, IntentPath); err != nil {
 		return recovery{}, fmt.Errorf("remove intent in %s: %w", root, err)
+	}
+	// A run was interrupted: what its writes left behind goes too. Only
+	// space is at stake, so a failure does not stop the publication.
+	if _, err := e.CleanLeftovers(ctx, root, l); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the leftovers of interrupted writes; reconcile-state removes them")
 	}
 	ev := e.Log.Info()
 	ev.Str("root", root.String()).Int("intended_writes", len(writes)).Int("intended_deletes", len(deletes)).Msg("recovered an interrupted publication")

@@ -11,7 +11,7 @@ package engine
 // still matches the stale writer's condition. Such bytes differ from their
 // catalog record while size and name look right.
 //
-// The fingerprint file (.distributor/fingerprints) is how the next holder
+// The fingerprint index (.distributor/fingerprints/) is how the next holder
 // notices without rehashing the root, like git's index: for each path it
 // records the fingerprint of the stored version (local: inode, size, mtime;
 // S3: ETag) together with the sha256 of the bytes that version holds, as
@@ -22,31 +22,49 @@ package engine
 // recorded sha256 metadata read, on S3), and bytes that differ from the
 // catalog are rewritten by this publication instead of called unchanged.
 //
-// Entries are facts about versions, not about the catalog, so the file
+// Entries are facts about versions, not about the catalog, so the index
 // needs no compare-and-swap: an entry is trusted only when the version it
-// names is still the stored one. A missing or unreadable file costs one
+// names is still the stored one. A missing or unreadable shard costs one
 // hash per output the next publication keeps, nothing else.
+//
+// The index is split into 256 shards by a hash of the path, so that a
+// publication reads and rewrites only the shards of the paths it checks or
+// writes: adding ten outputs to a root of a million touches at most ten
+// small files, not an index the size of the catalog.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 )
 
-// FingerprintsPath holds the fingerprints of stored versions whose content
-// a holder knew.
-const FingerprintsPath = ".distributor/fingerprints"
+// FingerprintsDir holds the fingerprint index, one file per shard.
+const FingerprintsDir = catalog.ReservedDir + "/fingerprints"
 
-const fingerprintsHeader = "distributor-fingerprints 1"
+const (
+	fingerprintShards  = 256
+	fingerprintsHeader = "distributor-fingerprints 1"
+)
+
+// FingerprintsFile is the shard file that holds path's entry.
+func FingerprintsFile(path string) string {
+	h := fnv.New32a()
+	h.Write([]byte(path))
+	return fmt.Sprintf("%s/%02x", FingerprintsDir, h.Sum32()%fingerprintShards)
+}
 
 // known is what a holder knew of one stored version.
 type known struct {
@@ -54,27 +72,52 @@ type known struct {
 	sha256      string
 }
 
-// fingerprints maps output paths to their last known version.
-type fingerprints map[string]known
+// fingerprints is the part of a root's index that a publication loaded:
+// entries of the loaded shards, and which shards changed.
+type fingerprints struct {
+	mu      sync.Mutex
+	entries map[string]known
+	loaded  map[string]bool // shard files read
+	dirty   map[string]bool // shard files to write back
+}
 
-// readFingerprints reads the root's fingerprint file; a missing or
-// unreadable one is empty (it only costs hashing).
-func (e *Engine) readFingerprints(ctx context.Context, root storage.Backend) (fingerprints, error) {
-	data, _, err := root.ReadVersion(ctx, FingerprintsPath)
-	if err != nil {
-		if errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
-			return nil, err
+func newFingerprints() *fingerprints {
+	return &fingerprints{entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
+}
+
+// load reads the shards of paths that are not loaded yet. A missing or
+// unreadable shard is empty (it only costs hashing); an unreachable
+// backend is an error.
+func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *fingerprints, paths []string) error {
+	var shards []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if sh := FingerprintsFile(p); !f.loaded[sh] && !seen[sh] {
+			seen[sh] = true
+			shards = append(shards, sh)
 		}
-		e.Log.Debug().Err(err).Str("root", root.String()).Msg("fingerprint file unreadable; kept outputs are hashed once")
-		return fingerprints{}, nil
 	}
-	return parseFingerprints(data), nil
+	for _, sh := range shards {
+		data, _, err := root.ReadVersion(ctx, sh)
+		if err != nil {
+			if errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
+				return err
+			}
+			e.Log.Debug().Err(err).Str("root", root.String()).Str("shard", sh).Msg("fingerprint shard unreadable; its outputs are hashed once")
+			data = nil
+		}
+		for p, k := range parseFingerprints(data) {
+			f.entries[p] = k
+		}
+		f.loaded[sh] = true
+	}
+	return nil
 }
 
 // parseFingerprints reads "sha256 TAB fingerprint TAB path" lines after the
 // header. Paths cannot hold tabs or newlines (catalog path rules).
-func parseFingerprints(data []byte) fingerprints {
-	out := fingerprints{}
+func parseFingerprints(data []byte) map[string]known {
+	out := map[string]known{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	if !sc.Scan() || sc.Text() != fingerprintsHeader {
@@ -88,55 +131,102 @@ func parseFingerprints(data []byte) fingerprints {
 		}
 	}
 	if sc.Err() != nil {
-		return fingerprints{}
+		return map[string]known{}
 	}
 	return out
 }
 
-func (f fingerprints) encode() []byte {
-	paths := make([]string, 0, len(f))
-	for p := range f {
-		paths = append(paths, p)
+// set records what is known of path's stored version.
+func (f *fingerprints) set(path string, k known) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries[path] = k
+	f.dirty[FingerprintsFile(path)] = true
+}
+
+// vouches reports whether the entry for path names the stored version and
+// says it holds sha.
+func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) bool {
+	k, ok := f.entries[path]
+	return ok && k.fingerprint == stored.Fingerprint && k.sha256 == sha
+}
+
+// encode renders one shard: the entries whose paths the catalog manages.
+func (f *fingerprints) encode(shard string, index map[string]catalog.Output) []byte {
+	var paths []string
+	for p := range f.entries {
+		if _, managed := index[p]; managed && FingerprintsFile(p) == shard {
+			paths = append(paths, p)
+		}
 	}
 	sort.Strings(paths)
 	var buf bytes.Buffer
 	buf.WriteString(fingerprintsHeader + "\n")
 	for _, p := range paths {
-		k := f[p]
+		k := f.entries[p]
 		buf.WriteString(k.sha256 + "\t" + k.fingerprint + "\t" + p + "\n")
 	}
 	return buf.Bytes()
 }
 
-// vouches reports whether the entry for path names the stored version and
-// says it holds sha.
-func (f fingerprints) vouches(path string, stored planner.Stored, sha string) bool {
-	k, ok := f[path]
-	return ok && k.fingerprint == stored.Fingerprint && k.sha256 == sha
+// saveFingerprints writes the changed shards back. The index is advisory:
+// a failure costs hashing later, no more.
+func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
+	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
+		return
+	}
+	index := cat.Index()
+	shards := make([]string, 0, len(f.dirty))
+	for sh := range f.dirty {
+		shards = append(shards, sh)
+	}
+	sort.Strings(shards)
+	for _, sh := range shards {
+		data := f.encode(sh, index)
+		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
+			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
+			return
+		}
+	}
+	f.dirty = map[string]bool{}
 }
 
 // checkKept finds the outputs a plan would keep in place whose bytes are
 // not vouched for, checks them, and marks the ones that differ from their
 // catalog record as damaged in stored (so the planner rewrites them). The
-// ones that match are added to fps. It reports whether fps changed.
-func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catalog.Catalog, desired []Output, stored map[string]planner.Stored, fps fingerprints) (bool, error) {
+// ones that match are recorded in f.
+func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catalog.Catalog, desired []Output, stored map[string]planner.Stored, f *fingerprints) error {
 	if cat == nil {
-		return false, nil
+		return nil
 	}
 	index := cat.Index()
-	var suspects []catalog.Output
+	var kept []catalog.Output
 	for _, d := range desired {
 		rec, managed := index[d.Path]
 		s, exists := stored[d.Path]
 		if !managed || !exists || s.Size != rec.Size || rec.SHA256 != d.SHA256 || s.Fingerprint == "" {
 			continue // rewritten anyway, or nothing to tell versions apart
 		}
-		if !fps.vouches(d.Path, s, rec.SHA256) {
+		kept = append(kept, rec)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	paths := make([]string, len(kept))
+	for i, rec := range kept {
+		paths[i] = rec.Path
+	}
+	if err := e.loadFingerprints(ctx, root, f, paths); err != nil {
+		return err
+	}
+	var suspects []catalog.Output
+	for _, rec := range kept {
+		if !f.vouches(rec.Path, stored[rec.Path], rec.SHA256) {
 			suspects = append(suspects, rec)
 		}
 	}
 	if len(suspects) == 0 {
-		return false, nil
+		return nil
 	}
 	matches := make([]bool, len(suspects))
 	g, gctx := errgroup.WithContext(ctx)
@@ -149,13 +239,13 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return false, err
+		return err
 	}
 	damaged := 0
 	for i, rec := range suspects {
 		s := stored[rec.Path]
 		if matches[i] {
-			fps[rec.Path] = known{fingerprint: s.Fingerprint, sha256: rec.SHA256}
+			f.set(rec.Path, known{fingerprint: s.Fingerprint, sha256: rec.SHA256})
 			continue
 		}
 		s.Damaged = true
@@ -166,18 +256,5 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		e.Log.Warn().Str("root", root.String()).Int("outputs", damaged).
 			Msg("stored bytes differ from the catalog (a stale writer or a hand edit); this publication rewrites them")
 	}
-	return len(suspects) > damaged, nil
-}
-
-// keepFingerprints drops entries of paths the catalog no longer manages.
-func (f fingerprints) keepOnly(cat *catalog.Catalog) {
-	if cat == nil {
-		return
-	}
-	index := cat.Index()
-	for p := range f {
-		if _, ok := index[p]; !ok {
-			delete(f, p)
-		}
-	}
+	return nil
 }

@@ -25,6 +25,9 @@ type MaintenanceResult struct {
 	// Refreshed are size-mismatched records re-hashed into the catalog
 	// (reconcile-state --refresh).
 	Refreshed []catalog.Output
+	// Leftovers of interrupted writes removed (reconcile-state; with
+	// DryRun: found).
+	Leftovers LeftoverReport
 	DryRun    bool
 }
 
@@ -98,10 +101,18 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 // their current digest and size. It never adopts unmanaged files.
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, refresh bool, maxDeletes int, dryRun bool) (MaintenanceResult, error) {
 	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	if !dryRun {
+	var err error
+	if dryRun {
+		res.Leftovers, err = e.Leftovers(ctx, root)
+	} else {
 		if _, err := e.Recover(ctx, root, l); err != nil {
 			return res, err
 		}
+		// The whole root's, whatever the selection: they belong to no record.
+		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
+	}
+	if err != nil {
+		return res, err
 	}
 	st, err := maintenanceState(ctx, root)
 	if err != nil {
@@ -151,19 +162,42 @@ type VerifyReport struct {
 	Checked int      `json:"checked"`
 	Missing []string `json:"missing"`
 	Damaged []string `json:"damaged"`
+	// PendingRecovery: an interrupted (or running) publication left its
+	// intent; the next publication or maintenance command on the root
+	// finishes it. Verify does not: the outputs it was writing may show as
+	// damaged until then.
+	PendingRecovery bool `json:"pending_recovery"`
+	// Leftovers of interrupted writes in the whole root: they cost space,
+	// not correctness (reconcile-state removes them).
+	Leftovers LeftoverReport `json:"leftovers"`
 }
 
 // OK reports whether every checked output is intact.
 func (r VerifyReport) OK() bool { return len(r.Missing) == 0 && len(r.Damaged) == 0 }
 
 // Verify re-reads the stored bytes of every record match selects and
-// compares them with the record's size and sha256 (bitrot). It changes
-// nothing; it holds the lease so that it never reads a half-done publication.
+// compares them with the catalog's size and sha256 (bitrot). It never
+// writes and takes no lease, so it checks read-only and full roots too: an
+// interrupted publication is reported (PendingRecovery), not recovered,
+// and a publication that starts or commits while verify reads makes it
+// fail with storage.ErrConflict (run it again) rather than report that
+// publication's writes as damage.
 func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(catalog.Output) bool) (VerifyReport, error) {
 	rep := VerifyReport{Root: root.String(), Missing: []string{}, Damaged: []string{}}
+	before, err := stateVersions(ctx, root)
+	if err != nil {
+		return rep, err
+	}
+	rep.PendingRecovery = before.intent != ""
+	if rep.Leftovers, err = e.Leftovers(ctx, root); err != nil {
+		return rep, err
+	}
 	st, err := maintenanceState(ctx, root)
 	if err != nil {
 		return rep, err
+	}
+	if st.version != before.catalog {
+		return rep, unsettled(root)
 	}
 	if st.cat == nil {
 		return rep, nil
@@ -183,7 +217,31 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 			rep.Damaged = append(rep.Damaged, o.Path)
 		}
 	}
+	if after, err := stateVersions(ctx, root); err != nil {
+		return rep, err
+	} else if after != before {
+		return rep, unsettled(root)
+	}
 	return rep, nil
+}
+
+// versions are the catalog's and the intent's versions ("" = absent).
+type versions struct{ catalog, intent storage.Version }
+
+func stateVersions(ctx context.Context, root storage.Backend) (versions, error) {
+	_, iv, err := root.ReadVersion(ctx, IntentPath)
+	if err != nil {
+		return versions{}, fmt.Errorf("read intent in %s: %w", root, err)
+	}
+	_, cv, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return versions{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	return versions{catalog: cv, intent: iv}, nil
+}
+
+func unsettled(root storage.Backend) error {
+	return fmt.Errorf("verify %s: a publication changed the root while verify read it: %w; run verify again", root, storage.ErrConflict)
 }
 
 func hashAndSize(ctx context.Context, root storage.Backend, path string) (string, int64, error) {

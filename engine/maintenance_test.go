@@ -53,15 +53,18 @@ func (h *harness) reconcile(now time.Time, dest string, sel planner.Selector, re
 	return res, err
 }
 
+// verify runs as the CLI does: without a lease.
 func (h *harness) verify(dest string, match func(catalog.Output) bool) (engine.VerifyReport, error) {
 	h.t.Helper()
-	var rep engine.VerifyReport
-	err := h.withLease(h.clock.Now(), dest, func(root storage.Backend, _ lease.Lease) error {
-		var err error
-		rep, err = h.runner.Engine.Verify(context.Background(), root, match)
-		return err
-	})
-	return rep, err
+	d, ok := h.cfg.Destination(dest)
+	if !ok {
+		h.t.Fatalf("no destination %q", dest)
+	}
+	root, err := h.stores.Destination(context.Background(), d)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.runner.Engine.Verify(context.Background(), root, match)
 }
 
 func all(catalog.Output) bool { return true }

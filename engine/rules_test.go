@@ -520,8 +520,9 @@ func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
 			// The source digest changed, so every other record is updated in place.
 			t.Fatalf("updated %d, unchanged %d; want 99 record-only updates", len(res.Updated), res.Unchanged)
 		}
-		// The fingerprint file is rewritten: f042.txt is a new version.
-		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.FingerprintsPath, engine.IntentPath, "data/f042.txt"})
+		// One shard of the fingerprint index is rewritten: f042.txt is a
+		// new version.
+		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.FingerprintsFile("data/f042.txt"), engine.IntentPath, "data/f042.txt"})
 		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
 		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
 		wantStrings(t, "destination Open", root.Calls("Open"), nil)

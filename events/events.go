@@ -11,6 +11,7 @@ import (
 	"io"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // SchemaVersion is the version of every event this package writes and reads.
@@ -41,6 +42,7 @@ const (
 	ReasonMaxDeliveries      = "max_deliveries"
 	ReasonStorage            = "storage"
 	ReasonRootMissing        = "root_missing"
+	ReasonStorageDenied      = "storage_denied"
 	ReasonInternal           = "internal"
 )
 
@@ -53,6 +55,17 @@ const (
 
 // ErrInvalidEvent marks an event that cannot be decoded or fails validation.
 var ErrInvalidEvent = errors.New("invalid event")
+
+// Limits of a bundle-ready event. They keep every result event about it,
+// which embeds it and quotes its fields, far below the result size limit
+// (DefaultMaxResultBytes) and NATS' max_payload (1 MiB by default).
+const (
+	MaxEventBytes   = 64 << 10 // encoded event
+	MaxEventIDBytes = 512      // id; a replay adds ".replay.<n>" to its original's
+	MaxIDBytes      = 256      // pipeline_id and each destination id
+	MaxBundleBytes  = 4096     // bundle location
+	MaxDestinations = 256
+)
 
 // BundleReady is the event a producer publishes when a bundle is complete.
 // ProducedAt plays the role of the event time.
@@ -135,10 +148,20 @@ type Result struct {
 	// Original is the bundle-ready event behind a failed or collision
 	// event, kept so that it can be replayed.
 	Original *BundleReady `json:"original,omitempty"`
+	// OriginalRef names the stored bundle-ready message. Original is left
+	// out when the event would not fit the size limit otherwise; replay
+	// then fetches it from there.
+	OriginalRef *MsgRef `json:"original_ref,omitempty"`
 
 	// Reconciled events.
 	Removed        int      `json:"removed,omitempty"`
 	SizeMismatches []string `json:"size_mismatches,omitempty"`
+}
+
+// MsgRef names a message in a stream.
+type MsgRef struct {
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
 }
 
 // Encode returns the event's JSON.
@@ -158,8 +181,14 @@ func (e BundleReady) Validate() error {
 	if e.ID == "" {
 		return invalid("bundle.ready", "id is empty")
 	}
+	if len(e.ID) > MaxEventIDBytes {
+		return invalid("bundle.ready", "id %q is %d bytes, over the limit of %d", head(e.ID), len(e.ID), MaxEventIDBytes)
+	}
 	if !printable(e.ID) {
 		return invalid("bundle.ready", "id %q contains whitespace or control characters", e.ID)
+	}
+	if len(e.PipelineID) > MaxIDBytes {
+		return invalid("bundle.ready "+e.ID, "pipeline_id %q is %d bytes, over the limit of %d", head(e.PipelineID), len(e.PipelineID), MaxIDBytes)
 	}
 	if err := ValidatePipelineID(e.PipelineID); err != nil {
 		return invalid("bundle.ready "+e.ID, "%v", err)
@@ -167,11 +196,20 @@ func (e BundleReady) Validate() error {
 	if e.Bundle == "" {
 		return invalid("bundle.ready "+e.ID, "bundle is empty")
 	}
+	if len(e.Bundle) > MaxBundleBytes {
+		return invalid("bundle.ready "+e.ID, "bundle location %q is %d bytes, over the limit of %d", head(e.Bundle), len(e.Bundle), MaxBundleBytes)
+	}
 	if !ValidDigest(e.ManifestDigest) {
 		return invalid("bundle.ready "+e.ID, "manifest_digest %q is not sha256:<64 lowercase hex>", e.ManifestDigest)
 	}
+	if len(e.Destinations) > MaxDestinations {
+		return invalid("bundle.ready "+e.ID, "%d destinations, over the limit of %d", len(e.Destinations), MaxDestinations)
+	}
 	seen := make(map[string]bool, len(e.Destinations))
 	for _, d := range e.Destinations {
+		if len(d) > MaxIDBytes {
+			return invalid("bundle.ready "+e.ID, "destinations: destination id %q is %d bytes, over the limit of %d", head(d), len(d), MaxIDBytes)
+		}
 		if err := ValidateDestinationID(d); err != nil {
 			return invalid("bundle.ready "+e.ID, "destinations: %v", err)
 		}
@@ -208,6 +246,9 @@ func (r Result) Validate() error {
 			return fmt.Errorf("%s %s: original: %w", r.Type, r.ID, err)
 		}
 	}
+	if ref := r.OriginalRef; ref != nil && (ref.Stream == "" || ref.Seq == 0) {
+		return invalid(r.Type+" "+r.ID, "original_ref needs a stream and a sequence, got %q and %d", ref.Stream, ref.Seq)
+	}
 	return nil
 }
 
@@ -221,9 +262,13 @@ func IsResultType(t string) bool {
 }
 
 // DecodeBundleReady strictly decodes a bundle-ready event: unknown fields,
-// a wrong type or schema version, a missing id, pipeline_id or bundle, or a
-// malformed manifest_digest give an error wrapping ErrInvalidEvent.
+// a wrong type or schema version, a missing id, pipeline_id or bundle, a
+// malformed manifest_digest, or a size over the limits (MaxEventBytes and
+// the others) give an error wrapping ErrInvalidEvent.
 func DecodeBundleReady(data []byte) (BundleReady, error) {
+	if err := checkEventSize(len(data)); err != nil {
+		return BundleReady{}, err
+	}
 	var e BundleReady
 	if err := decodeStrict(data, &e); err != nil {
 		return BundleReady{}, fmt.Errorf("%w: bundle.ready: %v", ErrInvalidEvent, err)
@@ -244,6 +289,26 @@ func DecodeResult(data []byte) (Result, error) {
 		return Result{}, err
 	}
 	return r, nil
+}
+
+// head is the start of s, to name an over-long value in a message.
+func head(s string) string {
+	const n = 32
+	if len(s) <= n {
+		return s
+	}
+	k := n
+	for k > 0 && !utf8.RuneStart(s[k]) {
+		k--
+	}
+	return s[:k] + "…"
+}
+
+func checkEventSize(n int) error {
+	if n > MaxEventBytes {
+		return invalid("bundle.ready", "the event is %d bytes, over the limit of %d", n, MaxEventBytes)
+	}
+	return nil
 }
 
 func decodeStrict(data []byte, v any) error {

@@ -1,7 +1,9 @@
 package events_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -160,6 +162,77 @@ func TestDecodeBundleReadyErrors(t *testing.T) {
 	}
 }
 
+// Rule: a bundle-ready event over a size limit is invalid, with a message
+// naming the limit and the value; an event at the limit decodes.
+func TestBundleReadyLimits(t *testing.T) {
+	base := events.BundleReady{SchemaVersion: 1, Type: events.TypeBundleReady, ID: "e1", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest}
+	ids := func(n, size int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("d%0*d", size-1, i)
+		}
+		return out
+	}
+	// padded fills ReplayOf (which has no limit of its own) so that the
+	// event encodes to exactly size bytes.
+	padded := func(size int) events.BundleReady {
+		ev := base
+		ev.ReplayOf = "r"
+		data, _ := ev.Encode()
+		ev.ReplayOf = strings.Repeat("r", 1+size-len(data))
+		return ev
+	}
+	long := func(prefix string, n int) string { return prefix + strings.Repeat("x", n-len(prefix)) }
+	cases := []struct {
+		name string
+		edit func(*events.BundleReady)
+		want string // "" for valid
+	}{
+		{"event at the size limit", func(e *events.BundleReady) { *e = padded(events.MaxEventBytes) }, ""},
+		{"event over the size limit", func(e *events.BundleReady) { *e = padded(events.MaxEventBytes + 1) },
+			"invalid event: bundle.ready: the event is 65537 bytes, over the limit of 65536"},
+		{"600 KB bundle", func(e *events.BundleReady) { e.Bundle = long("/", 600<<10) },
+			"invalid event: bundle.ready: the event is 614580 bytes, over the limit of 65536"},
+		{"bundle at the limit", func(e *events.BundleReady) { e.Bundle = long("/", 4096) }, ""},
+		{"bundle over the limit", func(e *events.BundleReady) { e.Bundle = long("/", 4097) },
+			`invalid event: bundle.ready e1: bundle location "/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 4097 bytes, over the limit of 4096`},
+		{"id at the limit", func(e *events.BundleReady) { e.ID = long("e", 512) }, ""},
+		{"id over the limit", func(e *events.BundleReady) { e.ID = long(strings.Repeat("i", 31)+"é", 513) },
+			`invalid event: bundle.ready: id "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiii…" is 513 bytes, over the limit of 512`},
+		{"pipeline id at the limit", func(e *events.BundleReady) { e.PipelineID = long("p", 256) }, ""},
+		{"pipeline id over the limit", func(e *events.BundleReady) { e.PipelineID = long("p", 257) },
+			`invalid event: bundle.ready e1: pipeline_id "pxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`},
+		{"destinations at the limit", func(e *events.BundleReady) { e.Destinations = ids(256, 4) }, ""},
+		{"destinations over the limit", func(e *events.BundleReady) { e.Destinations = ids(257, 4) },
+			"invalid event: bundle.ready e1: 257 destinations, over the limit of 256"},
+		{"60,000 destinations", func(e *events.BundleReady) { e.Destinations = ids(60000, 6) },
+			"invalid event: bundle.ready: the event is 540199 bytes, over the limit of 65536"},
+		{"destination id at the limit", func(e *events.BundleReady) { e.Destinations = []string{long("d", 256)} }, ""},
+		{"destination id over the limit", func(e *events.BundleReady) { e.Destinations = []string{"a", long("d", 257)} },
+			`invalid event: bundle.ready e1: destinations: destination id "dxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := base
+			c.edit(&ev)
+			data, err := json.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = events.DecodeBundleReady(data)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("%d-byte event: %v", len(data), err)
+				}
+				return
+			}
+			if !errors.Is(err, events.ErrInvalidEvent) || err.Error() != c.want {
+				t.Fatalf("err = %v\nwant %s", err, c.want)
+			}
+		})
+	}
+}
+
 func TestDecodeResultErrors(t *testing.T) {
 	valid := `{"schema_version":1,"type":"failed","id":"r1","time":"2026-06-19T12:00:00Z","reason":"storage","written":0,"unchanged":0,"deleted":0}`
 	if _, err := events.DecodeResult([]byte(valid)); err != nil {
@@ -175,6 +248,7 @@ func TestDecodeResultErrors(t *testing.T) {
 		{"failed without reason", strings.Replace(valid, `"reason":"storage",`, ``, 1), "reason is empty"},
 		{"bad original", strings.Replace(valid, `"reason"`, `"original":{"schema_version":1,"type":"bundle.ready","id":"e","pipeline_id":"p","bundle":"/b","manifest_digest":"sha256:x"},"reason"`, 1), "original: invalid event"},
 		{"unknown field in original", strings.Replace(valid, `"reason"`, `"original":{"bogus":1},"reason"`, 1), `unknown field "bogus"`},
+		{"original_ref without seq", strings.Replace(valid, `"reason"`, `"original_ref":{"stream":"S","seq":0},"reason"`, 1), `original_ref needs a stream and a sequence, got "S" and 0`},
 		{"counts as strings", strings.Replace(valid, `"written":0`, `"written":"0"`, 1), "cannot unmarshal string"},
 	}
 	for _, c := range cases {

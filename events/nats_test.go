@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -421,12 +422,108 @@ func TestResultTruncation(t *testing.T) {
 		t.Fatalf("collision event: %d bytes, lists truncated %v, %d collisions", len(m.Data), got.ListsTruncated, len(got.Collisions))
 	}
 
-	// Nothing left to cut: a clear error, nothing published.
-	f := events.Result{Type: events.TypeFailed, BundleEventID: "huge", Reason: events.ReasonInternal, Message: strings.Repeat("x", limit)}
+	// Nothing left to cut but a fixed field: a clear error, nothing published.
+	f := published("huge", "html", "w.daily")
+	f.Source.ID = strings.Repeat("s", limit)
 	if err := p.PublishResult(ctx, f); !errors.Is(err, events.ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
 	if info, _ := st.Events.Info(ctx); info.State.Msgs != 3 {
 		t.Fatalf("events stream has %d messages, want 3", info.State.Msgs)
+	}
+}
+
+// Rule: a failed result too large even with its lists cut is still
+// published: its original is replaced by the reference to the stored
+// bundle-ready message, then its message is cut; without a reference the
+// original stays and only the message is cut.
+func TestResultOverLimitKeepsReference(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	const limit = 4096
+	p := events.NewPublisher(js, st.Subjects, events.WithMaxResultBytes(limit))
+	orig := events.BundleReady{SchemaVersion: 1, Type: events.TypeBundleReady, ID: "e1", PipelineID: "w.daily",
+		Bundle: "/bundles/" + strings.Repeat("b", 3000), ManifestDigest: digest}
+	ref := &events.MsgRef{Stream: st.Subjects.BundlesStream(), Seq: 7}
+	msg := "open bundle " + orig.Bundle + ": " + strings.Repeat("é", 1000)
+	cases := []struct {
+		name        string
+		r           events.Result
+		wantOrig    bool
+		wantMessage string // "": the whole message
+	}{
+		{"original fits", events.Result{BundleEventID: "e1", Message: "bundle missing", Original: &orig, OriginalRef: ref}, true, ""},
+		{"original left out", events.Result{BundleEventID: "e2", Message: strings.Repeat("m", 1500), Original: &orig, OriginalRef: ref}, false, ""},
+		{"message cut too", events.Result{BundleEventID: "e3", Message: msg, Original: &orig, OriginalRef: ref}, false, "cut"},
+		{"no reference: message cut", events.Result{BundleEventID: "e4", Message: msg, Original: &orig}, true, "cut"},
+	}
+	// The first case must fit: a short bundle.
+	small := orig
+	small.Bundle = "/bundles/b"
+	cases[0].r.Original = &small
+	for i, c := range cases {
+		c.r.Type, c.r.PipelineID, c.r.DestinationID, c.r.Reason = events.TypeFailed, "w.daily", "html", events.ReasonBundleMissing
+		if c.name == "original left out" {
+			c.r.Collisions = []string{strings.Repeat("c", 2000)} // a list that is cut first
+		}
+		if err := p.PublishResult(ctx, c.r); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		m, err := st.Events.GetMsg(ctx, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := events.DecodeResult(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Data) > limit {
+			t.Errorf("%s: %d bytes, limit %d", c.name, len(m.Data), limit)
+		}
+		if (got.Original != nil) != c.wantOrig || (c.wantOrig && got.Original.Bundle != c.r.Original.Bundle) {
+			t.Errorf("%s: original = %+v, want kept %v", c.name, got.Original, c.wantOrig)
+		}
+		if (c.r.OriginalRef == nil) != (got.OriginalRef == nil) || (got.OriginalRef != nil && *got.OriginalRef != *ref) {
+			t.Errorf("%s: original_ref = %+v, want %+v", c.name, got.OriginalRef, c.r.OriginalRef)
+		}
+		if c.wantMessage == "" && got.Message != c.r.Message {
+			t.Errorf("%s: message %q, want it whole", c.name, got.Message)
+		}
+		if c.r.Collisions != nil && (!got.ListsTruncated || len(got.Collisions) != 0) {
+			t.Errorf("%s: collisions %d, lists truncated %v: want the list cut before the original", c.name, len(got.Collisions), got.ListsTruncated)
+		}
+		if c.wantMessage == "cut" {
+			kept := strings.TrimSuffix(got.Message, " … (truncated)")
+			if kept == got.Message || !strings.HasPrefix(c.r.Message, kept) || len(kept) < 500 || !utf8.ValidString(got.Message) {
+				t.Errorf("%s: message %q (%d bytes), want a valid prefix of the original ending in the truncation mark", c.name, got.Message, len(got.Message))
+			}
+		}
+	}
+}
+
+// Rule: a producer cannot announce an event over the limits: the announce
+// fails with ErrInvalidEvent naming the limit and stores nothing.
+func TestAnnounceBundleRefusesOversizedEvent(t *testing.T) {
+	ctx := context.Background()
+	js, st := setup(t)
+	p := events.NewPublisher(js, st.Subjects)
+	base := events.BundleReady{ID: "e1", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest, ProducedAt: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
+	long := base
+	long.Bundle = "/" + strings.Repeat("b", 5000)
+	big := base
+	big.ReplayOf = strings.Repeat("r", 70<<10)
+	for _, c := range []struct {
+		ev   events.BundleReady
+		want string
+	}{
+		{long, "bundle location \"/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb…\" is 5001 bytes, over the limit of 4096"},
+		{big, "the event is 71914 bytes, over the limit of 65536"},
+	} {
+		if _, _, err := p.AnnounceBundle(ctx, c.ev); !errors.Is(err, events.ErrInvalidEvent) || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("announce: err = %v, want ErrInvalidEvent ending in %q", err, c.want)
+		}
+	}
+	if info, _ := st.Bundles.Info(ctx); info.State.Msgs != 0 {
+		t.Errorf("bundles stream has %d messages, want 0", info.State.Msgs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -16,7 +17,7 @@ import (
 const DefaultMaxResultBytes = 512 << 10
 
 // ErrTooLarge: a result event does not fit the size limit even with its
-// output and path lists emptied.
+// output and path lists emptied, its original left out and its message cut.
 var ErrTooLarge = errors.New("result event too large")
 
 // Publisher publishes bundle-ready and result events.
@@ -97,6 +98,9 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 	if err != nil {
 		return 0, false, fmt.Errorf("encode bundle.ready %s: %w", ev.ID, err)
 	}
+	if err := checkEventSize(len(data)); err != nil {
+		return 0, false, err
+	}
 	stream := p.subjects.BundlesStream()
 	ack, err := p.js.Publish(ctx, subject, data,
 		jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
@@ -111,7 +115,9 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 // with a BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also
 // used as its ID when ID is empty, so a redelivered bundle does not publish its
 // result twice. Other results use ID (a NewEventID when empty). Outputs,
-// then the path lists, are cut to keep the event under the size limit.
+// then the path lists are cut, then the original is left out (when
+// OriginalRef names it), then the message is cut to keep the event under the
+// size limit.
 func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
 	if r.SchemaVersion == 0 {
 		r.SchemaVersion = SchemaVersion
@@ -165,7 +171,9 @@ func publishErr(what, stream string, err error) error {
 }
 
 // fitResult encodes r within limit bytes: it keeps as many outputs as fit
-// (OutputsTruncated), then as many path-list entries as fit (ListsTruncated).
+// (OutputsTruncated), then as many path-list entries as fit (ListsTruncated),
+// then leaves out an Original that OriginalRef names, then keeps as much of
+// the message as fits.
 func fitResult(r Result, limit int) ([]byte, error) {
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -193,8 +201,31 @@ func fitResult(r Result, limit int) ([]byte, error) {
 			return data, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %s event %s exceeds %d bytes even without outputs and path lists", ErrTooLarge, r.Type, r.ID, limit)
+	if r.Original != nil && r.OriginalRef != nil {
+		r.Original = nil
+		if data, err := json.Marshal(r); err == nil && len(data) <= limit {
+			return data, nil
+		}
+	}
+	if msg := r.Message; msg != "" {
+		if data, ok := largestFit(len(msg), limit, func(k int) Result { r.Message = cutMessage(msg, k); return r }); ok {
+			return data, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s event %s exceeds %d bytes even without outputs, path lists, original and message", ErrTooLarge, r.Type, r.ID, limit)
 }
+
+// cutMessage is the first n bytes of msg (at a character boundary) marked
+// as cut.
+func cutMessage(msg string, n int) string {
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n] + truncatedMark
+}
+
+// truncatedMark ends a message cut to fit the size limit.
+const truncatedMark = " … (truncated)"
 
 // largestFit finds the largest k in [0, n) whose encoding of with(k) fits
 // limit (encoded size grows with k).

@@ -131,6 +131,7 @@ type kvLease struct {
 	rev      uint64    // current revision: the next renewal's compare-and-swap
 	deadline time.Time // the lease is ours until then (local clock)
 	lost     error
+	renewErr error // why the last renewal failed, for the loss message
 
 	once sync.Once
 	stop chan struct{}
@@ -148,8 +149,12 @@ func (s *kvLease) Err() error {
 
 func (s *kvLease) errLocked() error {
 	if s.lost == nil && !s.locker.now().Before(s.deadline.Add(-SafetyMargin(s.locker.ttl))) {
-		s.lost = fmt.Errorf("%w: lease on %s was not renewed within %s (a holder stops %s before expiry so that its last write cannot land after it)",
-			ErrLost, s.root.Key, s.locker.ttl, SafetyMargin(s.locker.ttl))
+		why := ""
+		if s.renewErr != nil {
+			why = fmt.Sprintf("; the last renewal failed: %v", s.renewErr)
+		}
+		s.lost = fmt.Errorf("%w: lease on %s was not renewed within %s (a holder stops %s before expiry so that its last write cannot land after it)%s",
+			ErrLost, s.root.Key, s.locker.ttl, SafetyMargin(s.locker.ttl), why)
 	}
 	return s.lost
 }
@@ -188,19 +193,53 @@ func (s *kvLease) renew(ctx context.Context) {
 			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.locker.ttl))
 		cancel()
 
+		var owned jetstream.KeyValueEntry
+		if wrongLastSequence(err) {
+			// A renewal whose answer was lost may have landed: then the
+			// key is still ours at a newer revision.
+			owned, err = s.checkOwner(ctx, deadline.Sub(sent))
+		}
+
 		s.mu.Lock()
 		switch {
+		case err == nil && owned != nil:
+			s.rev, s.renewErr = owned.Revision(), nil // keep the older deadline
 		case err == nil:
-			s.rev, s.deadline = ack.Sequence, sent.Add(s.locker.ttl)
-		case wrongLastSequence(err):
+			s.rev, s.deadline, s.renewErr = ack.Sequence, sent.Add(s.locker.ttl), nil
+		case errors.Is(err, ErrLost):
 			if s.lost == nil {
-				s.lost = fmt.Errorf("%w: lease on %s expired or was taken over", ErrLost, s.root.Key)
+				s.lost = err
 			}
+		default:
+			// Transient: retry on the next tick until the deadline passes.
+			s.renewErr = err
 		}
-		// Other errors are transient: retry on the next tick until the
-		// deadline passes.
 		s.mu.Unlock()
 	}
+}
+
+// checkOwner reads the key after a failed compare-and-swap: this holder's
+// record at another revision is a renewal that landed; a missing key is an
+// expired lease (ErrLost); another holder's record is ErrLost and
+// ErrTakenOver.
+func (s *kvLease) checkOwner(ctx context.Context, timeout time.Duration) (jetstream.KeyValueEntry, error) {
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	e, err := s.locker.kv.Get(gctx, s.key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, fmt.Errorf("%w: lease on %s expired", ErrLost, s.root.Key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lease on %s after a failed renewal: %w", s.root.Key, err)
+	}
+	var cur kvRecord
+	if json.Unmarshal(e.Value(), &cur) == nil && cur.Holder == s.rec.Holder && cur.Acquired.Equal(s.rec.Acquired) {
+		return e, nil
+	}
+	if cur.Holder == "" {
+		cur.Holder = "an unknown holder"
+	}
+	return nil, fmt.Errorf("%w: lease on %s was taken over by %s: %w", ErrLost, s.root.Key, cur.Holder, ErrTakenOver)
 }
 
 // Release stops renewal and deletes the key if it is still this lease's

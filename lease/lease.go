@@ -18,6 +18,11 @@ var (
 	// ErrLost: the lease expired or could not be renewed; the holder must
 	// stop before its next mutation.
 	ErrLost = errors.New("lease lost")
+	// ErrTakenOver: a conditional write proved that another holder has the
+	// lease now. It comes wrapped together with ErrLost; a lease that only
+	// could not be renewed (a backend that hung or went away) is ErrLost
+	// without it.
+	ErrTakenOver = errors.New("another holder took the lease")
 )
 
 // SafetyMargin is how long before its expiry a lease of the given TTL

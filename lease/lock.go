@@ -129,6 +129,8 @@ type storageLease struct {
 	rec     lockRecord
 	version storage.Version
 	lost    error
+	// renewErr is why the last renewal failed, for the loss message.
+	renewErr error
 
 	once sync.Once
 	done chan struct{}
@@ -145,8 +147,12 @@ func (s *storageLease) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost == nil && !s.locker.now().Before(s.rec.Expires.Add(-SafetyMargin(s.locker.ttl))) {
-		s.lost = fmt.Errorf("%w: lock on %s expires at %s and was not renewed (a holder stops %s before expiry so that its last write cannot land after it)",
-			ErrLost, s.root.Store, s.rec.Expires.Format(time.RFC3339), SafetyMargin(s.locker.ttl))
+		why := ""
+		if s.renewErr != nil {
+			why = fmt.Sprintf("; the last renewal failed: %v", s.renewErr)
+		}
+		s.lost = fmt.Errorf("%w: lock on %s expires at %s and was not renewed (a holder stops %s before expiry so that its last write cannot land after it)%s",
+			ErrLost, s.root.Store, s.rec.Expires.Format(time.RFC3339), SafetyMargin(s.locker.ttl), why)
 	}
 	return s.lost
 }
@@ -170,20 +176,49 @@ func (s *storageLease) renew() {
 		s.mu.Unlock()
 		rec.Expires = s.locker.now().UTC().Add(s.locker.ttl)
 		data, _ := json.Marshal(rec)
+		// Bounded: a hung backend must not hold renewal (or Release) beyond
+		// the next tick; Err reports the loss once the expiry nears.
 		ctx, cancel := context.WithTimeout(context.Background(), s.locker.ttl/3)
 		nv, err := s.root.Store.WriteIfVersion(ctx, LockPath, data, v)
+		if errors.Is(err, storage.ErrConflict) {
+			// A renewal that timed out may still have landed: then the
+			// lock is ours with a newer version, not taken over.
+			nv, rec, err = s.checkOwner(ctx, rec)
+		}
 		cancel()
 		s.mu.Lock()
 		switch {
 		case err == nil:
-			s.rec, s.version = rec, nv
-		case errors.Is(err, storage.ErrConflict):
-			s.lost = fmt.Errorf("%w: lock on %s was taken over", ErrLost, s.root.Store)
+			s.rec, s.version, s.renewErr = rec, nv, nil
+		case errors.Is(err, ErrTakenOver):
+			s.lost = err
+		default:
+			// Transient: keep trying until the expiry nears.
+			s.renewErr = err
 		}
-		// Other (transient) errors: keep trying until the expiry passes; Err()
-		// reports the loss once it does.
 		s.mu.Unlock()
 	}
+}
+
+// checkOwner reads the lock after a failed renewal. If it still carries this
+// holder's record, an earlier renewal landed although its answer was lost:
+// the lock and its version are adopted (with the expiry it recorded, which
+// is no later than this renewal's). Otherwise the lock really was taken
+// over (or removed): ErrTakenOver.
+func (s *storageLease) checkOwner(ctx context.Context, mine lockRecord) (storage.Version, lockRecord, error) {
+	data, v, err := s.root.Store.ReadVersion(ctx, LockPath)
+	if err != nil {
+		return "", mine, fmt.Errorf("read lock %s%s after a failed renewal: %w", s.root.Store, LockPath, err)
+	}
+	if v == "" {
+		return "", mine, fmt.Errorf("%w: lock on %s was removed by someone else: %w", ErrLost, s.root.Store, ErrTakenOver)
+	}
+	var cur lockRecord
+	if json.Unmarshal(data, &cur) == nil && cur.Holder == mine.Holder && cur.Host == mine.Host && cur.PID == mine.PID &&
+		cur.Generation == mine.Generation && cur.Acquired.Equal(mine.Acquired) {
+		return v, cur, nil
+	}
+	return "", mine, fmt.Errorf("%w: lock on %s was taken over by %s (pid %d on %s): %w", ErrLost, s.root.Store, cur.Holder, cur.PID, cur.Host, ErrTakenOver)
 }
 
 func (s *storageLease) Release(ctx context.Context) error {

@@ -18,6 +18,10 @@ var (
 	// ErrUnavailable wraps transient backend failures (network, throttling):
 	// the operation may succeed if tried again later.
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrDenied: the destination refuses the operation (no permission, a
+	// read-only file system, S3 access denied). Retrying does not help
+	// until an operator fixes the permissions or remounts it read-write.
+	ErrDenied = errors.New("access denied")
 	// ErrRootMissing: the root's path names no folder any more (moved or
 	// deleted). Retrying does not help until an operator recreates it.
 	ErrRootMissing = errors.New("destination root does not exist")
@@ -95,6 +99,32 @@ func CheckRoot(ctx context.Context, b Backend) error {
 		return c.CheckRoot(ctx)
 	}
 	return nil
+}
+
+// Leftover is what an interrupted write (a killed process) left behind in
+// a root: a local temp file, an unfinished S3 multipart upload. Readers
+// never see it (List skips it), but it holds space until removed.
+type Leftover struct {
+	// Path is root-relative: the temp file's own path (local), or the path
+	// the upload was writing (S3).
+	Path string
+	// Size is the bytes it holds (S3: the parts uploaded so far).
+	Size int64
+	// ModTime is when it was last written (local) or started (S3).
+	ModTime time.Time
+	// ID is the backend's handle on it (S3: the upload ID); empty otherwise.
+	ID string
+}
+
+// LeftoverCleaner is implemented by backends whose interrupted writes can
+// leave something behind.
+type LeftoverCleaner interface {
+	// Leftovers returns the root's leftovers last written before cutoff,
+	// in path order. Younger ones may be writes still in flight.
+	Leftovers(ctx context.Context, cutoff time.Time) ([]Leftover, error)
+	// RemoveLeftovers removes leftovers that Leftovers returned; ones
+	// already gone are not an error. It never touches an object.
+	RemoveLeftovers(ctx context.Context, ls []Leftover) error
 }
 
 // Backend is a destination root (or a bundle location) on some storage.

@@ -14,7 +14,6 @@ import (
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
@@ -127,9 +126,7 @@ func (a *app) applyCommand() *cobra.Command {
 			publish := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
 				res, err := s.runner.Publish(ctx, req, b, d)
 				if s.publisher != nil {
-					ev := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: req.BundleEventID,
-						PipelineID: req.PipelineID, Bundle: req.Bundle, ManifestDigest: b.Digest, TakeOwnership: req.TakeOwnership, AllowOlder: req.AllowOlder}
-					s.report(ctx, a, consumer.ResultEvent(ev, d.ID, res, err, 1, false))
+					s.report(ctx, a, engine.ResultEvent(req.Event(b.Digest), d.ID, res, err, 1, false))
 				}
 				if errors.Is(err, engine.ErrSuperseded) {
 					err = fmt.Errorf("%w; use --allow-older to roll back", err)

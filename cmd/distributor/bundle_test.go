@@ -144,15 +144,15 @@ func TestBadBundleChangesNothing(t *testing.T) {
 		code     int
 		line     string // %[1]s = bundle dir, %[2]s = root
 	}{
-		{name: "traversal", manifest: "traversal", code: exitFailed,
+		{name: "traversal", manifest: "traversal", code: exitUsage,
 			line: `distributor: bundle %[1]s: invalid manifest: files[0]: invalid path "../x": has a ".." segment`},
-		{name: "absolute", manifest: "absolute", code: exitFailed,
+		{name: "absolute", manifest: "absolute", code: exitUsage,
 			line: `distributor: bundle %[1]s: invalid manifest: files[0]: invalid path "/etc/passwd": absolute; paths must be relative to the bundle or root`},
-		{name: "catalog-file", manifest: "catalog-file", code: exitFailed,
+		{name: "catalog-file", manifest: "catalog-file", code: exitUsage,
 			line: `distributor: bundle %[1]s: invalid manifest: files[0]: invalid path ".distributor.json": reserved for distributor's own state (.distributor.json, .distributor/)`},
-		{name: "reserved-folder", manifest: "reserved-folder", code: exitFailed,
+		{name: "reserved-folder", manifest: "reserved-folder", code: exitUsage,
 			line: `distributor: bundle %[1]s: invalid manifest: files[0]: invalid path ".distributor/intent.json": reserved for distributor's own state (.distributor.json, .distributor/)`},
-		{name: "duplicate", manifest: "duplicate", files: map[string]string{"a.txt": "data\n"}, code: exitFailed,
+		{name: "duplicate", manifest: "duplicate", files: map[string]string{"a.txt": "data\n"}, code: exitUsage,
 			line: `distributor: bundle %[1]s: invalid manifest: files[1] "a.txt": duplicate path (also files[0])`},
 		{name: "missing-file", manifest: "missing-file", code: exitFailed,
 			line: `distributor: bundle %[1]s: file listed in the manifest is missing: "a.txt"`},

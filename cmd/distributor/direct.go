@@ -39,6 +39,9 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 		},
 		close: func() {},
 	}
+	if a.wrapStores != nil {
+		s.runner.Stores = a.wrapStores(s.runner.Stores)
+	}
 	url := cfg.NATS.ConnectURL()
 	if cfg.NATS.URL == "" && !listening(cfg.NATS.Listen) {
 		a.log.Debug().Str("url", config.RedactURL(url)).Msg("no local NATS server; direct mode with a lock object in each root")
@@ -53,12 +56,17 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 		nc.Close()
 		return nil, err
 	}
-	s.runner.Locker = lease.Both(lease.NewKV(js, streams.Leases, holderName("direct"), serveLeaseTTL), s.runner.Locker)
+	// The lock object fences the run; the KV lease only keeps `serve` off
+	// the root, so NATS going away mid-run does not waste the run.
+	s.runner.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.runner.Locker)
 	s.publisher = events.NewPublisher(js, streams.Subjects)
 	s.close = nc.Close
 	a.log.Debug().Str("url", config.RedactURL(url)).Msg("using NATS for leases and events")
 	return s, nil
 }
+
+// reportTimeout bounds the publication of a direct-mode result event.
+const reportTimeout = 5 * time.Second
 
 // report publishes a maintenance event when NATS is there.
 func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
@@ -68,7 +76,10 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if r.ID == "" && r.BundleEventID == "" {
 		r.ID = events.NewEventID() // publication results get their deterministic id
 	}
-	if err := s.publisher.PublishResult(ctx, r); err != nil {
+	// Bounded: NATS may have gone away during the run.
+	pctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	if err := s.publisher.PublishResult(pctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/distributor/distributor/engine"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -25,10 +27,14 @@ func main() {
 // run executes the CLI and returns the process exit code. Errors are one
 // line on stderr, never a stack trace.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
-	cmd := app.rootCommand()
+	return newApp(stdout, stderr).run(ctx, args)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	stderr := a.stderr
+	cmd := a.rootCommand()
 	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
+	cmd.SetOut(a.stdout)
 	cmd.SetErr(stderr)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
@@ -39,13 +45,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// Exit codes (DESIGN.md "CLI").
+// Exit codes (engine.Classify maps errors to them).
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	exitRefused = 3
-	exitDamaged = 4
+	exitOK      = engine.ExitOK
+	exitFailed  = engine.ExitFailed
+	exitUsage   = engine.ExitUsage
+	exitRefused = engine.ExitRefused
+	exitDamaged = engine.ExitDamaged
 )
 
 // codeError carries an exit code through cobra.

@@ -73,11 +73,7 @@ func (a *app) pruneCommand() *cobra.Command {
 			}
 			fmt.Fprintf(a.stdout, "%s %d output(s) of %s in %s older than %s (before %s)\n", verb, len(res.Plan.Removed), owner, res.Root, config.Duration(age), catalog.FormatTime(cutoff))
 			if !dryRun && res.Plan.Changed {
-				r := events.Result{Type: events.TypePruned, PipelineID: pipeline, DestinationID: dest, Deleted: len(res.Plan.Removed)}
-				for _, o := range res.Plan.Removed {
-					r.Outputs = append(r.Outputs, events.OutputRef{Path: o.Path, SHA256: o.SHA256, Size: o.Size, URL: o.URL, Action: events.ActionDeleted})
-				}
-				s.report(ctx, a, r)
+				s.report(ctx, a, engine.MaintenanceEvent(events.TypePruned, pipeline, dest, res))
 			}
 			return nil
 		},

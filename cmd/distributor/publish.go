@@ -132,19 +132,14 @@ func resultsErr(results []events.Result) error {
 		if dest == "" {
 			dest = "pipeline " + r.PipelineID
 		}
+		// The highest code wins: a refusal says more than a failure.
+		code = max(code, engine.ResultExitCode(r))
 		switch r.Type {
 		case events.TypeCollision:
-			code = max(code, exitRefused)
 			problems = append(problems, fmt.Sprintf("%s: collision with %d unmanaged path(s)", dest, len(r.Collisions)))
 		case events.TypeSuperseded:
-			code = max(code, exitRefused)
 			problems = append(problems, fmt.Sprintf("%s: superseded by a newer version of the source (a roll back needs --allow-older)", dest))
 		case events.TypeFailed:
-			if r.Reason == events.ReasonInvalidCatalog || r.Reason == events.ReasonNewerCatalog || r.Reason == events.ReasonRefused {
-				code = max(code, exitRefused)
-			} else if code == exitOK {
-				code = exitFailed
-			}
 			problems = append(problems, fmt.Sprintf("%s: failed (%s)", dest, r.Reason))
 		}
 	}

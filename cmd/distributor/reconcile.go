@@ -19,7 +19,7 @@ func (a *app) reconcileCommand() *cobra.Command {
 	var allOwners, refresh, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "reconcile-state (--pipeline P --destination D | --all-owners [--destination D]) [--refresh] [--dry-run]",
-		Short: "Remove catalog records whose bytes are missing; report (or --refresh) size mismatches",
+		Short: "Remove catalog records whose bytes are missing and leftovers of interrupted writes; report (or --refresh) size mismatches",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig()
@@ -73,12 +73,7 @@ func (a *app) reconcileCommand() *cobra.Command {
 				}
 				a.printReconcile(d, res)
 				if !dryRun && (res.Plan.Changed || len(res.Refreshed) > 0) {
-					r := events.Result{Type: events.TypeReconciled, PipelineID: pipeline, DestinationID: d.ID,
-						Removed: len(res.Plan.Removed), SizeMismatches: res.Plan.SizeMismatches}
-					for _, o := range res.Plan.Removed {
-						r.Outputs = append(r.Outputs, events.OutputRef{Path: o.Path, SHA256: o.SHA256, Size: o.Size, URL: o.URL, Action: events.ActionDeleted})
-					}
-					s.report(ctx, a, r)
+					s.report(ctx, a, engine.MaintenanceEvent(events.TypeReconciled, pipeline, d.ID, res))
 				}
 			}
 			return first
@@ -101,6 +96,9 @@ func (a *app) printReconcile(d config.Destination, res engine.MaintenanceResult)
 		d.ID, res.Root, verb, len(res.Plan.Removed), len(res.Plan.SizeMismatches))
 	for _, o := range res.Plan.Removed {
 		fmt.Fprintf(a.stdout, "  - %s (missing)\n", o.Path)
+	}
+	if lo := res.Leftovers; lo.Count > 0 {
+		fmt.Fprintf(a.stdout, "%s (%s): %s %d leftover(s) of interrupted writes, %d bytes\n", d.ID, res.Root, verb, lo.Count, lo.Bytes)
 	}
 	refreshed := map[string]bool{}
 	for _, o := range res.Refreshed {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -56,16 +58,33 @@ func (a *app) replayCommand() *cobra.Command {
 					}
 					return nil
 				}
-				if r.Original == nil || (reason != "" && r.Reason != reason) {
+				if (r.Original == nil && r.OriginalRef == nil) || (reason != "" && r.Reason != reason) {
 					return nil
 				}
-				root := replayRoot(r.Original.ID)
+				original := r.Original
+				if original == nil {
+					// Left out to fit the size limit: fetch it, unless the
+					// event cannot match --id anyway.
+					if id != "" && r.ID != id && r.BundleEventID != id && replayRoot(r.BundleEventID) != id {
+						return nil
+					}
+					ev, err := fetchOriginal(ctx, js, streams, *r.OriginalRef)
+					if errors.Is(err, jetstream.ErrMsgNotFound) {
+						fmt.Fprintf(a.stdout, "cannot replay %s event %s: its bundle-ready event (%s seq %d) is no longer stored\n", r.Type, r.ID, r.OriginalRef.Stream, r.OriginalRef.Seq)
+						return nil
+					}
+					if err != nil {
+						return fmt.Errorf("%s event %s: %w", r.Type, r.ID, err)
+					}
+					original = &ev
+				}
+				root := replayRoot(original.ID)
 				if id != "" && r.ID != id && r.BundleEventID != id && root != id {
 					return nil
 				}
 				rp := byRoot[root]
 				if rp == nil {
-					rp = &replay{root: root, original: *r.Original, dests: map[string]bool{}}
+					rp = &replay{root: root, original: *original, dests: map[string]bool{}}
 					byRoot[root] = rp
 				}
 				if r.DestinationID == "" {
@@ -133,6 +152,22 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths in the replayed publications (sent on the admin subject)")
 	cmd.Flags().BoolVar(&allowOlder, "allow-older", false, "publish even over a newer version of the same source: a deliberate roll back (sent on the admin subject)")
 	return cmd
+}
+
+// fetchOriginal reads the bundle-ready event a result refers to.
+func fetchOriginal(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ref events.MsgRef) (events.BundleReady, error) {
+	st := streams.Bundles
+	if ref.Stream != streams.Subjects.BundlesStream() {
+		var err error
+		if st, err = js.Stream(ctx, ref.Stream); err != nil {
+			return events.BundleReady{}, fmt.Errorf("read the bundle-ready event %s seq %d: %w", ref.Stream, ref.Seq, err)
+		}
+	}
+	m, err := st.GetMsg(ctx, ref.Seq)
+	if err != nil {
+		return events.BundleReady{}, fmt.Errorf("read the bundle-ready event %s seq %d: %w", ref.Stream, ref.Seq, err)
+	}
+	return events.DecodeBundleReady(m.Data)
 }
 
 // replaySep joins an original bundle event id and a replay number; replay

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"os"
 	"strings"
@@ -10,12 +9,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/distributor/distributor/bundle"
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
-	"github.com/distributor/distributor/lease"
-	"github.com/distributor/distributor/planner"
 )
 
 // app holds what every subcommand shares: flags, output streams, logger.
@@ -25,6 +20,17 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            zerolog.Logger
+
+	// Test hooks; zero in production.
+	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
+	wrapStores func(engine.Stores) engine.Stores // wraps the backends of direct-mode runs
+}
+
+func (a *app) kvLeaseTTL() time.Duration {
+	if a.leaseTTL > 0 {
+		return a.leaseTTL
+	}
+	return serveLeaseTTL
 }
 
 func newApp(stdout, stderr io.Writer) *app {
@@ -112,25 +118,13 @@ func noArgs(cmd *cobra.Command, a []string) error {
 	return nil
 }
 
-// classify maps domain errors to exit codes.
+// classify maps errors to exit codes: engine.Classify, plus cobra's own
+// usage errors.
 func classify(err error) int {
-	switch {
-	case errors.Is(err, engine.ErrCollision),
-		errors.Is(err, engine.ErrSuperseded),
-		errors.Is(err, catalog.ErrInvalid),
-		errors.Is(err, catalog.ErrNewer),
-		errors.Is(err, lease.ErrHeld),
-		errors.Is(err, planner.ErrEmptyReplacement),
-		errors.Is(err, planner.ErrTooManyDeletes),
-		errors.Is(err, engine.ErrLegacyCatalog):
-		return exitRefused
-	case errors.Is(err, planner.ErrDuplicateOutput), errors.Is(err, planner.ErrPathConflict), errors.Is(err, planner.ErrSelector),
-		errors.Is(err, config.ErrInvalid), errors.Is(err, bundle.ErrBadLocation):
-		return exitUsage
-	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"):
+	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") {
 		return exitUsage
 	}
-	return exitFailed
+	return engine.Classify(err).ExitCode
 }
 
 func requireFlag(name, value string) error {

@@ -127,10 +127,11 @@ func TestServePublishWait(t *testing.T) {
 		}
 	}
 
-	// An unknown pipeline: serve reports one failed event, publish exits 1.
+	// An unknown pipeline: serve reports one failed event, publish exits 2
+	// as apply does.
 	code, stdout, stderr = e.cmd(t, "publish", "--wait", "--pipeline", "p.nope", "--bundle", b1)
-	if code != exitFailed {
-		t.Errorf("publish to an unknown pipeline: exit %d, want %d", code, exitFailed)
+	if code != exitUsage {
+		t.Errorf("publish to an unknown pipeline: exit %d, want %d", code, exitUsage)
 	}
 	assertBlocks(t, "publish --wait to an unknown pipeline", stdout,
 		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": add it under pipelines in the configuration`)

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
-	"github.com/distributor/distributor/lease"
-	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/stores"
 )
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -18,7 +18,7 @@ func (a *app) verifyCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify --destination D [--pipeline P] [--json]",
-		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage)",
+		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage); report leftovers of interrupted writes",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlag("destination", dest); err != nil {
@@ -33,25 +33,17 @@ func (a *app) verifyCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			s, err := a.directSession(ctx, cfg)
+			// Verify only reads: no lease, no lock object, no recovery, so
+			// it works on a read-only or full root (engine.Verify).
+			root, err := stores.New(cfg).Destination(ctx, d)
 			if err != nil {
 				return err
 			}
-			defer s.close()
 			match := func(o catalog.Output) bool {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}
-			var rep engine.VerifyReport
-			err = s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
-				// An interrupted publication would show its landed writes
-				// as damaged: finish its bookkeeping first.
-				if _, err := s.runner.Engine.Recover(ctx, root, l); err != nil {
-					return err
-				}
-				var err error
-				rep, err = s.runner.Engine.Verify(ctx, root, match)
-				return err
-			})
+			e := &engine.Engine{Version: version, Log: a.log}
+			rep, err := e.Verify(ctx, root, match)
 			if err != nil {
 				return err
 			}
@@ -69,9 +61,16 @@ func (a *app) verifyCommand() *cobra.Command {
 					fmt.Fprintf(a.stdout, "damaged  %s\n", p)
 				}
 				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, rep.Root, rep.Checked, len(rep.Missing), len(rep.Damaged))
+				if rep.PendingRecovery {
+					fmt.Fprintf(a.stdout, "pending recovery: an interrupted publication is not finished yet; the next apply, prune, reconcile-state or serve run on this root finishes it (its outputs may show as damaged until then)\n")
+				}
+				if lo := rep.Leftovers; lo.Count > 0 {
+					fmt.Fprintf(a.stdout, "%d leftover(s) of interrupted writes in the root, %d bytes, oldest from %s: reconcile-state removes them\n",
+						lo.Count, lo.Bytes, lo.Oldest.Format(time.RFC3339))
+				}
 			}
 			if !rep.OK() {
-				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: delete the damaged files and publish the bundle again (missing outputs are rewritten), or drop missing ones with reconcile-state"))
+				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: publish the bundle again to rewrite them (delete a damaged file first if its modification time did not change, as with bitrot), or drop missing ones with reconcile-state"))
 			}
 			return nil
 		},

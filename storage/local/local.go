@@ -10,7 +10,10 @@
 //
 // Writes go to a temp file beside the target (named catalog.TempPrefix+random,
 // never listed), are fsynced, renamed over the target and the target's folder is fsynced, so an
-// object is durable when Put returns. With PutOptions.DeferSync the two
+// object is durable when Put returns. Writes of new paths (PutOptions.IfAbsent)
+// use an unnamed file instead (O_TMPFILE, named by linkat(2) when complete):
+// a killed process leaves no temp name behind for them. A killed replacing
+// write does; Leftovers finds those. With PutOptions.DeferSync the two
 // fsyncs are skipped and Sync (syncfs(2) on the root's filesystem) makes a
 // whole batch durable at once: one flush instead of two per file.
 //
@@ -36,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +63,9 @@ type Backend struct {
 	root string      // absolute
 	r    *os.Root    // opened once: os.Root is safe for concurrent use
 	held fs.FileInfo // the folder r holds (device and inode), for CheckRoot
+	// noTmpfile: the filesystem (or a missing /proc) does not allow
+	// unnamed temp files; writes use named ones.
+	noTmpfile atomic.Bool
 }
 
 var (
@@ -77,13 +84,13 @@ func New(root string) (*Backend, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
 	case err != nil:
-		return nil, fmt.Errorf("local root %s: %w", abs, err)
+		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	case !fi.IsDir():
 		return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
 	}
 	r, err := os.OpenRoot(abs)
 	if err != nil {
-		return nil, fmt.Errorf("local root %s: %w", abs, err)
+		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
 	// The identity of what was opened, not of what was stat'ed above: the
 	// path may have changed in between.
@@ -92,7 +99,12 @@ func New(root string) (*Backend, error) {
 		r.Close()
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	}
-	return &Backend{root: abs, r: r, held: held}, nil
+	b := &Backend{root: abs, r: r, held: held}
+	// linkat(2) names an unnamed file through its /proc/self/fd link.
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		b.noTmpfile.Store(true)
+	}
+	return b, nil
 }
 
 // missingRoot is a root path that names no folder; it matches
@@ -107,7 +119,8 @@ func (m missingRoot) Unwrap() error { return storage.ErrRootMissing }
 // stat(2). A folder moved away keeps its handle valid, so without this check
 // writes would silently follow it. ErrRootMissing when the path names no
 // folder; ErrRootChanged when it names another one (open a new Backend).
-func (b *Backend) CheckRoot(ctx context.Context) error {
+func (b *Backend) CheckRoot(ctx context.Context) (err error) {
+	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -217,7 +230,8 @@ func fingerprint(fi fs.FileInfo) string {
 }
 
 // Stat returns the object's info; SHA256 is always empty (no metadata).
-func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -230,7 +244,8 @@ func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error
 }
 
 // Open streams the object's bytes.
-func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return nil, err
@@ -250,12 +265,13 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 
 // Put writes r to p atomically and durably (unless opts.DeferSync).
 //
-// Conditions: IfAbsent links the finished temp file to p, which fails when
-// anything is there (no-replace, atomic). IfMatch compares p's fingerprint
+// Conditions: IfAbsent links the finished (unnamed, or temp) file to p,
+// which fails when anything is there (no-replace, atomic). IfMatch compares p's fingerprint
 // right before the rename; POSIX has no atomic compare-and-rename, so a
 // writer that replaces p between that check and the rename is not seen
 // here: the new fingerprint tells the next reader that p changed.
-func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -284,6 +300,12 @@ func (c ctxReader) Read(p []byte) (int, error) {
 func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.Reader, size int64, durable bool, cond storage.PutOptions) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cond.IfAbsent && !b.noTmpfile.Load() {
+		fi, ok, err := b.writeUnnamed(ctx, r, p, src, size, durable)
+		if ok {
+			return fi, err
+		}
 	}
 	dir := path.Dir(p)
 	f, tmp, err := createTemp(r, dir)
@@ -363,7 +385,8 @@ func (b *Backend) place(r *os.Root, tmp, p string, cond storage.PutOptions) erro
 
 // Sync flushes the root's filesystem (syncfs(2)): every Put made with
 // DeferSync that has returned is durable afterwards.
-func (b *Backend) Sync(ctx context.Context) error {
+func (b *Backend) Sync(ctx context.Context) (err error) {
+	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -414,7 +437,8 @@ func syncDir(r *os.Root, dir string) error {
 // Delete removes the files, then the folders that became empty, up to (not
 // including) the root. Missing paths and folder names are skipped. The
 // removals are fsynced before Delete returns.
-func (b *Backend) Delete(ctx context.Context, paths ...string) error {
+func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
+	defer b.classifyTo(&err)
 	if len(paths) == 0 {
 		return nil
 	}
@@ -480,7 +504,8 @@ func (b *Backend) remove(r *os.Root, p string) (string, error) {
 // List walks the objects under prefix in byte order of their paths. A prefix
 // not ending in '/' is a plain string prefix (as on S3): "ab" matches "ab/x"
 // and "abc". The temp area is skipped; reserved paths are the caller's.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) (err error) {
+	defer b.classifyTo(&err)
 	dir := "."
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		dir = prefix[:i]
@@ -605,7 +630,8 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 
 // ReadVersion returns the object's bytes and version; (nil, "", nil) when
 // it is missing.
-func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storage.Version, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return nil, "", err
@@ -646,7 +672,8 @@ func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err erro
 
 // WriteIfVersion writes data at p only if p's current version is want (""
 // = must not exist).
-func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (_ storage.Version, err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return "", err
@@ -671,7 +698,8 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 
 // DeleteIfVersion deletes p only if its version is want. want "" on a
 // missing object matches and does nothing.
-func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) error {
+func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) (err error) {
+	defer b.classifyTo(&err)
 	r, err := b.open(p)
 	if err != nil {
 		return err
@@ -696,4 +724,83 @@ func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Ve
 		return err
 	}
 	return syncDir(r, dir)
+}
+
+// writeUnnamed writes a new path (PutOptions.IfAbsent) through an unnamed
+// file: open(2) with O_TMPFILE in the target's folder, then linkat(2) to
+// name it. Until the link the file has no name, so a killed process
+// leaves nothing in the tree, and linkat, like link, never replaces what
+// is at p. ok is false when the filesystem has no O_TMPFILE (nothing was
+// read from src then): the caller uses a named temp file.
+func (b *Backend) writeUnnamed(ctx context.Context, r *os.Root, p string, src io.Reader, size int64, durable bool) (_ fs.FileInfo, ok bool, _ error) {
+	dir := path.Dir(p)
+	d, err := openDir(r, dir)
+	if err != nil {
+		return nil, true, err
+	}
+	defer func() { d.Close() }()
+	fd, err := unix.Openat(int(d.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+		b.noTmpfile.Store(true)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("create an unnamed file in %q: %w", dir, err)
+	}
+	f := os.NewFile(uintptr(fd), path.Join(b.root, dir, "(unnamed)"))
+	defer f.Close()
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, make([]byte, 256<<10))
+	if err != nil {
+		return nil, true, err
+	}
+	if size >= 0 && n != size {
+		return nil, true, fmt.Errorf("the source gave %d bytes, expected %d", n, size)
+	}
+	if durable {
+		if err := f.Sync(); err != nil {
+			return nil, true, err
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, true, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, true, err
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(fd)
+	for attempt := 0; ; attempt++ {
+		err = unix.Linkat(unix.AT_FDCWD, proc, int(d.Fd()), path.Base(p), unix.AT_SYMLINK_FOLLOW)
+		if !errors.Is(err, unix.ENOENT) || attempt == 5 {
+			break
+		}
+		// A concurrent Delete removed the emptied folder: make it again.
+		d.Close()
+		if d, err = openDir(r, dir); err != nil {
+			return nil, true, err
+		}
+	}
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return nil, true, fmt.Errorf("%q exists: %w", p, storage.ErrConflict)
+	case err != nil:
+		return nil, true, fmt.Errorf("link the written file to %q: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, true, err
+	}
+	if durable {
+		if err := d.Sync(); err != nil {
+			return nil, true, fmt.Errorf("sync folder %q: %w", dir, err)
+		}
+	}
+	return fi, true, nil
+}
+
+// openDir makes dir (and its parents) and opens it.
+func openDir(r *os.Root, dir string) (*os.File, error) {
+	if err := r.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return r.Open(dir)
 }

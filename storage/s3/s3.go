@@ -66,6 +66,14 @@ type Options struct {
 	// PartSize is the multipart part size (default 8 MiB, at least 5 MiB).
 	// A Put buffers at most (Concurrency+2) parts.
 	PartSize int64
+	// Timeouts bound each request (New only; NewFromClient keeps the
+	// client's own).
+	Timeouts Timeouts
+	// MaxAttempts is how often New's client tries a request that failed
+	// transiently, timeouts included (the SDK's standard retryer; default 3).
+	MaxAttempts int
+	// MaxBackoff caps the retryer's back-off between attempts (default 20s).
+	MaxBackoff time.Duration
 }
 
 // Backend is a destination root (or bundle location) at s3://bucket/prefix.
@@ -93,12 +101,13 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("invalid s3 endpoint %q: want http(s)://host[:port]", opts.Endpoint)
 		}
 	}
-	var load []func(*config.LoadOptions) error
+	timeouts := opts.Timeouts.withDefaults()
+	// The SDK's buildable HTTP client, so that LoadDefaultConfig can still
+	// load AWS_CA_BUNDLE into it.
+	load := []func(*config.LoadOptions) error{config.WithHTTPClient(buildableClient(timeouts))}
 	if opts.Region != "" {
 		load = append(load, config.WithRegion(opts.Region))
 	}
-	// LoadDefaultConfig keeps the SDK's buildable HTTP client, so
-	// AWS_CA_BUNDLE keeps working.
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration for s3://%s: %w", opts.Bucket, err)
@@ -110,6 +119,16 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		cfg.Region = "us-east-1"
 	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		// Wrapped last, after the SDK has tuned its buildable client.
+		o.HTTPClient = &timeoutClient{inner: o.HTTPClient, t: timeouts}
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			if opts.MaxAttempts > 0 {
+				so.MaxAttempts = opts.MaxAttempts
+			}
+			if opts.MaxBackoff > 0 {
+				so.MaxBackoff = opts.MaxBackoff
+			}
+		})
 		o.UsePathStyle = opts.PathStyle
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
@@ -184,8 +203,12 @@ func (b *Backend) CheckBucket(ctx context.Context) error {
 	case status == 404 || apiCode(err) == "NoSuchBucket":
 		return b.noBucket()
 	case status == 403:
-		return fmt.Errorf("no access to s3 bucket %q: check the AWS credentials and the bucket policy: %w", b.bucket, err)
+		return fmt.Errorf("s3 bucket %q: %w: check the AWS credentials and the bucket policy: %w", b.bucket, storage.ErrDenied, err)
 	case isTransient(err):
+		var te *TimeoutError
+		if errors.As(err, &te) {
+			return fmt.Errorf("S3 endpoint %s %s (bucket %q): %w: %w", b.endpoint, te, b.bucket, storage.ErrUnavailable, err)
+		}
 		return fmt.Errorf("cannot reach S3 endpoint %s for bucket %q: %w: %w", b.endpoint, b.bucket, storage.ErrUnavailable, err)
 	}
 	return fmt.Errorf("check s3 bucket %q: %w", b.bucket, err)
@@ -262,7 +285,22 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, b.wrap("open", key, err)
 	}
-	return out.Body, nil
+	return &objectBody{ReadCloser: out.Body, b: b, key: key}, nil
+}
+
+// objectBody maps read errors (a stalled download) like the calls' own.
+type objectBody struct {
+	io.ReadCloser
+	b   *Backend
+	key string
+}
+
+func (o *objectBody) Read(p []byte) (int, error) {
+	n, err := o.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = o.b.wrap("read", o.key, err)
+	}
+	return n, err
 }
 
 // Put streams r to the key: one PutObject up to PartSize, a multipart
@@ -596,7 +634,10 @@ func (b *Backend) wrap(op, key string, err error) error {
 	where := "s3://" + b.bucket + "/" + key
 	var nf *types.NotFound
 	var nk *types.NoSuchKey
+	var te *TimeoutError
 	switch code := apiCode(err); {
+	case errors.As(err, &te): // before the context check: a header timeout Is DeadlineExceeded
+		return fmt.Errorf("s3 %s %s: S3 endpoint %s %s: %w: %w", op, where, b.endpoint, te, storage.ErrUnavailable, err)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("s3 %s %s: %w", op, where, err)
 	case code == "NoSuchBucket":
@@ -604,7 +645,7 @@ func (b *Backend) wrap(op, key string, err error) error {
 	case errors.As(err, &nf) || errors.As(err, &nk) || code == "NoSuchKey" || code == "NotFound":
 		return fmt.Errorf("s3 %s %s: %w", op, where, storage.ErrNotExist)
 	case httpStatus(err) == 403 || code == "AccessDenied":
-		return fmt.Errorf("s3 %s %s: access denied: check the AWS credentials and the bucket policy: %w", op, where, err)
+		return fmt.Errorf("s3 %s %s: %w: check the AWS credentials and the bucket policy: %w", op, where, storage.ErrDenied, err)
 	case isTransient(err):
 		return fmt.Errorf("s3 %s %s at %s: %w: %w", op, where, b.endpoint, storage.ErrUnavailable, err)
 	}

@@ -636,24 +636,7 @@ func TestSlowDownIsRetried(t *testing.T) {
 func TestNewFromDefaultChain(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
-	access, secret := "test", "test"
-	if env.External {
-		access, secret = os.Getenv(testenv.EnvS3AccessKey), os.Getenv(testenv.EnvS3SecretKey)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_DEFAULT_REGION", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	if os.Getenv("AWS_CA_BUNDLE") == "" {
-		if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
-			t.Setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
-		}
-	}
+	defaultChainEnv(t, env)
 	b, err := s3store.New(t.Context(), s3store.Options{Bucket: bucket, Prefix: "p/", Endpoint: env.URL, Region: os.Getenv(testenv.EnvS3Region)})
 	if err != nil {
 		t.Fatal(err)
@@ -678,5 +661,115 @@ func TestNewFromDefaultChain(t *testing.T) {
 
 	if _, err := s3store.New(t.Context(), s3store.Options{Bucket: bucket, Endpoint: "localhost:9000"}); err == nil || !strings.Contains(err.Error(), "invalid s3 endpoint") {
 		t.Fatalf("New with endpoint without scheme: %v, want an invalid endpoint error", err)
+	}
+}
+
+// defaultChainEnv points the standard AWS chain at env's credentials only,
+// with AWS_CA_BUNDLE set as on the CI machines.
+func defaultChainEnv(t *testing.T, env *testenv.S3) {
+	t.Helper()
+	access, secret := "test", "test"
+	if env.External {
+		access, secret = os.Getenv(testenv.EnvS3AccessKey), os.Getenv(testenv.EnvS3SecretKey)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	if os.Getenv("AWS_CA_BUNDLE") == "" {
+		if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
+			t.Setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+		}
+	}
+}
+
+// TestFrozenServerTimesOut: a server that accepts connections but answers
+// nothing (stopped with SIGSTOP) fails each call within the configured
+// timeouts, as ErrUnavailable naming the limit; once it runs again, the
+// next call succeeds.
+func TestFrozenServerTimesOut(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	proxy := testenv.NewFreezableProxy(t, env.URL)
+	defaultChainEnv(t, env)
+	const limit = 300 * time.Millisecond
+	b, err := s3store.New(t.Context(), s3store.Options{
+		Bucket: bucket, Prefix: "p/", Endpoint: proxy.URL, Region: os.Getenv(testenv.EnvS3Region),
+		Timeouts:    s3store.Timeouts{Connect: limit, FirstByte: limit, Idle: limit},
+		MaxAttempts: 2, MaxBackoff: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	// Seeded with the test client: under load, 300 ms is too short for the
+	// server to assemble a multipart upload.
+	if _, err := env.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("p/big"), Body: bytes.NewReader(big)}); err != nil {
+		t.Fatal(err)
+	}
+	download, err := b.Open(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer download.Close()
+	if _, err := io.ReadFull(download, make([]byte, 1024)); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Freeze()
+	endpoint := "S3 endpoint " + proxy.URL
+	// Two attempts, each bounded by one limit, plus back-off and slack.
+	const bound = 2*limit + 700*time.Millisecond
+	for _, c := range []struct {
+		name, want string
+		op         func() error
+	}{
+		{"Stat", "did not answer within 300ms (first byte)", func() error { _, err := b.Stat(ctx, "big"); return err }},
+		{"List", "did not answer within 300ms (first byte)", func() error {
+			return b.List(ctx, "", func(storage.ObjectInfo) error { return nil })
+		}},
+		{"Put", "did not answer within 300ms (first byte)", func() error {
+			_, err := b.Put(ctx, "small", strings.NewReader("small"), 5, storage.PutOptions{})
+			return err
+		}},
+		{"WriteIfVersion", "did not answer within 300ms (first byte)", func() error {
+			_, err := b.WriteIfVersion(ctx, "lock", []byte("x"), "")
+			return err
+		}},
+		// 6 MiB in one PutObject, whose body the server never takes.
+		{"Put large", "took no request bytes for 300ms (idle)", func() error {
+			_, err := b.Put(ctx, "large", bytes.NewReader(big[:6<<20]), 6<<20, storage.PutOptions{})
+			return err
+		}},
+		// The rest of the download stops coming.
+		{"Open read", "sent no response bytes for 300ms (idle)", func() error {
+			_, err := io.Copy(io.Discard, download)
+			return err
+		}},
+	} {
+		start := time.Now()
+		err := c.op()
+		took := time.Since(start)
+		if !errors.Is(err, storage.ErrUnavailable) || !strings.Contains(err.Error(), endpoint+" "+c.want) {
+			t.Errorf("%s against a frozen server: %v, want ErrUnavailable with %q", c.name, err, endpoint+" "+c.want)
+		}
+		if took > bound+limit { // the download first drains what the kernel buffered
+			t.Errorf("%s against a frozen server took %v, want under %v", c.name, took, bound+limit)
+		}
+		t.Logf("%s: %v after %v", c.name, err, took.Round(time.Millisecond))
+	}
+
+	proxy.Unfreeze()
+	if oi, err := b.Stat(ctx, "big"); err != nil || oi.Size != int64(len(big)) {
+		t.Fatalf("Stat after the server resumed: %+v, %v", oi, err)
+	}
+	if _, err := b.Put(ctx, "after", strings.NewReader("after"), 5, storage.PutOptions{}); err != nil {
+		t.Fatalf("Put after the server resumed: %v", err)
 	}
 }

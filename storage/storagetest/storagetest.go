@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -855,4 +856,117 @@ func testPutIfMatch(t *testing.T, b storage.Backend) {
 	if _, err := b.Stat(ctx, "f.txt"); !errors.Is(err, storage.ErrNotExist) {
 		t.Fatalf("a refused IfMatch Put recreated the object: Stat err = %v", err)
 	}
+}
+
+// Interrupt leaves in b what a process killed in the middle of writing size
+// bytes to path leaves behind (a real kill, or its exact traces made by
+// hand), without finishing or cleaning up the write.
+type Interrupt func(t *testing.T, b storage.Backend, path string, size int64)
+
+// RunLeftovers checks the storage.LeftoverCleaner contract: interrupted
+// writes are found (older than a cutoff only), never listed as objects,
+// and removed without touching any object. newBackend must return a fresh,
+// empty root that implements storage.LeftoverCleaner.
+func RunLeftovers(t *testing.T, newBackend func(t *testing.T) storage.Backend, interrupt Interrupt) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, interrupt Interrupt)
+	}{
+		{"NoneAfterWritesAndFailures", testNoLeftovers},
+		{"InterruptedWrite", testInterruptedWrite},
+		{"RemoveNeverTouchesObjects", testRemoveNeverTouchesObjects},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			c, ok := b.(storage.LeftoverCleaner)
+			if !ok {
+				t.Fatalf("%T does not implement storage.LeftoverCleaner", b)
+			}
+			tc.fn(t, b, c, interrupt)
+		})
+	}
+}
+
+// later is a cutoff that every leftover made by the test is older than.
+func later() time.Time { return time.Now().Add(time.Hour) }
+
+func leftovers(t *testing.T, c storage.LeftoverCleaner, cutoff time.Time) []storage.Leftover {
+	t.Helper()
+	ls, err := c.Leftovers(t.Context(), cutoff)
+	if err != nil {
+		t.Fatalf("Leftovers: %v", err)
+	}
+	return ls
+}
+
+// Writes that finish, fail or are cancelled clean up after themselves.
+func testNoLeftovers(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, _ Interrupt) {
+	if ls := leftovers(t, c, later()); len(ls) != 0 {
+		t.Fatalf("fresh root: Leftovers = %+v, want none", ls)
+	}
+	put(t, b, "a/b/c.txt", []byte("c"))
+	put(t, b, "top", []byte("t"))
+	if _, err := b.Put(t.Context(), "a/new", strings.NewReader("n"), 1, storage.PutOptions{IfAbsent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("{}"), ""); err != nil {
+		t.Fatal(err)
+	}
+	// Larger than a multipart part: a failed upload must be aborted.
+	const size = 10 << 20
+	if _, err := b.Put(t.Context(), "a/failed", &failingReader{n: size}, -1, storage.PutOptions{}); err == nil {
+		t.Fatal("Put with a failing reader succeeded")
+	}
+	if _, err := b.Put(t.Context(), "a/failed-new", &failingReader{n: 1000}, 2000, storage.PutOptions{IfAbsent: true}); err == nil {
+		t.Fatal("Put with a failing reader succeeded")
+	}
+	if ls := leftovers(t, c, later()); len(ls) != 0 {
+		t.Fatalf("after finished and failed writes: Leftovers = %+v, want none", ls)
+	}
+}
+
+func testInterruptedWrite(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, interrupt Interrupt) {
+	put(t, b, "keep/a.txt", []byte("kept"))
+	put(t, b, "dir/big.bin", []byte("old"))
+	start := time.Now().Add(-time.Minute) // clocks of a server may lag a little
+	const size = 6 << 20
+	interrupt(t, b, "dir/big.bin", size)
+	wantPaths(t, b, "", "dir/big.bin", "keep/a.txt")
+	wantContent(t, b, "dir/big.bin", []byte("old"))
+
+	ls := leftovers(t, c, later())
+	if len(ls) != 1 {
+		t.Fatalf("after an interrupted write: Leftovers = %+v, want exactly one", ls)
+	}
+	l := ls[0]
+	if path.Dir(l.Path) != "dir" || l.Size <= 0 || l.Size > size || l.ModTime.Before(start) || l.ModTime.After(later()) {
+		t.Errorf("Leftover = %+v; want one in dir/ holding 1..%d bytes, written just now", l, size)
+	}
+	// A cutoff before the write: it may still be in flight, so it is not listed.
+	if young := leftovers(t, c, start); len(young) != 0 {
+		t.Errorf("Leftovers(cutoff before the write) = %+v, want none", young)
+	}
+	if err := c.RemoveLeftovers(t.Context(), ls); err != nil {
+		t.Fatalf("RemoveLeftovers: %v", err)
+	}
+	if again := leftovers(t, c, later()); len(again) != 0 {
+		t.Fatalf("after RemoveLeftovers: Leftovers = %+v, want none", again)
+	}
+	if err := c.RemoveLeftovers(t.Context(), ls); err != nil {
+		t.Errorf("RemoveLeftovers of leftovers already gone: %v, want nil", err)
+	}
+	wantPaths(t, b, "", "dir/big.bin", "keep/a.txt")
+	wantContent(t, b, "dir/big.bin", []byte("old"))
+	wantContent(t, b, "keep/a.txt", []byte("kept"))
+}
+
+func testRemoveNeverTouchesObjects(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, _ Interrupt) {
+	put(t, b, "keep/a.txt", []byte("kept"))
+	put(t, b, catalog.TempPrefix+"x/a.txt", []byte("in a folder with a temp-like name"))
+	for _, l := range []storage.Leftover{{Path: "keep/a.txt"}, {Path: catalog.TempPrefix + "x/a.txt"}, {Path: "keep/a.txt", ID: "not-an-upload"}} {
+		_ = c.RemoveLeftovers(t.Context(), []storage.Leftover{l}) // may refuse or do nothing
+	}
+	wantContent(t, b, "keep/a.txt", []byte("kept"))
+	wantContent(t, b, catalog.TempPrefix+"x/a.txt", []byte("in a folder with a temp-like name"))
 }

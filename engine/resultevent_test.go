@@ -1,11 +1,10 @@
-package consumer
+package engine
 
 import (
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
 )
@@ -18,7 +17,7 @@ func TestFillCountsListsWrittenUpdatedDeletedAndAdopted(t *testing.T) {
 	rec := func(p string) catalog.Output {
 		return catalog.Output{Path: p, Source: src, SHA256: "sha256:aa", Size: 3, URL: "https://x/" + p}
 	}
-	res := engine.Result{
+	res := Result{
 		Written:   []planner.Item{{Path: "a.html", Record: rec("a.html")}, {Path: "b.csv", Record: rec("b.csv"), Adopted: true}},
 		Updated:   []planner.Item{{Path: "c.md", Record: rec("c.md")}},
 		Deleted:   []string{"old.csv"},
@@ -56,7 +55,7 @@ func TestFillCountsListsWrittenUpdatedDeletedAndAdopted(t *testing.T) {
 func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
 	older := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	newer := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
-	res := engine.Result{Plan: planner.Plan{Items: []planner.Item{
+	res := Result{Plan: planner.Plan{Items: []planner.Item{
 		{Path: "a.csv", Action: planner.Delete, Record: catalog.Output{Path: "a.csv", Source: older}},
 		{Path: "b.csv", Action: planner.Create, Write: true, Record: catalog.Output{Path: "b.csv", Source: newer}},
 	}}}
@@ -72,9 +71,9 @@ func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
 func TestResultEventSuperseded(t *testing.T) {
 	lost := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	won := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
-	err := &engine.SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
+	err := &SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
 	ev := events.BundleReady{ID: "ev1", PipelineID: "p"}
-	r := ResultEvent(ev, "d", engine.Result{Plan: planner.Plan{Superseded: &won}}, err, 1, false)
+	r := ResultEvent(ev, "d", Result{Plan: planner.Plan{Superseded: &won}}, err, 1, false)
 	if r.Type != events.TypeSuperseded || r.Reason != "" || r.Original != nil ||
 		r.Source == nil || *r.Source != (events.SourceRef{ID: "w", Digest: lost.Digest}) ||
 		r.SupersededBy == nil || *r.SupersededBy != (events.SourceRef{ID: "w", Digest: won.Digest}) ||

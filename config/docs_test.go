@@ -1,0 +1,225 @@
+package config
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const configurationDoc = "../docs/configuration.md"
+
+// decodeNames are the string literals the decoder compares keys with: the
+// case labels of decode.go and the keys of its map literals.
+func decodeNames(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "decode.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	lit := func(e ast.Expr) {
+		if b, ok := e.(*ast.BasicLit); ok && b.Kind == token.STRING {
+			if v, err := strconv.Unquote(b.Value); err == nil && regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(v) {
+				set[v] = true
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CaseClause:
+			for _, e := range n.List {
+				lit(e)
+			}
+		case *ast.KeyValueExpr:
+			lit(n.Key)
+		case *ast.BinaryExpr: // if key != "prefix"
+			lit(n.X)
+			lit(n.Y)
+		}
+		return true
+	})
+	for k := range legacyKeys {
+		delete(set, k) // refused with their own message
+	}
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range set {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}
+
+// nest wraps v in the YAML structure of path ("destinations[].timeouts").
+func nest(path string, v any) any {
+	if path == "" {
+		return v
+	}
+	parts := strings.Split(path, ".")
+	for i := len(parts) - 1; i >= 0; i-- {
+		name, list := strings.CutSuffix(parts[i], "[]")
+		if list {
+			v = []any{v}
+		}
+		v = map[string]any{name: v}
+	}
+	return v
+}
+
+// decodeErrs runs the decoder (no defaults, no validation) on the YAML of v.
+func decodeErrs(t *testing.T, v any) string {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := parseYAML(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decoder{pos: map[string]pos{}}
+	d.config(root, &Config{})
+	var msgs []string
+	for _, e := range d.errs {
+		msgs = append(msgs, e.msg)
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// acceptedKeys asks the decoder which keys it accepts: every name it compares
+// with is tried under every mapping it accepts, starting at the top level; a
+// key is a mapping (or a list of mappings) when a probe key inside it is
+// reported as unknown. Leaves are returned with the mappings apart.
+func acceptedKeys(t *testing.T) (leaves, mappings []string) {
+	t.Helper()
+	names := decodeNames(t)
+	const probe = "zz_probe"
+	unknown := func(msgs, key string) bool { return strings.Contains(msgs, "unknown key "+strconv.Quote(key)) }
+	queue := []string{""}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		for _, name := range names {
+			if unknown(decodeErrs(t, nest(parent, map[string]any{name: "x"})), name) {
+				continue
+			}
+			key := strings.TrimPrefix(parent+"."+name, ".")
+			switch {
+			case unknown(decodeErrs(t, nest(key, map[string]any{probe: 1})), probe):
+				mappings = append(mappings, key)
+				queue = append(queue, key)
+			case unknown(decodeErrs(t, nest(key+"[]", map[string]any{probe: 1})), probe):
+				mappings = append(mappings, key)
+				queue = append(queue, key+"[]")
+			default:
+				leaves = append(leaves, key)
+			}
+		}
+	}
+	slices.Sort(leaves)
+	return leaves, mappings
+}
+
+// documentedKeys are the first cells of the key tables of configuration.md.
+func documentedKeys(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(configurationDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9_.\\[\\]]+)` \\|").FindAllStringSubmatch(string(data), -1) {
+		keys = append(keys, m[1])
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestConfigurationDocNamesEveryKey: every key the decoder accepts has a row
+// in docs/configuration.md, and every row names a key the decoder accepts.
+func TestConfigurationDocNamesEveryKey(t *testing.T) {
+	leaves, mappings := acceptedKeys(t)
+	if len(leaves) < 40 || !slices.Contains(leaves, "nats.server_tls.client_ca") || !slices.Contains(leaves, "destinations[].timeouts.first_byte") {
+		t.Fatalf("the decoder probe found too little (%d keys: %v): the probe is broken", len(leaves), leaves)
+	}
+	documented := documentedKeys(t)
+	for _, k := range leaves {
+		if !slices.Contains(documented, k) {
+			t.Errorf("the decoder accepts %s, docs/configuration.md has no row for it", k)
+		}
+	}
+	for _, k := range documented {
+		if !slices.Contains(leaves, k) && !slices.Contains(mappings, k) {
+			t.Errorf("docs/configuration.md documents %s, the decoder does not accept it", k)
+		}
+	}
+}
+
+// TestConfigurationDocNamesEveryVariable: the variables of the environment
+// table are exactly the Env constants of config.go.
+func TestConfigurationDocNamesEveryVariable(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "config.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if vs, ok := n.(*ast.ValueSpec); ok {
+			for i, name := range vs.Names {
+				if strings.HasPrefix(name.Name, "Env") && i < len(vs.Values) {
+					if b, ok := vs.Values[i].(*ast.BasicLit); ok {
+						v, _ := strconv.Unquote(b.Value)
+						consts = append(consts, v)
+					}
+				}
+			}
+		}
+		return true
+	})
+	data, err := os.ReadFile(configurationDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(DISTRIBUTOR_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(data), -1) {
+		table = append(table, m[1])
+	}
+	slices.Sort(consts)
+	slices.Sort(table)
+	if len(consts) == 0 || !slices.Equal(consts, table) {
+		t.Errorf("environment table of docs/configuration.md %v, config.go reads %v", table, consts)
+	}
+	for _, m := range regexp.MustCompile(`DISTRIBUTOR_[A-Z0-9_]+`).FindAllString(string(data), -1) {
+		stream := m == "DISTRIBUTOR_BUNDLES" || m == "DISTRIBUTOR_EVENTS" || m == "DISTRIBUTOR_LEASES"
+		if !stream && !slices.Contains(consts, m) {
+			t.Errorf("docs/configuration.md mentions %s, which config.go does not read", m)
+		}
+	}
+}
+
+// TestConfigurationDocExamplesParse: every ```yaml config block of
+// docs/configuration.md is a valid configuration.
+func TestConfigurationDocExamplesParse(t *testing.T) {
+	data, err := os.ReadFile(configurationDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml config\n(.*?)```").FindAllStringSubmatch(string(data), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no ```yaml config block in docs/configuration.md")
+	}
+	for i, b := range blocks {
+		if _, err := Parse([]byte(b[1]), filepath.Join(t.TempDir(), "distributor.yaml")); err != nil {
+			t.Errorf("example %d of docs/configuration.md: %v", i+1, err)
+		}
+	}
+}

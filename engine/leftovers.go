@@ -1,0 +1,99 @@
+package engine
+
+// Leftovers
+//
+// A process killed inside a write leaves what the backend was writing: a
+// temp file beside the target (local) or an unfinished multipart upload
+// (S3). Readers never see them, but they hold space forever. Finding them
+// costs a walk of the whole local root (S3: a listing of uploads), which a
+// publication must not pay every time, so they are removed
+//   - by recovery, when it found an intent: a run was interrupted, and every
+//     output write happens under an intent (only the small temp files of an
+//     intent, catalog or fingerprint write killed outside one wait for the
+//     next such recovery or for reconcile-state);
+//   - by reconcile-state, always; verify reports them.
+//
+// Only leftovers untouched for LeftoverAge go: the lease excludes other
+// publications, but a stale holder or a direct-mode run beside serve may
+// still be writing, and its temp file keeps a recent time. The age is
+// measured with the real clock, as storage stamps them.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
+)
+
+// DefaultLeftoverAge is LeftoverAge when unset.
+const DefaultLeftoverAge = time.Hour
+
+// LeftoverReport summarises a root's leftovers (older than LeftoverAge).
+type LeftoverReport struct {
+	Count int   `json:"count"`
+	Bytes int64 `json:"bytes"`
+	// Oldest is when the oldest one was last written; nil when none.
+	Oldest *time.Time `json:"oldest,omitempty"`
+	Paths  []string   `json:"paths"`
+}
+
+func summarizeLeftovers(ls []storage.Leftover) LeftoverReport {
+	rep := LeftoverReport{Count: len(ls), Paths: []string{}}
+	for _, l := range ls {
+		rep.Bytes += l.Size
+		rep.Paths = append(rep.Paths, l.Path)
+		if rep.Oldest == nil || l.ModTime.Before(*rep.Oldest) {
+			t := l.ModTime.UTC()
+			rep.Oldest = &t
+		}
+	}
+	return rep
+}
+
+func (e *Engine) leftoverCutoff() time.Time {
+	age := e.LeftoverAge
+	if age <= 0 {
+		age = DefaultLeftoverAge
+	}
+	return time.Now().Add(-age)
+}
+
+// Leftovers reports what interrupted writes left in root, older than
+// LeftoverAge; nothing for backends that leave none. It changes nothing.
+func (e *Engine) Leftovers(ctx context.Context, root storage.Backend) (LeftoverReport, error) {
+	ls, err := e.leftovers(ctx, root)
+	return summarizeLeftovers(ls), err
+}
+
+func (e *Engine) leftovers(ctx context.Context, root storage.Backend) ([]storage.Leftover, error) {
+	c, ok := root.(storage.LeftoverCleaner)
+	if !ok {
+		return nil, nil
+	}
+	ls, err := c.Leftovers(ctx, e.leftoverCutoff())
+	if err != nil {
+		return nil, fmt.Errorf("look for leftovers of interrupted writes in %s: %w", root, err)
+	}
+	return ls, nil
+}
+
+// CleanLeftovers removes what interrupted writes left in root, older than
+// LeftoverAge, under l, and reports what it removed.
+func (e *Engine) CleanLeftovers(ctx context.Context, root storage.Backend, l lease.Lease) (LeftoverReport, error) {
+	ls, err := e.leftovers(ctx, root)
+	if err != nil || len(ls) == 0 {
+		return summarizeLeftovers(nil), err
+	}
+	if err := l.Err(); err != nil {
+		return summarizeLeftovers(nil), err
+	}
+	if err := root.(storage.LeftoverCleaner).RemoveLeftovers(ctx, ls); err != nil {
+		return summarizeLeftovers(nil), fmt.Errorf("remove leftovers of interrupted writes in %s: %w", root, err)
+	}
+	rep := summarizeLeftovers(ls)
+	e.Log.Info().Str("root", root.String()).Int("count", rep.Count).Int64("bytes", rep.Bytes).
+		Msg("removed leftovers of interrupted writes")
+	return rep, nil
+}

@@ -1,0 +1,144 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
+)
+
+// readOnlyRoot fails every write as a read-only mount does (EROFS, as
+// storage/local reports it) and counts the attempts.
+type readOnlyRoot struct {
+	storage.Backend
+	writes atomic.Int32
+}
+
+func (r *readOnlyRoot) denied(p string) error {
+	r.writes.Add(1)
+	return local.Classify(r.String(), &fs.PathError{Op: "open", Path: p, Err: syscall.EROFS})
+}
+
+func (r *readOnlyRoot) Put(_ context.Context, p string, _ io.Reader, _ int64, _ storage.PutOptions) (storage.ObjectInfo, error) {
+	return storage.ObjectInfo{}, r.denied(p)
+}
+
+func (r *readOnlyRoot) Delete(_ context.Context, paths ...string) error { return r.denied(paths[0]) }
+
+func (r *readOnlyRoot) WriteIfVersion(_ context.Context, p string, _ []byte, _ storage.Version) (storage.Version, error) {
+	return "", r.denied(p)
+}
+
+func (r *readOnlyRoot) DeleteIfVersion(_ context.Context, p string, _ storage.Version) error {
+	return r.denied(p)
+}
+
+// TestVerifyReadOnlyReportsPendingRecovery: verify never writes, so it
+// checks a read-only root; an interrupted publication there is reported
+// as a pending recovery and left for the next run, which finishes it.
+func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		ctx := context.Background()
+		root, _ := newRoot(t)
+		v1 := map[string]string{"a.txt": "a1\n", "b.txt": "b1\n"}
+		if _, err := publish(t, root, planner.Additive, v1, fixedNow); err != nil {
+			t.Fatal(err)
+		}
+		e := &engine.Engine{Now: func() time.Time { return fixedNow }, Version: "test"}
+		ro := &readOnlyRoot{Backend: root}
+		rep, err := e.Verify(ctx, ro, all)
+		if err != nil || !rep.OK() || rep.Checked != 2 || rep.PendingRecovery {
+			t.Fatalf("verify of an intact read-only root: %+v, %v", rep, err)
+		}
+
+		// Killed after its intent and first output landed.
+		dying := &dyingBackend{Backend: root, killAt: 3}
+		if _, err := publish(t, dying, planner.Additive, map[string]string{"a.txt": "a2\n", "b.txt": "b2\n"}, fixedNow.Add(time.Minute)); !errors.Is(err, errKilled) {
+			t.Fatalf("interrupted run: %v", err)
+		}
+		intent, iv, err := root.ReadVersion(ctx, engine.IntentPath)
+		if err != nil || intent == nil {
+			t.Fatalf("no intent after the interrupted run: %v", err)
+		}
+		cv := catalogVersion(t, root)
+
+		rep, err = e.Verify(ctx, ro, all)
+		if err != nil {
+			t.Fatalf("verify of a read-only root with a pending recovery: %v", err)
+		}
+		if !rep.PendingRecovery || rep.Checked != 2 || len(rep.Missing) != 0 {
+			t.Fatalf("report %+v, want a pending recovery and 2 checked", rep)
+		}
+		// The catalog as is: the landed output of the interrupted run
+		// differs from its record.
+		wantStrings(t, "damaged", rep.Damaged, []string{"a.txt"})
+		if n := ro.writes.Load(); n != 0 {
+			t.Fatalf("verify tried %d write(s)", n)
+		}
+		if _, v, _ := root.ReadVersion(ctx, engine.IntentPath); v != iv {
+			t.Fatal("verify changed the intent")
+		}
+		if got := catalogVersion(t, root); got != cv {
+			t.Fatalf("verify changed the catalog: %s -> %s", cv, got)
+		}
+
+		// The next run on the root finishes it; verify then finds it clean.
+		if _, err := e.Recover(ctx, root, heldLease{}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err = e.Verify(ctx, ro, all)
+		if err != nil || !rep.OK() || rep.PendingRecovery || rep.Checked != 2 {
+			t.Fatalf("verify after recovery: %+v, %v", rep, err)
+		}
+	})
+}
+
+// racingRoot commits a catalog change (as a concurrent publication
+// would) the first time verify opens an output.
+type racingRoot struct {
+	storage.Backend
+	once atomic.Bool
+	race func()
+}
+
+func (r *racingRoot) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	if r.once.CompareAndSwap(false, true) {
+		r.race()
+	}
+	return r.Backend.Open(ctx, p)
+}
+
+// TestVerifyDuringPublicationAsksToRunAgain: verify takes no lease, so a
+// publication that commits while it reads would look like damage; verify
+// notices the catalog changed and fails transiently instead.
+func TestVerifyDuringPublicationAsksToRunAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		root, _ := newRoot(t)
+		if _, err := publish(t, root, planner.Additive, map[string]string{"a.txt": "a1\n"}, fixedNow); err != nil {
+			t.Fatal(err)
+		}
+		rr := &racingRoot{Backend: root, race: func() {
+			if _, err := publish(t, root, planner.Additive, map[string]string{"a.txt": "a2\n"}, fixedNow.Add(time.Minute)); err != nil {
+				t.Error(err)
+			}
+		}}
+		e := &engine.Engine{Now: func() time.Time { return fixedNow }, Version: "test"}
+		rep, err := e.Verify(context.Background(), rr, all)
+		if !errors.Is(err, storage.ErrConflict) || !engine.Classify(err).Retry {
+			t.Fatalf("verify during a publication: %+v, %v; want a retryable ErrConflict", rep, err)
+		}
+		want := "verify " + root.String() + ": a publication changed the root while verify read it: object changed since it was read; run verify again"
+		if err.Error() != want {
+			t.Fatalf("message\n got %s\nwant %s", err, want)
+		}
+	})
+}

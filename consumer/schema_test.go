@@ -17,7 +17,6 @@ import (
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/internal/schematest"
@@ -81,16 +80,16 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		}
 		results = append(results, r)
 	}
-	add(pub, consumer.ResultEvent(ev("e-pub"), "site", published, nil, 1, false))
-	add(pub, consumer.ResultEvent(admin, "site", published, nil, 2, false))
-	add(pub, consumer.ResultEvent(ev("e-empty"), "site", engine.Result{}, nil, 1, false))
-	add(small, consumer.ResultEvent(ev("e-many"), "site", many, nil, 1, false))
-	add(pub, consumer.ResultEvent(ev("e-old"), "site", engine.Result{},
+	add(pub, engine.ResultEvent(ev("e-pub"), "site", published, nil, 1, false))
+	add(pub, engine.ResultEvent(admin, "site", published, nil, 2, false))
+	add(pub, engine.ResultEvent(ev("e-empty"), "site", engine.Result{}, nil, 1, false))
+	add(small, engine.ResultEvent(ev("e-many"), "site", many, nil, 1, false))
+	add(pub, engine.ResultEvent(ev("e-old"), "site", engine.Result{},
 		&engine.SupersededError{Root: "/srv/site", Owner: catalog.Owner{PipelineID: "weather.daily", DestinationID: "site"}, Source: src, By: newer}, 1, false))
 	collided := engine.Result{Plan: planner.Plan{Collisions: []string{"report.md"}, Items: []planner.Item{
 		{Path: "report.md", Action: planner.Collision, Record: rec("report.md", 12, "")}}}}
-	add(pub, consumer.ResultEvent(ev("e-col"), "site", collided, fmt.Errorf("%w in /srv/site: 1 planned path(s) blocked", engine.ErrCollision), 1, false))
-	add(small, consumer.ResultEvent(ev("e-col-many"), "site", manyCollisions, fmt.Errorf("%w in /srv/site: 200 planned path(s) blocked", engine.ErrCollision), 1, false))
+	add(pub, engine.ResultEvent(ev("e-col"), "site", collided, fmt.Errorf("%w in /srv/site: 1 planned path(s) blocked", engine.ErrCollision), 1, false))
+	add(small, engine.ResultEvent(ev("e-col-many"), "site", manyCollisions, fmt.Errorf("%w in /srv/site: 200 planned path(s) blocked", engine.ErrCollision), 1, false))
 
 	// One failure per reason, with the error that leads to it.
 	failures := []struct {
@@ -114,7 +113,7 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		{errors.New("boom"), "site", false, events.ReasonInternal},
 	}
 	for i, f := range failures {
-		r := consumer.ResultEvent(ev("e-fail-"+strconv.Itoa(i)), f.dest, published, f.err, 5, f.exhausted)
+		r := engine.ResultEvent(ev("e-fail-"+strconv.Itoa(i)), f.dest, published, f.err, 5, f.exhausted)
 		if r.Reason != f.reason {
 			t.Fatalf("%v: reason %q, want %q", f.err, r.Reason, f.reason)
 		}

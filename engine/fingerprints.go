@@ -119,7 +119,7 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 func parseFingerprints(data []byte) map[string]known {
 	out := map[string]known{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows for long lines
 	if !sc.Scan() || sc.Text() != fingerprintsHeader {
 		return out
 	}

@@ -514,9 +514,9 @@ func TestConcurrentPutsShareTheMemoryBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%d concurrent Puts of %d MiB: peak heap in use +%.1f MiB (budget %d MiB)", c.objects, c.size>>20, float64(peak)/(1<<20), budget>>20)
-			// Slack for the HTTP clients and the garbage of io.ReadAll's
-			// growth, which the budget counts as live until the Put ends.
-			const bound = budget + 8<<20
+			// Slack for the HTTP clients and for garbage: released buffers
+			// stay in use until the GC (target 25 %) collects them.
+			const bound = budget*5/4 + 8<<20
 			if peak > bound {
 				t.Errorf("peak heap grew by %d MiB, want at most %d MiB", peak>>20, bound>>20)
 			}

@@ -119,7 +119,7 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 func parseFingerprints(data []byte) map[string]known {
 	out := map[string]known{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows for long lines
 	if !sc.Scan() || sc.Text() != fingerprintsHeader {
 		return out
 	}
@@ -170,7 +170,9 @@ func (f *fingerprints) encode(shard string, index map[string]catalog.Output) []b
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:
-// a failure costs hashing later, no more.
+// a failure costs hashing later, no more. So shards are written without a
+// flush of their own (DeferSync): one lost in a crash is one more hash, and
+// every version they name was made durable before the catalog commit.
 func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
 	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
 		return
@@ -183,7 +185,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	sort.Strings(shards)
 	for _, sh := range shards {
 		data := f.encode(sh, index)
-		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
+		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true}); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
 			return
 		}

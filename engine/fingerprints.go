@@ -97,16 +97,30 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 			shards = append(shards, sh)
 		}
 	}
-	for _, sh := range shards {
-		data, _, err := root.ReadVersion(ctx, sh)
-		if err != nil {
-			if errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
-				return err
+	// Shards are read in parallel: on S3 each is a request, and a large
+	// republish touches most of them.
+	parsed := make([]map[string]known, len(shards))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, sh := range shards {
+		g.Go(func() error {
+			data, _, err := root.ReadVersion(gctx, sh)
+			if err != nil {
+				if errors.Is(err, storage.ErrUnavailable) || gctx.Err() != nil {
+					return err
+				}
+				e.Log.Debug().Err(err).Str("root", root.String()).Str("shard", sh).Msg("fingerprint shard unreadable; its outputs are hashed once")
+				data = nil
 			}
-			e.Log.Debug().Err(err).Str("root", root.String()).Str("shard", sh).Msg("fingerprint shard unreadable; its outputs are hashed once")
-			data = nil
-		}
-		for p, k := range parseFingerprints(data) {
+			parsed[i] = parseFingerprints(data)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i, sh := range shards {
+		for p, k := range parsed[i] {
 			f.entries[p] = k
 		}
 		f.loaded[sh] = true

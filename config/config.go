@@ -28,6 +28,8 @@ const (
 	DefaultSubjectPrefix = "distributor"
 	DefaultBundleMaxAge  = Duration(7 * day)
 	DefaultEventMaxAge   = Duration(30 * day)
+	DefaultReplicas      = 1
+	MaxReplicas          = 5  // the most NATS allows
 	DefaultLayoutPrefix  = "" // outputs keep their bundle paths
 	DefaultInclude       = "**"
 	DefaultMarkdownMatch = "**/*.md"
@@ -80,6 +82,9 @@ type NATS struct {
 	// means no age limit.
 	BundleMaxAge Duration
 	EventMaxAge  Duration
+	// Replicas is how many servers of a NATS cluster keep each stream, the
+	// durable consumer and the lease bucket (1 to 5; default 1).
+	Replicas int
 }
 
 // HTTPOff as HTTP.Listen disables serve's HTTP listener.

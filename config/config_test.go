@@ -36,6 +36,7 @@ func TestParseDesignExample(t *testing.T) {
 			SubjectPrefix: "distributor",
 			BundleMaxAge:  Duration(7 * 24 * time.Hour),
 			EventMaxAge:   Duration(30 * 24 * time.Hour),
+			Replicas:      1,
 		},
 		HTTP:      HTTP{Listen: "127.0.0.1:9090"},
 		Pipelines: []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
@@ -93,7 +94,7 @@ destinations:
 		t.Fatal(err)
 	}
 	wantNATS := NATS{Listen: "127.0.0.1:4222", StoreDir: ".distributor/nats", SubjectPrefix: "distributor",
-		BundleMaxAge: Duration(7 * 24 * time.Hour), EventMaxAge: Duration(30 * 24 * time.Hour)}
+		BundleMaxAge: Duration(7 * 24 * time.Hour), EventMaxAge: Duration(30 * 24 * time.Hour), Replicas: 1}
 	if !reflect.DeepEqual(c.NATS, wantNATS) {
 		t.Errorf("NATS = %+v, want %+v", c.NATS, wantNATS)
 	}
@@ -290,7 +291,7 @@ func TestParseWithoutFileName(t *testing.T) {
 
 func TestValidateBuiltConfig(t *testing.T) {
 	c := &Config{
-		NATS: NATS{Listen: DefaultListen, StoreDir: "x", SubjectPrefix: "d"},
+		NATS: NATS{Listen: DefaultListen, StoreDir: "x", SubjectPrefix: "d", Replicas: 1},
 		Destinations: []Destination{{ID: "a", Backend: "local", Path: "/srv/a", Workflow: planner.Additive,
 			Layout: Layout{Prefix: "{source_id}/"}, MaxDeletes: -2}},
 	}

@@ -454,6 +454,10 @@ func (d *decoder) nats(n *yaml.Node, l loc, c *NATS) {
 			d.duration(v, l, &c.BundleMaxAge)
 		case "event_max_age":
 			d.duration(v, l, &c.EventMaxAge)
+		case "replicas":
+			// A value of the wrong type reports only its type error.
+			c.Replicas = DefaultReplicas
+			d.integer(v, l, &c.Replicas)
 		default:
 			return false
 		}
@@ -660,6 +664,9 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 	}
 	if !d.has("nats.event_max_age") {
 		n.EventMaxAge = DefaultEventMaxAge
+	}
+	if !d.has("nats.replicas") {
+		n.Replicas = DefaultReplicas
 	}
 	n.StoreDir = rel(n.StoreDir)
 	n.CredsFile = rel(n.CredsFile)

@@ -40,6 +40,8 @@ var settings = []setting{
 	{path: "nats.server_tls.client_ca", field: func(c *Config) any { return &c.NATS.ServerTLS.ClientCA }},
 	{path: "nats.bundle_max_age", field: func(c *Config) any { return &c.NATS.BundleMaxAge }},
 	{path: "nats.event_max_age", field: func(c *Config) any { return &c.NATS.EventMaxAge }},
+	{path: "nats.replicas", field: func(c *Config) any { return &c.NATS.Replicas }, positive: true},
+	{path: "http.listen", field: func(c *Config) any { return &c.HTTP.Listen }},
 	{path: "s3.region", field: func(c *Config) any { return &c.S3.Region }, dest: func(d *Destination) any { return &d.Region }},
 	{path: "s3.endpoint", field: func(c *Config) any { return &c.S3.Endpoint }, dest: func(d *Destination) any { return &d.Endpoint }},
 	{path: "s3.path_style", field: func(c *Config) any { return &c.S3.PathStyle }, dest: func(d *Destination) any { return &d.PathStyle }},

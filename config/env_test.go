@@ -17,7 +17,7 @@ func sample(typ string) (string, any) {
 	case "boolean":
 		return "true", true
 	case "integer":
-		return "7", 7
+		return "3", 3
 	case "duration":
 		return "1d12h", Duration(36 * time.Hour)
 	}
@@ -29,7 +29,7 @@ func sample(typ string) (string, any) {
 func TestApplyEnvEveryKey(t *testing.T) {
 	strs := map[string]string{
 		"nats.url": "nats://env:4222", "nats.listen": "127.0.0.1:4333", "nats.subject_prefix": "envp",
-		"s3.endpoint": "http://127.0.0.1:9000", "nats.user": "envuser",
+		"s3.endpoint": "http://127.0.0.1:9000", "nats.user": "envuser", "http.listen": "127.0.0.1:9191",
 	}
 	for _, s := range Settings() {
 		t.Run(s.Path, func(t *testing.T) {

@@ -61,6 +61,9 @@ func (c *Config) validate() []fieldErr {
 	if msg := CheckHTTPListen(c.HTTP.Listen); msg != "" {
 		add("http.listen", "http.listen %q: %s", c.HTTP.Listen, msg)
 	}
+	if n.Replicas < 1 || n.Replicas > MaxReplicas {
+		add("nats.replicas", "nats.replicas must be 1 to %d (3 on a 3-node NATS cluster), got %d", MaxReplicas, n.Replicas)
+	}
 	if c.S3.Endpoint != "" {
 		if msg := checkEndpoint(c.S3.Endpoint); msg != "" {
 			add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,38 +91,33 @@ func BenchmarkLatency(b *testing.B) {
 	reportLatencies(b, lat)
 }
 
-// BenchmarkThroughput measures events/s with one and three consumers:
-// b.N events (run with -benchtime=500x) announced up front, spread over 50
-// pipelines with one destination root each, every event writing one file.
+// BenchmarkThroughput measures events/s: b.N events (run with
+// -benchtime=500x) announced up front, spread over pipelines with one
+// destination root each, every event writing one file. workers=0 is the
+// consumer's default.
 func BenchmarkThroughput(b *testing.B) {
 	if testing.Short() {
 		b.Skip("measurement")
 	}
-	for _, nodes := range []int{1, 3} {
-		b.Run(fmt.Sprintf("consumers=%d", nodes), func(b *testing.B) {
-			const roots = 50
-			var yaml strings.Builder
-			yaml.WriteString("pipelines:\n")
-			for i := range roots {
-				fmt.Fprintf(&yaml, "  - {id: p%d, destinations: [d%d]}\n", i, i)
-			}
-			yaml.WriteString("destinations:\n")
-			for i := range roots {
-				fmt.Fprintf(&yaml, "  - {id: d%d, backend: local, path: \"@r%d@\", workflow: replacement}\n", i, i)
-			}
-			e := newEnv(b, yaml.String(), false)
+	for _, c := range []struct{ roots, nodes, workers int }{
+		{50, 1, 4}, {16, 1, 0}, {50, 1, 0}, {50, 3, 0},
+	} {
+		b.Run(fmt.Sprintf("roots=%d/consumers=%d/workers=%d", c.roots, c.nodes, c.workers), func(b *testing.B) {
+			e := newEnv(b, rootsYAML(c.roots), false)
 			w := e.publishedWaiter(b)
 			chans := make([]chan events.Result, b.N)
 			for i := range b.N {
-				loc, digest := e.bundle(fmt.Sprintf("src.s%d", i%roots), map[string]string{"report.md": fmt.Sprintf("# run %d\n", i)})
+				loc, digest := e.bundle(fmt.Sprintf("src.s%d", i%c.roots), map[string]string{"report.md": fmt.Sprintf("# run %d\n", i)})
 				id := events.NewEventID()
 				chans[i] = w.expect(id)
-				e.announce(events.BundleReady{ID: id, PipelineID: fmt.Sprintf("p%d", i%roots), Bundle: loc, ManifestDigest: digest})
+				e.announce(events.BundleReady{ID: id, PipelineID: fmt.Sprintf("p%d", i%c.roots), Bundle: loc, ManifestDigest: digest})
 			}
+			opts := fastOptions()
+			opts.Workers = c.workers
 			b.ResetTimer()
-			start := time.Now()
-			for i := range nodes {
-				e.start(nodeConfig{name: fmt.Sprintf("node%d", i), opts: fastOptions()})
+			start, cpu0 := time.Now(), cpuTime(b)
+			for i := range c.nodes {
+				e.start(nodeConfig{name: fmt.Sprintf("node%d", i), opts: opts})
 			}
 			for i, ch := range chans {
 				select {
@@ -133,11 +129,74 @@ func BenchmarkThroughput(b *testing.B) {
 					b.Fatalf("event %d: no result", i)
 				}
 			}
-			elapsed := time.Since(start)
+			elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			// CPU time (user + system) of the whole process, NATS server
+			// included: on a shared machine it varies far less than the rate.
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/event")
 		})
 	}
+}
+
+// BenchmarkRate measures announce → published latency at a steady 100
+// events/s over 16 roots (run with -benchtime=1000x), default options.
+func BenchmarkRate(b *testing.B) {
+	if testing.Short() {
+		b.Skip("measurement")
+	}
+	const roots, rate = 16, 100
+	e := newEnv(b, rootsYAML(roots), false)
+	w := e.publishedWaiter(b)
+	type src struct{ loc, digest string }
+	srcs := make([]src, b.N)
+	for i := range srcs {
+		srcs[i].loc, srcs[i].digest = e.bundle(fmt.Sprintf("src.s%d", i%roots), map[string]string{"report.md": fmt.Sprintf("# run %d\n", i)})
+	}
+	opts := fastOptions()
+	opts.Workers = 0
+	e.start(nodeConfig{opts: opts})
+	lat := make([]time.Duration, b.N)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / rate)
+	defer tick.Stop()
+	b.ResetTimer()
+	for i := range b.N {
+		<-tick.C
+		id := events.NewEventID()
+		ch := w.expect(id)
+		start := time.Now()
+		e.announce(events.BundleReady{ID: id, PipelineID: fmt.Sprintf("p%d", i%roots), Bundle: srcs[i].loc, ManifestDigest: srcs[i].digest})
+		wg.Go(func() {
+			select {
+			case r := <-ch:
+				lat[i] = time.Since(start)
+				if r.Type != events.TypePublished {
+					b.Errorf("event %d: %s (%s)", i, r.Type, r.Message)
+				}
+			case <-time.After(30 * time.Second):
+				b.Errorf("event %d: no result", i)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportLatencies(b, lat)
+}
+
+// rootsYAML configures n pipelines p<i>, each publishing to its own local
+// root d<i> (replacement).
+func rootsYAML(n int) string {
+	var yaml strings.Builder
+	yaml.WriteString("pipelines:\n")
+	for i := range n {
+		fmt.Fprintf(&yaml, "  - {id: p%d, destinations: [d%d]}\n", i, i)
+	}
+	yaml.WriteString("destinations:\n")
+	for i := range n {
+		fmt.Fprintf(&yaml, "  - {id: d%d, backend: local, path: \"@r%d@\", workflow: replacement}\n", i, i)
+	}
+	return yaml.String()
 }
 
 // BenchmarkEngineDirect is BenchmarkLatency's work without the consumer:
@@ -185,4 +244,13 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -62,7 +62,10 @@ type Options struct {
 	// MaxResultBytes bounds an encoded result event (default
 	// events.DefaultMaxResultBytes).
 	MaxResultBytes int
-	Log            zerolog.Logger
+	// Replicas is how many servers of a NATS cluster keep the durable's
+	// state; 0 takes the stream's replicas.
+	Replicas int
+	Log      zerolog.Logger
 	// Observer, when set, is told what happens (serve's metrics).
 	Observer Observer
 }
@@ -161,6 +164,7 @@ func (c *Consumer) Durable(ctx context.Context) (jetstream.Consumer, error) {
 		MaxDeliver:     c.opts.MaxDeliver,
 		MaxAckPending:  1000,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Replicas:       c.opts.Replicas,
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.subjects.BundlesStream(), cfg)
 	if err != nil {

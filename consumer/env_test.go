@@ -44,7 +44,7 @@ var created = time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 type env struct {
 	t       testing.TB
 	ctx     context.Context
-	nats    *testenv.NATS
+	nats    natsServer
 	js      jetstream.JetStream
 	streams *events.Streams
 	pub     *events.Publisher
@@ -65,16 +65,36 @@ func newEnv(t testing.TB, yaml string, withS3 bool) *env {
 	return newEnvOn(t, testenv.NewNATS(t), yaml, withS3)
 }
 
+// natsServer is what an env connects to: one embedded server
+// (*testenv.NATS) or a cluster (*testenv.Cluster).
+type natsServer interface {
+	Conn(t testing.TB) *nats.Conn
+	ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.Conn
+	JetStream(t testing.TB) jetstream.JetStream
+}
+
 // newEnvOn is newEnv on a given server; the env's own connection is the
 // server's first user.
-func newEnvOn(t testing.TB, n *testenv.NATS, yaml string, withS3 bool) *env {
+func newEnvOn(t testing.TB, n natsServer, yaml string, withS3 bool) *env {
+	t.Helper()
+	return newEnvWith(t, n, events.SetupConfig{Storage: jetstream.MemoryStorage}, yaml, withS3)
+}
+
+// newEnvWith is newEnvOn with the streams set up by setup.
+func newEnvWith(t testing.TB, n natsServer, setup events.SetupConfig, yaml string, withS3 bool) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, base: t.TempDir(), roots: map[string]string{}}
 	e.nats = n
 	e.js = e.nats.JetStream(t)
-	st, err := events.Setup(ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage})
+	// Setup is idempotent: retry it while a freshly started (and busy)
+	// cluster still settles its first leaders.
+	st, err := events.Setup(ctx, e.js, setup)
+	for deadline := time.Now().Add(time.Minute); err != nil && setup.Replicas > 1 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		st, err = events.Setup(ctx, e.js, setup)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,17 +498,18 @@ func (e *env) dump() {
 }
 
 // settled waits until the durable has nothing pending or unacknowledged.
+// A failed look-up is retried until timeout (a cluster may be failing over).
 func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		cons, err := e.js.Consumer(e.ctx, e.streams.Subjects.BundlesStream(), e.streams.Subjects.Durable())
+		info, err := e.durableInfo()
 		if err != nil {
-			e.t.Fatal(err)
-		}
-		info, err := cons.Info(e.ctx)
-		if err != nil {
-			e.t.Fatal(err)
+			if time.Now().After(deadline) {
+				e.t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		if info.NumPending == 0 && info.NumAckPending == 0 {
 			return info
@@ -499,6 +520,14 @@ func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func (e *env) durableInfo() (*jetstream.ConsumerInfo, error) {
+	cons, err := e.js.Consumer(e.ctx, e.streams.Subjects.BundlesStream(), e.streams.Subjects.Durable())
+	if err != nil {
+		return nil, err
+	}
+	return cons.Info(e.ctx)
 }
 
 // checkNoBadEvents fails the test on undecodable or misfiled result events.

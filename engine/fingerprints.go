@@ -97,16 +97,30 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 			shards = append(shards, sh)
 		}
 	}
-	for _, sh := range shards {
-		data, _, err := root.ReadVersion(ctx, sh)
-		if err != nil {
-			if errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
-				return err
+	// Shards are read in parallel: on S3 each is a request, and a large
+	// republish touches most of them.
+	parsed := make([]map[string]known, len(shards))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, sh := range shards {
+		g.Go(func() error {
+			data, _, err := root.ReadVersion(gctx, sh)
+			if err != nil {
+				if errors.Is(err, storage.ErrUnavailable) || gctx.Err() != nil {
+					return err
+				}
+				e.Log.Debug().Err(err).Str("root", root.String()).Str("shard", sh).Msg("fingerprint shard unreadable; its outputs are hashed once")
+				data = nil
 			}
-			e.Log.Debug().Err(err).Str("root", root.String()).Str("shard", sh).Msg("fingerprint shard unreadable; its outputs are hashed once")
-			data = nil
-		}
-		for p, k := range parseFingerprints(data) {
+			parsed[i] = parseFingerprints(data)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i, sh := range shards {
+		for p, k := range parsed[i] {
 			f.entries[p] = k
 		}
 		f.loaded[sh] = true
@@ -119,7 +133,7 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 func parseFingerprints(data []byte) map[string]known {
 	out := map[string]known{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows for long lines
 	if !sc.Scan() || sc.Text() != fingerprintsHeader {
 		return out
 	}
@@ -170,7 +184,9 @@ func (f *fingerprints) encode(shard string, index map[string]catalog.Output) []b
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:
-// a failure costs hashing later, no more.
+// a failure costs hashing later, no more. So shards are written without a
+// flush of their own (DeferSync): one lost in a crash is one more hash, and
+// every version they name was made durable before the catalog commit.
 func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
 	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
 		return
@@ -183,7 +199,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	sort.Strings(shards)
 	for _, sh := range shards {
 		data := f.encode(sh, index)
-		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
+		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true}); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
 			return
 		}

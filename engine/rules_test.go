@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -526,6 +528,31 @@ func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
 		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
 		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
 		wantStrings(t, "destination Open", root.Calls("Open"), nil)
+		// Of the writes only the intent flushes on its own: the output is
+		// covered by the one sync before the commit, the index shard needs
+		// none (it is advisory).
+		wantStrings(t, "durable destination Put", root.Calls("PutDurable"), []string{engine.IntentPath})
+		wantStrings(t, "destination DeleteIfVersion", root.Calls("DeleteIfVersion"), nil)
+		// Reads: one listing, no per-object Stat (on S3 a HEAD each), the
+		// catalog, intent and pending report, and the index shards of the
+		// outputs, each once.
+		wantStrings(t, "destination List", root.Calls("List"), []string{""})
+		wantStrings(t, "destination Stat", root.Calls("Stat"), nil)
+		wantReads := []string{catalog.FileName, engine.IntentPath, ".distributor/reports/"}
+		for p := range files {
+			if sh := engine.FingerprintsFile(p); !slices.Contains(wantReads, sh) {
+				wantReads = append(wantReads, sh)
+			}
+		}
+		sort.Strings(wantReads)
+		var reads []string
+		for _, p := range root.Calls("ReadVersion") {
+			if strings.HasPrefix(p, ".distributor/reports/") {
+				p = ".distributor/reports/" // named by the event id
+			}
+			reads = append(reads, p)
+		}
+		wantStrings(t, "destination ReadVersion", reads, wantReads)
 		// The changed file is read twice: verified before anything is
 		// written, then streamed (and hashed again) into the root.
 		wantStrings(t, "bundle Open", src.Calls("Open"), []string{"data/f042.txt", "data/f042.txt", bundle.ManifestName})

@@ -97,7 +97,10 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 			go ls.renew(ctx)
 			return ls, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		// A Create over a delete marker (a released lease) that loses the
+		// race to another holder fails with a raw wrong-last-sequence
+		// error, which on replicated buckets (10164) is not ErrKeyExists.
+		if !errors.Is(err, jetstream.ErrKeyExists) && !wrongLastSequence(err) {
 			return nil, fmt.Errorf("acquire lease on %s in bucket %s: %w", root.Key, l.kv.Bucket(), err)
 		}
 		e, err := l.kv.Get(ctx, key)

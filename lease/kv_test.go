@@ -305,3 +305,61 @@ func TestKVTTLTooShort(t *testing.T) {
 		t.Fatalf("err = %v, want the TTL minimum", err)
 	}
 }
+
+// TestKVRaceOnReplicatedBucket: on an R3 bucket (a 3-node cluster) a
+// released root's key is a delete marker, and racing holders that all see
+// it must still end with one holder and the others refused with ErrHeld.
+// The server reports their lost compare-and-swap as 10164, not 10071.
+func TestKVRaceOnReplicatedBucket(t *testing.T) {
+	js := testenv.NewCluster(t).JetStream(t)
+	// Retried: a fresh cluster on a busy machine may still be settling.
+	st, err := events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
+	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		st, err = events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := kvEnv{js: js, kv: st.Leases}
+	ctx := context.Background()
+	root := Root{Key: "file:///srv/reports/"}
+	for round := range 5 {
+		// Released: the key holds a delete marker when the race starts.
+		first, err := env.locker("first", 5*time.Second).Acquire(ctx, root)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		const n = 8
+		var wg sync.WaitGroup
+		leases, errs := make([]Lease, n), make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				leases[i], errs[i] = env.locker(fmt.Sprintf("holder-%d", i), 5*time.Second).Acquire(ctx, root)
+			}()
+		}
+		wg.Wait()
+		winner := -1
+		for i := range n {
+			switch {
+			case errs[i] == nil && winner >= 0:
+				t.Fatalf("round %d: holders %d and %d both hold the lease", round, winner, i)
+			case errs[i] == nil:
+				winner = i
+			case !errors.Is(errs[i], ErrHeld):
+				t.Errorf("round %d: holder %d: err = %v, want ErrHeld", round, i, errs[i])
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: nobody got the lease: %v", round, errs)
+		}
+		if err := leases[winner].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -155,8 +155,8 @@ func TestDirectIgnoresTCPListener(t *testing.T) {
 	e := writeNATSConfig(t, "  listen: "+l.Addr().String()+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
 	var out, errb lockedBuffer
 	took := applyTimed(t, e, newApp(&out, &errb), &out, &errb)
-	if took > time.Second {
-		t.Errorf("apply took %v beside a silent TCP listener, want well under 1s", took)
+	if took > 3*time.Second { // the bug was a 5 s hang; a loaded CI machine may be slow
+		t.Errorf("apply took %v beside a silent TCP listener, want well under the 5 s the old probe hung", took)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("apply opened %d connection(s) to the stranger on nats.listen, want 0", n)
@@ -208,8 +208,8 @@ func TestDirectIgnoresForeignNATS(t *testing.T) {
 			var out, errb lockedBuffer
 			a := newApp(&out, &errb)
 			took := applyTimed(t, e, a, &out, &errb)
-			if took > time.Second {
-				t.Errorf("apply took %v, want well under 1s", took)
+			if took > 3*time.Second {
+				t.Errorf("apply took %v, want well under the 5 s the old probe hung", took)
 			}
 			info, err := foreign.JetStream(t).AccountInfo(context.Background())
 			if err != nil {

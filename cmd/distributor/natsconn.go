@@ -80,6 +80,9 @@ func embeddedServerOptions(c config.NATS) (natsserver.Options, error) {
 		Token: c.Token, User: c.User, Password: c.Password,
 		TLS: natsserver.TLS{Cert: c.ServerTLS.Cert, Key: c.ServerTLS.Key, ClientCA: c.ServerTLS.ClientCA},
 	}
+	if c.Replicas > 1 {
+		return o, fmt.Errorf("nats.replicas is %d but no nats.url is set: replicas need a NATS cluster (2.11 or newer); set nats.url to it, or nats.replicas to 1 for the embedded server", c.Replicas)
+	}
 	if c.CredsFile != "" {
 		// Checking JWTs needs an operator, accounts and a resolver: that
 		// is a real NATS deployment's job.
@@ -115,6 +118,7 @@ func setupStreams(ctx context.Context, nc *nats.Conn, cfg *config.Config) (jetst
 		Subjects:      subjects,
 		BundlesMaxAge: time.Duration(cfg.NATS.BundleMaxAge),
 		EventsMaxAge:  time.Duration(cfg.NATS.EventMaxAge),
+		Replicas:      cfg.NATS.Replicas,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up JetStream streams: %w", err)

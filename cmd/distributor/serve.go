@@ -54,7 +54,7 @@ func (a *app) serveCommand() *cobra.Command {
 			if so.connectTimeout < 0 {
 				return usageErr("--connect-timeout %s: must not be negative (0 = retry until stopped)", so.connectTimeout)
 			}
-			return a.serve(cmd.Context(), cfg, so, consumer.Options{Workers: workers, Log: a.log})
+			return a.serve(cmd.Context(), cfg, so, consumer.Options{Workers: workers, Replicas: cfg.NATS.Replicas, Log: a.log})
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")

@@ -21,6 +21,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/testenv"
 )
 
 func TestServePublishWait(t *testing.T) {
@@ -184,6 +185,63 @@ func TestServeListenInUse(t *testing.T) {
 	}
 	if want := "distributor: nats.listen " + addr + " is in use: set nats.listen or nats.url\n"; stderr != want {
 		t.Errorf("serve on a used port: stderr %q, want %q", stderr, want)
+	}
+}
+
+// TestServeReplicasNeedCluster: the embedded server is a single node, so
+// nats.replicas above 1 without nats.url is refused before anything starts.
+func TestServeReplicasNeedCluster(t *testing.T) {
+	e := writeNATSConfig(t, "  replicas: 3\n  listen: 127.0.0.1:0\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
+	code, stdout, stderr := e.cmd(t, "serve", "--log-level", "error")
+	if code != exitUsage || stdout != "" {
+		t.Errorf("serve with replicas 3 and no nats.url: exit %d, stdout %q; want %d", code, stdout, exitUsage)
+	}
+	if want := "distributor: nats.replicas is 3 but no nats.url is set: replicas need a NATS cluster (2.11 or newer); set nats.url to it, or nats.replicas to 1 for the embedded server\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
+// TestServeOnCluster: with nats.url naming a 3-node cluster and
+// nats.replicas 3, serve and publish put both streams, the lease bucket and
+// the durable on three replicas, and a publication goes through.
+func TestServeOnCluster(t *testing.T) {
+	cl := testenv.NewCluster(t)
+	ctx := context.Background()
+	js := cl.JetStream(t)
+	// The first placement of R3 streams on a fresh cluster can outlast
+	// serve's 5 s API timeout on a busy machine: place them first,
+	// retrying. A serve that set up R1 would scale them down.
+	_, err := events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		_, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
+	startServe(t, e.cfg)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1)
+	if code != 0 {
+		t.Fatalf("publish on the cluster: exit %d\n%s%s", code, stdout, stderr)
+	}
+	assertBlocks(t, "publish --wait", stdout, "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
+	for _, name := range []string{"DISTRIBUTOR_BUNDLES", "DISTRIBUTOR_EVENTS", "KV_DISTRIBUTOR_LEASES"} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("stream %s: %d replicas, want 3", name, r)
+		}
+	}
+	cons, err := js.Consumer(ctx, "DISTRIBUTOR_BUNDLES", "distributor-publisher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cons.CachedInfo().Config.Replicas; r != 3 {
+		t.Errorf("durable: %d replicas, want 3", r)
 	}
 }
 

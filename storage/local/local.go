@@ -319,8 +319,14 @@ func (b *Backend) writeAtomic(ctx context.Context, r *os.Root, p string, src io.
 			r.Remove(tmp)
 		}
 	}()
-	// struct{io.Writer} hides ReadFrom so that the large buffer is used.
-	n, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, make([]byte, 256<<10))
+	// struct{io.Writer} hides ReadFrom so that the large buffer is used;
+	// no larger than the object, though: a fresh 256 KiB for each small
+	// write (catalog, intent, index shard) was most of a service's garbage.
+	bufSize := int64(256 << 10)
+	if size >= 0 && size < bufSize {
+		bufSize = max(size, 512)
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, make([]byte, bufSize))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -366,5 +367,31 @@ func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
 	cancel()
 	if err := b.Sync(cctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sync with a cancelled context: %v", err)
+	}
+}
+
+// TestSmallWritesAllocateLittle: a service's writes are mostly small (the
+// catalog, the intent, one-file outputs); their copy buffer is sized to
+// the object, not a fixed 256 KiB each.
+func TestSmallWritesAllocateLittle(t *testing.T) {
+	b := newBackend(t)
+	data := []byte("# a one-line report\n")
+	if _, err := b.WriteIfVersion(t.Context(), "c.json", data, ""); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		if _, err := b.Put(t.Context(), fmt.Sprintf("r%d.md", i%10), bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.WriteIfVersion(t.Context(), "c.json", data, Version(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / (2 * n); per > 32<<10 {
+		t.Errorf("a %d-byte write allocated %d KiB on average, want at most 32 KiB", len(data), per>>10)
 	}
 }

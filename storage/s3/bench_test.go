@@ -2,9 +2,15 @@ package s3store_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -88,4 +94,93 @@ func BenchmarkPut64MiB(b *testing.B) {
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
 	}
+}
+
+// BenchmarkPut20x64MiB is a first publish of 20 × 64 MiB from 4 workers
+// (Engine.Workers' default) to a server in a child process, with the
+// default memory budget and with none (run with -benchtime 1x). It reports
+// the client's peak heap growth and peak resident set.
+func BenchmarkPut20x64MiB(b *testing.B) {
+	const objects, size, workers = 20, 64 << 20, 4
+	client := clientFor(startHelperServer(b))
+	if _, err := client.CreateBucket(b.Context(), &s3.CreateBucketInput{Bucket: aws.String("bench")}); err != nil {
+		b.Fatal(err)
+	}
+	for _, budget := range []int64{0, 1 << 40} {
+		name := "budget=default"
+		if budget != 0 {
+			name = "budget=none"
+		}
+		b.Run(name, func(b *testing.B) {
+			be, err := s3store.NewFromClient(client, "bench", "", s3store.Options{MemoryBudget: budget})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(objects * size)
+			var peak uint64
+			var rss int64
+			for b.Loop() {
+				resetPeakRSS(b)
+				p, _, err := measureHeap(func() error {
+					jobs := make(chan int)
+					errs := make(chan error, objects)
+					var wg sync.WaitGroup
+					for range workers {
+						wg.Go(func() {
+							for i := range jobs {
+								_, err := be.Put(b.Context(), fmt.Sprintf("big/%02d.bin", i), io.LimitReader(rand.NewChaCha8([32]byte{byte(i)}), size), size, storage.PutOptions{})
+								errs <- err
+							}
+						})
+					}
+					for i := range objects {
+						jobs <- i
+					}
+					close(jobs)
+					wg.Wait()
+					close(errs)
+					var all []error
+					for err := range errs {
+						all = append(all, err)
+					}
+					return errors.Join(all...)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, p)
+				rss = max(rss, peakRSS(b))
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64(rss)/1e6, "peak-rss-MB")
+		})
+	}
+}
+
+// resetPeakRSS restarts the kernel's count of the peak resident set (VmHWM).
+func resetPeakRSS(b *testing.B) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Skipf("cannot reset the peak RSS: %v", err)
+	}
+}
+
+// peakRSS is VmHWM in bytes.
+func peakRSS(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -42,6 +43,13 @@ var ErrNoBucket = errors.New("s3 bucket does not exist (or no access)")
 const (
 	defaultConcurrency = 4
 	defaultPartSize    = 8 << 20
+	// defaultMemoryBudget bounds the upload buffers of one Backend (one
+	// destination root); see Options.MemoryBudget.
+	defaultMemoryBudget = 64 << 20
+	// partsBesideConcurrency: besides the parts in flight, a multipart
+	// upload holds the part being filled and its first part, which the
+	// uploader reads apart with io.ReadAll (up to two parts while it grows).
+	partsBesideConcurrency = 3
 	// maxDeleteBatch is the DeleteObjects limit per request.
 	maxDeleteBatch = 1000
 	// metaSHA256 is stored as x-amz-meta-sha256.
@@ -62,11 +70,18 @@ type Options struct {
 	Endpoint string
 	// PathStyle addresses buckets as endpoint/bucket (always on with Endpoint).
 	PathStyle bool
-	// Concurrency is the number of multipart parts in flight per Put (default 4).
+	// Concurrency is the number of multipart parts in flight per Put
+	// (default 4), lowered to fit MemoryBudget.
 	Concurrency int
 	// PartSize is the multipart part size (default 8 MiB, at least 5 MiB).
-	// A Put buffers at most (Concurrency+2) parts.
 	PartSize int64
+	// MemoryBudget bounds the bytes that all of this Backend's Puts buffer
+	// at once (default 64 MiB, at least 4 parts): a multipart Put holds
+	// (Concurrency+3) parts, a smaller object its own size. Puts wait for
+	// room, so concurrent writers (Engine.Workers) share the budget instead
+	// of multiplying it. An object too large for 10,000 parts of PartSize
+	// gets larger parts and then takes the whole budget.
+	MemoryBudget int64
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).
 	Timeouts Timeouts
@@ -84,7 +99,12 @@ type Backend struct {
 	bucket   string
 	prefix   string // "" or ends with "/"
 	partSize int64
-	endpoint string // for messages
+	// concurrency is the parts in flight per multipart Put; buffers holds
+	// the memory budget in bytes.
+	concurrency int
+	budget      int64
+	buffers     *semaphore.Weighted
+	endpoint    string // for messages
 	// bucketSeen: HeadBucket succeeded once, so a 404 from HeadObject
 	// means a missing key.
 	bucketSeen atomic.Bool
@@ -164,6 +184,14 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 	if opts.PartSize < manager.MinUploadPartSize {
 		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, manager.MinUploadPartSize)
 	}
+	if opts.MemoryBudget == 0 {
+		opts.MemoryBudget = max(defaultMemoryBudget, (1+partsBesideConcurrency)*opts.PartSize)
+	}
+	fit := opts.MemoryBudget/opts.PartSize - partsBesideConcurrency
+	if fit < 1 {
+		return nil, fmt.Errorf("s3 memory budget %d bytes is below 4 parts of %d bytes: raise the budget or lower the part size", opts.MemoryBudget, opts.PartSize)
+	}
+	opts.Concurrency = int(min(int64(opts.Concurrency), fit))
 	co := client.Options()
 	endpoint := aws.ToString(co.BaseEndpoint)
 	if endpoint == "" {
@@ -177,7 +205,8 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		u.LeavePartsOnError = true
 		u.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
-	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize, endpoint: endpoint}, nil
+	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize,
+		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget), endpoint: endpoint}, nil
 }
 
 // cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".
@@ -307,7 +336,8 @@ func (o *objectBody) Read(p []byte) (int, error) {
 }
 
 // Put streams r to the key: one PutObject up to PartSize, a multipart
-// upload beyond, holding at most (Concurrency+2) parts in memory. The bytes
+// upload beyond, within the Backend's memory budget (Options.MemoryBudget:
+// it waits for room). The bytes
 // must number size (when >= 0) and hash to opts.SHA256 (when set), or
 // nothing is stored. A failed multipart upload is aborted, so the old object
 // (or none) stays. One case is ambiguous, as with any S3 client: if the
@@ -355,14 +385,25 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	if size >= 0 && size <= b.partSize {
 		// Small enough for one request: read it whole (checked) and send a
 		// seekable body, which the SDK needs over plain http.
-		// Reading up to size+1 bytes makes checkedReader see either EOF
+		// Reading into size+1 bytes makes checkedReader see either EOF
 		// (and check size and digest) or the excess byte.
-		data, err := io.ReadAll(io.LimitReader(body, size+1))
+		if err := b.buffers.Acquire(ctx, size+1); err != nil {
+			return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
+		}
+		defer b.buffers.Release(size + 1)
+		data := make([]byte, size+1)
+		n, err := io.ReadFull(body, data)
+		switch {
+		case int64(n) > size:
+			err = body.err // ReadFull drops the error that came with the excess byte
+		case err == io.ErrUnexpectedEOF || (err == io.EOF && size == 0):
+			err = nil // checkedReader saw EOF: size and digest are right
+		}
 		if err != nil {
 			return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
 		}
-		in.Body = bytes.NewReader(data)
-		in.ContentLength = aws.Int64(int64(len(data)))
+		in.Body = bytes.NewReader(data[:n])
+		in.ContentLength = aws.Int64(int64(n))
 		out, err := b.client.PutObject(ctx, in)
 		if err != nil {
 			return storage.ObjectInfo{}, b.wrapPut(key, conditional, err)
@@ -372,13 +413,20 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 
 	// The uploader sees a plain io.Reader and buffers parts from its pool.
 	in.Body = body
-	grow := func(u *manager.Uploader) {
+	partSize := b.partSize
+	if size/partSize >= int64(manager.MaxUploadParts) {
 		// S3 allows 10,000 parts: a known large size gets larger parts.
-		if size/u.PartSize >= int64(manager.MaxUploadParts) {
-			u.PartSize = size/int64(manager.MaxUploadParts) + 1
-		}
+		partSize = size/int64(manager.MaxUploadParts) + 1
 	}
-	out, err := b.uploader.Upload(ctx, in, grow)
+	weight := min(b.budget, int64(b.concurrency+partsBesideConcurrency)*partSize)
+	if err := b.buffers.Acquire(ctx, weight); err != nil {
+		return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
+	}
+	defer b.buffers.Release(weight)
+	out, err := b.uploader.Upload(ctx, in, func(u *manager.Uploader) {
+		u.PartSize = partSize
+		u.Concurrency = b.concurrency
+	})
 	if err != nil {
 		var mf manager.MultiUploadFailure
 		if errors.As(err, &mf) && mf.UploadID() != "" {

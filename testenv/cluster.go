@@ -1,0 +1,302 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// clusterReady bounds how long a cluster start or a node restart may take to
+// elect a JetStream meta leader.
+const clusterReady = 30 * time.Second
+
+// Cluster is an in-process 3-node JetStream cluster on 127.0.0.1. Nodes can
+// be killed and restarted (same name, ports and store) to test fail-over.
+// Everything stops when the test ends.
+type Cluster struct {
+	// URLs are the client URLs of every node, comma-separated (nats.Connect form).
+	URLs string
+
+	t     testing.TB
+	mu    sync.Mutex
+	nodes []*clusterNode
+}
+
+type clusterNode struct {
+	opts *server.Options // kept to restart the node as itself
+	srv  *server.Server  // nil while killed
+}
+
+// ClusterSize is the number of nodes NewCluster starts.
+const ClusterSize = 3
+
+// NewCluster starts the cluster and waits until JetStream has a meta leader.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	const name = "distributor-test"
+	// Fixed ports, chosen now: a restarted node must come back on the same
+	// addresses so that routes and clients find it again.
+	clientPorts, routePorts := freePorts(t, ClusterSize), freePorts(t, ClusterSize)
+	c := &Cluster{t: t}
+	var urls []string
+	for i := range ClusterSize {
+		// TempDir first: cleanups run in reverse, so the node stops before
+		// its store is removed.
+		dir := t.TempDir()
+		var routes []*url.URL
+		for j, p := range routePorts {
+			if j != i {
+				routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+			}
+		}
+		opts := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i),
+			Host:       "127.0.0.1",
+			Port:       clientPorts[i],
+			JetStream:  true,
+			StoreDir:   filepath.Join(dir, "js"),
+			Cluster:    server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: routePorts[i]},
+			Routes:     routes,
+			NoSigs:     true,
+			NoLog:      true,
+		}
+		c.nodes = append(c.nodes, &clusterNode{opts: opts})
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i]))
+	}
+	c.URLs = strings.Join(urls, ",")
+	t.Cleanup(c.shutdown)
+	// Start all nodes together: each waits for routes to the others.
+	var wg sync.WaitGroup
+	errs := make([]error, ClusterSize)
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.start(i) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+	c.waitMetaLeader(t)
+	return c
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testenv: free port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+func (c *Cluster) start(i int) error {
+	n := c.nodes[i]
+	// The server modifies its options; give each start a fresh copy.
+	opts := n.opts.Clone()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("configure node %d: %w", i, err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(clusterReady) {
+		s.Shutdown()
+		return fmt.Errorf("node %d not ready after %s", i, clusterReady)
+	}
+	c.mu.Lock()
+	n.srv = s
+	c.mu.Unlock()
+	return nil
+}
+
+// waitMetaLeader waits until JetStream has a meta leader that every running
+// node is current with and that sees every running node as an online peer
+// (before that, placing a replicated stream can fail or stall).
+func (c *Cluster) waitMetaLeader(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(clusterReady)
+	for {
+		if c.metaReady() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: no JetStream meta leader after %s", clusterReady)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) metaReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var leaders, running, peers int
+	for _, n := range c.nodes {
+		if n.srv == nil {
+			continue
+		}
+		running++
+		if !n.srv.JetStreamIsCurrent() {
+			return false
+		}
+		if n.srv.JetStreamIsLeader() {
+			leaders++
+			peers = len(n.srv.JetStreamClusterPeers())
+		}
+	}
+	return leaders == 1 && peers == running
+}
+
+// Conn opens a client connection to the whole cluster that reconnects to
+// surviving nodes without giving up; it is closed when the test ends.
+func (c *Cluster) Conn(t testing.TB) *nats.Conn {
+	t.Helper()
+	return c.ConnAs(t, "")
+}
+
+// ConnAs is Conn with extra options applied last; the cluster has no users,
+// so user must be "".
+func (c *Cluster) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	if user != "" {
+		t.Fatalf("testenv: the cluster has no NATS users (asked for %q)", user)
+	}
+	all := []nats.Option{nats.Name(t.Name()), nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
+	nc, err := nats.Connect(c.URLs, append(all, opts...)...)
+	if err != nil {
+		t.Fatalf("testenv: connect cluster %s: %v", c.URLs, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// JetStream opens a new connection and returns its JetStream context. Calls
+// without a deadline wait up to 15 s: on a busy machine a replicated
+// stream's first leader election can outlast the default 5 s.
+func (c *Cluster) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(c.Conn(t), jetstream.WithDefaultTimeout(15*time.Second))
+	if err != nil {
+		t.Fatalf("testenv: JetStream: %v", err)
+	}
+	return js
+}
+
+// StreamLeader returns the index of the node that leads stream (in the
+// global account), or -1 when no running node does.
+func (c *Cluster) StreamLeader(stream string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, n := range c.nodes {
+		if n.srv != nil && n.srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitStreamLeader waits until a running node leads stream and returns it.
+func (c *Cluster) WaitStreamLeader(t testing.TB, stream string) int {
+	t.Helper()
+	deadline := time.Now().Add(clusterReady)
+	for {
+		if i := c.StreamLeader(stream); i >= 0 {
+			return i
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: stream %s has no leader after %s", stream, clusterReady)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitStreamCurrent waits until every running node has caught up with
+// stream (in the global account), e.g. a restarted node.
+func (c *Cluster) WaitStreamCurrent(t testing.TB, stream string) {
+	t.Helper()
+	deadline := time.Now().Add(clusterReady)
+	for !c.streamCurrent(stream) {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: stream %s not current on every node after %s", stream, clusterReady)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) streamCurrent(stream string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.srv != nil && !n.srv.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return false
+		}
+	}
+	return true
+}
+
+// Kill stops node i at once, as a crash would look to its peers and clients.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	s := c.nodes[i].srv
+	c.nodes[i].srv = nil
+	c.mu.Unlock()
+	if s == nil {
+		c.t.Fatalf("testenv: node %d is not running", i)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// Restart starts the killed node i again with its name, ports and store,
+// and waits until it has rejoined JetStream.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	running := c.nodes[i].srv != nil
+	c.mu.Unlock()
+	if running {
+		c.t.Fatalf("testenv: node %d is already running", i)
+	}
+	if err := c.start(i); err != nil {
+		c.t.Fatalf("testenv: restart: %v", err)
+	}
+	c.waitMetaLeader(c.t)
+}
+
+// Running reports whether node i is up.
+func (c *Cluster) Running(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].srv != nil
+}
+
+func (c *Cluster) shutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.srv != nil {
+			n.srv.Shutdown()
+			n.srv.WaitForShutdown()
+			n.srv = nil
+		}
+	}
+}

@@ -21,7 +21,7 @@ import (
 func (a *app) healthCommand() *cobra.Command {
 	var addr, path string
 	var ready bool
-	var timeout time.Duration
+	timeout := config.Duration(3 * time.Second)
 	cmd := &cobra.Command{
 		Use:   "health [--addr HOST:PORT] [--ready | --path PATH]",
 		Short: "GET serve's /healthz (or /readyz, /metrics) and exit 0 on a 2xx answer, 1 otherwise: a container health check",
@@ -46,13 +46,13 @@ func (a *app) healthCommand() *cobra.Command {
 			if timeout <= 0 {
 				return usageErr("--timeout %s: must be positive, e.g. 3s", timeout)
 			}
-			return a.health(cmd.Context(), u, timeout)
+			return a.health(cmd.Context(), u, time.Duration(timeout))
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", config.DefaultHTTPListen, "serve's HTTP address; without it, http.listen of --config when that file exists. A wildcard host (0.0.0.0, ::, none) is probed on loopback")
 	cmd.Flags().StringVar(&path, "path", "/healthz", "path to GET: /healthz (alive), /readyz (ready for work) or /metrics")
 	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz: NATS connected, streams reachable, not draining")
-	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for the answer")
+	cmd.Flags().Var(&timeout, "timeout", "how long to wait for the answer, e.g. 3s")
 	return cmd
 }
 

@@ -56,11 +56,13 @@ func (a *app) pruneCommand() *cobra.Command {
 			owner := catalog.Owner{PipelineID: pipeline, DestinationID: dest}
 			cutoff := time.Now().UTC().Truncate(time.Second).Add(-age)
 			var res engine.MaintenanceResult
-			err = s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+			pctx, done := a.withProgress(ctx, dest)
+			err = s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 				var err error
-				res, err = s.runner.Engine.Prune(ctx, root, l, owner, cutoff, d.MaxDeletes, dryRun)
+				res, err = s.runner.Engine.Prune(pctx, root, l, owner, cutoff, d.MaxDeletes, dryRun)
 				return err
 			})
+			done()
 			verb := "pruned"
 			if dryRun {
 				verb = "would prune"

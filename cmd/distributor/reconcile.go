@@ -59,11 +59,13 @@ func (a *app) reconcileCommand() *cobra.Command {
 			var first error
 			for _, d := range dests {
 				var res engine.MaintenanceResult
-				err := s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+				pctx, done := a.withProgress(ctx, d.ID)
+				err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 					var err error
-					res, err = s.runner.Engine.Reconcile(ctx, root, l, sel, refresh, d.MaxDeletes, dryRun)
+					res, err = s.runner.Engine.Reconcile(pctx, root, l, sel, refresh, d.MaxDeletes, dryRun)
 					return err
 				})
+				done()
 				if err != nil {
 					fmt.Fprintf(a.stdout, "%s: error: %s\n", d.ID, oneLine(err.Error()))
 					if first == nil {

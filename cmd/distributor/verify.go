@@ -43,7 +43,9 @@ func (a *app) verifyCommand() *cobra.Command {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}
 			e := &engine.Engine{Version: version, Log: a.log}
-			rep, err := e.Verify(ctx, root, match)
+			pctx, done := a.withProgress(ctx, dest)
+			rep, err := e.Verify(pctx, root, match)
+			done()
 			if err != nil {
 				return err
 			}

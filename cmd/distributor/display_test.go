@@ -89,3 +89,30 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 		t.Errorf("verify into a pipe: exit %d, stderr %q, want nothing", code, errOut)
 	}
 }
+
+// A local root written relative to the configuration file is shown as
+// written in human output and error lines; --json keeps the absolute root
+// and adds root_as_written.
+func TestRootsShownAsWritten(t *testing.T) {
+	e := newCLIEnv(t)
+	abs := filepath.Join(e.dir, "site", "latest")
+	e.writeFile(e.cfg, "nats:\n  listen: 127.0.0.1:1\npipelines:\n  - id: "+pipeDaily+"\n    destinations: [latest]\n"+
+		"destinations:\n  - id: latest\n    backend: local\n    path: site/latest\n    workflow: additive\n    publish: {sources: true}\n")
+	e.writeFile(filepath.Join(abs, "b.txt"), "hand\n")
+	b := e.bundle("b", "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+
+	out := e.apply(pipeDaily, b)
+	if want := "latest (site/latest, additive)\n  + a.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 0 collision\n"; out != want {
+		t.Errorf("apply stdout:\n%s\nwant:\n%s", out, want)
+	}
+	res := e.applyJSON(pipeDaily, b)
+	if len(res) != 1 || res[0].Root != abs || res[0].RootAsWritten != "site/latest" {
+		t.Errorf("apply --json root %q as written %q, want %q and site/latest", res[0].Root, res[0].RootAsWritten, abs)
+	}
+	b2 := e.bundle("b2", "weatherreporter.today", map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	_, errOut, code := e.run("apply", "--pipeline", pipeDaily, "--bundle", b2.Dir)
+	stderrLine(t, errOut, `distributor: collision with unmanaged content in site/latest: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["b.txt"]`)
+	if code != exitRefused {
+		t.Errorf("exit %d, want %d", code, exitRefused)
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/internal/jsonkeys"
+	"github.com/distributor/distributor/progress"
 )
 
 // ManifestName is the manifest's name at the top of a bundle.
@@ -194,6 +195,7 @@ func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, [
 		return Manifest{}, nil, errors.New("bundle create: the created time is zero")
 	}
 	m := Manifest{SchemaVersion: SchemaVersion, ID: id, Created: created.UTC(), Files: []File{}}
+	progress.Start(ctx, "hashing", -1, -1) // counted while walking
 	err := filepath.WalkDir(dir, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -227,6 +229,7 @@ func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, [
 		}
 		f.Path = rel
 		m.Files = append(m.Files, f)
+		progress.Add(ctx, 1, f.Size)
 		return nil
 	})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/progress"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -295,6 +296,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := pub.Bundle.CheckSizes(ctx, copies); err != nil {
 			return res, err
 		}
+		startItems(ctx, "checking bundle", writes, func(it planner.Item) bool { _, ok := content[it.Path]; return !ok })
 		if err := e.verifyCopies(ctx, pub.Bundle, copies); err != nil {
 			return res, err
 		}
@@ -346,6 +348,7 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		res.Deleted = append(res.Deleted, displaced...)
 	}
 
+	startItems(ctx, "writing", writes, nil)
 	written, werr := e.writeAll(ctx, root, l, pub, writes, content, pl.stored, pl.fps)
 	res.Written = append(res.Written, written...)
 	if werr != nil {
@@ -444,6 +447,7 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 			if err != nil {
 				return err
 			}
+			progress.Add(gctx, 1, it.Desired.Size)
 			mu.Lock()
 			done = append(done, it)
 			if oi.Fingerprint != "" {
@@ -469,7 +473,8 @@ func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []str
 				return err
 			}
 			defer r.Close()
-			_, err = io.Copy(io.Discard, r)
+			n, err := io.Copy(io.Discard, r)
+			progress.Add(gctx, 1, n)
 			return err
 		})
 	}

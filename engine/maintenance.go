@@ -11,6 +11,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/progress"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -84,9 +85,15 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	if err := l.Err(); err != nil {
 		return res, err
 	}
+	var size int64
+	for _, o := range p.Removed {
+		size += o.Size
+	}
+	progress.Start(ctx, "deleting", int64(len(paths)), size)
 	if err := root.Delete(ctx, paths...); err != nil {
 		return res, fmt.Errorf("delete in %s: %w", root, err)
 	}
+	progress.Add(ctx, int64(len(paths)), size)
 	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
 		return res, err
 	}
@@ -131,12 +138,14 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	next, changed := p.Next, p.Changed
 	if refresh && len(p.SizeMismatches) > 0 {
 		index := next.Index()
+		progress.Start(ctx, "re-hashing", int64(len(p.SizeMismatches)), -1)
 		for _, path := range p.SizeMismatches {
 			rec := index[path]
 			sum, size, err := hashAndSize(ctx, root, path)
 			if err != nil {
 				return res, fmt.Errorf("refresh %s in %s: %w", path, root, err)
 			}
+			progress.Add(ctx, 1, size)
 			rec.SHA256, rec.Size, rec.UpdatedAt = sum, size, now
 			index[path] = rec
 			res.Refreshed = append(res.Refreshed, rec)
@@ -202,12 +211,20 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 	if st.cat == nil {
 		return rep, nil
 	}
+	var files, total int64
+	for _, o := range st.cat.Outputs {
+		if match(o) {
+			files, total = files+1, total+o.Size
+		}
+	}
+	progress.Start(ctx, "verifying", files, total)
 	for _, o := range st.cat.Outputs {
 		if !match(o) {
 			continue
 		}
 		rep.Checked++
 		sum, size, err := hashAndSize(ctx, root, o.Path)
+		progress.Add(ctx, 1, size)
 		switch {
 		case errors.Is(err, storage.ErrNotExist):
 			rep.Missing = append(rep.Missing, o.Path)

@@ -88,7 +88,7 @@ func (a *app) planCommand() *cobra.Command {
 				}
 				return res, err
 			}
-			return a.eachDestination(cmd.Context(), r, req, asJSON, plan)
+			return a.eachDestination(cmd.Context(), r, req, asJSON, true, plan)
 		},
 	}
 	f.register(cmd)
@@ -133,7 +133,7 @@ func (a *app) applyCommand() *cobra.Command {
 				}
 				return res, err
 			}
-			return a.eachDestination(ctx, s.runner, req, asJSON, publish)
+			return a.eachDestination(ctx, s.runner, req, asJSON, false, publish)
 		},
 	}
 	f.register(cmd)
@@ -145,7 +145,7 @@ func (a *app) applyCommand() *cobra.Command {
 
 // eachDestination opens the bundle once and runs step for every destination,
 // printing each result. The first error decides the exit code.
-func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, asJSON bool, step func(context.Context, engine.Request, *bundle.Bundle, config.Destination) (engine.Result, error)) error {
+func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, asJSON, planOnly bool, step func(context.Context, engine.Request, *bundle.Bundle, config.Destination) (engine.Result, error)) error {
 	dests, err := r.Destinations(req)
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -158,11 +158,13 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 	var failed []string // "dest: error" of every failure after the first
 	var reports []resultJSON
 	for _, d := range dests {
-		res, err := step(ctx, req, b, d)
+		pctx, done := a.withProgress(ctx, d.ID)
+		res, err := step(pctx, req, b, d)
+		done()
 		if asJSON {
-			reports = append(reports, toResultJSON(d, res, err))
+			reports = append(reports, a.toResultJSON(d, res, err, planOnly))
 		} else {
-			a.printResult(d, res, err)
+			a.printResult(d, res, err, planOnly)
 		}
 		switch {
 		case err != nil && first == nil:
@@ -187,9 +189,51 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 	return errors.Unwrap(first) // one destination: no need to name it
 }
 
-func (a *app) printResult(d config.Destination, res engine.Result, err error) {
+// counts are what a publication did (apply) or would do (plan); both are
+// computed so that a plan's counts equal those of the apply that follows
+// it: a blocked or superseded publication writes and deletes nothing.
+type counts struct {
+	Create    int `json:"create"`
+	Update    int `json:"update"`
+	Unchanged int `json:"unchanged"`
+	Delete    int `json:"delete"`
+	Collision int `json:"collision"`
+}
+
+// planCounts counts what apply would do with p.
+func planCounts(p planner.Plan) counts {
+	c := counts{Collision: len(p.Collisions)}
+	if p.Blocked() || p.Superseded != nil {
+		return c
+	}
+	c.Create, c.Update, c.Unchanged = p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged)
+	c.Delete = len(p.Deletes())
+	return c
+}
+
+// resultCounts counts what a publication did.
+func resultCounts(res engine.Result) counts {
+	c := counts{Unchanged: res.Unchanged, Delete: len(res.Deleted), Update: len(res.Updated)}
+	if res.Plan.Blocked() {
+		c.Collision = len(res.Plan.Collisions)
+	}
+	for _, it := range res.Written {
+		if it.Action == planner.Create {
+			c.Create++
+		} else {
+			c.Update++
+		}
+	}
+	return c
+}
+
+// maxListed bounds the changes listed per destination on a terminal
+// (--verbose lists them all): a 10,000-file publication prints a summary.
+const maxListed = 20
+
+func (a *app) printResult(d config.Destination, res engine.Result, err error, planOnly bool) {
 	p := res.Plan
-	fmt.Fprintf(a.stdout, "%s (%s, %s)\n", d.ID, res.Root, d.Workflow)
+	fmt.Fprintf(a.stdout, "%s (%s, %s)\n", d.ID, a.showRoot(res.Root), d.Workflow)
 	if errors.Is(err, engine.ErrSuperseded) {
 		// Nothing was planned: the one line says why and what to do.
 		fmt.Fprintf(a.stdout, "  %s\n", oneLine(err.Error()))
@@ -198,9 +242,23 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 	if res.Recovered {
 		fmt.Fprintf(a.stdout, "  recovered an interrupted earlier run\n")
 	}
+	limit := -1
+	if a.stdoutIsTerminal() && !a.verbose {
+		limit = maxListed
+	}
+	listed, hidden := 0, 0
+	line := func(format string, args ...any) {
+		if limit >= 0 && listed >= limit {
+			hidden++
+			return
+		}
+		listed++
+		fmt.Fprintf(a.stdout, format, args...)
+	}
 	for _, it := range p.Items {
 		mark := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}[it.Action]
-		if it.Action == planner.Unchanged {
+		// A blocked publication changes nothing: only what blocks it is news.
+		if it.Action == planner.Unchanged || (p.Blocked() && it.Action != planner.Collision) {
 			continue
 		}
 		note := ""
@@ -216,13 +274,26 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 		if len(it.InTheWay) > 0 {
 			note = fmt.Sprintf(" (unmanaged in the way: %s)", strings.Join(it.InTheWay, ", "))
 		}
-		fmt.Fprintf(a.stdout, "  %s %s%s\n", mark, it.Path, note)
+		line("  %s %s%s\n", mark, it.Path, note)
 	}
-	for _, c := range p.Clear {
-		fmt.Fprintf(a.stdout, "  - %s (legacy state: cleared)\n", c)
+	if !p.Blocked() {
+		for _, c := range p.Clear {
+			line("  - %s (legacy state: cleared)\n", c)
+		}
 	}
-	fmt.Fprintf(a.stdout, "  %d create, %d update, %d unchanged, %d delete, %d collision\n",
-		p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged), p.Count(planner.Delete)+len(p.Clear), len(p.Collisions))
+	if hidden > 0 {
+		fmt.Fprintf(a.stdout, "  … and %d more (--verbose lists every change, --json prints them all)\n", hidden)
+	}
+	if planOnly {
+		c := planCounts(p)
+		fmt.Fprintf(a.stdout, "  would create %d, update %d, delete %d; %d unchanged, %d collision\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "  apply would write nothing\n")
+		}
+		return
+	}
+	c := resultCounts(res)
+	fmt.Fprintf(a.stdout, "  %d create, %d update, %d unchanged, %d delete, %d collision\n", c.Create, c.Update, c.Unchanged, c.Delete, c.Collision)
 	if err != nil {
 		// The error itself goes to stderr, once.
 		fmt.Fprintf(a.stdout, "  failed\n")
@@ -230,14 +301,19 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error) {
 }
 
 type resultJSON struct {
-	Destination string     `json:"destination"`
-	Root        string     `json:"root"`
-	Workflow    string     `json:"workflow"`
-	Changed     bool       `json:"changed"`
-	Items       []itemJSON `json:"items"`
-	Collisions  []string   `json:"collisions"`
-	Clear       []string   `json:"clear,omitempty"`
-	Recovered   bool       `json:"recovered,omitempty"`
+	Destination string `json:"destination"`
+	// Root is the absolute root (file path or s3:// URL); RootAsWritten is
+	// the path as the configuration file gives it, when that differs.
+	Root          string `json:"root"`
+	RootAsWritten string `json:"root_as_written,omitempty"`
+	// Counts are what apply did, or (plan) what it would do.
+	Counts     counts     `json:"counts"`
+	Workflow   string     `json:"workflow"`
+	Changed    bool       `json:"changed"`
+	Items      []itemJSON `json:"items"`
+	Collisions []string   `json:"collisions"`
+	Clear      []string   `json:"clear,omitempty"`
+	Recovered  bool       `json:"recovered,omitempty"`
 	// SupersededBy is the newer version the destination holds, when it
 	// refused this older one.
 	SupersededBy *catalog.Source `json:"superseded_by,omitempty"`
@@ -259,12 +335,16 @@ type itemJSON struct {
 	InTheWay  []string `json:"in_the_way,omitempty"`
 }
 
-func toResultJSON(d config.Destination, res engine.Result, err error) resultJSON {
-	out := resultJSON{Destination: d.ID, Root: res.Root, Workflow: string(d.Workflow), Changed: res.Plan.Changed,
+func (a *app) toResultJSON(d config.Destination, res engine.Result, err error, planOnly bool) resultJSON {
+	out := resultJSON{Destination: d.ID, Root: res.Root, RootAsWritten: a.rootAsWritten(res.Root), Workflow: string(d.Workflow), Changed: res.Plan.Changed,
 		Items: []itemJSON{}, Collisions: res.Plan.Collisions, Clear: res.Plan.Clear, Recovered: res.Recovered,
 		SupersededBy: res.Plan.Superseded}
 	if out.Collisions == nil {
 		out.Collisions = []string{}
+	}
+	out.Counts = resultCounts(res)
+	if planOnly {
+		out.Counts = planCounts(res.Plan)
 	}
 	for _, it := range res.Plan.Items {
 		j := itemJSON{Path: it.Path, Action: string(it.Action), Write: it.Write, Adopted: it.Adopted, Displaced: it.Displaced, InTheWay: it.InTheWay}

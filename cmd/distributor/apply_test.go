@@ -297,7 +297,7 @@ func TestRuleRedeliveryChangesNothing(t *testing.T) {
 				}
 			}
 			out, errOut, code := e.run("plan", "--pipeline", pipeDaily, "--bundle", b.Dir)
-			if code != 0 || errOut != "" || !strings.HasSuffix(out, "  0 create, 0 update, 3 unchanged, 0 delete, 0 collision\n") {
+			if code != 0 || errOut != "" || !strings.HasSuffix(out, "  would create 0, update 0, delete 0; 3 unchanged, 0 collision\n") {
 				t.Errorf("plan: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
 			e.sameSnapshot("second redelivery and plan", before, e.snapshot(root))
@@ -789,8 +789,9 @@ func TestPlanChangesNothing(t *testing.T) {
 			// A plan that apply would refuse exits like apply: 3.
 			out, errOut, code := e.run("plan", "--pipeline", pipeDaily, "--bundle", b.Dir)
 			wantErr := fmt.Sprintf("distributor: collision with unmanaged content in %s: apply would write nothing there: 1 planned path(s) are blocked by content distributor does not manage\n", root)
-			wantOut := "  failed\n" // the error is on stderr only
-			want := fmt.Sprintf("latest (%s, %s)\n  + a.txt\n  ! b.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 1 collision\n", root, wf) + wantOut
+			// The error is on stderr only; stdout says "would", and counts
+			// what apply would then do: nothing but the collision.
+			want := fmt.Sprintf("latest (%s, %s)\n  ! b.txt\n  would create 0, update 0, delete 0; 0 unchanged, 1 collision\n  apply would write nothing\n", root, wf)
 			if code != exitRefused || errOut != wantErr || out != want {
 				t.Errorf("plan: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
 			}

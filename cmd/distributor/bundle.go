@@ -36,7 +36,9 @@ func (a *app) bundleCreateCommand() *cobra.Command {
 				}
 				at = t.UTC()
 			}
-			m, data, err := bundle.Create(cmd.Context(), argv[0], id, at)
+			ctx, done := a.withProgress(cmd.Context(), "bundle")
+			m, data, err := bundle.Create(ctx, argv[0], id, at)
+			done()
 			if err != nil {
 				return err
 			}

@@ -371,9 +371,9 @@ func TestApplyJSONReportsEveryDestination(t *testing.T) {
 		t.Fatalf("stdout %q: %v", out, err)
 	}
 	want := []resultJSON{
-		{Destination: "good", Root: good, Workflow: "additive", Changed: true, Collisions: []string{},
+		{Destination: "good", Root: good, Workflow: "additive", Changed: true, Collisions: []string{}, Counts: counts{Create: 1},
 			Items: []itemJSON{{Path: "a.txt", Action: "create", Write: true, SHA256: sha("a\n"), Size: 2}}},
-		{Destination: "bad", Root: bad, Workflow: "additive", Collisions: []string{"a.txt"},
+		{Destination: "bad", Root: bad, Workflow: "additive", Collisions: []string{"a.txt"}, Counts: counts{Collision: 1},
 			Items: []itemJSON{{Path: "a.txt", Action: "collision", SHA256: sha("a\n"), Size: 2}},
 			Error: fmt.Sprintf(`collision with unmanaged content in %s: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["a.txt"]`, bad)},
 	}

@@ -43,7 +43,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	code := exitCode(err)
-	fmt.Fprintf(stderr, "distributor: %s%s\n", oneLine(err.Error()), fixHint(err))
+	fmt.Fprintf(stderr, "distributor: %s%s\n", a.showRootsIn(oneLine(err.Error())), fixHint(err))
 	return code
 }
 

@@ -17,7 +17,7 @@ import (
 func (a *app) pruneCommand() *cobra.Command {
 	var pipeline, dest string
 	var olderThan config.Duration
-	var dryRun bool
+	var dryRun, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "prune --pipeline P --destination D [--older-than DUR] [--dry-run]",
 		Short: "Delete outputs owned by (P, D) not updated within DUR (default: retention.max_age)",
@@ -56,22 +56,43 @@ func (a *app) pruneCommand() *cobra.Command {
 			owner := catalog.Owner{PipelineID: pipeline, DestinationID: dest}
 			cutoff := time.Now().UTC().Truncate(time.Second).Add(-age)
 			var res engine.MaintenanceResult
-			err = s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+			pctx, done := a.withProgress(ctx, dest)
+			err = s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 				var err error
-				res, err = s.runner.Engine.Prune(ctx, root, l, owner, cutoff, d.MaxDeletes, dryRun)
+				res, err = s.runner.Engine.Prune(pctx, root, l, owner, cutoff, d.MaxDeletes, dryRun)
 				return err
 			})
+			done()
 			verb := "pruned"
 			if dryRun {
 				verb = "would prune"
 			}
+			if asJSON {
+				root := res.Root
+				if root == "" {
+					root = d.RootKey()
+				}
+				out := pruneJSON{PipelineID: pipeline, DestinationID: dest, Root: root, RootAsWritten: a.rootAsWritten(root), DryRun: dryRun,
+					OlderThan: config.Duration(age).String(), Cutoff: cutoff, Removed: removedOf(res)}
+				if err != nil {
+					out.Error = oneLine(err.Error())
+				}
+				if jerr := a.printJSON(out); jerr != nil {
+					return jerr
+				}
+			}
 			for _, o := range res.Plan.Removed {
+				if asJSON {
+					break
+				}
 				fmt.Fprintf(a.stdout, "  - %s (updated %s)\n", o.Path, catalog.FormatTime(o.UpdatedAt))
 			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s %d output(s) of %s in %s older than %s (before %s)\n", verb, len(res.Plan.Removed), owner, res.Root, config.Duration(age), catalog.FormatTime(cutoff))
+			if !asJSON {
+				fmt.Fprintf(a.stdout, "%s %d output(s) of %s in %s older than %s (before %s)\n", verb, len(res.Plan.Removed), owner, a.showRoot(res.Root), config.Duration(age), catalog.FormatTime(cutoff))
+			}
 			if !dryRun && res.Plan.Changed {
 				s.report(ctx, a, engine.MaintenanceEvent(events.TypePruned, pipeline, dest, res))
 			}
@@ -82,6 +103,7 @@ func (a *app) pruneCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dest, "destination", "", "owner destination id")
 	cmd.Flags().Var(&olderThan, "older-than", "age cutoff (e.g. 720h, 30d); default retention.max_age")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted, change nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (docs/cli.md)")
 	return cmd
 }
 

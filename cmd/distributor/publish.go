@@ -19,7 +19,7 @@ import (
 
 func (a *app) publishCommand() *cobra.Command {
 	var f publishFlags
-	var wait bool
+	var wait, asJSON bool
 	timeout := config.Duration(2 * time.Minute)
 	cmd := &cobra.Command{
 		Use:   "publish --pipeline P --bundle LOCATION [--destination D] [--wait]",
@@ -55,12 +55,16 @@ func (a *app) publishCommand() *cobra.Command {
 			if dests, err := (&engine.Runner{Config: cfg}).Destinations(req); err == nil {
 				expect = len(dests)
 			}
+			if asJSON {
+				return a.announceJSON(ctx, js, streams, ev, wait, expect, time.Duration(timeout))
+			}
 			return a.announce(ctx, js, streams, ev, wait, expect, time.Duration(timeout))
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit 0 (published), 3 (collision/superseded/refused) or 1 (failed)")
 	cmd.Flags().Var(&timeout, "timeout", "how long --wait waits")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the announcement (and with --wait the result events) as one JSON object (docs/cli.md)")
 	return cmd
 }
 
@@ -91,6 +95,34 @@ func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *eve
 		return err
 	}
 	return resultsErr(results)
+}
+
+// announceJSON is announce printing one publishJSON object.
+func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ev events.BundleReady, wait bool, expect int, timeout time.Duration) error {
+	start := time.Now().Add(-time.Second)
+	if ev.ID == "" {
+		ev.ID = events.NewEventID()
+	}
+	seq, dup, err := events.NewPublisher(js, streams.Subjects).AnnounceBundle(ctx, ev)
+	if err != nil {
+		return err
+	}
+	out := publishJSON{EventID: ev.ID, PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Seq: seq, Duplicate: dup}
+	if !wait {
+		return a.printJSON(out)
+	}
+	results, err := waitResults(ctx, streams, ev, start, expect, timeout)
+	out.Results = results
+	if err == nil {
+		err = resultsErr(results)
+	}
+	if err != nil {
+		out.Error = oneLine(err.Error())
+	}
+	if jerr := a.printJSON(out); jerr != nil {
+		return jerr
+	}
+	return err
 }
 
 // waitResults collects the result events of one bundle event.

@@ -16,7 +16,7 @@ import (
 
 func (a *app) reconcileCommand() *cobra.Command {
 	var pipeline, dest string
-	var allOwners, refresh, dryRun bool
+	var allOwners, refresh, dryRun, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "reconcile-state (--pipeline P --destination D | --all-owners [--destination D]) [--refresh] [--dry-run]",
 		Short: "Remove catalog records whose bytes are missing and leftovers of interrupted writes; report (or --refresh) size mismatches",
@@ -57,23 +57,38 @@ func (a *app) reconcileCommand() *cobra.Command {
 			}
 			defer s.close()
 			var first error
+			reports := []reconcileJSON{}
 			for _, d := range dests {
 				var res engine.MaintenanceResult
-				err := s.runner.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+				pctx, done := a.withProgress(ctx, d.ID)
+				err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 					var err error
-					res, err = s.runner.Engine.Reconcile(ctx, root, l, sel, refresh, d.MaxDeletes, dryRun)
+					res, err = s.runner.Engine.Reconcile(pctx, root, l, sel, refresh, d.MaxDeletes, dryRun)
 					return err
 				})
-				if err != nil {
+				done()
+				if asJSON {
+					reports = append(reports, a.toReconcileJSON(d, res, err))
+				}
+				if err != nil && !asJSON {
 					fmt.Fprintf(a.stdout, "%s: error: %s\n", d.ID, oneLine(err.Error()))
+				}
+				if err != nil {
 					if first == nil {
 						first = err
 					}
 					continue
 				}
-				a.printReconcile(d, res)
+				if !asJSON {
+					a.printReconcile(d, res)
+				}
 				if !dryRun && (res.Plan.Changed || len(res.Refreshed) > 0) {
 					s.report(ctx, a, engine.MaintenanceEvent(events.TypeReconciled, pipeline, d.ID, res))
+				}
+			}
+			if asJSON {
+				if err := a.printJSON(reports); err != nil {
+					return err
 				}
 			}
 			return first
@@ -84,6 +99,7 @@ func (a *app) reconcileCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&allOwners, "all-owners", false, "repair every record in the catalog")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "re-hash size-mismatched outputs and record their current digest and size")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report, change nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one report per destination as JSON (docs/cli.md)")
 	return cmd
 }
 
@@ -93,12 +109,12 @@ func (a *app) printReconcile(d config.Destination, res engine.MaintenanceResult)
 		verb = "would remove"
 	}
 	fmt.Fprintf(a.stdout, "%s (%s): %s %d record(s) whose bytes are missing, %d size mismatch(es)\n",
-		d.ID, res.Root, verb, len(res.Plan.Removed), len(res.Plan.SizeMismatches))
+		d.ID, a.showRoot(res.Root), verb, len(res.Plan.Removed), len(res.Plan.SizeMismatches))
 	for _, o := range res.Plan.Removed {
 		fmt.Fprintf(a.stdout, "  - %s (missing)\n", o.Path)
 	}
 	if lo := res.Leftovers; lo.Count > 0 {
-		fmt.Fprintf(a.stdout, "%s (%s): %s %d leftover(s) of interrupted writes, %d bytes\n", d.ID, res.Root, verb, lo.Count, lo.Bytes)
+		fmt.Fprintf(a.stdout, "%s (%s): %s %d leftover(s) of interrupted writes, %d bytes\n", d.ID, a.showRoot(res.Root), verb, lo.Count, lo.Bytes)
 	}
 	refreshed := map[string]bool{}
 	for _, o := range res.Refreshed {

@@ -19,7 +19,7 @@ func (a *app) replayCommand() *cobra.Command {
 	var f eventFilter
 	var reason, id string
 	var since config.Duration
-	var dryRun, takeOwnership, allowOlder bool
+	var dryRun, takeOwnership, allowOlder, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "replay [--pipeline P] [--destination D] [--reason R] [--since DUR] [--id EVENT] [--take-ownership] [--allow-older] [--dry-run]",
 		Short: "Re-publish the bundle-ready events behind failed and collision events",
@@ -51,6 +51,7 @@ func (a *app) replayCommand() *cobra.Command {
 				all      bool // the failure was not about one destination
 			}
 			byRoot := map[string]*replay{}
+			report := replayJSON{DryRun: dryRun, Replays: []replayedJSON{}, Skipped: []skippedJSON{}}
 			err = readEvents(ctx, streams, f, false, func(r events.Result, _ jetstream.MsgMetadata) error {
 				if r.Type == events.TypePublished {
 					if rp := byRoot[replayRoot(r.BundleEventID)]; rp != nil {
@@ -71,7 +72,11 @@ func (a *app) replayCommand() *cobra.Command {
 					}
 					ev, err := fetchOriginal(ctx, js, streams, *r.OriginalRef)
 					if errors.Is(err, jetstream.ErrMsgNotFound) {
-						fmt.Fprintf(a.stdout, "cannot replay %s event %s: its bundle-ready event (%s seq %d) is no longer stored\n", r.Type, r.ID, r.OriginalRef.Stream, r.OriginalRef.Seq)
+						why := fmt.Sprintf("its bundle-ready event (%s seq %d) is no longer stored", r.OriginalRef.Stream, r.OriginalRef.Seq)
+						report.Skipped = append(report.Skipped, skippedJSON{EventID: r.ID, Reason: why})
+						if !asJSON {
+							fmt.Fprintf(a.stdout, "cannot replay %s event %s: %s\n", r.Type, r.ID, why)
+						}
 						return nil
 					}
 					if err != nil {
@@ -105,7 +110,10 @@ func (a *app) replayCommand() *cobra.Command {
 				}
 			}
 			sort.Strings(ids)
+			report.AlreadyPublished = len(byRoot) - len(ids)
 			switch {
+			case asJSON && len(ids) == 0:
+				return a.printJSON(report)
 			case len(byRoot) == 0:
 				fmt.Fprintln(a.stdout, "nothing to replay: no failed or collision event matches")
 				return nil
@@ -126,7 +134,12 @@ func (a *app) replayCommand() *cobra.Command {
 				if !rp.all {
 					ev.Destinations = sortedKeys(rp.dests)
 				}
+				item := replayedJSON{OriginalID: rp.root, PipelineID: ev.PipelineID, Bundle: ev.Bundle, Destinations: nonNil(ev.Destinations)}
 				if dryRun {
+					report.Replays = append(report.Replays, item)
+					if asJSON {
+						continue
+					}
 					fmt.Fprintf(a.stdout, "would replay %s (pipeline %s, bundle %s, destinations %v)\n", rp.root, ev.PipelineID, ev.Bundle, ev.Destinations)
 					continue
 				}
@@ -137,9 +150,21 @@ func (a *app) replayCommand() *cobra.Command {
 					announce = pub.AnnounceAsOperator
 				}
 				if _, _, err := announce(ctx, ev); err != nil {
+					if asJSON {
+						// What was announced before the failure still counts.
+						_ = a.printJSON(report)
+					}
 					return err
 				}
+				item.EventID = ev.ID
+				report.Replays = append(report.Replays, item)
+				if asJSON {
+					continue
+				}
 				fmt.Fprintf(a.stdout, "replayed %s as %s (destinations %v)\n", rp.root, ev.ID, ev.Destinations)
+			}
+			if asJSON {
+				return a.printJSON(report)
 			}
 			return nil
 		},
@@ -150,6 +175,7 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd.Flags().Var(&since, "since", "only events newer than this (e.g. 24h, 7d)")
 	cmd.Flags().StringVar(&id, "id", "", "only this result event id or bundle event id")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be replayed")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was (or would be) replayed as one JSON object (docs/cli.md)")
 	cmd.Flags().BoolVar(&takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths in the replayed publications (sent on the admin subject)")
 	cmd.Flags().BoolVar(&allowOlder, "allow-older", false, "publish even over a newer version of the same source: a deliberate roll back (sent on the admin subject)")
 	return cmd

@@ -23,7 +23,13 @@ type app struct {
 	logFormat      string
 	log            zerolog.Logger
 
+	verbose, quiet bool // --verbose: list every change; --quiet: no progress
+	// written maps local roots to the relative path the configuration
+	// gives them (see rootsAsWritten).
+	written map[string]string
+
 	// Test hooks; zero in production.
+	terminal   func(io.Writer) bool              // overrides isTerminal
 	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
 	wrapStores func(engine.Stores) engine.Stores // wraps the backends of direct-mode runs
 }
@@ -52,6 +58,8 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "distributor.yaml", "configuration file")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().BoolVar(&a.verbose, "verbose", false, "on a terminal, list every change (default: the first 20 per destination and a summary)")
+	root.PersistentFlags().BoolVar(&a.quiet, "quiet", false, "draw no progress bars")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: json or console (default: console when stderr is a terminal, else json)")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withCode(exitUsage, suggestFlag(cmd, err)) })
@@ -121,6 +129,7 @@ func (a *app) loadConfig() (*config.Config, error) {
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
+	a.written = rootsAsWritten(a.configPath, cfg)
 	return cfg, nil
 }
 

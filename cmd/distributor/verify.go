@@ -43,7 +43,9 @@ func (a *app) verifyCommand() *cobra.Command {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}
 			e := &engine.Engine{Version: version, Log: a.log}
-			rep, err := e.Verify(ctx, root, match)
+			pctx, done := a.withProgress(ctx, dest)
+			rep, err := e.Verify(pctx, root, match)
+			done()
 			if err != nil {
 				return err
 			}
@@ -60,7 +62,7 @@ func (a *app) verifyCommand() *cobra.Command {
 				for _, p := range rep.Damaged {
 					fmt.Fprintf(a.stdout, "damaged  %s\n", p)
 				}
-				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, rep.Root, rep.Checked, len(rep.Missing), len(rep.Damaged))
+				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, a.showRoot(rep.Root), rep.Checked, len(rep.Missing), len(rep.Damaged))
 				if rep.PendingRecovery {
 					fmt.Fprintf(a.stdout, "pending recovery: an interrupted publication is not finished yet; the next apply, prune, reconcile-state or serve run on this root finishes it (its outputs may show as damaged until then)\n")
 				}

@@ -1,0 +1,165 @@
+package main
+
+// Terminal display: progress bars, shortened change lists, and roots shown
+// as the configuration file writes them. Scripts read --json instead; none
+// of this reaches a pipe or a file.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+)
+
+// tty reports whether w is a terminal (a.terminal overrides it in tests).
+func (a *app) tty(w io.Writer) bool {
+	if a.terminal != nil {
+		return a.terminal(w)
+	}
+	return isTerminal(w)
+}
+
+func (a *app) stdoutIsTerminal() bool { return a.tty(a.stdout) }
+
+// withProgress returns ctx drawing a progress bar labelled label on stderr,
+// and the function that clears it. Nothing is drawn unless both stdout and
+// stderr are terminals and --quiet is off.
+func (a *app) withProgress(ctx context.Context, label string) (context.Context, func()) {
+	if a.quiet || !a.tty(a.stdout) || !a.tty(a.stderr) {
+		return ctx, func() {}
+	}
+	b := &progressBar{w: a.stderr, label: label}
+	return engine.WithProgress(ctx, b), b.finish
+}
+
+// progressBar draws one bar per phase: bytes (with rate and ETA) on the
+// bar, files in the description.
+type progressBar struct {
+	mu           sync.Mutex
+	w            io.Writer
+	label, phase string
+	files, total int64
+	described    time.Time
+	bar          *progressbar.ProgressBar
+}
+
+func (p *progressBar) Start(phase string, files, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finishLocked()
+	if files == 0 {
+		return
+	}
+	p.phase, p.files, p.total = phase, 0, files
+	if bytes <= 0 {
+		bytes = -1 // a spinner: the size is not known (or all files are empty)
+	}
+	p.bar = progressbar.NewOptions64(bytes,
+		progressbar.OptionSetWriter(p.w),
+		progressbar.OptionSetDescription(p.describe()),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+func (p *progressBar) Add(files, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar == nil {
+		return
+	}
+	p.files += files
+	// The description is redrawn at most ten times a second.
+	if now := time.Now(); now.Sub(p.described) >= 100*time.Millisecond || p.files == p.total {
+		p.described = now
+		p.bar.Describe(p.describe())
+	}
+	_ = p.bar.Add64(bytes) // drawing errors are not the command's
+}
+
+func (p *progressBar) describe() string {
+	if p.total < 0 {
+		return fmt.Sprintf("%s: %s %d files", p.label, p.phase, p.files)
+	}
+	return fmt.Sprintf("%s: %s %d/%d files", p.label, p.phase, p.files, p.total)
+}
+
+func (p *progressBar) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finishLocked()
+}
+
+func (p *progressBar) finishLocked() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		p.bar = nil
+	}
+}
+
+// rootsAsWritten maps local roots (absolute, clean) to the relative path
+// the configuration file gives them, e.g. "site/latest". Roots written as
+// absolute paths, and S3 roots, are shown as they are.
+func rootsAsWritten(path string, cfg *config.Config) map[string]string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var raw struct {
+		Destinations []struct {
+			ID   string `yaml:"id"`
+			Path string `yaml:"path"`
+		} `yaml:"destinations"`
+	}
+	if yaml.Unmarshal(data, &raw) != nil {
+		return nil // config.Load reported anything that matters
+	}
+	out := map[string]string{}
+	for _, w := range raw.Destinations {
+		d, ok := cfg.Destination(w.ID)
+		if !ok || d.Backend != config.BackendLocal || w.Path == "" || filepath.IsAbs(w.Path) || d.Path == "" {
+			continue
+		}
+		out[filepath.Clean(d.Path)] = w.Path
+	}
+	return out
+}
+
+// rootAsWritten is root as the configuration writes it, or "" when that
+// is root itself. root is a backend's String() or a root key (file://…).
+func (a *app) rootAsWritten(root string) string {
+	if len(a.written) == 0 {
+		return ""
+	}
+	return a.written[filepath.Clean(strings.TrimPrefix(root, "file://"))]
+}
+
+// showRoot is root for people: as written when the configuration gives it
+// relative to its own folder.
+func (a *app) showRoot(root string) string {
+	if w := a.rootAsWritten(root); w != "" {
+		return w
+	}
+	return root
+}
+
+// showRootsIn rewrites the configured roots in an error line as written.
+func (a *app) showRootsIn(msg string) string {
+	for abs, w := range a.written {
+		msg = strings.ReplaceAll(msg, abs, w)
+	}
+	return msg
+}

@@ -13,5 +13,6 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.pruneCommand(),
 		a.reconcileCommand(),
 		a.verifyCommand(),
+		a.healthCommand(),
 	}
 }

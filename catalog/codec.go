@@ -1,12 +1,13 @@
 package catalog
 
 import (
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/distributor/distributor/internal/jsonfast"
 )
 
 // The codec's fast paths. Catalogs grow to a million records (half a
@@ -16,338 +17,76 @@ import (
 // parseFast reads the catalog form this package writes (and any key order
 // or whitespace) and gives up on anything else: null, an unknown or
 // differently cased key, a repeated key, a number that is not a plain
-// integer, invalid UTF-8, a missing field. Parse then runs the strict
-// encoding/json decoder, whose answer (and error message) is the reference.
-// So whatever parseFast accepts, the reference decoder accepts the same way.
-
-// internMax bounds the strings one parse interns: ids and times repeat across
-// records, paths and digests do not.
-const internMax = 1 << 16
-
-type fastParser struct {
-	data  []byte
-	i     int
-	strs  map[string]string
-	times map[string]time.Time
-}
-
-// errFallback makes parseFast hand the input to the reference decoder.
-type errFallback struct{}
-
-func parseFast(data []byte) (c *Catalog, ok bool) {
-	p := fastParser{data: data, strs: map[string]string{}, times: map[string]time.Time{}}
-	defer func() {
-		if r := recover(); r != nil {
-			if _, fb := r.(errFallback); !fb {
-				panic(r)
-			}
-			c, ok = nil, false
-		}
-	}()
-	c = p.catalog()
-	p.ws()
-	if p.i != len(p.data) {
-		return nil, false
-	}
-	if c.Validate() != nil {
+// integer, invalid UTF-8, a missing field, an invalid catalog. Parse then
+// runs the strict encoding/json decoder, whose answer (and error message) is
+// the reference. So whatever parseFast accepts, the reference decoder
+// accepts the same way.
+func parseFast(data []byte) (*Catalog, bool) {
+	c, ok := jsonfast.Run(data, readCatalog)
+	if !ok || c.Validate() != nil {
 		return nil, false
 	}
 	c.Sort()
 	return c, true
 }
 
-func fallback() { panic(errFallback{}) }
+func timeValue(s string) (time.Time, error) { return parseTime("", s) }
 
-func (p *fastParser) ws() {
-	for p.i < len(p.data) {
-		switch p.data[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// expect consumes c after optional whitespace.
-func (p *fastParser) expect(c byte) {
-	p.ws()
-	if p.i >= len(p.data) || p.data[p.i] != c {
-		fallback()
-	}
-	p.i++
-}
-
-// peek returns the next non-space byte without consuming it.
-func (p *fastParser) peek() byte {
-	p.ws()
-	if p.i >= len(p.data) {
-		fallback()
-	}
-	return p.data[p.i]
-}
-
-// object calls field for every key; field must consume the value.
-func (p *fastParser) object(field func(key []byte)) {
-	p.expect('{')
-	if p.peek() == '}' {
-		p.i++
-		return
-	}
-	for {
-		key := p.rawString()
-		p.expect(':')
-		field(key)
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return
-		default:
-			fallback()
-		}
-	}
-}
-
-// rawString returns the bytes of a string with no escapes, valid UTF-8 and
-// no control characters; anything else falls back (a string with escapes
-// goes through str instead).
-func (p *fastParser) rawString() []byte {
-	p.expect('"')
-	start := p.i
-	ascii := true
-	for p.i < len(p.data) {
-		c := p.data[p.i]
-		switch {
-		case c == '"':
-			s := p.data[start:p.i]
-			p.i++
-			if !ascii && !utf8.Valid(s) {
-				fallback()
-			}
-			return s
-		case c == '\\' || c < 0x20:
-			fallback()
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-		p.i++
-	}
-	fallback()
-	return nil
-}
-
-// str reads a string value; escaped strings are decoded by encoding/json so
-// that their meaning is exactly the reference decoder's.
-func (p *fastParser) str() string {
-	p.ws()
-	if p.i >= len(p.data) || p.data[p.i] != '"' {
-		fallback()
-	}
-	start := p.i
-	if b, ok := p.tryRaw(); ok {
-		return string(b)
-	}
-	j := start + 1
-	for ; j < len(p.data) && p.data[j] != '"'; j++ {
-		switch c := p.data[j]; {
-		case c == '\\':
-			j++ // the escaped byte, a quote included
-		case c < 0x20:
-			fallback()
-		}
-	}
-	if j >= len(p.data) {
-		fallback()
-	}
-	p.i = j + 1
-	raw := p.data[start:p.i]
-	if !utf8.Valid(raw) {
-		fallback() // encoding/json would replace the bytes: leave it to it
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		fallback()
-	}
-	return s
-}
-
-// nonEmpty reads a string that must not be empty (optional fields).
-func (p *fastParser) nonEmpty() string {
-	s := p.str()
-	if s == "" {
-		fallback()
-	}
-	return s
-}
-
-// intern reads a string and returns a shared copy of repeated values.
-func (p *fastParser) intern() string {
-	p.ws()
-	if p.i < len(p.data) && p.data[p.i] == '"' {
-		start := p.i
-		if b, ok := p.tryRaw(); ok {
-			if s, ok := p.strs[string(b)]; ok {
-				return s
-			}
-			s := string(b)
-			if len(p.strs) < internMax {
-				p.strs[s] = s
-			}
-			return s
-		}
-		p.i = start
-	}
-	return p.str()
-}
-
-// tryRaw is rawString that reports an escape instead of falling back.
-func (p *fastParser) tryRaw() ([]byte, bool) {
-	start := p.i + 1
-	for j := start; j < len(p.data); j++ {
-		switch c := p.data[j]; {
-		case c == '"':
-			s := p.data[start:j]
-			if !utf8.Valid(s) {
-				fallback()
-			}
-			p.i = j + 1
-			return s, true
-		case c == '\\':
-			return nil, false
-		case c < 0x20:
-			fallback()
-		}
-	}
-	fallback()
-	return nil, false
-}
-
-// time reads an RFC 3339 time as parseTime does, remembering repeats.
-func (p *fastParser) time() time.Time {
-	p.ws()
-	start := p.i
-	b, ok := p.tryRaw()
-	if !ok {
-		p.i = start
-		t, err := parseTime("", p.str())
-		if err != nil {
-			fallback()
-		}
-		return t
-	}
-	if t, ok := p.times[string(b)]; ok {
-		return t
-	}
-	t, err := parseTime("", string(b))
-	if err != nil {
-		fallback()
-	}
-	if len(p.times) < internMax {
-		p.times[string(b)] = t
-	}
-	return t
-}
-
-// int reads a JSON integer without fraction or exponent that fits int64.
-func (p *fastParser) int() int64 {
-	p.ws()
-	start := p.i
-	if p.i < len(p.data) && p.data[p.i] == '-' {
-		p.i++
-	}
-	digits := p.i
-	for p.i < len(p.data) && p.data[p.i] >= '0' && p.data[p.i] <= '9' {
-		p.i++
-	}
-	n := p.i - digits
-	if n == 0 || (n > 1 && p.data[digits] == '0') {
-		fallback()
-	}
-	if p.i < len(p.data) {
-		switch p.data[p.i] {
-		case '.', 'e', 'E':
-			fallback()
-		}
-	}
-	v, err := strconv.ParseInt(string(p.data[start:p.i]), 10, 64)
-	if err != nil {
-		fallback()
-	}
-	return v
-}
-
-func (p *fastParser) catalog() *Catalog {
+func readCatalog(p *jsonfast.Parser) *Catalog {
 	c := &Catalog{}
 	var seen [6]bool
 	once := func(i int) {
 		if seen[i] {
-			fallback()
+			jsonfast.Fallback()
 		}
 		seen[i] = true
 	}
-	p.object(func(key []byte) {
+	p.Object(func(key []byte) {
 		switch string(key) {
 		case "schema_version":
 			once(0)
-			if p.int() != SchemaVersion {
-				fallback()
+			if p.Int() != SchemaVersion {
+				jsonfast.Fallback()
 			}
 		case "distributor_version":
 			once(1)
-			c.DistributorVersion = p.nonEmpty()
+			c.DistributorVersion = p.NonEmpty()
 		case "created_at":
 			once(2)
-			c.CreatedAt = p.time()
+			c.CreatedAt = p.Time(timeValue)
 		case "updated_at":
 			once(3)
-			c.UpdatedAt = p.time()
+			c.UpdatedAt = p.Time(timeValue)
 		case "state":
 			once(4)
 			mode := false
-			p.object(func(key []byte) {
-				if string(key) != "mode" || mode || p.str() != ModeCatalog {
-					fallback()
+			p.Object(func(key []byte) {
+				if string(key) != "mode" || mode || p.Str() != ModeCatalog {
+					jsonfast.Fallback()
 				}
 				mode = true
 			})
 			if !mode {
-				fallback()
+				jsonfast.Fallback()
 			}
 		case "outputs":
 			once(5)
-			c.Outputs = p.outputs()
+			c.Outputs = readOutputs(p)
 		default:
-			fallback()
+			jsonfast.Fallback()
 		}
 	})
 	if seen != [6]bool{true, seen[1], true, true, true, true} {
-		fallback()
+		jsonfast.Fallback()
 	}
 	return c
 }
 
-func (p *fastParser) outputs() []Output {
-	p.expect('[')
+func readOutputs(p *jsonfast.Parser) []Output {
 	// Records are about 500 bytes written: size the slice once.
-	out := make([]Output, 0, min(len(p.data)/400+1, 1<<24))
-	if p.peek() == ']' {
-		p.i++
-		return out
-	}
-	for {
-		out = append(out, p.output())
-		switch p.peek() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return out
-		default:
-			fallback()
-		}
-	}
+	out := make([]Output, 0, min(p.Len()/400+1, 1<<24))
+	p.Array(func() { out = append(out, readOutput(p)) })
+	return out
 }
 
 // Bits of the fields one record has shown.
@@ -367,87 +106,87 @@ const (
 	fRequired = fPath | fPipeline | fDestination | fSource | fKind | fSHA256 | fSize | fCreated | fUpdated
 )
 
-func (p *fastParser) output() Output {
+func readOutput(p *jsonfast.Parser) Output {
 	var o Output
 	var seen int
 	once := func(bit int) {
 		if seen&bit != 0 {
-			fallback()
+			jsonfast.Fallback()
 		}
 		seen |= bit
 	}
-	p.object(func(key []byte) {
+	p.Object(func(key []byte) {
 		switch string(key) {
 		case "path":
 			once(fPath)
-			o.Path = p.str()
+			o.Path = p.Str()
 		case "pipeline_id":
 			once(fPipeline)
-			o.PipelineID = p.intern()
+			o.PipelineID = p.Intern()
 		case "destination_id":
 			once(fDestination)
-			o.DestinationID = p.intern()
+			o.DestinationID = p.Intern()
 		case "source":
 			once(fSource)
 			var src int
-			p.object(func(key []byte) {
+			p.Object(func(key []byte) {
 				switch string(key) {
 				case "id":
 					once2(&src, 1)
-					o.Source.ID = p.intern()
+					o.Source.ID = p.Intern()
 				case "digest":
 					once2(&src, 2)
-					o.Source.Digest = p.intern()
+					o.Source.Digest = p.Intern()
 				case "created":
 					once2(&src, 4)
-					o.Source.Created = p.time()
+					o.Source.Created = p.Time(timeValue)
 				default:
-					fallback()
+					jsonfast.Fallback()
 				}
 			})
 			if src != 7 {
-				fallback()
+				jsonfast.Fallback()
 			}
 		case "kind":
 			once(fKind)
-			o.Kind = p.intern()
+			o.Kind = p.Intern()
 		case "source_path":
 			once(fSourcePath)
-			o.SourcePath = p.nonEmpty()
+			o.SourcePath = p.NonEmpty()
 		case "transform":
 			once(fTransform)
-			o.Transform = p.intern()
+			o.Transform = p.Intern()
 			if o.Transform == "" {
-				fallback()
+				jsonfast.Fallback()
 			}
 		case "sha256":
 			once(fSHA256)
-			o.SHA256 = p.str()
+			o.SHA256 = p.Str()
 		case "size":
 			once(fSize)
-			o.Size = p.int()
+			o.Size = p.Int()
 		case "created_at":
 			once(fCreated)
-			o.CreatedAt = p.time()
+			o.CreatedAt = p.Time(timeValue)
 		case "updated_at":
 			once(fUpdated)
-			o.UpdatedAt = p.time()
+			o.UpdatedAt = p.Time(timeValue)
 		case "url":
 			once(fURL)
-			o.URL = p.nonEmpty()
+			o.URL = p.NonEmpty()
 		default:
-			fallback()
+			jsonfast.Fallback()
 		}
 	})
 	if seen&fRequired != fRequired {
-		fallback()
+		jsonfast.Fallback()
 	}
 	return o
 }
 
 func once2(seen *int, bit int) {
 	if *seen&bit != 0 {
-		fallback()
+		jsonfast.Fallback()
 	}
 	*seen |= bit
 }

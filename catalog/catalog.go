@@ -112,6 +112,20 @@ func (c *Catalog) Lookup(path string) (Output, bool) {
 	return Output{}, false
 }
 
+// Finder returns a lookup of the records by path. For sorted outputs (every
+// parsed catalog) it searches them in place; a map of a million records
+// cost more than the whole plan.
+func (c *Catalog) Finder() func(path string) (Output, bool) {
+	if sorted(c.Outputs) {
+		return c.Lookup
+	}
+	m := c.Index()
+	return func(p string) (Output, bool) {
+		o, ok := m[p]
+		return o, ok
+	}
+}
+
 // Index returns the records keyed by path.
 func (c *Catalog) Index() map[string]Output {
 	m := make(map[string]Output, len(c.Outputs))

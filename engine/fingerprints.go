@@ -123,10 +123,10 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 	if cat == nil {
 		return false, nil
 	}
-	index := cat.Index()
+	find := cat.Finder()
 	var suspects []catalog.Output
 	for _, d := range desired {
-		rec, managed := index[d.Path]
+		rec, managed := find(d.Path)
 		s, exists := stored[d.Path]
 		if !managed || !exists || s.Size != rec.Size || rec.SHA256 != d.SHA256 || s.Fingerprint == "" {
 			continue // rewritten anyway, or nothing to tell versions apart
@@ -174,9 +174,9 @@ func (f fingerprints) keepOnly(cat *catalog.Catalog) {
 	if cat == nil {
 		return
 	}
-	index := cat.Index()
+	find := cat.Finder()
 	for p := range f {
-		if _, ok := index[p]; !ok {
+		if _, ok := find(p); !ok {
 			delete(f, p)
 		}
 	}

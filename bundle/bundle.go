@@ -14,9 +14,10 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// maxManifestSize bounds what Open reads for manifest.json (about 100k
-// entries); a larger one is refused rather than exhausting memory.
-const maxManifestSize = 32 << 20
+// MaxManifestSize bounds manifest.json: Open refuses a larger one rather
+// than exhausting memory, and Create refuses to write one. A million
+// entries with paths of 40 bytes take about 160 MiB.
+const MaxManifestSize = 256 << 20
 
 // Bundle is an opened bundle: its parsed manifest, the manifest's digest,
 // and the store rooted at the bundle location.
@@ -44,12 +45,12 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 		return nil, fmt.Errorf("bundle %s: read %s: %w", location, ManifestName, err)
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, maxManifestSize+1))
+	data, err := io.ReadAll(io.LimitReader(rc, MaxManifestSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: read %s: %w", location, ManifestName, err)
 	}
-	if len(data) > maxManifestSize {
-		return nil, fmt.Errorf("bundle %s: %w: %s is larger than %d MiB", location, ErrInvalidManifest, ManifestName, maxManifestSize>>20)
+	if len(data) > MaxManifestSize {
+		return nil, fmt.Errorf("bundle %s: %w: %s is larger than %d MiB", location, ErrInvalidManifest, ManifestName, MaxManifestSize>>20)
 	}
 	digest := Digest(data)
 	if wantDigest != "" && digest != wantDigest {

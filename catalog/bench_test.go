@@ -8,17 +8,35 @@ import (
 	"github.com/distributor/distributor/catalog"
 )
 
-// benchCatalog is the written form of a catalog with n source records.
-func benchCatalog(b *testing.B, n int) []byte {
-	now := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
-	src := catalog.Source{ID: "weatherreporter.tomorrow", Digest: fmt.Sprintf("sha256:%064x", 1), Created: now}
-	c := &catalog.Catalog{DistributorVersion: "dev", CreatedAt: now, UpdatedAt: now}
-	for i := range n {
-		c.Outputs = append(c.Outputs, catalog.Output{Path: fmt.Sprintf("dir%02d/file%06d.bin", i%50, i),
-			PipelineID: "weatherreporter.daily", DestinationID: "latest-html", Source: src, Kind: catalog.KindSource,
-			SHA256: fmt.Sprintf("sha256:%064x", i), Size: 4096, CreatedAt: now, UpdatedAt: now})
+// benchSizes are the catalog sizes of the codec benchmarks; the million is
+// left out with -short.
+func benchSizes(b *testing.B) []int {
+	if testing.Short() {
+		return []int{10_000, 100_000}
 	}
-	data, err := catalog.Marshal(c)
+	return []int{10_000, 100_000, 1_000_000}
+}
+
+// benchCat is a catalog of n source records as a root accumulates them:
+// outputs of a few owners, published by a few hundred bundles.
+func benchCat(n int) *catalog.Catalog {
+	now := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	c := &catalog.Catalog{DistributorVersion: "dev", CreatedAt: now, UpdatedAt: now}
+	c.Outputs = make([]catalog.Output, 0, n)
+	for i := range n {
+		bundle := i / 5000
+		at := now.Add(time.Duration(bundle) * time.Minute)
+		src := catalog.Source{ID: fmt.Sprintf("weatherreporter.run%04d", bundle), Digest: fmt.Sprintf("sha256:%064x", bundle), Created: at}
+		c.Outputs = append(c.Outputs, catalog.Output{Path: fmt.Sprintf("dir%02d/file%07d.bin", i%50, i),
+			PipelineID: fmt.Sprintf("weatherreporter.p%d", i%4), DestinationID: "latest-html", Source: src, Kind: catalog.KindSource,
+			SHA256: fmt.Sprintf("sha256:%064x", i), Size: 4096, CreatedAt: at, UpdatedAt: at})
+	}
+	c.Sort()
+	return c
+}
+
+func benchCatalog(b *testing.B, n int) []byte {
+	data, err := catalog.Marshal(benchCat(n))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -27,7 +45,7 @@ func benchCatalog(b *testing.B, n int) []byte {
 
 // BenchmarkParse reads a catalog as every publication does.
 func BenchmarkParse(b *testing.B) {
-	for _, n := range []int{1_000, 100_000} {
+	for _, n := range benchSizes(b) {
 		data := benchCatalog(b, n)
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
@@ -38,6 +56,25 @@ func BenchmarkParse(b *testing.B) {
 					b.Fatalf("parse: %v", err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkMarshal writes a catalog as every publication does.
+func BenchmarkMarshal(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		c := benchCat(n)
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var size int
+			for b.Loop() {
+				data, err := catalog.Marshal(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(data)
+			}
+			b.SetBytes(int64(size))
 		})
 	}
 }

@@ -112,6 +112,20 @@ func (c *Catalog) Lookup(path string) (Output, bool) {
 	return Output{}, false
 }
 
+// Finder returns a lookup of the records by path. For sorted outputs (every
+// parsed catalog) it searches them in place; a map of a million records
+// cost more than the whole plan.
+func (c *Catalog) Finder() func(path string) (Output, bool) {
+	if sorted(c.Outputs) {
+		return c.Lookup
+	}
+	m := c.Index()
+	return func(p string) (Output, bool) {
+		o, ok := m[p]
+		return o, ok
+	}
+}
+
 // Index returns the records keyed by path.
 func (c *Catalog) Index() map[string]Output {
 	m := make(map[string]Output, len(c.Outputs))
@@ -132,15 +146,23 @@ func (c *Catalog) Validate() error {
 	if !utf8.ValidString(c.DistributorVersion) {
 		return fmt.Errorf("%w: distributor_version is not valid UTF-8", ErrInvalid)
 	}
-	seen := make(map[string]bool, len(c.Outputs))
+	// Sorted records (any parsed or written catalog) repeat a path next to
+	// each other; only unsorted ones need a set.
+	var seen map[string]bool
+	inOrder := sorted(c.Outputs)
+	if !inOrder {
+		seen = make(map[string]bool, len(c.Outputs))
+	}
 	for i, o := range c.Outputs {
 		if err := o.Validate(); err != nil {
 			return fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
 		}
-		if seen[o.Path] {
+		if inOrder && i > 0 && c.Outputs[i-1].Path == o.Path || seen[o.Path] {
 			return fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
 		}
-		seen[o.Path] = true
+		if !inOrder {
+			seen[o.Path] = true
+		}
 	}
 	return nil
 }
@@ -213,6 +235,9 @@ func writableTimes(ts ...time.Time) error {
 
 // Sort orders outputs by path (the written order).
 func (c *Catalog) Sort() {
+	if sorted(c.Outputs) {
+		return
+	}
 	sort.Slice(c.Outputs, func(i, j int) bool { return c.Outputs[i].Path < c.Outputs[j].Path })
 }
 
@@ -260,6 +285,15 @@ type wireCatalog struct {
 //     repeated in one object (at any level, compared as encoding/json
 //     matches field names).
 func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
+	if c, ok := parseFast(data); ok {
+		return c, false, nil
+	}
+	return parseReference(data)
+}
+
+// parseReference is Parse through encoding/json: the reference for every
+// input, and the reader of everything parseFast leaves to it.
+func parseReference(data []byte) (cat *Catalog, legacy bool, err error) {
 	var head struct {
 		SchemaVersion json.RawMessage `json:"schema_version"`
 	}
@@ -414,73 +448,17 @@ func parseTime(field, s string) (time.Time, error) {
 // FormatTime renders t as the catalog writes times: RFC3339, UTC.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-type outSource struct {
-	ID      string `json:"id"`
-	Digest  string `json:"digest"`
-	Created string `json:"created"`
-}
-
-type outOutput struct {
-	Path          string    `json:"path"`
-	PipelineID    string    `json:"pipeline_id"`
-	DestinationID string    `json:"destination_id"`
-	Source        outSource `json:"source"`
-	Kind          string    `json:"kind"`
-	SourcePath    string    `json:"source_path,omitempty"`
-	Transform     string    `json:"transform,omitempty"`
-	SHA256        string    `json:"sha256"`
-	Size          int64     `json:"size"`
-	CreatedAt     string    `json:"created_at"`
-	UpdatedAt     string    `json:"updated_at"`
-	URL           string    `json:"url,omitempty"`
-}
-
-type outCatalog struct {
-	SchemaVersion      int         `json:"schema_version"`
-	DistributorVersion string      `json:"distributor_version,omitempty"`
-	CreatedAt          string      `json:"created_at"`
-	UpdatedAt          string      `json:"updated_at"`
-	State              outState    `json:"state"`
-	Outputs            []outOutput `json:"outputs"`
-}
-
-type outState struct {
-	Mode string `json:"mode"`
-}
-
 // Marshal writes the catalog deterministically: outputs sorted by path,
 // two-space indent, trailing newline, RFC3339 UTC times. It refuses to write
 // a catalog that would not read back as valid.
 func Marshal(c *Catalog) ([]byte, error) {
 	cp := *c
-	cp.Outputs = append([]Output(nil), c.Outputs...)
-	cp.Sort()
+	if !sorted(c.Outputs) {
+		cp.Outputs = append([]Output(nil), c.Outputs...)
+		cp.Sort()
+	}
 	if err := cp.Validate(); err != nil {
 		return nil, err
 	}
-	w := outCatalog{
-		SchemaVersion:      SchemaVersion,
-		DistributorVersion: cp.DistributorVersion,
-		CreatedAt:          FormatTime(cp.CreatedAt),
-		UpdatedAt:          FormatTime(cp.UpdatedAt),
-		State:              outState{Mode: ModeCatalog},
-		Outputs:            make([]outOutput, 0, len(cp.Outputs)),
-	}
-	for _, o := range cp.Outputs {
-		w.Outputs = append(w.Outputs, outOutput{
-			Path: o.Path, PipelineID: o.PipelineID, DestinationID: o.DestinationID,
-			Source: outSource{ID: o.Source.ID, Digest: o.Source.Digest, Created: FormatTime(o.Source.Created)},
-			Kind:   o.Kind, SourcePath: o.SourcePath, Transform: o.Transform,
-			SHA256: o.SHA256, Size: o.Size,
-			CreatedAt: FormatTime(o.CreatedAt), UpdatedAt: FormatTime(o.UpdatedAt), URL: o.URL,
-		})
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return marshalFast(&cp), nil
 }

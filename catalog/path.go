@@ -43,15 +43,19 @@ func ValidatePath(p string) error {
 			return bad("contains a NUL or control character")
 		}
 	}
-	for _, seg := range strings.Split(p, "/") {
+	for rest := p; ; {
+		seg, more, found := strings.Cut(rest, "/")
 		switch seg {
 		case "":
 			return bad("has an empty segment")
 		case ".", "..":
 			return bad(fmt.Sprintf("has a %q segment", seg))
 		}
+		if !found {
+			return nil
+		}
+		rest = more
 	}
-	return nil
 }
 
 // IsReserved reports whether p is the catalog file, the reserved folder, or

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,11 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cat, legacy, err := catalog.Parse(data)
+		// The fast reader decides nothing the encoding/json reader would
+		// decide otherwise.
+		if rc, rl, rerr := catalog.ParseReference(data); !reflect.DeepEqual(cat, rc) || legacy != rl || errString(err) != errString(rerr) {
+			t.Fatalf("Parse = %+v, %v, %v; reference %+v, %v, %v", cat, legacy, err, rc, rl, rerr)
+		}
 		switch {
 		case err != nil:
 			if cat != nil || legacy || errors.Is(err, catalog.ErrInvalid) == errors.Is(err, catalog.ErrNewer) {

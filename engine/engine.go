@@ -153,6 +153,73 @@ func listStored(ctx context.Context, root storage.Backend) (map[string]planner.S
 	return stored, nil
 }
 
+// statRatio: a publication whose outputs number less than 1/statRatio of
+// the catalog's records looks its paths up one by one instead of listing
+// the root (1,000: a listing request returns about that many objects).
+const statRatio = 1000
+
+// storedFor returns what the planner needs to know of the root: every
+// object for a first or legacy run or a large publication, else only the
+// outputs' paths, their folders and what lies below them — adding ten
+// outputs to a root of a million must not cost a million stats.
+func storedFor(ctx context.Context, root storage.Backend, st state, outs []Output) (map[string]planner.Stored, error) {
+	if st.cat == nil || st.legacy || len(outs)*statRatio >= len(st.cat.Outputs) {
+		return listStored(ctx, root)
+	}
+	stored := map[string]planner.Stored{}
+	seen := map[string]bool{}
+	stat := func(p string) (bool, error) {
+		if seen[p] {
+			_, ok := stored[p]
+			return ok, nil
+		}
+		seen[p] = true
+		o, err := root.Stat(ctx, p)
+		if errors.Is(err, storage.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		stored[p] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+		return true, nil
+	}
+	for _, o := range outs {
+		p := o.Path
+		var err error
+		for i := strings.IndexByte(p, '/'); i >= 0 && err == nil; i = nextSlash(p, i) {
+			_, err = stat(p[:i])
+		}
+		var found bool
+		if err == nil {
+			found, err = stat(p)
+		}
+		if err == nil && !found {
+			// A folder (or nothing) at p: whatever is below it is in the way.
+			err = root.List(ctx, p+"/", func(o storage.ObjectInfo) error {
+				if !catalog.IsReserved(o.Path) {
+					stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			// A path the root refuses (a symlink on the way, say): the
+			// listing skips what it cannot use, as before.
+			return listStored(ctx, root)
+		}
+	}
+	return stored, nil
+}
+
+func nextSlash(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
 	pl, err := e.plan(ctx, root, pub)
@@ -175,7 +242,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	if pl.st, err = readState(ctx, root); err != nil {
 		return pl, err
 	}
-	if pl.stored, err = listStored(ctx, root); err != nil {
+	if pl.stored, err = storedFor(ctx, root, pl.st, pub.Outputs); err != nil {
 		return pl, err
 	}
 	pl.fps = newFingerprints()

@@ -166,10 +166,10 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 }
 
 // encode renders one shard: the entries whose paths the catalog manages.
-func (f *fingerprints) encode(shard string, index map[string]catalog.Output) []byte {
+func (f *fingerprints) encode(shard string, find func(string) (catalog.Output, bool)) []byte {
 	var paths []string
 	for p := range f.entries {
-		if _, managed := index[p]; managed && FingerprintsFile(p) == shard {
+		if _, managed := find(p); managed && FingerprintsFile(p) == shard {
 			paths = append(paths, p)
 		}
 	}
@@ -191,14 +191,14 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
 		return
 	}
-	index := cat.Index()
+	find := cat.Finder()
 	shards := make([]string, 0, len(f.dirty))
 	for sh := range f.dirty {
 		shards = append(shards, sh)
 	}
 	sort.Strings(shards)
 	for _, sh := range shards {
-		data := f.encode(sh, index)
+		data := f.encode(sh, find)
 		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true}); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
 			return
@@ -215,10 +215,10 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 	if cat == nil {
 		return nil
 	}
-	index := cat.Index()
+	find := cat.Finder()
 	var kept []catalog.Output
 	for _, d := range desired {
-		rec, managed := index[d.Path]
+		rec, managed := find(d.Path)
 		s, exists := stored[d.Path]
 		if !managed || !exists || s.Size != rec.Size || rec.SHA256 != d.SHA256 || s.Fingerprint == "" {
 			continue // rewritten anyway, or nothing to tell versions apart

@@ -34,14 +34,50 @@ func benchInput(n int) planner.Input {
 		Catalog: cat, Stored: stored, Now: now.Add(time.Hour)}
 }
 
+// benchSizes are the catalog sizes benchmarked; the million is left out
+// with -short.
+func benchSizes() []int {
+	if testing.Short() {
+		return []int{10_000, 100_000}
+	}
+	return []int{10_000, 100_000, 1_000_000}
+}
+
+// BenchmarkBuild: a republish of all n outputs, 1 % changed.
 func BenchmarkBuild(b *testing.B) {
-	for _, n := range []int{1_000, 100_000} {
+	for _, n := range benchSizes() {
 		in := benchInput(n)
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				p, err := planner.Build(in)
 				if err != nil || len(p.Writes()) != n/100 {
+					b.Fatalf("plan: %v, %d writes", err, len(p.Writes()))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBuildAdd10: another owner adds 10 outputs to a root of n
+// records, knowing only its own paths' storage facts.
+func BenchmarkBuildAdd10(b *testing.B) {
+	for _, n := range benchSizes() {
+		in := benchInput(n)
+		in.Owner = catalog.Owner{PipelineID: "tides.daily", DestinationID: "latest-html"}
+		in.Source.ID = "tides.tomorrow"
+		in.Workflow = planner.Additive
+		in.Stored = map[string]planner.Stored{}
+		in.Desired = nil
+		for i := range 10 {
+			p := fmt.Sprintf("tides/file%02d.bin", i)
+			in.Desired = append(in.Desired, planner.Desired{Path: p, From: p, Kind: catalog.KindSource, SHA256: fmt.Sprintf("sha256:%064x", i), Size: 4096})
+		}
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := planner.Build(in)
+				if err != nil || len(p.Writes()) != 10 || len(p.Next.Outputs) != n+10 {
 					b.Fatalf("plan: %v, %d writes", err, len(p.Writes()))
 				}
 			}

@@ -6,6 +6,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -270,7 +271,7 @@ func Build(in Input) (Plan, error) {
 	if cur == nil {
 		cur = &catalog.Catalog{}
 	}
-	records := cur.Index()
+	records := cur.Finder()
 
 	// Managed outputs in the way are displaced (deleted before the writes,
 	// like any overwrite of a managed output); so is legacy content, which
@@ -282,7 +283,7 @@ func Build(in Input) (Plan, error) {
 	for _, path := range keys {
 		var unmanaged []string
 		for _, o := range way[path] {
-			if _, managed := records[o]; !managed && !in.Legacy {
+			if _, managed := records(o); !managed && !in.Legacy {
 				unmanaged = append(unmanaged, o)
 			}
 		}
@@ -291,14 +292,15 @@ func Build(in Input) (Plan, error) {
 			continue
 		}
 		for _, o := range way[path] {
-			displaced[o] = Item{Path: o, Action: Delete, Displaced: true, Record: records[o]}
+			rec, _ := records(o)
+			displaced[o] = Item{Path: o, Action: Delete, Displaced: true, Record: rec}
 		}
 	}
 
 	for _, path := range keys {
 		d := desired[path]
 		rec := record(in, d)
-		old, managed := records[path]
+		old, managed := records(path)
 		stored, exists := in.Stored[path]
 		switch {
 		case blocked[path] != nil:
@@ -416,6 +418,7 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 			changed = true
 		}
 	}
+	n.Outputs = make([]catalog.Output, 0, len(cur.Outputs)+len(byPath))
 	for _, old := range cur.Outputs {
 		if it, ok := byPath[old.Path]; ok {
 			if it.Action == Delete {
@@ -427,11 +430,16 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 		}
 		n.Outputs = append(n.Outputs, old)
 	}
+	var created []catalog.Output
 	for _, it := range byPath {
 		if it.Action == Create {
-			n.Outputs = append(n.Outputs, it.Record)
+			created = append(created, it.Record)
 		}
 	}
+	// Merged into the kept records (in order when cur is) instead of
+	// sorting them all again: a root may hold a million.
+	slices.SortFunc(created, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
+	n.Outputs = mergeByPath(n.Outputs, created)
 	n.Sort()
 	if fresh {
 		n.CreatedAt = in.Now
@@ -443,6 +451,32 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 		}
 	}
 	return n, changed
+}
+
+// mergeByPath merges b (sorted) into a, in place when a is sorted too;
+// otherwise it appends (the caller sorts).
+func mergeByPath(a, b []catalog.Output) []catalog.Output {
+	if len(b) == 0 {
+		return a
+	}
+	if !slices.IsSortedFunc(a, func(x, y catalog.Output) int { return strings.Compare(x.Path, y.Path) }) {
+		return append(a, b...)
+	}
+	n := len(a)
+	a = append(a, b...)
+	// From the back: the tail of a holds b's room.
+	i, j, k := n-1, len(b)-1, len(a)-1
+	for j >= 0 {
+		if i >= 0 && a[i].Path > b[j].Path {
+			a[k] = a[i]
+			i--
+		} else {
+			a[k] = b[j]
+			j--
+		}
+		k--
+	}
+	return a
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -478,33 +512,54 @@ func displacedAt(displaced map[string]Item, path string) bool {
 // itself. Objects are the stored ones and the catalog's records (a record
 // whose bytes are missing must still leave the tree).
 func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Catalog) map[string][]string {
-	// Records are nearly always stored too: only the others are added.
-	unstored := map[string]bool{}
+	// Record paths, sorted, searched in place: a root's catalog may hold a
+	// million records and a publication touch ten paths.
+	var recs []string
 	if cat != nil {
-		for _, o := range cat.Outputs {
-			if _, ok := stored[o.Path]; !ok {
-				unstored[o.Path] = true
-			}
+		recs = make([]string, len(cat.Outputs))
+		for i, o := range cat.Outputs {
+			recs[i] = o.Path
+		}
+		if !sort.StringsAreSorted(recs) {
+			sort.Strings(recs)
 		}
 	}
-	if len(stored)+len(unstored) == 0 {
+	if len(stored)+len(recs) == 0 {
 		return nil
 	}
 	keys := sortedKeys(stored)
-	if len(unstored) > 0 {
-		keys = append(keys, sortedKeys(unstored)...)
-		sort.Strings(keys)
+	recorded := func(p string) bool {
+		j := sort.SearchStrings(recs, p)
+		return j < len(recs) && recs[j] == p
 	}
 	out := map[string][]string{}
 	for _, p := range desired {
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
-			if _, ok := stored[p[:i]]; ok || unstored[p[:i]] {
+			if _, ok := stored[p[:i]]; ok || recorded(p[:i]) {
 				out[p] = append(out[p], p[:i])
 			}
 		}
+		// Objects below p: stored or recorded, in path order, once each.
 		below := p + "/"
-		for j := sort.SearchStrings(keys, below); j < len(keys) && strings.HasPrefix(keys[j], below); j++ {
-			out[p] = append(out[p], keys[j])
+		j := sort.SearchStrings(keys, below)
+		k := sort.SearchStrings(recs, below)
+	merge:
+		for {
+			a := j < len(keys) && strings.HasPrefix(keys[j], below)
+			b := k < len(recs) && strings.HasPrefix(recs[k], below)
+			switch {
+			case a && b && keys[j] == recs[k]:
+				out[p] = append(out[p], keys[j])
+				j, k = j+1, k+1
+			case a && (!b || keys[j] < recs[k]):
+				out[p] = append(out[p], keys[j])
+				j++
+			case b:
+				out[p] = append(out[p], recs[k])
+				k++
+			default:
+				break merge
+			}
 		}
 	}
 	return out

@@ -18,9 +18,11 @@
 // whole batch durable at once: one flush instead of two per file.
 //
 // Compare-and-swap (catalog writes, lock objects) holds an exclusive flock on
-// .distributor/cas.lock around the content check and the rename, which
+// .distributor/cas.lock around the version check and the rename, which
 // excludes other goroutines and processes on this machine. Versions are
-// "sha256:<hex>" of the content. Do not delete the lock file while
+// "sha256:<hex>" of the content, except for large files that had not
+// changed for a while when read: their version is their stat (see
+// statVersion), so a compare-and-swap does not re-read them. Do not delete the lock file while
 // distributor runs; a new one would not exclude holders of the old one.
 package local
 
@@ -66,6 +68,9 @@ type Backend struct {
 	// noTmpfile: the filesystem (or a missing /proc) does not allow
 	// unnamed temp files; writes use named ones.
 	noTmpfile atomic.Bool
+	// settle is how long a file must have been unchanged for a stat version
+	// (settled; tests shorten it).
+	settle time.Duration
 }
 
 var (
@@ -99,7 +104,7 @@ func New(root string) (*Backend, error) {
 		r.Close()
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	}
-	b := &Backend{root: abs, r: r, held: held}
+	b := &Backend{root: abs, r: r, held: held, settle: settled}
 	// linkat(2) names an unnamed file through its /proc/self/fd link.
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		b.noTmpfile.Store(true)
@@ -618,7 +623,110 @@ func Version(data []byte) storage.Version {
 	return storage.Version(fmt.Sprintf("sha256:%x", sha256.Sum256(data)))
 }
 
+// statVersionMin is the size from which a file settled on disk is versioned
+// by its stat instead of its content: checking a half-gigabyte catalog's
+// version by re-reading and hashing it cost as much as planning.
+const statVersionMin = 1 << 20
+
+// settled is how long before a read a file must have last changed (mtime
+// and ctime) for its stat to stand for its content. A change after the read
+// then sets a later time, even on file systems with coarse timestamps; a
+// file changed more recently may still be rewritten in place within one
+// timestamp tick, unseen by stat, so it is versioned by content (racy-git).
+const settled = 2 * time.Second
+
+// statVersion names one stored file version: device, inode, size, mtime and
+// ctime in nanoseconds. A replacement has another inode or a later ctime,
+// an in-place write a later mtime and ctime.
+func statVersion(fi fs.FileInfo) (storage.Version, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", false
+	}
+	return storage.Version(fmt.Sprintf("stat:%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size,
+		st.Mtim.Nano(), st.Ctim.Nano())), true
+}
+
+// readVersion returns p's bytes and version (nil, "" when missing). The
+// version is statVersion for a large file that had settled when the read
+// began, else the content digest.
 func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, error) {
+	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {
+		return nil, "", nil
+	} else if err != nil {
+		return nil, "", err
+	}
+	begin := time.Now()
+	f, err := r.Open(p)
+	if isMissing(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat() // the opened file's, whatever replaces p meanwhile
+	if err != nil {
+		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("%q in %s is not a regular file (%s)", p, b.root, fi.Mode().Type())
+	}
+	data := make([]byte, 0, fi.Size()+1) // +1: EOF without a second buffer
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+		}
+		if len(data) == cap(data) {
+			data = slices.Grow(data, 64<<10)
+		}
+	}
+	if int64(len(data)) == fi.Size() && fi.Size() >= statVersionMin && settledBefore(fi, begin.Add(-b.settle)) {
+		if v, ok := statVersion(fi); ok {
+			return data, v, nil
+		}
+	}
+	return data, Version(data), nil
+}
+
+// settledBefore reports whether fi's content and metadata last changed
+// before limit.
+func settledBefore(fi fs.FileInfo, limit time.Time) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	return time.Unix(st.Mtim.Unix()).Before(limit) && time.Unix(st.Ctim.Unix()).Before(limit)
+}
+
+// currentIs reports whether p's current version is want, under the lock.
+// A stat version is checked by stat alone; a content version by content.
+func (b *Backend) currentIs(r *os.Root, p string, want storage.Version) (bool, error) {
+	if want == "" || strings.HasPrefix(string(want), "stat:") {
+		fi, err := b.regular(r, p)
+		if errors.Is(err, storage.ErrNotExist) {
+			return want == "", nil
+		}
+		if err != nil {
+			return false, err
+		}
+		v, _ := statVersion(fi)
+		return v == want, nil
+	}
+	_, cur, err := b.readVersionByContent(r, p)
+	if err != nil {
+		return false, err
+	}
+	return cur == want, nil
+}
+
+// readVersionByContent is the content version (or "" when missing).
+func (b *Backend) readVersionByContent(r *os.Root, p string) ([]byte, storage.Version, error) {
 	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {
 		return nil, "", nil
 	} else if err != nil {
@@ -689,11 +797,9 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 		return "", err
 	}
 	defer unlock()
-	_, cur, err := b.readVersion(r, p)
-	if err != nil {
+	if ok, err := b.currentIs(r, p, want); err != nil {
 		return "", err
-	}
-	if cur != want {
+	} else if !ok {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
 	}
 	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{}); err != nil {
@@ -715,14 +821,12 @@ func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Ve
 		return err
 	}
 	defer unlock()
-	_, cur, err := b.readVersion(r, p)
-	if err != nil {
+	if ok, err := b.currentIs(r, p, want); err != nil {
 		return err
-	}
-	if cur != want {
+	} else if !ok {
 		return fmt.Errorf("delete %q in %s: %w", p, b.root, storage.ErrConflict)
 	}
-	if cur == "" {
+	if want == "" {
 		return nil
 	}
 	dir, err := b.remove(r, p)

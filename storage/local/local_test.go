@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -393,5 +394,78 @@ func TestSmallWritesAllocateLittle(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / (2 * n); per > 32<<10 {
 		t.Errorf("a %d-byte write allocated %d KiB on average, want at most 32 KiB", len(data), per>>10)
+	}
+}
+
+// settledLarge writes a file large enough for a stat version and lets it
+// settle (with the backend's settle time shortened).
+func settledLarge(t *testing.T) (*Backend, []byte) {
+	t.Helper()
+	b := newBackend(t)
+	b.settle = 50 * time.Millisecond
+	data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
+	must(t, os.WriteFile(filepath.Join(b.root, catalog.FileName), data, 0o644))
+	time.Sleep(2 * b.settle)
+	return b, data
+}
+
+// TestSettledLargeFileCASByStat: a large file unchanged for a while is
+// versioned by stat, so the compare-and-swap needs no second read; a write
+// against that version lands, and the file just written is versioned by
+// content again (it has not settled).
+func TestSettledLargeFileCASByStat(t *testing.T) {
+	b, data := settledLarge(t)
+	got, v, err := b.ReadVersion(t.Context(), catalog.FileName)
+	must(t, err)
+	if !bytes.Equal(got, data) || !strings.HasPrefix(string(v), "stat:") {
+		t.Fatalf("ReadVersion = %d bytes, version %q; want %d bytes and a stat version", len(got), v, len(data))
+	}
+	next := append([]byte("x"), data...)
+	nv, err := b.WriteIfVersion(t.Context(), catalog.FileName, next, v)
+	must(t, err)
+	if nv != Version(next) {
+		t.Fatalf("WriteIfVersion = %q, want the content version %q", nv, Version(next))
+	}
+	if _, rv, err := b.ReadVersion(t.Context(), catalog.FileName); err != nil || rv != nv {
+		t.Fatalf("ReadVersion right after the write = %q, %v; want %q", rv, err, nv)
+	}
+}
+
+// TestStatVersionSeesEveryChange: after a stat-versioned read, rewriting the
+// file in place with the same bytes, or replacing it with a copy, is a
+// conflict for both compare-and-swap operations; deleting against the
+// current version works.
+func TestStatVersionSeesEveryChange(t *testing.T) {
+	for name, change := range map[string]func(t *testing.T, path string, data []byte){
+		"same bytes in place": func(t *testing.T, path string, data []byte) {
+			must(t, os.WriteFile(path, data, 0o644))
+		},
+		"replaced by a copy": func(t *testing.T, path string, data []byte) {
+			must(t, os.WriteFile(path+".new", data, 0o644))
+			must(t, os.Rename(path+".new", path))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, data := settledLarge(t)
+			_, v, err := b.ReadVersion(t.Context(), catalog.FileName)
+			must(t, err)
+			change(t, filepath.Join(b.root, catalog.FileName), data)
+			if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("x"), v); !errors.Is(err, storage.ErrConflict) {
+				t.Fatalf("WriteIfVersion after the change: %v, want ErrConflict", err)
+			}
+			if err := b.DeleteIfVersion(t.Context(), catalog.FileName, v); !errors.Is(err, storage.ErrConflict) {
+				t.Fatalf("DeleteIfVersion after the change: %v, want ErrConflict", err)
+			}
+			time.Sleep(2 * b.settle)
+			_, cur, err := b.ReadVersion(t.Context(), catalog.FileName)
+			must(t, err)
+			if cur == v || !strings.HasPrefix(string(cur), "stat:") {
+				t.Fatalf("version after the change = %q (before %q); want another stat version", cur, v)
+			}
+			must(t, b.DeleteIfVersion(t.Context(), catalog.FileName, cur))
+			if _, err := os.Stat(filepath.Join(b.root, catalog.FileName)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("after DeleteIfVersion: %v, want the file gone", err)
+			}
+		})
 	}
 }

@@ -1,0 +1,351 @@
+package catalog
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/distributor/distributor/internal/jsonfast"
+)
+
+// The codec's fast paths. Catalogs grow to a million records (half a
+// gigabyte): encoding/json's reflection, its indent pass and one allocation
+// per field made reading and writing them the bulk of a publication.
+//
+// parseFast reads the catalog form this package writes (and any key order
+// or whitespace) and gives up on anything else: null, an unknown or
+// differently cased key, a repeated key, a number that is not a plain
+// integer, invalid UTF-8, a missing field, an invalid catalog. Parse then
+// runs the strict encoding/json decoder, whose answer (and error message) is
+// the reference. So whatever parseFast accepts, the reference decoder
+// accepts the same way.
+func parseFast(data []byte) (*Catalog, bool) {
+	c, ok := jsonfast.Run(data, readCatalog)
+	if !ok || c.Validate() != nil {
+		return nil, false
+	}
+	c.Sort()
+	return c, true
+}
+
+func timeValue(s string) (time.Time, error) { return parseTime("", s) }
+
+func readCatalog(p *jsonfast.Parser) *Catalog {
+	c := &Catalog{}
+	var seen [6]bool
+	once := func(i int) {
+		if seen[i] {
+			jsonfast.Fallback()
+		}
+		seen[i] = true
+	}
+	p.Object(func(key []byte) {
+		switch string(key) {
+		case "schema_version":
+			once(0)
+			if p.Int() != SchemaVersion {
+				jsonfast.Fallback()
+			}
+		case "distributor_version":
+			once(1)
+			c.DistributorVersion = p.NonEmpty()
+		case "created_at":
+			once(2)
+			c.CreatedAt = p.Time(timeValue)
+		case "updated_at":
+			once(3)
+			c.UpdatedAt = p.Time(timeValue)
+		case "state":
+			once(4)
+			mode := false
+			p.Object(func(key []byte) {
+				if string(key) != "mode" || mode || p.Str() != ModeCatalog {
+					jsonfast.Fallback()
+				}
+				mode = true
+			})
+			if !mode {
+				jsonfast.Fallback()
+			}
+		case "outputs":
+			once(5)
+			c.Outputs = readOutputs(p)
+		default:
+			jsonfast.Fallback()
+		}
+	})
+	if seen != [6]bool{true, seen[1], true, true, true, true} {
+		jsonfast.Fallback()
+	}
+	return c
+}
+
+func readOutputs(p *jsonfast.Parser) []Output {
+	// Records are about 500 bytes written: size the slice once.
+	out := make([]Output, 0, min(p.Len()/400+1, 1<<24))
+	p.Array(func() { out = append(out, readOutput(p)) })
+	return out
+}
+
+// Bits of the fields one record has shown.
+const (
+	fPath = 1 << iota
+	fPipeline
+	fDestination
+	fSource
+	fKind
+	fSourcePath
+	fTransform
+	fSHA256
+	fSize
+	fCreated
+	fUpdated
+	fURL
+	fRequired = fPath | fPipeline | fDestination | fSource | fKind | fSHA256 | fSize | fCreated | fUpdated
+)
+
+func readOutput(p *jsonfast.Parser) Output {
+	var o Output
+	var seen int
+	once := func(bit int) {
+		if seen&bit != 0 {
+			jsonfast.Fallback()
+		}
+		seen |= bit
+	}
+	p.Object(func(key []byte) {
+		switch string(key) {
+		case "path":
+			once(fPath)
+			o.Path = p.Str()
+		case "pipeline_id":
+			once(fPipeline)
+			o.PipelineID = p.Intern()
+		case "destination_id":
+			once(fDestination)
+			o.DestinationID = p.Intern()
+		case "source":
+			once(fSource)
+			var src int
+			p.Object(func(key []byte) {
+				switch string(key) {
+				case "id":
+					once2(&src, 1)
+					o.Source.ID = p.Intern()
+				case "digest":
+					once2(&src, 2)
+					o.Source.Digest = p.Intern()
+				case "created":
+					once2(&src, 4)
+					o.Source.Created = p.Time(timeValue)
+				default:
+					jsonfast.Fallback()
+				}
+			})
+			if src != 7 {
+				jsonfast.Fallback()
+			}
+		case "kind":
+			once(fKind)
+			o.Kind = p.Intern()
+		case "source_path":
+			once(fSourcePath)
+			o.SourcePath = p.NonEmpty()
+		case "transform":
+			once(fTransform)
+			o.Transform = p.Intern()
+			if o.Transform == "" {
+				jsonfast.Fallback()
+			}
+		case "sha256":
+			once(fSHA256)
+			o.SHA256 = p.Str()
+		case "size":
+			once(fSize)
+			o.Size = p.Int()
+		case "created_at":
+			once(fCreated)
+			o.CreatedAt = p.Time(timeValue)
+		case "updated_at":
+			once(fUpdated)
+			o.UpdatedAt = p.Time(timeValue)
+		case "url":
+			once(fURL)
+			o.URL = p.NonEmpty()
+		default:
+			jsonfast.Fallback()
+		}
+	})
+	if seen&fRequired != fRequired {
+		jsonfast.Fallback()
+	}
+	return o
+}
+
+func once2(seen *int, bit int) {
+	if *seen&bit != 0 {
+		jsonfast.Fallback()
+	}
+	*seen |= bit
+}
+
+// --- encoder ---
+
+// marshalFast writes c (valid, sorted) exactly as encoding/json's Encoder
+// with two-space indent and SetEscapeHTML(false) writes the wire structs.
+func marshalFast(c *Catalog) []byte {
+	var t timeCache
+	b := make([]byte, 0, 512)
+	b = append(b, "{\n  \"schema_version\": "...)
+	b = strconv.AppendInt(b, SchemaVersion, 10)
+	if c.DistributorVersion != "" {
+		b = append(b, ",\n  \"distributor_version\": "...)
+		b = appendString(b, c.DistributorVersion)
+	}
+	b = append(b, ",\n  \"created_at\": "...)
+	b = appendTime(b, c.CreatedAt)
+	b = append(b, ",\n  \"updated_at\": "...)
+	b = appendTime(b, c.UpdatedAt)
+	b = append(b, ",\n  \"state\": {\n    \"mode\": \""+ModeCatalog+"\"\n  },\n  \"outputs\": ["...)
+	if len(c.Outputs) == 0 {
+		return append(b, "]\n}\n"...)
+	}
+	for i := range c.Outputs {
+		start := len(b)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = t.appendOutput(b, &c.Outputs[i])
+		if i == 0 {
+			// Grow once, from the first record's size, instead of doubling
+			// through half a gigabyte.
+			b = slices.Grow(b, (len(b)-start+64)*len(c.Outputs)+16)
+		}
+	}
+	return append(b, "\n  ]\n}\n"...)
+}
+
+// timeCache remembers the last rendering of each record time: records next
+// to each other mostly share them.
+type timeCache struct {
+	src, created, updated struct {
+		t time.Time
+		s []byte
+	}
+}
+
+func (tc *timeCache) appendOutput(b []byte, o *Output) []byte {
+	b = append(b, "\n    {\n      \"path\": "...)
+	b = appendString(b, o.Path)
+	b = append(b, ",\n      \"pipeline_id\": "...)
+	b = appendString(b, o.PipelineID)
+	b = append(b, ",\n      \"destination_id\": "...)
+	b = appendString(b, o.DestinationID)
+	b = append(b, ",\n      \"source\": {\n        \"id\": "...)
+	b = appendString(b, o.Source.ID)
+	b = append(b, ",\n        \"digest\": "...)
+	b = appendString(b, o.Source.Digest)
+	b = append(b, ",\n        \"created\": "...)
+	b = appendCached(b, &tc.src.t, &tc.src.s, o.Source.Created)
+	b = append(b, "\n      },\n      \"kind\": "...)
+	b = appendString(b, o.Kind)
+	if o.SourcePath != "" {
+		b = append(b, ",\n      \"source_path\": "...)
+		b = appendString(b, o.SourcePath)
+	}
+	if o.Transform != "" {
+		b = append(b, ",\n      \"transform\": "...)
+		b = appendString(b, o.Transform)
+	}
+	b = append(b, ",\n      \"sha256\": "...)
+	b = appendString(b, o.SHA256)
+	b = append(b, ",\n      \"size\": "...)
+	b = strconv.AppendInt(b, o.Size, 10)
+	b = append(b, ",\n      \"created_at\": "...)
+	b = appendCached(b, &tc.created.t, &tc.created.s, o.CreatedAt)
+	b = append(b, ",\n      \"updated_at\": "...)
+	b = appendCached(b, &tc.updated.t, &tc.updated.s, o.UpdatedAt)
+	if o.URL != "" {
+		b = append(b, ",\n      \"url\": "...)
+		b = appendString(b, o.URL)
+	}
+	return append(b, "\n    }"...)
+}
+
+func appendCached(b []byte, last *time.Time, s *[]byte, t time.Time) []byte {
+	if *s == nil || !last.Equal(t) {
+		*last = t
+		*s = appendTime((*s)[:0], t)
+	}
+	return append(b, *s...)
+}
+
+// appendTime appends FormatTime(t) as a JSON string (it needs no escaping).
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s quoted as encoding/json does with HTML escaping
+// off: quote, backslash and control characters escaped, U+2028 and U+2029
+// as \u escapes, invalid UTF-8 as \ufffd.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// sorted reports whether outputs are in path order (the written order).
+func sorted(outs []Output) bool {
+	return slices.IsSortedFunc(outs, func(a, b Output) int { return strings.Compare(a.Path, b.Path) })
+}

@@ -37,8 +37,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -61,9 +59,15 @@ const (
 
 // FingerprintsFile is the shard file that holds path's entry.
 func FingerprintsFile(path string) string {
-	h := fnv.New32a()
-	h.Write([]byte(path))
-	return fmt.Sprintf("%s/%02x", FingerprintsDir, h.Sum32()%fingerprintShards)
+	// FNV-1a, inline: this runs for every written path.
+	h := uint32(2166136261)
+	for i := 0; i < len(path); i++ {
+		h ^= uint32(path[i])
+		h *= 16777619
+	}
+	const hexDigits = "0123456789abcdef"
+	n := h % fingerprintShards
+	return FingerprintsDir + "/" + string([]byte{hexDigits[n>>4], hexDigits[n&15]})
 }
 
 // known is what a holder knew of one stored version.
@@ -151,14 +155,8 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 	return ok && k.fingerprint == stored.Fingerprint && k.sha256 == sha
 }
 
-// encode renders one shard: the entries whose paths the catalog manages.
-func (f *fingerprints) encode(shard string, index map[string]catalog.Output) []byte {
-	var paths []string
-	for p := range f.entries {
-		if _, managed := index[p]; managed && FingerprintsFile(p) == shard {
-			paths = append(paths, p)
-		}
-	}
+// encode renders one shard holding paths (managed ones, of that shard).
+func (f *fingerprints) encode(paths []string) []byte {
 	sort.Strings(paths)
 	var buf bytes.Buffer
 	buf.WriteString(fingerprintsHeader + "\n")
@@ -176,13 +174,24 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		return
 	}
 	index := cat.Index()
+	// One pass over the entries (not one per shard): only the catalog's
+	// paths are kept.
+	byShard := make(map[string][]string, len(f.dirty))
+	for p := range f.entries {
+		if _, managed := index[p]; !managed {
+			continue
+		}
+		if sh := FingerprintsFile(p); f.dirty[sh] {
+			byShard[sh] = append(byShard[sh], p)
+		}
+	}
 	shards := make([]string, 0, len(f.dirty))
 	for sh := range f.dirty {
 		shards = append(shards, sh)
 	}
 	sort.Strings(shards)
 	for _, sh := range shards {
-		data := f.encode(sh, index)
+		data := f.encode(byShard[sh])
 		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
 			return

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +44,25 @@ func TestRelativeBundleLocationIsResolved(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(root, "a.txt")); err != nil || string(data) != "a\n" {
 		t.Fatalf("a.txt = %q, %v", data, err)
+	}
+}
+
+// The hidden --cpuprofile writes a pprof profile of the run, for the
+// benchmarks; --help does not show it.
+func TestCPUProfileFlag(t *testing.T) {
+	e := newCLIEnv(t)
+	root := e.root("site")
+	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
+	b := e.bundle("b", "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	prof := filepath.Join(e.dir, "cpu.prof")
+	if _, errOut, code := e.run("apply", "--pipeline", pipeDaily, "--bundle", b.Dir, "--cpuprofile", prof); code != exitOK {
+		t.Fatalf("apply --cpuprofile: exit %d, %s", code, errOut)
+	}
+	data, err := os.ReadFile(prof)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b { // pprof files are gzipped
+		t.Fatalf("profile = %d bytes, %v; want a gzipped pprof file", len(data), err)
+	}
+	if out, _, _ := e.run("--help"); strings.Contains(out, "cpuprofile") {
+		t.Errorf("--help shows the hidden --cpuprofile:\n%s", out)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            zerolog.Logger
+	cpuProfile     string       // hidden --cpuprofile: where a CPU profile of the run goes
+	stopProfile    func() error // ends the profile; set while one runs
 
 	// Test hooks; zero in production.
 	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
@@ -45,12 +48,18 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.startProfile(); err != nil {
+				return err
+			}
 			return a.setupLogging()
 		},
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "distributor.yaml", "configuration file")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "console", "log format: console or json")
+	// For measuring the CLI itself (docs/benchmarks.md); not a user feature.
+	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
 	root.AddCommand(
 		a.bundleCommand(),
@@ -63,6 +72,26 @@ func (a *app) rootCommand() *cobra.Command {
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// startProfile starts the CPU profile --cpuprofile asks for; run stops it.
+func (a *app) startProfile() error {
+	if a.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(a.cpuProfile)
+	if err != nil {
+		return usageErr("--cpuprofile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return usageErr("--cpuprofile: %v", err)
+	}
+	a.stopProfile = func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}
+	return nil
 }
 
 func (a *app) setupLogging() error {

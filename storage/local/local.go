@@ -68,6 +68,8 @@ type Backend struct {
 	// noTmpfile: the filesystem (or a missing /proc) does not allow
 	// unnamed temp files; writes use named ones.
 	noTmpfile atomic.Bool
+	// noOpenat2: the kernel has no openat2(2); reads take the general path.
+	noOpenat2 atomic.Bool
 	// unnamed counts the unnamed files held open by stages, up to
 	// maxUnnamed (half the process's open-file limit); past it, new paths
 	// are staged under temp names.
@@ -259,6 +261,9 @@ func fingerprint(fi fs.FileInfo) string {
 // Stat returns the object's info; SHA256 is always empty (no metadata).
 func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err error) {
 	defer b.classifyTo(&err)
+	if oi, ok, err := b.statBeneath(p); ok {
+		return oi, err
+	}
 	r, err := b.open(p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -273,6 +278,9 @@ func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err
 // Open streams the object's bytes.
 func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err error) {
 	defer b.classifyTo(&err)
+	if rc, ok, err := b.readBeneath(p); ok {
+		return rc, err
+	}
 	r, err := b.open(p)
 	if err != nil {
 		return nil, err

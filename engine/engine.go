@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -451,39 +452,55 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 		mu   sync.Mutex
 		done []planner.Item
 	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.workersFor(len(writes)))
-	for _, it := range writes {
-		if gctx.Err() != nil {
-			break
+	err := e.forEach(ctx, len(writes), func(ctx context.Context, i int) error {
+		it := writes[i]
+		if err := l.Err(); err != nil {
+			return err
 		}
-		g.Go(func() error {
-			if err := l.Err(); err != nil {
-				return err
-			}
-			var oi storage.ObjectInfo
-			var err error
-			if stg != nil {
-				oi, err = stg.commit(gctx, root, it)
-			} else {
-				s, exists := stored[it.Path]
-				oi, err = e.writeOne(gctx, root, pub, it, content[it.Path], s, exists)
-			}
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			done = append(done, it)
-			if oi.Fingerprint != "" {
-				fps.set(it.Path, known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256})
-			}
-			mu.Unlock()
-			return nil
-		})
-	}
-	err := g.Wait()
+		var oi storage.ObjectInfo
+		var err error
+		if stg != nil {
+			oi, err = stg.commit(ctx, root, it)
+		} else {
+			s, exists := stored[it.Path]
+			oi, err = e.writeOne(ctx, root, pub, it, content[it.Path], s, exists)
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		done = append(done, it)
+		if oi.Fingerprint != "" {
+			fps.set(it.Path, known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256})
+		}
+		mu.Unlock()
+		return nil
+	})
 	sort.Slice(done, func(i, j int) bool { return done[i].Path < done[j].Path })
 	return done, err
+}
+
+// forEach runs fn for 0..n-1 on at most e.workers() goroutines that each
+// take the next index until none is left or one fails (which cancels
+// ctx for the others). Long-lived workers, not one goroutine per object:
+// each would grow its stack again through the deep write path.
+func (e *Engine) forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	var next atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for range e.workersFor(n) {
+		g.Go(func() error {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || gctx.Err() != nil {
+					return nil
+				}
+				if err := fn(gctx, i); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
 }
 
 // staged is a stage of a publication's writes, with the info of each
@@ -498,34 +515,27 @@ type staged struct {
 // manifest's fails its Put (bundle.Open verifies while streaming), before
 // anything is visible.
 func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.workersFor(len(writes)))
-	for _, it := range writes {
-		if gctx.Err() != nil {
-			break
+	return e.forEach(ctx, len(writes), func(ctx context.Context, i int) error {
+		it := writes[i]
+		r, done, err := source(ctx, pub, it, content[it.Path])
+		if err != nil {
+			return err
 		}
-		g.Go(func() error {
-			r, done, err := source(gctx, pub, it, content[it.Path])
-			if err != nil {
-				return err
-			}
-			defer done()
-			src := &sourceReader{r: r}
-			s, exists := stored[it.Path]
-			oi, err := stg.Put(gctx, it.Path, src, it.Desired.Size, putOptions(it, s, exists))
-			if src.err != nil && !errors.Is(src.err, io.EOF) && errors.Is(err, src.err) {
-				return src.err // the bundle's own error (a damaged file), as the verification pass reports it
-			}
-			if err != nil {
-				return writeError(root, it, err)
-			}
-			stg.mu.Lock()
-			stg.info[it.Path] = oi
-			stg.mu.Unlock()
-			return nil
-		})
-	}
-	return g.Wait()
+		defer done()
+		src := &sourceReader{r: r}
+		s, exists := stored[it.Path]
+		oi, err := stg.Put(ctx, it.Path, src, it.Desired.Size, putOptions(it, s, exists))
+		if src.err != nil && !errors.Is(src.err, io.EOF) && errors.Is(err, src.err) {
+			return src.err // the bundle's own error (a damaged file), as the verification pass reports it
+		}
+		if err != nil {
+			return writeError(root, it, err)
+		}
+		stg.mu.Lock()
+		stg.info[it.Path] = oi
+		stg.mu.Unlock()
+		return nil
+	})
 }
 
 // sourceReader remembers the error its source gave.
@@ -554,20 +564,15 @@ func (stg *staged) commit(ctx context.Context, root storage.Backend, it planner.
 
 // verifyCopies reads and hashes the bundle files to be copied.
 func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []string) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.workers())
-	for _, p := range paths {
-		g.Go(func() error {
-			r, err := b.Open(gctx, p)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			_, err = io.Copy(io.Discard, r)
+	return e.forEach(ctx, len(paths), func(ctx context.Context, i int) error {
+		r, err := b.Open(ctx, paths[i])
+		if err != nil {
 			return err
-		})
-	}
-	return g.Wait()
+		}
+		defer r.Close()
+		_, err = io.Copy(io.Discard, r)
+		return err
+	})
 }
 
 // writeOne writes one output on the condition that its path still holds

@@ -168,7 +168,10 @@ func (f *fingerprints) encode(paths []string) []byte {
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:
-// a failure costs hashing later, no more.
+// a failure costs hashing later, no more. So the shards are not flushed
+// one by one (a first publication rewrites all 256): a crash that loses
+// or tears one costs the same hashing, and an entry vouches only for the
+// exact version it names.
 func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
 	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
 		return
@@ -192,7 +195,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	sort.Strings(shards)
 	for _, sh := range shards {
 		data := f.encode(byShard[sh])
-		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain"}); err != nil {
+		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true}); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
 			return
 		}

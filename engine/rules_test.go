@@ -494,10 +494,20 @@ func jsonKeys(t *testing.T, data []byte) []string {
 
 func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		for _, staged := range []bool{false, true} {
+			t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
+				republishingOneChangedFile(t, newRoot, staged)
+			})
+		}
+	})
+}
+
+func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) {
+	{
 		h := newHarness(t)
 		plain, base := newRoot(t)
-		root := newCounting(plain)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		root, wrapped := counted(t, plain, staged)
+		h.addDest(named(base, "archive", planner.Replacement), wrapped, pipeA)
 		files := map[string]string{}
 		for i := range 100 {
 			files[fmt.Sprintf("data/f%03d.txt", i)] = fmt.Sprintf("file %d\n", i)
@@ -527,13 +537,23 @@ func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
 		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
 		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
 		wantStrings(t, "destination Open", root.Calls("Open"), nil)
-		// The changed file is read twice: verified before anything is
-		// written, then streamed (and hashed again) into the root.
-		wantStrings(t, "bundle Open", src.Calls("Open"), []string{"data/f042.txt", "data/f042.txt", bundle.ManifestName})
+		// Staged, the changed file is read once: hashed while it is
+		// copied, named once verified. Otherwise twice: verified before
+		// anything is written, then streamed (and hashed again) into the
+		// root.
+		wantOpens := []string{"data/f042.txt", "data/f042.txt", bundle.ManifestName}
+		if staged {
+			wantOpens = []string{"data/f042.txt", bundle.ManifestName}
+			wantStrings(t, "destination Commit", root.Calls("Commit"), []string{"data/f042.txt"})
+		}
+		wantStrings(t, "bundle Open", src.Calls("Open"), wantOpens)
 		wantStrings(t, "bundle Stat", src.Calls("Stat"), []string{"data/f042.txt"})
+		// One flush of its own, the intent's: outputs wait for the one
+		// barrier, the fingerprint index for writeback.
+		wantStrings(t, "destination durable Put", root.Calls("PutDurable"), []string{engine.IntentPath})
 		wantContents(t, plain, files)
 		assertDescribesStorage(t, plain)
-	})
+	}
 }
 
 func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {

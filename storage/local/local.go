@@ -13,7 +13,9 @@
 // object is durable when Put returns. Writes of new paths (PutOptions.IfAbsent)
 // use an unnamed file instead (O_TMPFILE, named by linkat(2) when complete):
 // a killed process leaves no temp name behind for them. A killed replacing
-// write does; Leftovers finds those. With PutOptions.DeferSync the two
+// write does; Leftovers finds those. Every write is a stage (stage.go): a
+// Put is a stage of one object, a publication stages all of its outputs
+// and names them once all are written. With PutOptions.DeferSync the two
 // fsyncs are skipped and Sync (syncfs(2) on the root's filesystem) makes a
 // whole batch durable at once: one flush instead of two per file.
 //

@@ -180,8 +180,15 @@ func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, op
 		return nil, fmt.Errorf("put %q in %s: %w", p, s.b.root, err)
 	}
 	s.mu.Lock()
-	s.files[p] = st
+	_, dup = s.files[p]
+	if !dup {
+		s.files[p] = st
+	}
 	s.mu.Unlock()
+	if dup { // a concurrent Put of the same path won
+		st.discard(s)
+		return nil, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
+	}
 	return fi, nil
 }
 

@@ -173,6 +173,45 @@ func (c *countingBackend) Put(ctx context.Context, p string, r io.Reader, size i
 	return c.Backend.Put(ctx, p, r, size, o)
 }
 
+// countingStager is a countingBackend over a backend that stages writes:
+// a staged Put counts as a Put, its Commit as a Commit.
+type countingStager struct{ *countingBackend }
+
+func (c countingStager) Stage() storage.Stage {
+	return &countingStage{Stage: c.Backend.(storage.Stager).Stage(), c: c.countingBackend}
+}
+
+type countingStage struct {
+	storage.Stage
+	c *countingBackend
+}
+
+func (s *countingStage) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+	s.c.record("Put", p)
+	if !o.DeferSync {
+		s.c.record("PutDurable", p)
+	}
+	return s.Stage.Put(ctx, p, r, size, o)
+}
+
+func (s *countingStage) Commit(ctx context.Context, p string) error {
+	s.c.record("Commit", p)
+	return s.Stage.Commit(ctx, p)
+}
+
+// counted wraps b in a countingBackend, which stages writes when staged
+// (skipping the test when b cannot).
+func counted(t *testing.T, b storage.Backend, staged bool) (*countingBackend, storage.Backend) {
+	c := newCounting(b)
+	if !staged {
+		return c, c
+	}
+	if _, ok := b.(storage.Stager); !ok {
+		t.Skipf("%T does not stage writes", b)
+	}
+	return c, countingStager{c}
+}
+
 func (c *countingBackend) Delete(ctx context.Context, paths ...string) error {
 	c.record("Delete", paths...)
 	return c.Backend.Delete(ctx, paths...)

@@ -129,6 +129,33 @@ func (d *dyingBackend) List(ctx context.Context, prefix string, fn func(storage.
 	return d.Backend.List(ctx, prefix, fn)
 }
 
+// dyingStager is a dyingBackend over a backend that stages writes (as the
+// local one does): staging and naming an output are mutating calls too.
+type dyingStager struct{ *dyingBackend }
+
+func (d dyingStager) Stage() storage.Stage {
+	return &dyingStage{Stage: d.Backend.(storage.Stager).Stage(), d: d.dyingBackend}
+}
+
+type dyingStage struct {
+	storage.Stage
+	d *dyingBackend
+}
+
+func (s *dyingStage) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+	if err := s.d.mutate(); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return s.Stage.Put(ctx, p, r, size, o)
+}
+
+func (s *dyingStage) Commit(ctx context.Context, p string) error {
+	if err := s.d.mutate(); err != nil {
+		return err
+	}
+	return s.Stage.Commit(ctx, p)
+}
+
 // heldLease is a lease that is always held (the crash tests are about
 // storage order, not lease expiry).
 type heldLease struct{}
@@ -367,6 +394,22 @@ func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testi
 // never collides with distributor's own bytes, and the end state is byte for
 // byte what an uninterrupted run produces.
 func TestCrashAtEveryStepConverges(t *testing.T) {
+	for _, staged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
+			crashAtEveryStep(t, staged)
+		})
+	}
+}
+
+// crashAtEveryStep is TestCrashAtEveryStepConverges with writes through
+// Put, or staged and committed.
+func crashAtEveryStep(t *testing.T, staged bool) {
+	wrap := func(d *dyingBackend) storage.Backend {
+		if staged {
+			return dyingStager{d}
+		}
+		return d
+	}
 	for _, sc := range crashScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			prepare := func() string {
@@ -380,7 +423,7 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 			refRoot := prepare()
 			lb, _ := local.New(refRoot)
 			counter := &dyingBackend{Backend: lb}
-			if _, err := publish(t, counter, sc.workflow, sc.files, fixedNow); err != nil {
+			if _, err := publish(t, wrap(counter), sc.workflow, sc.files, fixedNow); err != nil {
 				t.Fatalf("uninterrupted run: %v", err)
 			}
 			want := snapshot(t, refRoot)
@@ -393,7 +436,7 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				before := snapshot(t, root)
 				lb, _ := local.New(root)
 				crashing := &dyingBackend{Backend: lb, killAt: k}
-				_, err := publish(t, crashing, sc.workflow, sc.files, fixedNow)
+				_, err := publish(t, wrap(crashing), sc.workflow, sc.files, fixedNow)
 				// The calls after the commit remove the intent and save
 				// the fingerprint index; their failure is logged, not
 				// returned: the publication is done.

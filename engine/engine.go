@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -351,20 +352,39 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 			copies = append(copies, it.Desired.From)
 		}
 	}
+	// Managed outputs in the way of a write (a file where a folder goes,
+	// or files under a planned file) are deleted before the writes.
+	displaced := p.Displaced()
+	// A backend that stages writes gets every output written invisibly
+	// first, the bundle's bytes hashed as they pass, and named only once
+	// all are complete: each bundle byte is read once. Not when deletes
+	// must first make room for the writes' folders.
+	stager, staging := root.(storage.Stager)
+	staging = staging && len(displaced) == 0 && len(writes) > 0
 	if len(copies) > 0 {
 		if pub.Bundle == nil {
 			return res, errors.New("engine: publication copies files but has no bundle")
 		}
 		// A bundle file that is missing, or whose bytes are not the
-		// manifest's, fails the publication before any byte is written
+		// manifest's, fails the publication before any byte is visible
 		// ("never a partial write"): sizes first (cheap), then the digest
 		// of every file this plan copies — only those, so the cost still
-		// follows the change. Writes hash again while streaming.
+		// follows the change — while staging, or in a pass of its own.
 		if err := pub.Bundle.CheckSizes(ctx, copies); err != nil {
 			return res, err
 		}
 		startItems(ctx, "checking bundle", writes, func(it planner.Item) bool { _, ok := content[it.Path]; return !ok })
-		if err := e.verifyCopies(ctx, pub.Bundle, copies); err != nil {
+		if !staging {
+			if err := e.verifyCopies(ctx, pub.Bundle, copies); err != nil {
+				return res, err
+			}
+		}
+	}
+	var stg *staged
+	if staging {
+		stg = &staged{Stage: stager.Stage(), info: make(map[string]storage.ObjectInfo, len(writes))}
+		defer stg.Close()
+		if err := e.stageAll(ctx, root, stg, pub, writes, content, pl.stored); err != nil {
 			return res, err
 		}
 	}
@@ -397,10 +417,8 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 		}
 	}
 
-	// Managed outputs in the way of a write (a file where a folder goes,
-	// or files under a planned file) go first; the intent already lists
-	// them, so a crash from here on converges like any other.
-	displaced := p.Displaced()
+	// Managed outputs in the way of a write go first; the intent already
+	// lists them, so a crash from here on converges like any other.
 	if len(displaced) > 0 {
 		if err := l.Err(); err != nil {
 			return res, err
@@ -416,7 +434,10 @@ func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Leas
 	}
 
 	startItems(ctx, "writing", writes, nil)
-	written, werr := e.writeAll(ctx, root, l, pub, writes, content, pl.stored, pl.fps)
+	written, werr := e.writeAll(ctx, root, l, pub, writes, content, pl.stored, pl.fps, stg)
+	if stg != nil {
+		stg.Close()
+	}
 	res.Written = append(res.Written, written...)
 	if werr != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
@@ -467,6 +488,11 @@ func (e *Engine) workers() int {
 	return e.Workers
 }
 
+// workersFor bounds the workers for n objects: no more than there is work.
+func (e *Engine) workersFor(n int) int {
+	return max(1, min(e.workers(), n))
+}
+
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
 	data, err := catalog.Marshal(next)
 	if err != nil {
@@ -492,60 +518,139 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 
 // writeAll writes the plan's outputs, each only if its path still holds
 // what the plan saw (nothing, or the listed version), and records the new
-// versions in fps.
-func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored, fps *fingerprints) ([]planner.Item, error) {
-	workers := e.workers()
+// versions in fps. With a stage, the outputs are staged already: writing
+// one is naming it.
+func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored, fps *fingerprints, stg *staged) ([]planner.Item, error) {
 	var (
 		mu   sync.Mutex
 		done []planner.Item
 	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for _, it := range writes {
-		if gctx.Err() != nil {
-			break
+	err := e.forEach(ctx, len(writes), func(ctx context.Context, i int) error {
+		it := writes[i]
+		if err := l.Err(); err != nil {
+			return err
 		}
-		g.Go(func() error {
-			if err := l.Err(); err != nil {
-				return err
-			}
+		var oi storage.ObjectInfo
+		var err error
+		if stg != nil {
+			oi, err = stg.commit(ctx, root, it)
+		} else {
 			s, exists := stored[it.Path]
-			oi, err := e.writeOne(gctx, root, pub, it, content[it.Path], s, exists)
-			if err != nil {
-				return err
-			}
-			progress.Add(gctx, 1, it.Desired.Size)
-			mu.Lock()
-			done = append(done, it)
-			if oi.Fingerprint != "" {
-				fps.set(it.Path, known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256})
-			}
-			mu.Unlock()
-			return nil
-		})
-	}
-	err := g.Wait()
+			oi, err = e.writeOne(ctx, root, pub, it, content[it.Path], s, exists)
+		}
+		if err != nil {
+			return err
+		}
+		progress.Add(ctx, 1, it.Desired.Size)
+		mu.Lock()
+		done = append(done, it)
+		if oi.Fingerprint != "" {
+			fps.set(it.Path, known{fingerprint: oi.Fingerprint, sha256: it.Record.SHA256})
+		}
+		mu.Unlock()
+		return nil
+	})
 	sort.Slice(done, func(i, j int) bool { return done[i].Path < done[j].Path })
 	return done, err
 }
 
-// verifyCopies reads and hashes the bundle files to be copied.
-func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []string) error {
+// forEach runs fn for 0..n-1 on at most e.workers() goroutines that each
+// take the next index until none is left or one fails (which cancels
+// ctx for the others). Long-lived workers, not one goroutine per object:
+// each would grow its stack again through the deep write path.
+func (e *Engine) forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.workers())
-	for _, p := range paths {
+	for range e.workersFor(n) {
 		g.Go(func() error {
-			r, err := b.Open(gctx, p)
-			if err != nil {
-				return err
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || gctx.Err() != nil {
+					return nil
+				}
+				if err := fn(gctx, i); err != nil {
+					return err
+				}
 			}
-			defer r.Close()
-			n, err := io.Copy(io.Discard, r)
-			progress.Add(gctx, 1, n)
-			return err
 		})
 	}
 	return g.Wait()
+}
+
+// staged is a stage of a publication's writes, with the info of each
+// staged object.
+type staged struct {
+	storage.Stage
+	mu   sync.Mutex
+	info map[string]storage.ObjectInfo
+}
+
+// stageAll stages every write. A bundle file whose bytes are not the
+// manifest's fails its Put (bundle.Open verifies while streaming), before
+// anything is visible.
+func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored) error {
+	return e.forEach(ctx, len(writes), func(ctx context.Context, i int) error {
+		it := writes[i]
+		r, done, err := source(ctx, pub, it, content[it.Path])
+		if err != nil {
+			return err
+		}
+		defer done()
+		src := &sourceReader{r: r}
+		s, exists := stored[it.Path]
+		oi, err := stg.Put(ctx, it.Path, src, it.Desired.Size, putOptions(it, s, exists))
+		if src.err != nil && !errors.Is(src.err, io.EOF) && errors.Is(err, src.err) {
+			return src.err // the bundle's own error (a damaged file), as the verification pass reports it
+		}
+		if err != nil {
+			return writeError(root, it, err)
+		}
+		stg.mu.Lock()
+		stg.info[it.Path] = oi
+		stg.mu.Unlock()
+		if _, generated := content[it.Path]; !generated {
+			progress.Add(ctx, 1, it.Desired.Size) // the "checking bundle" stage: this copy is verified
+		}
+		return nil
+	})
+}
+
+// sourceReader remembers the error its source gave.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
+}
+
+// commit names one staged output.
+func (stg *staged) commit(ctx context.Context, root storage.Backend, it planner.Item) (storage.ObjectInfo, error) {
+	if err := stg.Commit(ctx, it.Path); err != nil {
+		return storage.ObjectInfo{}, writeError(root, it, err)
+	}
+	stg.mu.Lock()
+	defer stg.mu.Unlock()
+	return stg.info[it.Path], nil
+}
+
+// verifyCopies reads and hashes the bundle files to be copied.
+func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []string) error {
+	return e.forEach(ctx, len(paths), func(ctx context.Context, i int) error {
+		r, err := b.Open(ctx, paths[i])
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		n, err := io.Copy(io.Discard, r)
+		progress.Add(ctx, 1, n)
+		return err
+	})
 }
 
 // writeOne writes one output on the condition that its path still holds
@@ -553,27 +658,44 @@ func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []str
 // holder that lost its lease mid-write then cannot land on a newer
 // holder's work (fingerprints.go covers what conditions cannot).
 func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte, s planner.Stored, exists bool) (storage.ObjectInfo, error) {
-	var r io.Reader
-	if data != nil {
-		r = bytes.NewReader(data)
-	} else {
-		rc, err := pub.Bundle.Open(ctx, it.Desired.From)
-		if err != nil {
-			return storage.ObjectInfo{}, err
-		}
-		defer rc.Close()
-		r = rc
-	}
-	opts := storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path)), DeferSync: true,
-		IfAbsent: !exists, IfMatch: s.Fingerprint}
-	oi, err := root.Put(ctx, it.Path, r, it.Desired.Size, opts)
-	if errors.Is(err, storage.ErrConflict) {
-		return oi, fmt.Errorf("write %s in %s: %w: it changed since the plan (another writer); the retry re-plans", it.Path, root, err)
-	}
+	r, done, err := source(ctx, pub, it, data)
 	if err != nil {
-		return oi, fmt.Errorf("write %s in %s: %w", it.Path, root, err)
+		return storage.ObjectInfo{}, err
+	}
+	defer done()
+	oi, err := root.Put(ctx, it.Path, r, it.Desired.Size, putOptions(it, s, exists))
+	if err != nil {
+		return oi, writeError(root, it, err)
 	}
 	return oi, nil
+}
+
+// source returns the bytes of one output: its generated content, or its
+// bundle file (verified while read).
+func source(ctx context.Context, pub Publication, it planner.Item, data []byte) (io.Reader, func(), error) {
+	if data != nil {
+		return bytes.NewReader(data), func() {}, nil
+	}
+	rc, err := pub.Bundle.Open(ctx, it.Desired.From)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, func() { rc.Close() }, nil
+}
+
+// putOptions are one output's write options: deferred sync (one barrier
+// for the publication), and the condition that its path still holds what
+// the plan saw.
+func putOptions(it planner.Item, s planner.Stored, exists bool) storage.PutOptions {
+	return storage.PutOptions{SHA256: it.Desired.SHA256, ContentType: mime.TypeByExtension(path.Ext(it.Path)), DeferSync: true,
+		IfAbsent: !exists, IfMatch: s.Fingerprint}
+}
+
+func writeError(root storage.Backend, it planner.Item, err error) error {
+	if errors.Is(err, storage.ErrConflict) {
+		return fmt.Errorf("write %s in %s: %w: it changed since the plan (another writer); the retry re-plans", it.Path, root, err)
+	}
+	return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
 }
 
 // Recover rolls an interrupted publication's intent forward (see intent.go).

@@ -68,6 +68,46 @@ func (p *pausingBackend) Put(ctx context.Context, path string, r io.Reader, size
 	return oi, err
 }
 
+// pausingStager is a pausingBackend over a backend that stages writes:
+// the Commit of the path is held instead (the bytes are staged and
+// verified; naming them is all that is left).
+type pausingStager struct{ *pausingBackend }
+
+func (p pausingStager) Stage() storage.Stage {
+	return &pausingStage{Stage: p.Backend.(storage.Stager).Stage(), p: p.pausingBackend}
+}
+
+type pausingStage struct {
+	storage.Stage
+	p *pausingBackend
+}
+
+func (s *pausingStage) Commit(ctx context.Context, path string) error {
+	paused := false
+	if path == s.p.path {
+		s.p.once.Do(func() { paused = true })
+	}
+	if !paused {
+		return s.Stage.Commit(ctx, path)
+	}
+	close(s.p.reached)
+	<-s.p.resume
+	err := s.Stage.Commit(ctx, path)
+	s.p.result <- err
+	return err
+}
+
+// pausingRoot is p, staging its writes when staged and the backend can.
+func pausingRoot(t *testing.T, p *pausingBackend, staged bool) storage.Backend {
+	if !staged {
+		return p
+	}
+	if _, ok := p.Backend.(storage.Stager); !ok {
+		t.Skipf("%T does not stage writes", p.Backend)
+	}
+	return pausingStager{p}
+}
+
 // fenceHolder publishes bundle dir to d's root as one holder with its own
 // lease, the way Runner.Publish does once the lease is held.
 func (h *harness) fenceHolder(ctx context.Context, root storage.Backend, l lease.Lease, d config.Destination, dir string, workers int) (engine.Result, error) {
@@ -97,6 +137,16 @@ func eight(version string) map[string]string {
 // newer holder's bytes are live.
 func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		for _, staged := range []bool{false, true} {
+			t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
+				staleWriterNeverLands(t, newRoot, staged)
+			})
+		}
+	})
+}
+
+func staleWriterNeverLands(t *testing.T, newRoot newRootFunc, staged bool) {
+	{
 		ctx := context.Background()
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -115,8 +165,9 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 		pausing := newPausing(plain, "c.txt")
 		la := &switchLease{}
 		errA := make(chan error, 1)
+		rootA := pausingRoot(t, pausing, staged)
 		go func() {
-			_, err := h.fenceHolder(ctx, pausing, la, d, staleDir, 1)
+			_, err := h.fenceHolder(ctx, rootA, la, d, staleDir, 1)
 			errA <- err
 		}()
 		waitClosed(t, pausing.reached, "the stale holder's paused write")
@@ -153,8 +204,9 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 		newerFiles := withFresh(newer, "newer")
 		newerDir2, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(4*time.Minute), newerFiles)
 		la2 := &switchLease{}
+		rootA2 := pausingRoot(t, created, staged)
 		go func() {
-			_, err := h.fenceHolder(ctx, created, la2, d, staleDir2, 1)
+			_, err := h.fenceHolder(ctx, rootA2, la2, d, staleDir2, 1)
 			errA <- err
 		}()
 		waitClosed(t, created.reached, "the stale holder's paused create")
@@ -171,7 +223,7 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 		if rep, err := h.verify("site", all); err != nil || !rep.OK() {
 			t.Fatalf("verify: %+v, %v", rep, err)
 		}
-	})
+	}
 }
 
 // The newer holder left the stale writer's path alone, so the write's
@@ -180,6 +232,16 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 // rewrites exactly that output.
 func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		for _, staged := range []bool{false, true} {
+			t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
+				staleWriteIsRepaired(t, newRoot, staged)
+			})
+		}
+	})
+}
+
+func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc, staged bool) {
+	{
 		ctx := context.Background()
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -197,8 +259,9 @@ func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T)
 		pausing := newPausing(plain, "c.txt")
 		la := &switchLease{}
 		errA := make(chan error, 1)
+		rootA := pausingRoot(t, pausing, staged)
 		go func() {
-			_, err := h.fenceHolder(ctx, pausing, la, d, staleDir, 1)
+			_, err := h.fenceHolder(ctx, rootA, la, d, staleDir, 1)
 			errA <- err
 		}()
 		waitClosed(t, pausing.reached, "the stale holder's paused write")
@@ -237,7 +300,7 @@ func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T)
 			t.Fatalf("republish: written %v, err %v; want nothing", itemPaths(res.Written), err)
 		}
 		wantStrings(t, "outputs read back", readBack(counting), nil)
-	})
+	}
 }
 
 // readBack lists the outputs whose stored bytes or metadata were read

@@ -37,8 +37,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -61,9 +59,15 @@ const (
 
 // FingerprintsFile is the shard file that holds path's entry.
 func FingerprintsFile(path string) string {
-	h := fnv.New32a()
-	h.Write([]byte(path))
-	return fmt.Sprintf("%s/%02x", FingerprintsDir, h.Sum32()%fingerprintShards)
+	// FNV-1a, inline: this runs for every written path.
+	h := uint32(2166136261)
+	for i := 0; i < len(path); i++ {
+		h ^= uint32(path[i])
+		h *= 16777619
+	}
+	const hexDigits = "0123456789abcdef"
+	n := h % fingerprintShards
+	return FingerprintsDir + "/" + string([]byte{hexDigits[n>>4], hexDigits[n&15]})
 }
 
 // known is what a holder knew of one stored version.
@@ -165,14 +169,8 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 	return ok && k.fingerprint == stored.Fingerprint && k.sha256 == sha
 }
 
-// encode renders one shard: the entries whose paths the catalog manages.
-func (f *fingerprints) encode(shard string, find func(string) (catalog.Output, bool)) []byte {
-	var paths []string
-	for p := range f.entries {
-		if _, managed := find(p); managed && FingerprintsFile(p) == shard {
-			paths = append(paths, p)
-		}
-	}
+// encode renders one shard holding paths (managed ones, of that shard).
+func (f *fingerprints) encode(paths []string) []byte {
 	sort.Strings(paths)
 	var buf bytes.Buffer
 	buf.WriteString(fingerprintsHeader + "\n")
@@ -184,21 +182,33 @@ func (f *fingerprints) encode(shard string, find func(string) (catalog.Output, b
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:
-// a failure costs hashing later, no more. So shards are written without a
-// flush of their own (DeferSync): one lost in a crash is one more hash, and
-// every version they name was made durable before the catalog commit.
+// a failure costs hashing later, no more. So the shards are not flushed
+// one by one (a first publication rewrites all 256): a crash that loses
+// or tears one costs the same hashing, and an entry vouches only for the
+// exact version it names.
 func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
 	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
 		return
 	}
 	find := cat.Finder()
+	// One pass over the entries (not one per shard): only the catalog's
+	// paths are kept.
+	byShard := make(map[string][]string, len(f.dirty))
+	for p := range f.entries {
+		if _, managed := find(p); !managed {
+			continue
+		}
+		if sh := FingerprintsFile(p); f.dirty[sh] {
+			byShard[sh] = append(byShard[sh], p)
+		}
+	}
 	shards := make([]string, 0, len(f.dirty))
 	for sh := range f.dirty {
 		shards = append(shards, sh)
 	}
 	sort.Strings(shards)
 	for _, sh := range shards {
-		data := f.encode(sh, find)
+		data := f.encode(byShard[sh])
 		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true}); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
 			return

@@ -10,8 +10,9 @@ package engine
 //     every output about to be written and the paths about to be deleted;
 //  4. delete the displaced outputs: managed outputs in the way of a write
 //     (a file where a folder is planned, or files under a planned file);
-//  5. write the outputs' bytes, each atomically (temp + rename, or a single
-//     S3 object put), so a path holds the whole old or the whole new bytes;
+//  5. write the outputs' bytes (or name the staged ones), each atomically
+//     (an unnamed file linked, temp + rename, or a single S3 object put),
+//     so a path holds the whole old or the whole new bytes;
 //  6. delete the bytes of removed outputs (skipped when any write failed);
 //  7. commit the catalog with a compare-and-swap on the version read in 2;
 //  8. delete the intent.
@@ -42,7 +43,10 @@ package engine
 // is again a legacy first run and rewrites every planned path.
 //
 // Before step 3 every bundle file to be copied is read and hashed against
-// the manifest, so a damaged bundle fails before anything is written.
+// the manifest, so a damaged bundle fails before anything is written: on a
+// backend that stages writes (storage.Stager) by staging every output,
+// hashing as it copies, and naming them only in step 5; elsewhere in a
+// pass of its own.
 
 import (
 	"context"
@@ -107,7 +111,9 @@ func encodeIntent(doc intentDoc) ([]byte, error) {
 		return nil, err
 	}
 	w.Writes = whole.Outputs
-	return json.MarshalIndent(w, "", "  ")
+	// Compact: only distributor reads it, and indenting the records again
+	// cost more than writing them.
+	return json.Marshal(w)
 }
 
 func decodeIntent(data []byte) (intentDoc, error) {

@@ -83,6 +83,30 @@ func Sync(ctx context.Context, b Backend) error {
 	return nil
 }
 
+// Stager is implemented by backends that can write objects no reader sees
+// until they are committed (local: unnamed files). A publication stages
+// every output, hashing the bundle's bytes as they pass, and names them
+// only when all are complete and verified.
+type Stager interface {
+	// Stage begins a set of writes; the caller must Close it.
+	Stage() Stage
+}
+
+// Stage is a set of staged writes.
+type Stage interface {
+	// Put writes like Backend.Put (the same options) into an object that
+	// stays invisible, even to List, until Commit. The ObjectInfo is the
+	// object's once committed (Path, Size, Fingerprint). Safe for
+	// concurrent use; one Put per path.
+	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
+	// Commit makes the object staged at path visible, under its Put's
+	// conditions (IfAbsent, IfMatch: ErrConflict otherwise), checked now.
+	Commit(ctx context.Context, path string) error
+	// Close discards what was staged and not committed (leaving the root
+	// as it was, folders included) and releases the stage.
+	Close() error
+}
+
 // RootChecker is implemented by backends whose root can be swapped under
 // them (a local folder moved, deleted or re-pointed).
 type RootChecker interface {

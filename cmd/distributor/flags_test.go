@@ -174,3 +174,23 @@ func TestNoAWSCredentialsNamesTheFix(t *testing.T) {
 		t.Errorf("stdout repeats the error: %q", out)
 	}
 }
+
+// The hidden --cpuprofile writes a pprof profile of the run, for the
+// benchmarks; --help does not show it.
+func TestCPUProfileFlag(t *testing.T) {
+	e := newCLIEnv(t)
+	root := e.root("site")
+	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
+	b := e.bundle("b", "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	prof := filepath.Join(e.dir, "cpu.prof")
+	if _, errOut, code := e.run("apply", "--pipeline", pipeDaily, "--bundle", b.Dir, "--cpuprofile", prof); code != exitOK {
+		t.Fatalf("apply --cpuprofile: exit %d, %s", code, errOut)
+	}
+	data, err := os.ReadFile(prof)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b { // pprof files are gzipped
+		t.Fatalf("profile = %d bytes, %v; want a gzipped pprof file", len(data), err)
+	}
+	if out, _, _ := e.run("--help"); strings.Contains(out, "cpuprofile") {
+		t.Errorf("--help shows the hidden --cpuprofile:\n%s", out)
+	}
+}

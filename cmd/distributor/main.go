@@ -39,6 +39,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 	cmd.SetOut(a.stdout)
 	cmd.SetErr(stderr)
 	err := cmd.ExecuteContext(ctx)
+	if a.stopProfile != nil {
+		if perr := a.stopProfile(); perr != nil {
+			fmt.Fprintf(stderr, "distributor: --cpuprofile: %s\n", perr)
+		}
+	}
 	if err == nil {
 		return exitOK
 	}

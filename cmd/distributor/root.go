@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -22,6 +23,8 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            zerolog.Logger
+	cpuProfile     string       // hidden --cpuprofile: where a CPU profile of the run goes
+	stopProfile    func() error // ends the profile; set while one runs
 
 	verbose, quiet bool // --verbose: list every change; --quiet: no progress
 	// written maps local roots to the relative path the configuration
@@ -53,6 +56,9 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionLine(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.startProfile(); err != nil {
+				return err
+			}
 			return a.setupLogging()
 		},
 	}
@@ -61,6 +67,9 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.verbose, "verbose", false, "on a terminal, list every change (default: the first 20 per destination and a summary)")
 	root.PersistentFlags().BoolVar(&a.quiet, "quiet", false, "draw no progress bars")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: json or console (default: console when stderr is a terminal, else json)")
+	// For measuring the CLI itself (docs/benchmarks.md); not a user feature.
+	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withCode(exitUsage, suggestFlag(cmd, err)) })
 	root.AddCommand(
@@ -75,6 +84,26 @@ func (a *app) rootCommand() *cobra.Command {
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// startProfile starts the CPU profile --cpuprofile asks for; run stops it.
+func (a *app) startProfile() error {
+	if a.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(a.cpuProfile)
+	if err != nil {
+		return usageErr("--cpuprofile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return usageErr("--cpuprofile: %v", err)
+	}
+	a.stopProfile = func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}
+	return nil
 }
 
 func (a *app) setupLogging() error {

@@ -970,3 +970,160 @@ func testRemoveNeverTouchesObjects(t *testing.T, b storage.Backend, c storage.Le
 	wantContent(t, b, "keep/a.txt", []byte("kept"))
 	wantContent(t, b, catalog.TempPrefix+"x/a.txt", []byte("in a folder with a temp-like name"))
 }
+
+// RunStager checks the storage.Stager contract: staged objects are
+// invisible until committed, their conditions are checked at Commit, and
+// Close discards the rest. newBackend must return a fresh, empty root that
+// implements storage.Stager.
+func RunStager(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, b storage.Backend, s storage.Stager)
+	}{
+		{"InvisibleUntilCommit", testStagedInvisibleUntilCommit},
+		{"CloseDiscards", testStageCloseDiscards},
+		{"ConditionsAtCommit", testStageConditionsAtCommit},
+		{"FailingReader", testStageFailingReader},
+		{"Concurrent", testStageConcurrent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			s, ok := b.(storage.Stager)
+			if !ok {
+				t.Fatalf("%T is not a storage.Stager", b)
+			}
+			tc.fn(t, b, s)
+		})
+	}
+}
+
+func stagePut(t *testing.T, st storage.Stage, path, data string, opts storage.PutOptions) storage.ObjectInfo {
+	t.Helper()
+	oi, err := st.Put(t.Context(), path, strings.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		t.Fatalf("stage Put %s: %v", path, err)
+	}
+	return oi
+}
+
+func testStagedInvisibleUntilCommit(t *testing.T, b storage.Backend, s storage.Stager) {
+	ctx := t.Context()
+	old := putInfo(t, b, "old.txt", "old", storage.PutOptions{})
+	st := s.Stage()
+	defer st.Close()
+	infos := map[string]storage.ObjectInfo{
+		"a/b/new.txt": stagePut(t, st, "a/b/new.txt", "new", storage.PutOptions{IfAbsent: true, DeferSync: true}),
+		"top.txt":     stagePut(t, st, "top.txt", "top", storage.PutOptions{IfAbsent: true}),
+		"old.txt":     stagePut(t, st, "old.txt", "replaced", storage.PutOptions{IfMatch: old.Fingerprint, DeferSync: true}),
+	}
+	wantPaths(t, b, "", "old.txt")
+	wantContent(t, b, "old.txt", []byte("old"))
+	wantMissing(t, b, "top.txt")
+	for _, p := range []string{"a/b/new.txt", "old.txt", "top.txt"} {
+		if err := st.Commit(ctx, p); err != nil {
+			t.Fatalf("Commit %s: %v", p, err)
+		}
+		if got := listed(t, b, p); got.Fingerprint != infos[p].Fingerprint || got.Size != infos[p].Size || infos[p].Path != p {
+			t.Fatalf("%s listed as %+v after Commit; the stage's Put returned %+v", p, got, infos[p])
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantPaths(t, b, "", "a/b/new.txt", "old.txt", "top.txt")
+	wantContent(t, b, "a/b/new.txt", []byte("new"))
+	wantContent(t, b, "old.txt", []byte("replaced"))
+	wantContent(t, b, "top.txt", []byte("top"))
+	if err := st.Commit(ctx, "top.txt"); err == nil {
+		t.Fatal("a second Commit of one path succeeded")
+	}
+}
+
+func testStageCloseDiscards(t *testing.T, b storage.Backend, s storage.Stager) {
+	put(t, b, "keep/x.txt", []byte("keep"))
+	st := s.Stage()
+	stagePut(t, st, "keep/y.txt", "y", storage.PutOptions{IfAbsent: true})
+	stagePut(t, st, "fresh/deep/z.txt", "z", storage.PutOptions{IfAbsent: true})
+	stagePut(t, st, "keep/x.txt", "replaced", storage.PutOptions{})
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantPaths(t, b, "", "keep/x.txt")
+	wantContent(t, b, "keep/x.txt", []byte("keep"))
+}
+
+func testStageConditionsAtCommit(t *testing.T, b storage.Backend, s storage.Stager) {
+	ctx := t.Context()
+	v1 := putInfo(t, b, "m.txt", "v1", storage.PutOptions{})
+	st := s.Stage()
+	defer st.Close()
+	stagePut(t, st, "n.txt", "stale", storage.PutOptions{IfAbsent: true})
+	stagePut(t, st, "m.txt", "stale", storage.PutOptions{IfMatch: v1.Fingerprint})
+	// Another writer gets there between the stage's Put and its Commit.
+	put(t, b, "n.txt", []byte("other"))
+	putInfo(t, b, "m.txt", "v2-other", storage.PutOptions{IfMatch: v1.Fingerprint})
+	if err := st.Commit(ctx, "n.txt"); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("Commit of a new path taken meanwhile: err = %v, want ErrConflict", err)
+	}
+	if err := st.Commit(ctx, "m.txt"); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("Commit of a replacement of a version replaced meanwhile: err = %v, want ErrConflict", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, b, "n.txt", []byte("other"))
+	wantContent(t, b, "m.txt", []byte("v2-other"))
+	wantPaths(t, b, "", "m.txt", "n.txt")
+}
+
+func testStageFailingReader(t *testing.T, b storage.Backend, s storage.Stager) {
+	ctx := t.Context()
+	st := s.Stage()
+	defer st.Close()
+	const size = 256 << 10
+	if _, err := st.Put(ctx, "d/f.bin", &failingReader{n: size / 2}, size, storage.PutOptions{IfAbsent: true}); !errors.Is(err, errBoom) {
+		t.Fatalf("stage Put with a failing reader: err = %v, want the reader's error", err)
+	}
+	if _, err := st.Put(ctx, "short.bin", strings.NewReader("abc"), 4, storage.PutOptions{IfAbsent: true}); err == nil {
+		t.Fatal("stage Put of 3 bytes for a size of 4 succeeded")
+	}
+	if err := st.Commit(ctx, "d/f.bin"); err == nil {
+		t.Fatal("Commit of a failed Put succeeded")
+	}
+	wantPaths(t, b, "")
+}
+
+func testStageConcurrent(t *testing.T, b storage.Backend, s storage.Stager) {
+	ctx := t.Context()
+	st := s.Stage()
+	defer st.Close()
+	const n = 64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			p := fmt.Sprintf("d%d/f%03d.txt", i%4, i)
+			if _, err := st.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{IfAbsent: true, DeferSync: true}); err != nil {
+				t.Errorf("stage Put %s: %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	wantPaths(t, b, "")
+	var want []string
+	for i := range n {
+		p := fmt.Sprintf("d%d/f%03d.txt", i%4, i)
+		want = append(want, p)
+		wg.Go(func() {
+			if err := st.Commit(ctx, p); err != nil {
+				t.Errorf("Commit %s: %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	sort.Strings(want)
+	wantPaths(t, b, "", want...)
+	for _, p := range want {
+		wantContent(t, b, p, []byte(p))
+	}
+}

@@ -1,0 +1,421 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+var _ storage.Stager = (*Backend)(nil)
+
+// Stage begins a set of writes that stay invisible until committed
+// (storage.Stager). New paths (IfAbsent) are written to unnamed files
+// (O_TMPFILE) that are named by linkat(2) at Commit; replacements, and new
+// paths past the stage's share of open files, to temp names that List
+// skips, renamed (or linked) at Commit. Conditions are checked at Commit.
+//
+// Every folder is opened once per stage, component by component with
+// O_NOFOLLOW from the root, and files are created relative to its handle:
+// no path walk per file, and never through a symlink. A folder replaced by
+// a link while the stage is open is not noticed; the handle stays on the
+// folder that was opened (as a root moved away stays on its handle: see
+// CheckRoot).
+func (b *Backend) Stage() storage.Stage { return b.newStage() }
+
+type stage struct {
+	b     *Backend
+	mu    sync.Mutex
+	dirs  map[string]int // folder → open handle; "." is the root's
+	stale []int          // handles of folders found removed: closed by Close
+	made  []string       // folders this stage created, parents first
+	files map[string]*staged
+}
+
+// staged is one written, not yet visible, object.
+type staged struct {
+	dir     string
+	f       *os.File // unnamed file, open until committed; nil for a temp name
+	tmp     string   // temp name in dir
+	cond    storage.PutOptions
+	durable bool
+	slot    bool // holds one of the backend's unnamed-file slots
+}
+
+func (b *Backend) newStage() *stage {
+	return &stage{b: b, dirs: map[string]int{}, files: map[string]*staged{}}
+}
+
+// folder returns dir's handle, opening (and making) it on first use. p
+// names the object for messages.
+func (s *stage) folder(dir, p string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.folderLocked(dir, p)
+}
+
+func (s *stage) folderLocked(dir, p string) (int, error) {
+	if fd, ok := s.dirs[dir]; ok {
+		return fd, nil
+	}
+	if dir == "." {
+		fd, err := unix.Dup(s.b.rootFD)
+		if err != nil {
+			return -1, &fs.PathError{Op: "dup", Path: s.b.root, Err: err}
+		}
+		unix.CloseOnExec(fd)
+		s.dirs[dir] = fd
+		return fd, nil
+	}
+	name := path.Base(dir)
+	for attempt := 0; ; attempt++ {
+		parent, err := s.folderLocked(path.Dir(dir), p)
+		if err != nil {
+			return -1, err
+		}
+		fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			s.dirs[dir] = fd
+			return fd, nil
+		}
+		if errors.Is(err, unix.ENOENT) && attempt < 5 {
+			switch err := unix.Mkdirat(parent, name, 0o755); {
+			case err == nil:
+				s.made = append(s.made, dir)
+			case errors.Is(err, unix.EEXIST):
+			case errors.Is(err, unix.ENOENT):
+				// The parent was removed since it was opened (a Delete
+				// emptied it): open it again.
+				s.forgetLocked(path.Dir(dir))
+			default:
+				return -1, &fs.PathError{Op: "mkdir", Path: dir, Err: err}
+			}
+			continue
+		}
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			var st unix.Stat_t
+			if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return -1, fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
+					s.b.root, p, ErrOutsideRoot, dir)
+			}
+		}
+		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+}
+
+// forgetLocked drops the handles of dir and the folders below it (found
+// removed). Other writers may still be using them, so they are closed only
+// with the stage: a closed number could be reused for another file.
+func (s *stage) forgetLocked(dir string) {
+	for d, fd := range s.dirs {
+		if d == dir || strings.HasPrefix(d, dir+"/") || dir == "." {
+			s.stale = append(s.stale, fd)
+			delete(s.dirs, d)
+		}
+	}
+}
+
+func (s *stage) forget(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetLocked(dir)
+}
+
+// Put writes src as the future object p (see Backend.Put for the options).
+func (s *stage) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
+	defer s.b.classifyTo(&err)
+	fi, err := s.put(ctx, p, src, size, opts)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return info(p, fi), nil
+}
+
+// put is Put. Bad paths and symlinks fail as such; I/O errors are wrapped
+// as "put p in root".
+func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (fs.FileInfo, error) {
+	if err := catalog.ValidatePath(p); err != nil {
+		return nil, fmt.Errorf("local root %s: %w", s.b.root, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	_, dup := s.files[p]
+	s.mu.Unlock()
+	if dup {
+		return nil, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
+	}
+	dir, base := path.Dir(p), path.Base(p)
+	d, err := s.folder(dir, p)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.IfAbsent {
+		// A replacement never goes through a link at p, even one that
+		// rename(2) would merely replace.
+		var st unix.Stat_t
+		err := unix.Fstatat(d, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil, fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
+				s.b.root, p, ErrOutsideRoot, p)
+		}
+	}
+	st := &staged{dir: dir, cond: opts, durable: !opts.DeferSync}
+	fi, err := s.write(ctx, st, d, src, size)
+	if err != nil {
+		st.discard(s)
+		return nil, fmt.Errorf("put %q in %s: %w", p, s.b.root, err)
+	}
+	s.mu.Lock()
+	_, dup = s.files[p]
+	if !dup {
+		s.files[p] = st
+	}
+	s.mu.Unlock()
+	if dup { // a concurrent Put of the same path won
+		st.discard(s)
+		return nil, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
+	}
+	return fi, nil
+}
+
+// write creates st's file in its folder d and copies src into it.
+func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, size int64) (fs.FileInfo, error) {
+	var f *os.File
+	if st.cond.IfAbsent && !s.b.noTmpfile.Load() && s.b.takeSlot() {
+		st.slot = true
+		for attempt := 0; ; attempt++ {
+			fd, err := unix.Openat(d, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if errors.Is(err, unix.ENOENT) && attempt < 5 {
+				// The folder was removed since it was opened.
+				s.forget(st.dir)
+				if d, err = s.folder(st.dir, st.dir); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+				s.b.noTmpfile.Store(true) // this filesystem has none: temp names from now on
+				s.b.releaseSlot()
+				st.slot = false
+				break
+			}
+			if err != nil {
+				return nil, &fs.PathError{Op: "create an unnamed file in", Path: st.dir, Err: err}
+			}
+			f = os.NewFile(uintptr(fd), path.Join(s.b.root, st.dir, "(unnamed)"))
+			st.f = f
+			break
+		}
+	}
+	if f == nil {
+		// The temp file keeps its folder from being removed as empty, so
+		// the rename (or link) beside it cannot miss its folder.
+		name := catalog.TempPrefix + rand.Text()
+		fd, err := unix.Openat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return nil, &fs.PathError{Op: "create", Path: path.Join(st.dir, name), Err: err}
+		}
+		st.tmp = name
+		f = os.NewFile(uintptr(fd), path.Join(s.b.root, st.dir, name))
+	}
+	n, err := s.b.copy(ctx, f, src)
+	if err == nil && size >= 0 && n != size {
+		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
+	}
+	if err == nil && st.durable {
+		err = f.Sync()
+	}
+	var fi fs.FileInfo
+	if err == nil {
+		// The file's identity, taken before it is visible: whatever
+		// replaces p later has another inode.
+		fi, err = f.Stat()
+	}
+	if st.f == nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return fi, err
+}
+
+// copy streams src into f through a pooled buffer: a fresh 256 KiB one per
+// file cost more (allocation, clearing and GC) than the write itself for
+// small files.
+func (b *Backend) copy(ctx context.Context, f *os.File, src io.Reader) (int64, error) {
+	buf := b.bufs.Get().(*[]byte)
+	defer b.bufs.Put(buf)
+	// struct{io.Writer} hides ReadFrom so that the buffer is used.
+	return io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, *buf)
+}
+
+// Commit makes the object staged at p visible under its Put's condition:
+// IfAbsent links it (link never replaces: ErrConflict when anything is at
+// p); IfMatch compares p's fingerprint right before the rename (see
+// Backend.Put).
+func (s *stage) Commit(ctx context.Context, p string) (err error) {
+	defer s.b.classifyTo(&err)
+	s.mu.Lock()
+	st := s.files[p]
+	delete(s.files, p)
+	s.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("commit %q in %s: nothing staged there", p, s.b.root)
+	}
+	defer st.discard(s)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.name(st, p); err != nil {
+		return fmt.Errorf("put %q in %s: %w", p, s.b.root, err)
+	}
+	if st.durable {
+		d, err := s.folder(st.dir, p)
+		if err != nil {
+			return err
+		}
+		if err := unix.Fsync(d); err != nil {
+			return fmt.Errorf("put %q in %s: sync folder %q: %w", p, s.b.root, st.dir, err)
+		}
+	}
+	return nil
+}
+
+// name gives st's file the name p.
+func (s *stage) name(st *staged, p string) error {
+	base := path.Base(p)
+	var (
+		d   int
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		if d, err = s.folder(st.dir, p); err != nil {
+			return err
+		}
+		switch {
+		case st.f != nil:
+			// linkat(2) names an unnamed file through its /proc link.
+			err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(st.f.Fd())), d, base, unix.AT_SYMLINK_FOLLOW)
+			if errors.Is(err, unix.ENOENT) && attempt < 5 {
+				s.forget(st.dir) // a Delete removed the emptied folder: make it again
+				continue
+			}
+		case st.cond.IfAbsent:
+			if err = unix.Linkat(d, st.tmp, d, base, 0); err == nil {
+				_ = unix.Unlinkat(d, st.tmp, 0) // p holds the bytes now; a leftover temp name is never listed
+				st.tmp = ""
+			}
+		default:
+			if st.cond.IfMatch != "" {
+				var fi unix.Stat_t
+				switch err := unix.Fstatat(d, base, &fi, unix.AT_SYMLINK_NOFOLLOW); {
+				case errors.Is(err, unix.ENOENT):
+					return fmt.Errorf("%q is gone: %w", p, storage.ErrConflict)
+				case err != nil:
+					return &fs.PathError{Op: "stat", Path: p, Err: err}
+				case statFingerprint(&fi) != st.cond.IfMatch:
+					return fmt.Errorf("%q was replaced: %w", p, storage.ErrConflict)
+				}
+			}
+			if err = unix.Renameat(d, st.tmp, d, base); err == nil {
+				st.tmp = ""
+			}
+		}
+		break
+	}
+	var fi unix.Stat_t
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EEXIST) && unix.Fstatat(d, base, &fi, unix.AT_SYMLINK_NOFOLLOW) == nil && fi.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
+			s.b.root, p, ErrOutsideRoot, p)
+	case errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("%q exists: %w", p, storage.ErrConflict)
+	default:
+		return &fs.PathError{Op: "name the written file", Path: p, Err: err}
+	}
+}
+
+// discard drops st's file: an unnamed one vanishes when closed, a temp
+// name is removed.
+func (st *staged) discard(s *stage) {
+	if st.f != nil {
+		st.f.Close()
+		st.f = nil
+	}
+	if st.slot {
+		s.b.releaseSlot()
+		st.slot = false
+	}
+	if st.tmp != "" {
+		if d, err := s.folder(st.dir, st.dir); err == nil {
+			_ = unix.Unlinkat(d, st.tmp, 0)
+		}
+		st.tmp = ""
+	}
+}
+
+// Close discards what was staged and not committed, removes the folders
+// the stage made that stayed empty, and closes the folder handles.
+func (s *stage) Close() error {
+	s.mu.Lock()
+	files := s.files
+	s.files = map[string]*staged{}
+	s.mu.Unlock()
+	for _, st := range files {
+		st.discard(s)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Deepest first; a folder that holds anything stays (rmdir refuses).
+	for i := len(s.made) - 1; i >= 0; i-- {
+		dir := s.made[i]
+		if parent, ok := s.dirs[path.Dir(dir)]; ok {
+			_ = unix.Unlinkat(parent, path.Base(dir), unix.AT_REMOVEDIR)
+		}
+	}
+	s.made = nil
+	for _, fd := range s.dirs {
+		unix.Close(fd)
+	}
+	for _, fd := range s.stale {
+		unix.Close(fd)
+	}
+	s.dirs, s.stale = map[string]int{}, nil
+	return nil
+}
+
+// statFingerprint is fingerprint for a stat(2) result.
+func statFingerprint(st *unix.Stat_t) string {
+	return strconv.FormatUint(st.Ino, 10) + ":" + strconv.FormatInt(st.Size, 10) + ":" + strconv.FormatInt(st.Mtim.Sec*1e9+st.Mtim.Nsec, 10)
+}
+
+// takeSlot reserves one open unnamed file; false when the stage's share
+// of the process's open files is used up (the write takes a temp name).
+func (b *Backend) takeSlot() bool {
+	if b.unnamed.Add(1) > b.maxUnnamed {
+		b.unnamed.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (b *Backend) releaseSlot() { b.unnamed.Add(-1) }

@@ -496,9 +496,6 @@ func checkS3Prefix(p string) string {
 	return ""
 }
 
-// placeholders are the layout template's variables.
-var placeholders = []string{"source_id", "source_name", "pipeline_id"}
-
 // expand substitutes {name} placeholders in tmpl.
 func expand(tmpl string, vals map[string]string) (string, error) {
 	var b strings.Builder

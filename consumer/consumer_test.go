@@ -358,10 +358,10 @@ func TestMaxDeliveries(t *testing.T) {
 	e.start(nodeConfig{opts: opts, wrap: flaky(1000, &calls)})
 	loc, digest := e.bundle("weather.tomorrow", v1)
 	id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest, Destinations: []string{"archive"}})
-	res := e.wait(id, 1, 20*time.Second)
+	e.wait(id, 1, 20*time.Second)
 	info := e.settled(5 * time.Second)
 	time.Sleep(300 * time.Millisecond) // room for a wrong extra delivery
-	res = e.results.of(id)
+	res := e.results.of(id)
 	if len(res) != 1 {
 		e.dump()
 		t.Fatalf("%d results, want 1", len(res))

@@ -29,7 +29,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
-	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/storage/s3"
 	"github.com/distributor/distributor/stores"
 	"github.com/distributor/distributor/testenv"
 )
@@ -167,7 +167,7 @@ func (e *env) bundle(id string, files map[string]string) (location, digest strin
 func (e *env) s3Bundle(prefix, id string, files map[string]string) (location, digest string) {
 	e.t.Helper()
 	local, digest := e.bundle(id, files)
-	b, err := s3store.NewFromClient(e.s3.Client, e.bucket, prefix, s3store.Options{})
+	b, err := s3.NewFromClient(e.s3.Client, e.bucket, prefix, s3.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func (s *testStores) Destination(ctx context.Context, d config.Destination) (sto
 	// An S3 destination with its own endpoint is opened the production way
 	// (its configured timeouts apply); others use the test server's client.
 	if d.Backend == config.BackendS3 && d.Endpoint == "" {
-		b, err = s3store.NewFromClient(s.s3.Client, d.Bucket, d.Path, s3store.Options{})
+		b, err = s3.NewFromClient(s.s3.Client, d.Bucket, d.Path, s3.Options{})
 	} else {
 		b, err = s.open.Destination(ctx, d)
 	}
@@ -363,7 +363,7 @@ func (s *testStores) Bundle(ctx context.Context, location string) (storage.Backe
 		if err != nil {
 			return nil, err
 		}
-		return s3store.NewFromClient(s.s3.Client, loc.Bucket, loc.Prefix, s3store.Options{})
+		return s3.NewFromClient(s.s3.Client, loc.Bucket, loc.Prefix, s3.Options{})
 	}
 	return s.open.Bundle(ctx, location)
 }

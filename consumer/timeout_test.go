@@ -11,7 +11,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
-	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/storage/s3"
 	"github.com/distributor/distributor/testenv"
 )
 
@@ -75,7 +75,7 @@ destinations:
 	if r := res[0]; r.Type != events.TypePublished || r.Written != 2 || r.Attempts < 2 {
 		t.Fatalf("after the server resumed: %s written %d attempts %d (%s %s), want published, 2 written, attempt >= 2", r.Type, r.Written, r.Attempts, r.Reason, r.Message)
 	}
-	root, err := s3store.NewFromClient(e.s3.Client, e.bucket, "weather/", s3store.Options{})
+	root, err := s3.NewFromClient(e.s3.Client, e.bucket, "weather/", s3.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,3 @@
-// Package engine runs one publication on one destination root: recover,
-// read the catalog, plan, write, delete, commit. The consumer and the
-// direct-mode CLI both call it; planner decides, engine does the I/O.
 package engine
 
 import (

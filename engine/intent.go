@@ -1,53 +1,5 @@
 package engine
 
-// Crash consistency
-//
-// A publication on a root runs, under the root's lease, in this order:
-//
-//  1. recover: finish the bookkeeping of an earlier run that died (below);
-//  2. read the catalog and list the root, plan;
-//  3. write the intent (.distributor/intent.json): the full records of
-//     every output about to be written and the paths about to be deleted;
-//  4. delete the displaced outputs: managed outputs in the way of a write
-//     (a file where a folder is planned, or files under a planned file);
-//  5. write the outputs' bytes (or name the staged ones), each atomically
-//     (an unnamed file linked, temp + rename, or a single S3 object put),
-//     so a path holds the whole old or the whole new bytes;
-//  6. delete the bytes of removed outputs (skipped when any write failed);
-//  7. commit the catalog with a compare-and-swap on the version read in 2;
-//  8. delete the intent.
-//
-// A kill between 3 and 8 leaves bytes the catalog does not describe yet:
-// new outputs that would otherwise look like unmanaged content and collide
-// with the retry, rewritten outputs whose record still has the old digest,
-// deleted outputs whose record is still there. Recovery reads the intent
-// and rolls it forward against what storage really holds: a written record
-// whose object now has the intended size (and digest, where the backend
-// keeps it or by re-hashing) is upserted; a deleted record whose object is
-// gone is removed; everything else is left as the catalog says. It commits
-// that catalog (CAS) and deletes the intent. The retry then plans against
-// a catalog that matches storage, so it converges to what an uninterrupted
-// run produces, never collides with its own bytes and never loses a record.
-// Unmanaged content is never touched: intended writes at unmanaged paths
-// only exist when the plan adopted them (--take-ownership) or on a legacy
-// first run, which rewrites those paths anyway.
-//
-// A write that fails (rather than a kill) takes the same path at once: the
-// landed writes are rolled forward into the catalog (and the records of
-// displaced outputs, already gone, dropped), the other deletes are skipped,
-// and the intent stays until the next run on the root recovers it. Recovery
-// also hands what the interrupted run changed to that publication's pending
-// report (report.go), so the attempt that finishes reports it.
-//
-// Against superseded legacy state the intent is simply dropped: the retry
-// is again a legacy first run and rewrites every planned path.
-//
-// Before step 3 every bundle file to be copied is read and hashed against
-// the manifest, so a damaged bundle fails before anything is written: on a
-// backend that stages writes (storage.Stager) by staging every output,
-// hashing as it copies, and naming them only in step 5; elsewhere in a
-// pass of its own.
-
 import (
 	"context"
 	"crypto/sha256"

@@ -92,7 +92,6 @@ func listing(t *testing.T, root storage.Backend) map[string]int64 {
 
 var (
 	ownerA = catalog.Owner{PipelineID: pipeA, DestinationID: "latest"}
-	ownerB = catalog.Owner{PipelineID: pipeB, DestinationID: "tides"}
 )
 
 // twoOwners sets up a root shared by ownerA (additive, "latest") and

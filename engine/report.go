@@ -15,19 +15,6 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// Pending reports
-//
-// A publication that fails after some of its writes landed is retried later
-// (the consumer redelivers the bundle event). Downstream must hear of every
-// change exactly once, in the result of the attempt that finishes. So when
-// recovery finishes the bookkeeping of an interrupted run, it keeps what
-// that run changed in a small pending report for that publication (bundle
-// event + owner) under .distributor/reports/. The next attempt of the same
-// publication reports those paths with its own and removes the file; another
-// publication in between (say a second destination of the same event in
-// the same root) neither claims nor loses them. Reports that no attempt
-// ever claims are removed after reportMaxAge.
-
 const reportDir = catalog.ReservedDir + "/reports/"
 
 // reportMaxAge bounds how long an unclaimed report is kept: longer than the

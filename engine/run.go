@@ -53,12 +53,6 @@ type Request struct {
 	AllowOlder bool
 }
 
-// Target is one destination of a request, resolved.
-type Target struct {
-	Destination config.Destination
-	Root        storage.Backend
-}
-
 // ErrUnknownPipeline / ErrUnknownDestination: the request names something
 // the configuration does not have.
 var (

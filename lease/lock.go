@@ -85,7 +85,7 @@ func (l *StorageLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 	}
 	ls := &storageLease{locker: l, root: root, rec: rec, version: v, done: make(chan struct{})}
 	ls.wg.Add(1)
-	go ls.renew()
+	go ls.renew(ctx)
 	return ls, nil
 }
 
@@ -157,13 +157,18 @@ func (s *storageLease) Err() error {
 	return s.lost
 }
 
-func (s *storageLease) renew() {
+// renew keeps the lock until Release or until ctx (the Acquire context)
+// ends, as Locker promises: a run whose context ended stops renewing, and Err
+// reports the loss once the expiry nears.
+func (s *storageLease) renew(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.locker.ttl / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.done:
+			return
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -178,12 +183,12 @@ func (s *storageLease) renew() {
 		data, _ := json.Marshal(rec)
 		// Bounded: a hung backend must not hold renewal (or Release) beyond
 		// the next tick; Err reports the loss once the expiry nears.
-		ctx, cancel := context.WithTimeout(context.Background(), s.locker.ttl/3)
-		nv, err := s.root.Store.WriteIfVersion(ctx, LockPath, data, v)
+		wctx, cancel := context.WithTimeout(ctx, s.locker.ttl/3)
+		nv, err := s.root.Store.WriteIfVersion(wctx, LockPath, data, v)
 		if errors.Is(err, storage.ErrConflict) {
 			// A renewal that timed out may still have landed: then the
 			// lock is ours with a newer version, not taken over.
-			nv, rec, err = s.checkOwner(ctx, rec)
+			nv, rec, err = s.checkOwner(wctx, rec)
 		}
 		cancel()
 		s.mu.Lock()

@@ -16,7 +16,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
-	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/storage/s3"
 )
 
 // Opener opens backends for destinations and bundle locations.
@@ -43,9 +43,9 @@ func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage
 	case "local":
 		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path) })
 	case "s3":
-		opts := s3store.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle}
+		opts := s3.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle}
 		withTimeouts(&opts, d.Timeouts)
-		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return s3store.New(ctx, opts) })
+		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return s3.New(ctx, opts) })
 	}
 	return nil, fmt.Errorf("destination %q: unknown backend %q: use local or s3", d.ID, d.Backend)
 }
@@ -74,9 +74,9 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 		}
 		return b, nil
 	case "s3":
-		opts := s3store.Options{Bucket: loc.Bucket, Prefix: loc.Prefix, Region: o.S3.Region, Endpoint: o.S3.Endpoint, PathStyle: o.S3.PathStyle}
+		opts := s3.Options{Bucket: loc.Bucket, Prefix: loc.Prefix, Region: o.S3.Region, Endpoint: o.S3.Endpoint, PathStyle: o.S3.PathStyle}
 		withTimeouts(&opts, o.S3.Timeouts)
-		return s3store.New(ctx, opts)
+		return s3.New(ctx, opts)
 	}
 	return nil, fmt.Errorf("bundle location %q: unsupported scheme %q", location, loc.Scheme)
 }
@@ -118,7 +118,7 @@ func (m missingBundle) Error() string        { return "bundle folder " + string(
 func (m missingBundle) Is(target error) bool { return target == storage.ErrNotExist }
 
 // withTimeouts applies the configured request limits (zero = the default).
-func withTimeouts(opts *s3store.Options, t config.S3Timeouts) {
-	opts.Timeouts = s3store.Timeouts{Connect: time.Duration(t.Connect), FirstByte: time.Duration(t.FirstByte), Idle: time.Duration(t.Idle)}
+func withTimeouts(opts *s3.Options, t config.S3Timeouts) {
+	opts.Timeouts = s3.Timeouts{Connect: time.Duration(t.Connect), FirstByte: time.Duration(t.FirstByte), Idle: time.Duration(t.Idle)}
 	opts.MaxAttempts = t.Attempts
 }

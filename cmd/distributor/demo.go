@@ -117,7 +117,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	consCtx, stopConsumer := context.WithCancel(ctx)
 	consDone := make(chan error, 1)
 	go func() { consDone <- cons.Run(consCtx) }()
-	defer func() { stopConsumer(); <-consDone }()
+	defer func() { stopConsumer(); <-consDone }() //nolint:errcheck // the consumer's error after the stop is the cancellation
 	step("embedded NATS JetStream server started; a consumer is waiting for bundle-ready events")
 
 	var created time.Time

@@ -1,5 +1,5 @@
 //go:build race
 
-package s3store_test
+package s3_test
 
 const raceEnabled = true

@@ -1,6 +1,6 @@
-// Package s3store is the storage.Backend for a bucket and key prefix on S3
+// Package s3 is the storage.Backend for a bucket and key prefix on S3
 // or an S3-compatible server.
-package s3store
+package s3
 
 import (
 	"bytes"

@@ -272,7 +272,7 @@ func testAtomicReplace(t *testing.T, b storage.Backend) {
 				rc, err := b.Open(ctx, "obj")
 				if err != nil {
 					if ctx.Err() == nil {
-						errs <- fmt.Errorf("Open during replace: %w", err)
+						errs <- fmt.Errorf("open during replace: %w", err)
 					}
 					return
 				}

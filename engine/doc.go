@@ -1,0 +1,75 @@
+// Package engine runs one publication on one destination root: recover,
+// read the catalog, plan, write, delete, commit. The consumer and the
+// direct-mode CLI both call it; planner decides, engine does the I/O.
+//
+// # Crash consistency
+//
+// A publication on a root runs, under the root's lease, in this order:
+//
+//  1. recover: finish the bookkeeping of an earlier run that died (below);
+//  2. read the catalog and list the root, plan;
+//  3. write the intent (.distributor/intent.json): the full records of
+//     every output about to be written and the paths about to be deleted;
+//  4. delete the displaced outputs: managed outputs in the way of a write
+//     (a file where a folder is planned, or files under a planned file);
+//  5. write the outputs' bytes (or name the staged ones), each atomically
+//     (an unnamed file linked, temp + rename, or a single S3 object put),
+//     so a path holds the whole old or the whole new bytes; each write is
+//     conditional on what the plan saw at its path (see Fencing below);
+//  6. delete the bytes of removed outputs (skipped when any write failed);
+//  7. commit the catalog with a compare-and-swap on the version read in 2;
+//  8. delete the intent.
+//
+// A kill between 3 and 8 leaves bytes the catalog does not describe yet:
+// new outputs that would otherwise look like unmanaged content and collide
+// with the retry, rewritten outputs whose record still has the old digest,
+// deleted outputs whose record is still there. Recovery reads the intent
+// and rolls it forward against what storage really holds: a written record
+// whose object now has the intended size (and digest, where the backend
+// keeps it or by re-hashing) is upserted; a deleted record whose object is
+// gone is removed; everything else is left as the catalog says. It commits
+// that catalog (CAS) and deletes the intent. The retry then plans against
+// a catalog that matches storage, so it converges to what an uninterrupted
+// run produces, never collides with its own bytes and never loses a record.
+// Unmanaged content is never touched: intended writes at unmanaged paths
+// only exist when the plan adopted them (--take-ownership) or on a legacy
+// first run, which rewrites those paths anyway.
+//
+// A write that fails (rather than a kill) takes the same path at once: the
+// landed writes are rolled forward into the catalog (and the records of
+// displaced outputs, already gone, dropped), the other deletes are skipped,
+// and the intent stays until the next run on the root recovers it. Recovery
+// also hands what the interrupted run changed to that publication's pending
+// report (see Pending reports below), so the attempt that finishes reports it.
+//
+// Against superseded legacy state the intent is simply dropped: the retry
+// is again a legacy first run and rewrites every planned path.
+//
+// Before step 3 every bundle file to be copied is read and hashed against
+// the manifest, so a damaged bundle fails before anything is written: on a
+// backend that stages writes (storage.Stager) by staging every output,
+// hashing as it copies, and naming them only in step 5; elsewhere in a
+// pass of its own.
+//
+// # Fencing
+//
+// A holder that lost its lease while a write was in flight must not land it
+// on a newer holder's work: new paths are written only if still absent and
+// replaced ones only if they still hold the version the plan listed
+// (storage.PutOptions IfAbsent / IfMatch). What conditions cannot stop is
+// found by the fingerprint index (fingerprints.go) and rewritten by the
+// next publication.
+//
+// # Pending reports
+//
+// A publication that fails after some of its writes landed is retried later
+// (the consumer redelivers the bundle event). Downstream must hear of every
+// change exactly once, in the result of the attempt that finishes. So when
+// recovery finishes the bookkeeping of an interrupted run, it keeps what
+// that run changed in a small pending report for that publication (bundle
+// event + owner) under .distributor/reports/. The next attempt of the same
+// publication reports those paths with its own and removes the file; another
+// publication in between (say a second destination of the same event in
+// the same root) neither claims nor loses them. Reports that no attempt
+// ever claims are removed after 30 days (reportMaxAge).
+package engine

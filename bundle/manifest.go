@@ -137,13 +137,8 @@ func parseManifestFast(data []byte) (Manifest, bool) {
 
 func readManifest(p *jsonfast.Parser) Manifest {
 	m := Manifest{}
-	var seen [4]bool
-	once := func(i int) {
-		if seen[i] {
-			jsonfast.Fallback()
-		}
-		seen[i] = true
-	}
+	var seen jsonfast.Keys
+	once := seen.Once
 	p.Object(func(key []byte) {
 		switch string(key) {
 		case "schema_version":
@@ -166,7 +161,7 @@ func readManifest(p *jsonfast.Parser) Manifest {
 			jsonfast.Fallback()
 		}
 	})
-	if seen != [4]bool{true, true, true, true} {
+	if seen != 1<<4-1 { // every key is required
 		jsonfast.Fallback()
 	}
 	return m
@@ -174,13 +169,8 @@ func readManifest(p *jsonfast.Parser) Manifest {
 
 func readFile(p *jsonfast.Parser) File {
 	var f File
-	var seen [3]bool
-	once := func(i int) {
-		if seen[i] {
-			jsonfast.Fallback()
-		}
-		seen[i] = true
-	}
+	var seen jsonfast.Keys
+	once := seen.Once
 	p.Object(func(key []byte) {
 		switch string(key) {
 		case "path":
@@ -196,7 +186,7 @@ func readFile(p *jsonfast.Parser) File {
 			jsonfast.Fallback()
 		}
 	})
-	if seen != [3]bool{true, true, true} {
+	if seen != 1<<3-1 { // every key is required
 		jsonfast.Fallback()
 	}
 	return f

@@ -34,13 +34,8 @@ func timeValue(s string) (time.Time, error) { return parseTime("", s) }
 
 func readCatalog(p *jsonfast.Parser) *Catalog {
 	c := &Catalog{}
-	var seen [6]bool
-	once := func(i int) {
-		if seen[i] {
-			jsonfast.Fallback()
-		}
-		seen[i] = true
-	}
+	var seen jsonfast.Keys
+	once := seen.Once
 	p.Object(func(key []byte) {
 		switch string(key) {
 		case "schema_version":
@@ -76,7 +71,7 @@ func readCatalog(p *jsonfast.Parser) *Catalog {
 			jsonfast.Fallback()
 		}
 	})
-	if seen != [6]bool{true, seen[1], true, true, true, true} {
+	if seen|1<<1 != 1<<6-1 { // every key but distributor_version (1) is required
 		jsonfast.Fallback()
 	}
 	return c

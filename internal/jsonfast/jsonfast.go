@@ -56,6 +56,18 @@ func Run[T any](data []byte, read func(p *Parser) T) (v T, ok bool) {
 // Fallback leaves the fast path (from inside Run).
 func Fallback() { panic(errFallback{}) }
 
+// Keys records which keys of one object were read, a bit each. A key read
+// twice leaves the fast path, so that the reference reader reports it.
+type Keys uint64
+
+// Once marks key i (0 to 63) as read.
+func (k *Keys) Once(i uint) {
+	if *k&(1<<i) != 0 {
+		Fallback()
+	}
+	*k |= 1 << i
+}
+
 func (p *Parser) ws() {
 	for p.i < len(p.data) {
 		switch p.data[p.i] {

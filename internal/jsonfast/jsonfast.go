@@ -214,6 +214,9 @@ func (p *Parser) Intern() string {
 
 // tryRaw is rawString that reports an escape instead of falling back.
 func (p *Parser) tryRaw() ([]byte, bool) {
+	if p.i >= len(p.data) || p.data[p.i] != '"' {
+		Fallback() // not a string at all (a time written without quotes)
+	}
 	start := p.i + 1
 	for j := start; j < len(p.data); j++ {
 		switch c := p.data[j]; {

@@ -232,7 +232,7 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 		st.tmp = name
 		f = os.NewFile(uintptr(fd), path.Join(s.b.root, st.dir, name))
 	}
-	n, err := s.b.copy(ctx, f, src)
+	n, err := s.b.copy(ctx, f, src, size)
 	if err == nil && size >= 0 && n != size {
 		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
 	}
@@ -256,14 +256,19 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 	return fi, err
 }
 
-// copy streams src into f through a pooled buffer: a fresh 256 KiB one per
-// file cost more (allocation, clearing and GC) than the write itself for
-// small files.
-func (b *Backend) copy(ctx context.Context, f *os.File, src io.Reader) (int64, error) {
+// copy streams src (size bytes, -1 if unknown) into f. A small object gets
+// a buffer of its own size; others a pooled 256 KiB one: a fresh 256 KiB
+// buffer per file cost more (allocation, clearing and GC) than the write
+// itself for small files, and a pool may drop what it holds.
+func (b *Backend) copy(ctx context.Context, f *os.File, src io.Reader, size int64) (int64, error) {
+	// struct{io.Writer} hides ReadFrom so that the buffer is used.
+	w := struct{ io.Writer }{f}
+	if size >= 0 && size < 32<<10 {
+		return io.CopyBuffer(w, ctxReader{ctx, src}, make([]byte, max(size+1, 512)))
+	}
 	buf := b.bufs.Get().(*[]byte)
 	defer b.bufs.Put(buf)
-	// struct{io.Writer} hides ReadFrom so that the buffer is used.
-	return io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, src}, *buf)
+	return io.CopyBuffer(w, ctxReader{ctx, src}, *buf)
 }
 
 // Commit makes the object staged at p visible under its Put's condition:

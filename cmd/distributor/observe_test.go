@@ -157,6 +157,11 @@ func TestServeObserve(t *testing.T) {
 		t.Errorf("readyz reason %q, want %q", why, "NATS connection is RECONNECTING\n")
 	}
 	expectGet(t, base+"/healthz", http.StatusOK, "ok\n")
+	// nats.go runs its disconnect handler on its own goroutine: the status
+	// can change before the line is written.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.stderr.String(), "disconnected from NATS; reconnecting") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exited %d, want 0", code)
 	}

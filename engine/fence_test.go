@@ -132,6 +132,30 @@ func eight(version string) map[string]string {
 	return files
 }
 
+// staleRace is the race of these tests: holder A publishes staleDir one
+// output at a time and is paused inside the write of path; its lease runs
+// out; holder B publishes newerDir to the same root; then A resumes. It
+// returns the paused write's error and A's publication error.
+func (h *harness) staleRace(t *testing.T, plain storage.Backend, d config.Destination, path, staleDir, newerDir string, staged bool) (paused, stale error) {
+	t.Helper()
+	ctx := context.Background()
+	pausing := newPausing(plain, path)
+	la := &switchLease{}
+	errA := make(chan error, 1)
+	rootA := pausingRoot(t, pausing, staged)
+	go func() {
+		_, err := h.fenceHolder(ctx, rootA, la, d, staleDir, 1)
+		errA <- err
+	}()
+	waitClosed(t, pausing.reached, "the stale holder's paused write of "+path)
+	la.lose()
+	if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
+		t.Fatalf("newer holder: %v", err)
+	}
+	close(pausing.resume)
+	return <-pausing.result, <-errA
+}
+
 // The newer holder rewrote the path the stale holder was writing (and both
 // create a new path): the stale writes are refused, verify passes, the
 // newer holder's bytes are live.
@@ -147,7 +171,6 @@ func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
 
 func staleWriterNeverLands(t *testing.T, newRoot newRootFunc, staged bool) {
 	{
-		ctx := context.Background()
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		d := h.addDest(named(base, "site", planner.Replacement), plain, pipeA)
@@ -160,29 +183,14 @@ func staleWriterNeverLands(t *testing.T, newRoot newRootFunc, staged bool) {
 		newer["new.txt"] = "newer new\n"
 		newerDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(2*time.Minute), newer)
 
-		// Holder A writes one output at a time and is paused inside the Put
-		// of c.txt; then its lease runs out.
-		pausing := newPausing(plain, "c.txt")
-		la := &switchLease{}
-		errA := make(chan error, 1)
-		rootA := pausingRoot(t, pausing, staged)
-		go func() {
-			_, err := h.fenceHolder(ctx, rootA, la, d, staleDir, 1)
-			errA <- err
-		}()
-		waitClosed(t, pausing.reached, "the stale holder's paused write")
-		la.lose()
-
-		// Holder B takes the root and publishes.
+		// Holder A is paused inside the write of c.txt past its lease while
+		// holder B publishes; then A resumes.
 		h.clock.Set(t2)
-		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
-			t.Fatalf("newer holder: %v", err)
+		pausedErr, staleErr := h.staleRace(t, plain, d, "c.txt", staleDir, newerDir, staged)
+		if !errors.Is(pausedErr, storage.ErrConflict) {
+			t.Fatalf("stale Put of c.txt: err = %v, want ErrConflict (it must not land)", pausedErr)
 		}
-		close(pausing.resume)
-		if err := <-pausing.result; !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("stale Put of c.txt: err = %v, want ErrConflict (it must not land)", err)
-		}
-		if err := <-errA; err == nil {
+		if staleErr == nil {
 			t.Fatal("stale holder's publication succeeded")
 		}
 		wantContents(t, plain, newer)
@@ -192,7 +200,6 @@ func staleWriterNeverLands(t *testing.T, newRoot newRootFunc, staged bool) {
 		}
 
 		// The same race on a path both create: no-replace refuses the stale one.
-		created := newPausing(plain, "fresh.txt")
 		withFresh := func(files map[string]string, v string) map[string]string {
 			out := map[string]string{"fresh.txt": v + " fresh\n"}
 			for k, c := range files {
@@ -203,22 +210,9 @@ func staleWriterNeverLands(t *testing.T, newRoot newRootFunc, staged bool) {
 		staleDir2, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(3*time.Minute), withFresh(newer, "stale"))
 		newerFiles := withFresh(newer, "newer")
 		newerDir2, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(4*time.Minute), newerFiles)
-		la2 := &switchLease{}
-		rootA2 := pausingRoot(t, created, staged)
-		go func() {
-			_, err := h.fenceHolder(ctx, rootA2, la2, d, staleDir2, 1)
-			errA <- err
-		}()
-		waitClosed(t, created.reached, "the stale holder's paused create")
-		la2.lose()
-		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir2, 4); err != nil {
-			t.Fatalf("newer holder: %v", err)
+		if paused, _ := h.staleRace(t, plain, d, "fresh.txt", staleDir2, newerDir2, staged); !errors.Is(paused, storage.ErrConflict) {
+			t.Fatalf("stale create of fresh.txt: err = %v, want ErrConflict", paused)
 		}
-		close(created.resume)
-		if err := <-created.result; !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("stale create of fresh.txt: err = %v, want ErrConflict", err)
-		}
-		<-errA
 		wantContents(t, plain, newerFiles)
 		if rep, err := h.verify("site", all); err != nil || !rep.OK() {
 			t.Fatalf("verify: %+v, %v", rep, err)
@@ -242,7 +236,6 @@ func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T)
 
 func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc, staged bool) {
 	{
-		ctx := context.Background()
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		counting := newCounting(plain)
@@ -256,23 +249,9 @@ func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc, staged bool) {
 		newer["a.txt"] = "newer a\n"
 		newerDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(2*time.Minute), newer)
 
-		pausing := newPausing(plain, "c.txt")
-		la := &switchLease{}
-		errA := make(chan error, 1)
-		rootA := pausingRoot(t, pausing, staged)
-		go func() {
-			_, err := h.fenceHolder(ctx, rootA, la, d, staleDir, 1)
-			errA <- err
-		}()
-		waitClosed(t, pausing.reached, "the stale holder's paused write")
-		la.lose()
 		h.clock.Set(t2)
-		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
-			t.Fatalf("newer holder: %v", err)
-		}
-		close(pausing.resume)
-		<-pausing.result // lands: c.txt is still the version both plans saw
-		<-errA
+		// The paused write lands: c.txt is still the version both plans saw.
+		h.staleRace(t, plain, d, "c.txt", staleDir, newerDir, staged)
 
 		rep, err := h.verify("site", all)
 		if err != nil {

@@ -389,7 +389,7 @@ func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testi
 }
 
 // TestCrashAtEveryStepConverges kills a publication before each of its
-// mutating storage calls in turn, then reruns it, and checks DESIGN.md's
+// mutating storage calls in turn, then reruns it, and checks the engine's
 // crash consistency: the catalog is always a whole valid version, the retry
 // never collides with distributor's own bytes, and the end state is byte for
 // byte what an uninterrupted run produces.

@@ -1,6 +1,6 @@
 package engine_test
 
-// Every seed rule (seed/catalog-roadmap.md, DESIGN.md "Workflow semantics")
+// Every catalog and workflow rule (docs/catalog.md)
 // end to end through Runner.Publish, on a local root and on an S3 root.
 
 import (

@@ -31,7 +31,6 @@ func Parse(data []byte, file string) (*Config, error) {
 	fillDefaults(reflect.ValueOf(c).Elem())
 	d := &decoder{pos: map[string]pos{}}
 	if root != nil {
-		d.legacyScan(root)
 		d.config(root, c)
 	}
 	if err := c.normalise(d, file); err != nil {
@@ -256,11 +255,23 @@ func (d *decoder) mapping(n *yaml.Node, l loc, v reflect.Value) {
 		d.pos[cl.key] = pos{k.Line, k.Column} // the key's line reads best for block values
 		j := slices.IndexFunc(keys, func(x key) bool { return x.name == k.Value })
 		if j < 0 {
-			d.fail(k, "unknown key %q %s%s", k.Value, l.where(), suggest(k.Value, keys))
+			d.unknown(k, l, keys)
 			continue
 		}
 		d.value(n.Content[i+1], cl, v.Field(keys[j].index), keys[j].opts)
 	}
+}
+
+// unknown reports a key no field has. A legacy policy key anywhere in a
+// destination gets its own message, which wins over every other problem.
+func (d *decoder) unknown(k *yaml.Node, l loc, keys []key) {
+	if legacyKeys[k.Value] && strings.HasPrefix(l.key, "destinations[") {
+		d.legacy = append(d.legacy, posErr{pos{k.Line, k.Column}, fmt.Sprintf(
+			`%s%q is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`,
+			l.prefix, k.Value)})
+		return
+	}
+	d.fail(k, "unknown key %q %s%s", k.Value, l.where(), suggest(k.Value, keys))
 }
 
 // list decodes a sequence into slice v; a null node is an empty list. The
@@ -386,50 +397,6 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
-}
-
-// legacyScan finds legacy policy keys at any depth inside each destination.
-func (d *decoder) legacyScan(root *yaml.Node) {
-	root = resolve(root)
-	if root.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value != "destinations" {
-			continue
-		}
-		seq := resolve(root.Content[i+1])
-		if seq.Kind != yaml.SequenceNode {
-			return
-		}
-		for j, item := range seq.Content {
-			lbl := label("destinations", j, scalarField(item, "id"))
-			d.legacyWalk(resolve(item), lbl, 0)
-		}
-	}
-}
-
-func (d *decoder) legacyWalk(n *yaml.Node, lbl string, depth int) {
-	if n == nil || depth > 32 {
-		return
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind == yaml.ScalarNode && legacyKeys[k.Value] {
-				d.legacy = append(d.legacy, posErr{pos{k.Line, k.Column}, fmt.Sprintf(
-					`%s: %q is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`,
-					lbl, k.Value)})
-				continue
-			}
-			d.legacyWalk(resolve(n.Content[i+1]), lbl, depth+1)
-		}
-	case yaml.SequenceNode:
-		for _, v := range n.Content {
-			d.legacyWalk(resolve(v), lbl, depth+1)
-		}
-	}
 }
 
 // scalarField returns the scalar value of key in mapping n, or "".

@@ -366,9 +366,9 @@ func (o opts) hintText() string {
 // suggest names the known key closest to an unknown one, when one is close
 // enough to be a typo: `: did you mean "workflow"?`.
 func suggest(unknown string, keys []key) string {
-	best, bestDist := "", 3 // at most two edits
+	best, bestDist := "", 2+len(unknown)/5 // one edit, and one more per 5 letters
 	for _, k := range keys {
-		if dist := editDistance(unknown, k.name); dist < bestDist && 2*dist <= len(unknown) {
+		if dist := editDistance(unknown, k.name); dist < bestDist {
 			best, bestDist = k.name, dist
 		}
 	}

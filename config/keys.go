@@ -70,8 +70,8 @@ func typeName(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "duration"
-	case t.Kind() == reflect.Slice && t.Elem() == durationType:
-		return "durations"
+	case t.Kind() == reflect.Slice:
+		return typeName(t.Elem()) + "s" // "durations"
 	case t.Kind() == reflect.Bool:
 		return "boolean"
 	case t.Kind() == reflect.Int:

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/distributor/distributor/planner"
 )
@@ -29,11 +30,19 @@ const (
 	DefaultBundleMaxAge  = Duration(7 * day)
 	DefaultEventMaxAge   = Duration(30 * day)
 	DefaultReplicas      = 1
+	DefaultMaxDeliveries = 5
 	MaxReplicas          = 5  // the most NATS allows
 	DefaultLayoutPrefix  = "" // outputs keep their bundle paths
 	DefaultInclude       = "**"
 	DefaultMarkdownMatch = "**/*.md"
 )
+
+// DefaultRedeliveryBackoff is nats.redelivery_backoff when left out: the
+// delay before the 2nd, 3rd, ... delivery of a bundle-ready event whose
+// publication failed transiently; the last entry repeats.
+func DefaultRedeliveryBackoff() []Duration {
+	return []Duration{Duration(time.Second), Duration(5 * time.Second), Duration(15 * time.Second), Duration(30 * time.Second), Duration(time.Minute)}
+}
 
 // Backends a destination may use.
 const (
@@ -85,6 +94,12 @@ type NATS struct {
 	// Replicas is how many servers of a NATS cluster keep each stream, the
 	// durable consumer and the lease bucket (1 to 5; default 1).
 	Replicas int
+	// MaxDeliveries bounds the deliveries of one bundle-ready event: a
+	// transient failure on the last one is reported failed/max_deliveries.
+	MaxDeliveries int
+	// RedeliveryBackoff is the delay before each redelivery after a
+	// transient failure (entry n-1 after delivery n); the last repeats.
+	RedeliveryBackoff []Duration
 }
 
 // HTTPOff as HTTP.Listen disables serve's HTTP listener.

@@ -37,6 +37,9 @@ func TestParseDesignExample(t *testing.T) {
 			BundleMaxAge:  Duration(7 * 24 * time.Hour),
 			EventMaxAge:   Duration(30 * 24 * time.Hour),
 			Replicas:      1,
+			MaxDeliveries: 5,
+			RedeliveryBackoff: []Duration{Duration(time.Second), Duration(5 * time.Second), Duration(15 * time.Second),
+				Duration(30 * time.Second), Duration(time.Minute)},
 		},
 		HTTP:      HTTP{Listen: "127.0.0.1:9090"},
 		Pipelines: []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
@@ -94,7 +97,8 @@ destinations:
 		t.Fatal(err)
 	}
 	wantNATS := NATS{Listen: "127.0.0.1:4222", StoreDir: ".distributor/nats", SubjectPrefix: "distributor",
-		BundleMaxAge: Duration(7 * 24 * time.Hour), EventMaxAge: Duration(30 * 24 * time.Hour), Replicas: 1}
+		BundleMaxAge: Duration(7 * 24 * time.Hour), EventMaxAge: Duration(30 * 24 * time.Hour), Replicas: 1,
+		MaxDeliveries: 5, RedeliveryBackoff: DefaultRedeliveryBackoff()}
 	if !reflect.DeepEqual(c.NATS, wantNATS) {
 		t.Errorf("NATS = %+v, want %+v", c.NATS, wantNATS)
 	}
@@ -291,7 +295,7 @@ func TestParseWithoutFileName(t *testing.T) {
 
 func TestValidateBuiltConfig(t *testing.T) {
 	c := &Config{
-		NATS: NATS{Listen: DefaultListen, StoreDir: "x", SubjectPrefix: "d", Replicas: 1},
+		NATS: NATS{Listen: DefaultListen, StoreDir: "x", SubjectPrefix: "d", Replicas: 1, MaxDeliveries: 1, RedeliveryBackoff: DefaultRedeliveryBackoff()},
 		Destinations: []Destination{{ID: "a", Backend: "local", Path: "/srv/a", Workflow: planner.Additive,
 			Layout: Layout{Prefix: "{source_id}/"}, MaxDeletes: -2}},
 	}

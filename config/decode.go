@@ -303,6 +303,22 @@ func (d *decoder) duration(n *yaml.Node, l loc, out *Duration) {
 	*out = v
 }
 
+// durations reads a list of durations. After a decode error the default
+// stands in, so that the error is reported alone.
+func (d *decoder) durations(n *yaml.Node, l loc, out *[]Duration) {
+	before := len(d.errs)
+	list := []Duration{}
+	d.list(n, l, func(_ int, v *yaml.Node, il loc) {
+		var x Duration
+		d.duration(v, il, &x)
+		list = append(list, x)
+	})
+	*out = list
+	if len(d.errs) > before {
+		*out = DefaultRedeliveryBackoff()
+	}
+}
+
 // legacyScan finds legacy policy keys at any depth inside each destination.
 func (d *decoder) legacyScan(root *yaml.Node) {
 	root = resolve(root)
@@ -458,6 +474,11 @@ func (d *decoder) nats(n *yaml.Node, l loc, c *NATS) {
 			// A value of the wrong type reports only its type error.
 			c.Replicas = DefaultReplicas
 			d.integer(v, l, &c.Replicas)
+		case "max_deliveries":
+			c.MaxDeliveries = DefaultMaxDeliveries
+			d.integer(v, l, &c.MaxDeliveries)
+		case "redelivery_backoff":
+			d.durations(v, l, &c.RedeliveryBackoff)
 		default:
 			return false
 		}
@@ -667,6 +688,12 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 	}
 	if !d.has("nats.replicas") {
 		n.Replicas = DefaultReplicas
+	}
+	if !d.has("nats.max_deliveries") {
+		n.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if !d.has("nats.redelivery_backoff") {
+		n.RedeliveryBackoff = DefaultRedeliveryBackoff()
 	}
 	n.StoreDir = rel(n.StoreDir)
 	n.CredsFile = rel(n.CredsFile)

@@ -13,7 +13,7 @@ import (
 // (checked by a test) all follow from it.
 type setting struct {
 	path  string
-	field func(*Config) any // *string, *bool, *int or *Duration
+	field func(*Config) any // *string, *bool, *int, *Duration or *[]Duration
 	// dest is the field of an S3 destination that this S3 default fills
 	// when the destination leaves it out; nil for other keys.
 	dest func(*Destination) any
@@ -41,6 +41,8 @@ var settings = []setting{
 	{path: "nats.bundle_max_age", field: func(c *Config) any { return &c.NATS.BundleMaxAge }},
 	{path: "nats.event_max_age", field: func(c *Config) any { return &c.NATS.EventMaxAge }},
 	{path: "nats.replicas", field: func(c *Config) any { return &c.NATS.Replicas }, positive: true},
+	{path: "nats.max_deliveries", field: func(c *Config) any { return &c.NATS.MaxDeliveries }, positive: true},
+	{path: "nats.redelivery_backoff", field: func(c *Config) any { return &c.NATS.RedeliveryBackoff }, positive: true},
 	{path: "http.listen", field: func(c *Config) any { return &c.HTTP.Listen }},
 	{path: "s3.region", field: func(c *Config) any { return &c.S3.Region }, dest: func(d *Destination) any { return &d.Region }},
 	{path: "s3.endpoint", field: func(c *Config) any { return &c.S3.Endpoint }, dest: func(d *Destination) any { return &d.Endpoint }},
@@ -55,7 +57,7 @@ var settings = []setting{
 type Setting struct {
 	Path   string // "nats.url"
 	Env    string // "DISTRIBUTOR_NATS_URL"
-	Type   string // string, boolean, integer or duration
+	Type   string // string, boolean, integer, duration or durations (comma-separated)
 	Secret bool   // never printed
 }
 
@@ -73,6 +75,8 @@ func Settings() []Setting {
 			typ = "integer"
 		case *Duration:
 			typ = "duration"
+		case *[]Duration:
+			typ = "durations"
 		}
 		out[i] = Setting{Path: s.path, Env: EnvVar(s.path), Type: typ, Secret: s.secret}
 	}
@@ -174,8 +178,30 @@ func (s setting) set(c *Config, v string) error {
 			return fmt.Errorf("%q: must be a positive duration such as \"30s\"", v)
 		}
 		*p = d
+	case *[]Duration:
+		list, err := parseDurations(v, s.positive)
+		if err != nil {
+			return err
+		}
+		*p = list
 	default:
 		panic(fmt.Sprintf("config: setting %s has an unsupported type %T", s.path, p))
 	}
 	return nil
+}
+
+// parseDurations reads a comma-separated list of durations ("1s, 5s, 1m").
+func parseDurations(v string, positive bool) ([]Duration, error) {
+	var list []Duration
+	for _, item := range strings.Split(v, ",") {
+		d, err := ParseDuration(strings.TrimSpace(item))
+		if err != nil {
+			return nil, fmt.Errorf("%w (a list is comma-separated, e.g. \"1s,5s,1m\")", err)
+		}
+		if positive && d <= 0 {
+			return nil, fmt.Errorf("%q: each delay must be a positive duration such as \"30s\"", item)
+		}
+		list = append(list, d)
+	}
+	return list, nil
 }

@@ -64,6 +64,12 @@ func (c *Config) validate() []fieldErr {
 	if n.Replicas < 1 || n.Replicas > MaxReplicas {
 		add("nats.replicas", "nats.replicas must be 1 to %d (3 on a 3-node NATS cluster), got %d", MaxReplicas, n.Replicas)
 	}
+	if n.MaxDeliveries < 1 {
+		add("nats.max_deliveries", "nats.max_deliveries must be at least 1 (1 = no redelivery), got %d", n.MaxDeliveries)
+	}
+	if msg := checkBackoff(n.RedeliveryBackoff); msg != "" {
+		add("nats.redelivery_backoff", "nats.redelivery_backoff %s", msg)
+	}
 	if c.S3.Endpoint != "" {
 		if msg := checkEndpoint(c.S3.Endpoint); msg != "" {
 			add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)
@@ -344,6 +350,22 @@ func (d Destination) validate(i int) []fieldErr {
 		add("max_deletes", "max_deletes must be 0 (no limit) or more, got %d", d.MaxDeletes)
 	}
 	return errs
+}
+
+// checkBackoff: at least one delay, each above zero. Any length works with
+// any nats.max_deliveries: the delays are applied by the consumer when it
+// naks (not as the JetStream consumer's BackOff, which would need
+// max_deliveries > its length); unused entries are ignored.
+func checkBackoff(b []Duration) string {
+	if len(b) == 0 {
+		return `is empty: list at least one delay, e.g. [1s, 5s, 15s, 30s, 1m]`
+	}
+	for i, d := range b {
+		if d <= 0 {
+			return fmt.Sprintf("[%d] is %s: each delay must be a positive duration such as \"30s\"", i, d)
+		}
+	}
+	return ""
 }
 
 // checkID allows letters, digits, '.', '_' and '-'.

@@ -54,7 +54,7 @@ func (a *app) serveCommand() *cobra.Command {
 			if so.connectTimeout < 0 {
 				return usageErr("--connect-timeout %s: must not be negative (0 = retry until stopped)", so.connectTimeout)
 			}
-			return a.serve(cmd.Context(), cfg, so, consumer.Options{Workers: workers, Replicas: cfg.NATS.Replicas, Log: a.log})
+			return a.serve(cmd.Context(), cfg, so, consumerOptions(cfg, workers, a.log))
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
@@ -119,7 +119,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 		}
 	}
 	defer nc.Close()
-	js, streams, err := setupStreams(ctx, nc, cfg)
+	js, streams, err := setupStreams(ctx, nc, cfg, a.log)
 	if err != nil {
 		return err
 	}

@@ -645,6 +645,17 @@ func (d *decoder) destination(n *yaml.Node, l loc, dst *Destination) {
 	})
 }
 
+// redeliveryDefaults fills nats.max_deliveries and nats.redelivery_backoff
+// when they are left out.
+func (n *NATS) redeliveryDefaults(d *decoder) {
+	if !d.has("nats.max_deliveries") {
+		n.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if !d.has("nats.redelivery_backoff") {
+		n.RedeliveryBackoff = DefaultRedeliveryBackoff()
+	}
+}
+
 // applyDefaults fills left-out keys and normalises paths: relative paths are
 // resolved against the configuration file's folder (the working folder when
 // file is ""), local destination roots become clean absolute paths, S3
@@ -689,12 +700,7 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 	if !d.has("nats.replicas") {
 		n.Replicas = DefaultReplicas
 	}
-	if !d.has("nats.max_deliveries") {
-		n.MaxDeliveries = DefaultMaxDeliveries
-	}
-	if !d.has("nats.redelivery_backoff") {
-		n.RedeliveryBackoff = DefaultRedeliveryBackoff()
-	}
+	n.redeliveryDefaults(d)
 	n.StoreDir = rel(n.StoreDir)
 	n.CredsFile = rel(n.CredsFile)
 	n.NKeySeedFile = rel(n.NKeySeedFile)

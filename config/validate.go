@@ -64,12 +64,7 @@ func (c *Config) validate() []fieldErr {
 	if n.Replicas < 1 || n.Replicas > MaxReplicas {
 		add("nats.replicas", "nats.replicas must be 1 to %d (3 on a 3-node NATS cluster), got %d", MaxReplicas, n.Replicas)
 	}
-	if n.MaxDeliveries < 1 {
-		add("nats.max_deliveries", "nats.max_deliveries must be at least 1 (1 = no redelivery), got %d", n.MaxDeliveries)
-	}
-	if msg := checkBackoff(n.RedeliveryBackoff); msg != "" {
-		add("nats.redelivery_backoff", "nats.redelivery_backoff %s", msg)
-	}
+	errs = append(errs, n.validateRedelivery()...)
 	if c.S3.Endpoint != "" {
 		if msg := checkEndpoint(c.S3.Endpoint); msg != "" {
 			add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)
@@ -348,6 +343,18 @@ func (d Destination) validate(i int) []fieldErr {
 	}
 	if d.MaxDeletes < 0 {
 		add("max_deletes", "max_deletes must be 0 (no limit) or more, got %d", d.MaxDeletes)
+	}
+	return errs
+}
+
+// validateRedelivery checks nats.max_deliveries and nats.redelivery_backoff.
+func (n NATS) validateRedelivery() []fieldErr {
+	var errs []fieldErr
+	if n.MaxDeliveries < 1 {
+		errs = append(errs, fieldErr{"nats.max_deliveries", fmt.Sprintf("nats.max_deliveries must be at least 1 (1 = no redelivery), got %d", n.MaxDeliveries)})
+	}
+	if msg := checkBackoff(n.RedeliveryBackoff); msg != "" {
+		errs = append(errs, fieldErr{"nats.redelivery_backoff", "nats.redelivery_backoff " + msg})
 	}
 	return errs
 }

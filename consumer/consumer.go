@@ -245,14 +245,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
-		log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
-		if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
-			_ = msg.NakWithDelay(c.backoff(attempt))
-			return
-		}
-		obs.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
-		_ = msg.TermWithReason("invalid event")
+		c.rejectUndecodable(ctx, msg, err, attempt, last)
 		return
 	}
 	log = log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
@@ -311,6 +304,12 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		le.Msg("result")
 	}
 	stopBeat()
+	c.finish(msg, attempt, retry, unpublishable)
+}
+
+// finish acks msg, or naks it with the back-off to retry, or terminates it
+// when a result could not be published.
+func (c *Consumer) finish(msg jetstream.Msg, attempt int, retry, unpublishable bool) {
 	switch {
 	case retry:
 		_ = msg.NakWithDelay(c.backoff(attempt))
@@ -321,6 +320,19 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 		_ = msg.Ack()
 	}
+}
+
+// rejectUndecodable reports an undecodable event once (failed/invalid_event)
+// and terminates it; it is retried only while the report cannot be published.
+func (c *Consumer) rejectUndecodable(ctx context.Context, msg jetstream.Msg, err error, attempt int, last bool) {
+	c.opts.Log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
+	if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+		Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
+		_ = msg.NakWithDelay(c.backoff(attempt))
+		return
+	}
+	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
+	_ = msg.TermWithReason("invalid event")
 }
 
 // originalRef names msg in its stream, for results about it.

@@ -162,7 +162,7 @@ func TestStreamDifferences(t *testing.T) {
 		want   []string
 	}{
 		{"same", func(*jetstream.StreamConfig) {}, nil},
-		{"unmanaged settings", func(c *jetstream.StreamConfig) { c.MaxMsgs, c.MaxBytes, c.Description = 5, 1 << 30, "x" }, nil},
+		{"unmanaged settings", func(c *jetstream.StreamConfig) { c.MaxMsgs, c.MaxBytes, c.Description = 5, 1<<30, "x" }, nil},
 		{"replicas 0 is 1", func(c *jetstream.StreamConfig) { c.Replicas = 0 }, nil},
 		{"max age", func(c *jetstream.StreamConfig) { c.MaxAge = 90 * time.Minute }, []string{"max_age 1h30m0s 7d"}},
 		{"no age limit", func(c *jetstream.StreamConfig) { c.MaxAge = 0 }, []string{"max_age unlimited 7d"}},

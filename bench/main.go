@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -673,7 +672,7 @@ func writeBigRoot(root string, n int) error {
 		return err
 	}
 	empty := sha256.Sum256(nil)
-	sum := "sha256:" + hex.EncodeToString(empty[:])
+	sum := catalog.Digest(empty[:])
 	c := &catalog.Catalog{DistributorVersion: "bench", CreatedAt: created, UpdatedAt: created}
 	c.Outputs = make([]catalog.Output, 0, n)
 	for i := range n {

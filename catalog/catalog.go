@@ -36,22 +36,6 @@ var (
 	ErrNewer = errors.New("catalog written by a newer distributor")
 )
 
-// ValidDigest reports whether d has the form sha256:<64 lowercase hex>.
-// (Hand-written: it runs for every record of every catalog read and written,
-// and a regexp made it a tenth of planning time.)
-func ValidDigest(d string) bool {
-	const prefix = "sha256:"
-	if len(d) != len(prefix)+64 || d[:len(prefix)] != prefix {
-		return false
-	}
-	for i := len(prefix); i < len(d); i++ {
-		if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // Catalog is the whole v4 document.
 type Catalog struct {
 	DistributorVersion string

@@ -67,11 +67,7 @@ func (a *app) planCommand() *cobra.Command {
 		Short: "Show what apply would do, changing nothing",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
+			req, cfg, err := a.loadRequest(&f)
 			if err != nil {
 				return err
 			}
@@ -106,11 +102,7 @@ func (a *app) applyCommand() *cobra.Command {
 		Short: "Publish a bundle to the pipeline's destinations now, without NATS",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
+			req, cfg, err := a.loadRequest(&f)
 			if err != nil {
 				return err
 			}

@@ -26,11 +26,7 @@ func (a *app) publishCommand() *cobra.Command {
 		Short: "Announce a bundle on NATS (bundle-ready); with --wait, print the result events",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
+			req, cfg, err := a.loadRequest(&f)
 			if err != nil {
 				return err
 			}

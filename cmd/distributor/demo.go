@@ -231,7 +231,7 @@ func (a *app) demoPublish(ctx context.Context, env *demoEnv, name string, files 
 	}
 	fmt.Fprintf(a.stdout, "bundle %s: %d files, manifest digest %s\n", bdir, len(m.Files), bundle.Digest(data))
 	ev := events.BundleReady{PipelineID: "weatherreporter.daily", Bundle: bdir, ManifestDigest: bundle.Digest(data)}
-	return a.announce(ctx, env.js, env.streams, ev, true, 2, 30*time.Second)
+	return a.announce(ctx, env.js, env.streams, ev, resultWait{results: 2, timeout: 30 * time.Second})
 }
 
 // demoCollision puts an unmanaged file where bundle 3 wants to write and
@@ -266,7 +266,7 @@ func (a *app) demoReplayCollisions(ctx context.Context, env *demoEnv) (int, erro
 		ev.ReplayOf, ev.ID, ev.ProducedAt = ev.ID, ev.ID+replaySep+"1", time.Time{}
 		ev.Destinations = []string{r.DestinationID}
 		replayed++
-		return a.announce(ctx, env.js, env.streams, ev, true, 1, 30*time.Second)
+		return a.announce(ctx, env.js, env.streams, ev, resultWait{results: 1, timeout: 30 * time.Second})
 	})
 	return replayed, err
 }

@@ -63,13 +63,11 @@ func (a *app) prune(ctx context.Context, o pruneOptions) error {
 	owner := catalog.Owner{PipelineID: o.pipeline, DestinationID: o.dest}
 	cutoff := time.Now().UTC().Truncate(time.Second).Add(-age)
 	var res engine.MaintenanceResult
-	pctx, done := a.withProgress(ctx, o.dest)
-	err = s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
+	err = s.underLease(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
 		var err error
-		res, err = s.runner.Engine.Prune(pctx, root, l, owner, cutoff, d.MaxDeletes, o.dryRun)
+		res, err = s.runner.Engine.Prune(ctx, root, l, owner, cutoff, d.MaxDeletes, o.dryRun)
 		return err
 	})
-	done()
 	if o.asJSON {
 		if jerr := a.printPruneJSON(d, o, age, cutoff, res, err); jerr != nil {
 			return jerr

@@ -60,13 +60,11 @@ func (a *app) reconcile(ctx context.Context, o reconcileOptions) error {
 	reports := []reconcileJSON{}
 	for _, d := range dests {
 		var res engine.MaintenanceResult
-		pctx, done := a.withProgress(ctx, d.ID)
-		err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
+		err := s.underLease(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
 			var err error
-			res, err = s.runner.Engine.Reconcile(pctx, root, l, sel, o.refresh, d.MaxDeletes, o.dryRun)
+			res, err = s.runner.Engine.Reconcile(ctx, root, l, sel, o.refresh, d.MaxDeletes, o.dryRun)
 			return err
 		})
-		done()
 		if o.asJSON {
 			reports = append(reports, a.toReconcileJSON(d, res, err))
 		}

@@ -196,7 +196,7 @@ func (a *app) startDemo(ctx context.Context, dir string, cfg *config.Config) (*d
 	go func() { consDone <- cons.Run(consCtx) }()
 	return &demoEnv{dir: dir, js: js, streams: streams, close: func() {
 		stopConsumer()
-		<-consDone // the consumer's error after the stop is the cancellation
+		<-consDone //nolint:errcheck // the consumer's error after the stop is the cancellation
 		nc.Close()
 		srv.Shutdown()
 	}}, nil

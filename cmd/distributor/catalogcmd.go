@@ -19,7 +19,7 @@ func (a *app) catalogCommand() *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			_, root, err := a.openDestination(ctx, dest)
+			root, err := a.openDestination(ctx, dest)
 			if err != nil {
 				return err
 			}

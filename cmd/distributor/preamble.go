@@ -59,16 +59,12 @@ func destination(cfg *config.Config, id string) (config.Destination, error) {
 // openDestination is loadDestination with the destination's root opened
 // for reading only: no lease, no lock object, no recovery, so that it
 // works on a read-only or full root.
-func (a *app) openDestination(ctx context.Context, id string) (config.Destination, storage.Backend, error) {
+func (a *app) openDestination(ctx context.Context, id string) (storage.Backend, error) {
 	cfg, d, err := a.loadDestination(id)
 	if err != nil {
-		return d, nil, err
+		return nil, err
 	}
-	root, err := stores.New(cfg).Destination(ctx, d)
-	if err != nil {
-		return d, nil, err
-	}
-	return d, root, nil
+	return stores.New(cfg).Destination(ctx, d)
 }
 
 // streamsConn is a NATS connection with distributor's streams set up.

@@ -22,7 +22,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			// Verify only reads (engine.Verify).
-			_, root, err := a.openDestination(ctx, dest)
+			root, err := a.openDestination(ctx, dest)
 			if err != nil {
 				return err
 			}

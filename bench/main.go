@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -110,30 +109,58 @@ func run(ctx context.Context, o options) error {
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
 	}
-	work := o.dir
-	if work == "" {
-		var err error
-		if work, err = os.MkdirTemp("", "distributor-bench-"); err != nil {
-			return err
-		}
-		if !o.keep {
-			defer os.RemoveAll(work)
-		}
-	} else if err := os.MkdirAll(work, 0o755); err != nil {
+	cases, err := selectCases(o)
+	if err != nil {
 		return err
 	}
-	if o.reuse && o.dir == "" {
-		return errors.New("-reuse needs -dir (the folder of an earlier -keep run)")
+	work, remove, err := workDir(o)
+	if err != nil {
+		return err
 	}
-	e := &env{work: work, runs: o.runs, peers: map[string]string{}, reuse: o.reuse}
+	defer remove()
+	e, err := newEnv(ctx, o, work)
+	if err != nil {
+		return err
+	}
+	var rows []row
+	for _, c := range cases {
+		r, err := e.runCase(ctx, c)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	printTable(rows, o.runs)
+	return nil
+}
+
+// workDir is -dir, made if missing, or a temp folder; remove deletes the
+// temp folder unless -keep.
+func workDir(o options) (work string, remove func(), err error) {
+	if o.dir != "" {
+		return o.dir, func() {}, os.MkdirAll(o.dir, 0o755)
+	}
+	if work, err = os.MkdirTemp("", "distributor-bench-"); err != nil {
+		return "", nil, err
+	}
+	if o.keep {
+		return work, func() {}, nil
+	}
+	return work, func() { os.RemoveAll(work) }, nil
+}
+
+// newEnv builds the distributors to time (this tree's and -baseline's) in
+// work and finds the peers installed.
+func newEnv(ctx context.Context, o options, work string) (*env, error) {
+	e := &env{work: work, runs: o.runs, peers: map[string]string{}}
 	e.dists = []dist{{name: "distributor", bin: filepath.Join(work, "distributor"), tag: "distributor"}}
 	fmt.Fprintln(os.Stderr, "bench: building distributor")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", e.dists[0].bin, "./cmd/distributor").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build (run from the repository root): %v\n%s", err, out)
+		return nil, fmt.Errorf("go build (run from the repository root): %v\n%s", err, out)
 	}
 	if o.baseline != "" {
 		if err := e.buildBaseline(ctx, o.baseline); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, p := range []string{"cp", "rsync", "rclone", "sync"} {
@@ -143,6 +170,12 @@ func run(ctx context.Context, o options) error {
 			fmt.Fprintf(os.Stderr, "bench: %s not found, skipped (apt-get install -y rsync rclone)\n", p)
 		}
 	}
+	return e, nil
+}
+
+// selectCases is the cases -cases names (every case but the huge ones
+// without -huge, when it names none), in their usual order.
+func selectCases(o options) ([]caseDef, error) {
 	selected := map[string]bool{}
 	for _, c := range strings.Split(o.cases, ",") {
 		if c = strings.TrimSpace(c); c != "" {
@@ -155,62 +188,73 @@ func run(ctx context.Context, o options) error {
 	}
 	for c := range selected {
 		if !known[c] {
-			return fmt.Errorf("unknown case %q (see -list)", c)
+			return nil, fmt.Errorf("unknown case %q (see -list)", c)
 		}
 	}
-	type row struct {
-		c     caseDef
-		tools []tool
-		res   map[string]*result
-	}
-	var rows []row
+	var out []caseDef
 	for _, c := range allCases() {
 		if len(selected) > 0 && !selected[c.name] || len(selected) == 0 && c.huge && !o.huge {
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s: preparing\n", c.name)
-		tools, err := c.setup(e)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
-		}
-
-		for _, t := range tools {
-			for i := range o.runs {
-				if t.prepare != nil {
-					if err := t.prepare(i); err != nil {
-						return fmt.Errorf("%s: prepare %s: %w", c.name, t.name, err)
-					}
-				}
-			}
-		}
-		syncAll()
-		res := map[string]*result{}
-		for i := range o.runs {
-			for _, t := range tools { // A B A B: every tool once per round
-				warm(filepath.Join(work, c.name, "src"))
-				secs, rss, err := timed(ctx, t.cmd(i))
-				if err != nil {
-					return fmt.Errorf("%s: %s run %d: %w", c.name, t.name, i+1, err)
-				}
-				r := res[t.name]
-				if r == nil {
-					r = &result{}
-					res[t.name] = r
-				}
-				r.secs, r.rss = append(r.secs, secs), append(r.rss, rss)
-				if t.after != nil {
-					if err := t.after(i); err != nil {
-						return fmt.Errorf("%s: after %s run %d: %w", c.name, t.name, i+1, err)
-					}
-				}
-			}
-			fmt.Fprintf(os.Stderr, "bench: %s: round %d/%d done\n", c.name, i+1, o.runs)
-		}
-		rows = append(rows, row{c, tools, res})
+		out = append(out, c)
 	}
+	return out, nil
+}
 
+// row is one case's timings, one result per tool.
+type row struct {
+	c     caseDef
+	tools []tool
+	res   map[string]*result
+}
+
+// runCase prepares case c and times its tools, A B A B: every tool once
+// per round.
+func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
+	fmt.Fprintf(os.Stderr, "bench: %s: preparing\n", c.name)
+	tools, err := c.setup(e)
+	if err != nil {
+		return row{}, fmt.Errorf("%s: %w", c.name, err)
+	}
+	for _, t := range tools {
+		for i := range e.runs {
+			if t.prepare != nil {
+				if err := t.prepare(i); err != nil {
+					return row{}, fmt.Errorf("%s: prepare %s: %w", c.name, t.name, err)
+				}
+			}
+		}
+	}
+	syncAll()
+	res := map[string]*result{}
+	for i := range e.runs {
+		for _, t := range tools {
+			warm(filepath.Join(e.work, c.name, "src"))
+			secs, rss, err := timed(ctx, t.cmd(i))
+			if err != nil {
+				return row{}, fmt.Errorf("%s: %s run %d: %w", c.name, t.name, i+1, err)
+			}
+			r := res[t.name]
+			if r == nil {
+				r = &result{}
+				res[t.name] = r
+			}
+			r.secs, r.rss = append(r.secs, secs), append(r.rss, rss)
+			if t.after != nil {
+				if err := t.after(i); err != nil {
+					return row{}, fmt.Errorf("%s: after %s run %d: %w", c.name, t.name, i+1, err)
+				}
+			}
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s: round %d/%d done\n", c.name, i+1, e.runs)
+	}
+	return row{c, tools, res}, nil
+}
+
+// printTable prints the medians as a Markdown table.
+func printTable(rows []row, runs int) {
 	fmt.Printf("\n%s, %d cores, %s, %d runs each, medians; ratio = distributor / peer\n\n",
-		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), o.runs)
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), runs)
 	fmt.Println("| case | distributor | peak RSS | peers (ratio) |")
 	fmt.Println("|---|---:|---:|---|")
 	for _, r := range rows {
@@ -231,7 +275,6 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Printf("| %s | %s | %d MB | %s |\n", r.c.title, secs(dm), medianInt(d.rss)/1024, strings.Join(peers, ", "))
 	}
-	return nil
 }
 
 func secs(s float64) string {
@@ -713,7 +756,7 @@ func (e *env) prepared(dir string, files, cat func() error) error {
 // the outputs of pipeline bench.big (not in the configuration).
 func writeBigCatalog(root string, n int) error {
 	empty := sha256.Sum256(nil)
-	sum := "sha256:" + hex.EncodeToString(empty[:])
+	sum := catalog.Digest(empty[:])
 	c := &catalog.Catalog{DistributorVersion: "bench", CreatedAt: created, UpdatedAt: created}
 	c.Outputs = make([]catalog.Output, 0, n)
 	for i := range n {

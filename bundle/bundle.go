@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"strings"
 
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -146,7 +146,7 @@ func (v *verifier) Read(p []byte) (int, error) {
 			v.err = v.mismatch("%d bytes, the manifest says %d", v.n, v.want.Size)
 			return 0, v.err
 		}
-		if got := "sha256:" + hex.EncodeToString(v.h.Sum(nil)); got != v.want.SHA256 {
+		if got := catalog.Digest(v.h.Sum(nil)); got != v.want.SHA256 {
 			v.err = v.mismatch("sha256 is %s, the manifest says %s", got, v.want.SHA256)
 			return 0, v.err
 		}

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/internal/ctxio"
 	"github.com/distributor/distributor/internal/jsonfast"
 	"github.com/distributor/distributor/internal/jsonkeys"
 	"github.com/distributor/distributor/progress"
@@ -70,7 +70,7 @@ type Manifest struct {
 // these bytes.
 func Digest(data []byte) string {
 	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return catalog.Digest(sum[:])
 }
 
 // The wire form uses pointers so that a missing field is told apart from a
@@ -364,21 +364,9 @@ func hashFile(ctx context.Context, name string) (File, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx, f})
+	n, err := io.Copy(h, ctxio.Reader(ctx, f))
 	if err != nil {
 		return File{}, fmt.Errorf("read %s: %w", name, err)
 	}
-	return File{SHA256: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n}, nil
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
+	return File{SHA256: catalog.Digest(h.Sum(nil)), Size: n}, nil
 }

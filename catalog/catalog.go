@@ -36,22 +36,6 @@ var (
 	ErrNewer = errors.New("catalog written by a newer distributor")
 )
 
-// ValidDigest reports whether d has the form sha256:<64 lowercase hex>.
-// (Hand-written: it runs for every record of every catalog read and written,
-// and a regexp made it a tenth of planning time.)
-func ValidDigest(d string) bool {
-	const prefix = "sha256:"
-	if len(d) != len(prefix)+64 || d[:len(prefix)] != prefix {
-		return false
-	}
-	for i := len(prefix); i < len(d); i++ {
-		if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // Catalog is the whole v4 document.
 type Catalog struct {
 	DistributorVersion string
@@ -324,36 +308,9 @@ func ParseOwned(data []byte) (cat *Catalog, legacy bool, err error) {
 // parseReference is Parse through encoding/json: the reference for every
 // input, and the reader of everything parseFast leaves to it.
 func parseReference(data []byte) (cat *Catalog, legacy bool, err error) {
-	var head struct {
-		SchemaVersion json.RawMessage `json:"schema_version"`
+	if legacy, err := checkSchemaVersion(data); legacy || err != nil {
+		return nil, legacy, err
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, false, fmt.Errorf("%w: not a JSON object: %v", ErrInvalid, err)
-	}
-	// encoding/json keeps the last of repeated keys: "schema_version": 4,
-	// "schema_version": 3 would read as legacy state a replacement may clear.
-	if dup := jsonkeys.Duplicate(data); dup != nil {
-		return nil, false, fmt.Errorf("%w: %v: a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)", ErrInvalid, dup)
-	}
-	if head.SchemaVersion == nil || string(head.SchemaVersion) == "null" {
-		return nil, false, fmt.Errorf("%w: schema_version is missing", ErrInvalid)
-	}
-	// A number, not a string that looks like one: "2" must not pass as legacy.
-	v, err := strconv.ParseInt(string(head.SchemaVersion), 10, 64)
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: schema_version %s is not an integer", ErrInvalid, head.SchemaVersion)
-	}
-	switch {
-	case v < 1:
-		// Versions 1-3 existed; anything lower is damage, not legacy state
-		// (legacy state may be cleared by a replacement run).
-		return nil, false, fmt.Errorf("%w: schema_version %d does not exist", ErrInvalid, v)
-	case v < SchemaVersion:
-		return nil, true, nil
-	case v > SchemaVersion:
-		return nil, false, fmt.Errorf("%w (schema_version %d; this one reads %d): upgrade distributor", ErrNewer, v, SchemaVersion)
-	}
-
 	var w wireCatalog
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -363,8 +320,58 @@ func parseReference(data []byte) (cat *Catalog, legacy bool, err error) {
 	if dec.More() {
 		return nil, false, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalid)
 	}
-	missing := func(field string) (*Catalog, bool, error) {
-		return nil, false, fmt.Errorf("%w: %s is required", ErrInvalid, field)
+	c, err := w.decode()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, false, err
+	}
+	c.Sort()
+	return c, false, nil
+}
+
+// checkSchemaVersion reads the schema version of a catalog file: legacy
+// for versions 1-3, an error for a newer or impossible one, for a key
+// repeated in one object, and for anything that is not a JSON object.
+func checkSchemaVersion(data []byte) (legacy bool, err error) {
+	var head struct {
+		SchemaVersion json.RawMessage `json:"schema_version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return false, fmt.Errorf("%w: not a JSON object: %v", ErrInvalid, err)
+	}
+	// encoding/json keeps the last of repeated keys: "schema_version": 4,
+	// "schema_version": 3 would read as legacy state a replacement may clear.
+	if dup := jsonkeys.Duplicate(data); dup != nil {
+		return false, fmt.Errorf("%w: %v: a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)", ErrInvalid, dup)
+	}
+	if head.SchemaVersion == nil || string(head.SchemaVersion) == "null" {
+		return false, fmt.Errorf("%w: schema_version is missing", ErrInvalid)
+	}
+	// A number, not a string that looks like one: "2" must not pass as legacy.
+	v, err := strconv.ParseInt(string(head.SchemaVersion), 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("%w: schema_version %s is not an integer", ErrInvalid, head.SchemaVersion)
+	}
+	switch {
+	case v < 1:
+		// Versions 1-3 existed; anything lower is damage, not legacy state
+		// (legacy state may be cleared by a replacement run).
+		return false, fmt.Errorf("%w: schema_version %d does not exist", ErrInvalid, v)
+	case v < SchemaVersion:
+		return true, nil
+	case v > SchemaVersion:
+		return false, fmt.Errorf("%w (schema_version %d; this one reads %d): upgrade distributor", ErrNewer, v, SchemaVersion)
+	}
+	return false, nil
+}
+
+// decode turns a decoded v4 catalog into a Catalog (not yet validated),
+// refusing missing fields.
+func (w wireCatalog) decode() (*Catalog, error) {
+	missing := func(field string) (*Catalog, error) {
+		return nil, fmt.Errorf("%w: %s is required", ErrInvalid, field)
 	}
 	if w.CreatedAt == nil {
 		return missing("created_at")
@@ -376,7 +383,7 @@ func parseReference(data []byte) (cat *Catalog, legacy bool, err error) {
 		return missing("state.mode")
 	}
 	if *w.State.Mode != ModeCatalog {
-		return nil, false, fmt.Errorf("%w: state.mode is %q, want %q", ErrInvalid, *w.State.Mode, ModeCatalog)
+		return nil, fmt.Errorf("%w: state.mode is %q, want %q", ErrInvalid, *w.State.Mode, ModeCatalog)
 	}
 	if w.Outputs == nil {
 		return missing("outputs")
@@ -384,29 +391,26 @@ func parseReference(data []byte) (cat *Catalog, legacy bool, err error) {
 	c := &Catalog{}
 	if w.DistributorVersion != nil {
 		if *w.DistributorVersion == "" {
-			return nil, false, fmt.Errorf("%w: distributor_version is empty; omit it instead", ErrInvalid)
+			return nil, fmt.Errorf("%w: distributor_version is empty; omit it instead", ErrInvalid)
 		}
 		c.DistributorVersion = *w.DistributorVersion
 	}
+	var err error
 	if c.CreatedAt, err = parseTime("created_at", *w.CreatedAt); err != nil {
-		return nil, false, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.UpdatedAt, err = parseTime("updated_at", *w.UpdatedAt); err != nil {
-		return nil, false, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	c.Outputs = make([]Output, 0, len(*w.Outputs))
 	for i, wo := range *w.Outputs {
 		o, err := wo.decode()
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: outputs[%d]: %v", ErrInvalid, i, err)
+			return nil, fmt.Errorf("%w: outputs[%d]: %v", ErrInvalid, i, err)
 		}
 		c.Outputs = append(c.Outputs, o)
 	}
-	if err := c.Validate(); err != nil {
-		return nil, false, err
-	}
-	c.Sort()
-	return c, false, nil
+	return c, nil
 }
 
 func (w wireOutput) decode() (Output, error) {

@@ -232,7 +232,6 @@ func (o outcome) logFields(e *zerolog.Event) *zerolog.Event {
 
 // Handle processes one message to its end: ack, nak with delay or term.
 func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
-	log := c.opts.Log
 	attempt := 1
 	var stored time.Time
 	if md, err := msg.Metadata(); err == nil {
@@ -245,10 +244,10 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
-		c.rejectUndecodable(ctx, msg, err, attempt, last)
+		c.refuseUndecodable(ctx, msg, err, attempt, last)
 		return
 	}
-	log = log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
+	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
 	// The engine's lines about this event carry the same fields.
 	ctx = engine.WithLog(ctx, log)
 	if !c.subjects.IsAdmin(msg.Subject()) && (ev.TakeOwnership || ev.AllowOlder) {
@@ -272,36 +271,12 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 			obs.Observe(Observation{Destination: o.dest, Type: Retry, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
 			continue
 		}
-		r := c.resultFor(ev, o, attempt, last)
-		if r.Original != nil {
-			r.OriginalRef = ref // lets a result too large for its original still name it
-		}
-		if err := c.publish(ctx, r); err != nil {
-			// An unreported outcome is retried (a no-op re-run that reports
-			// it), never acked away; unless retrying cannot help or this
-			// was the last delivery: then a minimal failure reports it.
-			if !last && !permanentPublishErr(err) {
-				retry = true
-				continue
-			}
-			if c.publish(ctx, unpublished(r, err, ref)) != nil && !last {
-				retry = true
-				continue
-			}
+		switch c.reportOutcome(ctx, log, ev, o, attempt, last, ref) {
+		case reportRetry:
+			retry = true
+		case reportImpossible:
 			unpublishable = true
-			continue
 		}
-		obs.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
-		// A failure needs an operator.
-		le := log.Info()
-		if r.Type == events.TypeFailed {
-			le = log.Error().AnErr("error", o.err)
-		}
-		le = o.logFields(le).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
-		if r.Reason != "" {
-			le = le.Str("reason", r.Reason)
-		}
-		le.Msg("result")
 	}
 	stopBeat()
 	c.finish(msg, attempt, retry, unpublishable)
@@ -322,9 +297,10 @@ func (c *Consumer) finish(msg jetstream.Msg, attempt int, retry, unpublishable b
 	}
 }
 
-// rejectUndecodable reports an undecodable event once (failed/invalid_event)
-// and terminates it; it is retried only while the report cannot be published.
-func (c *Consumer) rejectUndecodable(ctx context.Context, msg jetstream.Msg, err error, attempt int, last bool) {
+// refuseUndecodable reports a message that is no bundle-ready event and
+// terminates it; it naks it instead when the report could not be published
+// and a later delivery may manage.
+func (c *Consumer) refuseUndecodable(ctx context.Context, msg jetstream.Msg, err error, attempt int, last bool) {
 	c.opts.Log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
 	if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
 		Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
@@ -333,6 +309,48 @@ func (c *Consumer) rejectUndecodable(ctx context.Context, msg jetstream.Msg, err
 	}
 	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
 	_ = msg.TermWithReason("invalid event")
+}
+
+// reportStatus is what became of the result event of one outcome.
+type reportStatus int
+
+const (
+	reported         reportStatus = iota
+	reportRetry                   // not published; a later delivery reports it
+	reportImpossible              // not published, and retrying cannot help
+)
+
+// reportOutcome publishes the result event of one final outcome, observes
+// and logs it.
+func (c *Consumer) reportOutcome(ctx context.Context, log zerolog.Logger, ev events.BundleReady, o outcome, attempt int, last bool, ref *events.MsgRef) reportStatus {
+	r := c.resultFor(ev, o, attempt, last)
+	if r.Original != nil {
+		r.OriginalRef = ref // lets a result too large for its original still name it
+	}
+	if err := c.publish(ctx, r); err != nil {
+		// An unreported outcome is retried (a no-op re-run that reports
+		// it), never acked away; unless retrying cannot help or this
+		// was the last delivery: then a minimal failure reports it.
+		if !last && !permanentPublishErr(err) {
+			return reportRetry
+		}
+		if c.publish(ctx, unpublished(r, err, ref)) != nil && !last {
+			return reportRetry
+		}
+		return reportImpossible
+	}
+	c.opts.Observer.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
+	// A failure needs an operator.
+	le := log.Info()
+	if r.Type == events.TypeFailed {
+		le = log.Error().AnErr("error", o.err)
+	}
+	le = o.logFields(le).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
+	if r.Reason != "" {
+		le = le.Str("reason", r.Reason)
+	}
+	le.Msg("result")
+	return reported
 }
 
 // originalRef names msg in its stream, for results about it.

@@ -20,6 +20,7 @@ import (
 	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/testenv"
 )
 
 const weatherYAML = `
@@ -414,7 +415,7 @@ func TestMaxDeliveries(t *testing.T) {
 // the server's last delivery (not left unreported past it).
 func TestDurableKeepsOperatorSettings(t *testing.T) {
 	e := newEnv(t, weatherYAML, false)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	subj := e.streams.Subjects
 	first := consumer.New(e.js, subj, nil, fastOptions())
 	if _, err := first.Durable(e.ctx); err != nil {

@@ -1,9 +1,7 @@
 package consumer_test
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +45,7 @@ destinations:
     endpoint: ` + proxy.URL + `
     timeouts: {connect: 300ms, first_byte: 300ms, idle: 300ms, attempts: 2}
 `)
-	var logs lockedLog
+	var logs testenv.SyncBuffer
 	e.start(nodeConfig{opts: fastOptions(), log: zerolog.New(&logs)})
 	loc, digest := e.bundle("weather.tomorrow", v1)
 
@@ -86,22 +84,4 @@ destinations:
 	checkFiles(t, root, map[string]string{catalog.FileName: "", "data/a.csv": digestOf(v1["data/a.csv"]), "report.md": digestOf(v1["report.md"])})
 	e.settled(5 * time.Second)
 	e.checkNoBadEvents()
-}
-
-// lockedLog is a log sink a running node writes while the test reads it.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/distributor/distributor/catalog"
 )
 
 // SchemaVersion is the version of every event this package writes and reads.
@@ -220,7 +222,7 @@ func (e BundleReady) Validate() error {
 	if len(e.Bundle) > MaxBundleBytes {
 		return invalid("bundle.ready "+e.ID, "bundle location %q is %d bytes, over the limit of %d", head(e.Bundle), len(e.Bundle), MaxBundleBytes)
 	}
-	if !ValidDigest(e.ManifestDigest) {
+	if !catalog.ValidDigest(e.ManifestDigest) {
 		return invalid("bundle.ready "+e.ID, "manifest_digest %q is not sha256:<64 lowercase hex>", e.ManifestDigest)
 	}
 	if len(e.Destinations) > MaxDestinations {
@@ -353,20 +355,6 @@ func invalid(what, format string, args ...any) error {
 func printable(id string) bool {
 	for _, c := range id {
 		if unicode.IsSpace(c) || unicode.IsControl(c) || c == unicode.ReplacementChar {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidDigest reports whether d is "sha256:" followed by 64 lowercase hex digits.
-func ValidDigest(d string) bool {
-	const p = "sha256:"
-	if len(d) != len(p)+64 || d[:len(p)] != p {
-		return false
-	}
-	for _, c := range d[len(p):] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
 		}
 	}

@@ -222,17 +222,8 @@ func Build(in Input) (Plan, error) {
 	if len(in.Desired) > 0 {
 		p.Items = make([]Item, 0, len(in.Desired))
 	}
-	if in.Workflow != Replacement && in.Workflow != Additive {
-		return p, fmt.Errorf("unknown workflow %q", in.Workflow)
-	}
-	if in.Catalog != nil && in.Legacy {
-		return p, errors.New("planner: input has both a catalog and legacy state")
-	}
-	if in.Owner.PipelineID == "" || in.Owner.DestinationID == "" {
-		return p, fmt.Errorf("planner: owner %q needs both a pipeline id and a destination id", in.Owner)
-	}
-	if in.Now.IsZero() {
-		return p, errors.New("planner: Now is required")
+	if err := checkInput(in); err != nil {
+		return p, err
 	}
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
@@ -241,21 +232,9 @@ func Build(in Input) (Plan, error) {
 		p.Superseded = &won
 		return p, nil
 	}
-	desired := make(map[string]*Desired, len(in.Desired))
-	for i := range in.Desired {
-		d := &in.Desired[i]
-		if err := catalog.ValidateOutputPath(d.Path); err != nil {
-			return p, err
-		}
-		if prev, dup := desired[d.Path]; dup {
-			return p, fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
-		}
-		// Refuse here what the next catalog could not hold (bad digest,
-		// kind, source identity), rather than failing after the writes.
-		if err := record(in, d).Validate(); err != nil {
-			return p, fmt.Errorf("planner: desired output %w", err)
-		}
-		desired[d.Path] = d
+	desired, err := indexDesired(in)
+	if err != nil {
+		return p, err
 	}
 
 	keys := sortedKeys(desired)
@@ -272,12 +251,84 @@ func Build(in Input) (Plan, error) {
 		cur = &catalog.Catalog{}
 	}
 	records := cur.Finder()
+	blocked, displaced := sortOutTheWay(in, keys, way, records)
+	for _, path := range keys {
+		it := planPath(in, desired[path], blocked[path], records)
+		if it.Action == Collision {
+			p.Collisions = append(p.Collisions, path)
+		}
+		p.Items = append(p.Items, it)
+	}
 
-	// Managed outputs in the way are displaced (deleted before the writes,
-	// like any overwrite of a managed output); so is legacy content, which
-	// a legacy first run rewrites or clears anyway. Unmanaged content in
-	// the way blocks the path, --take-ownership or not: adoption takes
-	// over a path, it does not turn a file into a folder.
+	if in.Workflow == Replacement {
+		if err := planReplacement(&p, in, cur, desired, displaced); err != nil {
+			return p, err
+		}
+	}
+	for _, path := range sortedKeys(displaced) {
+		p.Items = append(p.Items, displaced[path])
+	}
+	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Path < p.Items[j].Path })
+
+	if n := p.Count(Delete) + len(p.Clear); in.MaxDeletes > 0 && n > in.MaxDeletes {
+		return p, fmt.Errorf("%w: %d deletes, max_deletes is %d; nothing was deleted", ErrTooManyDeletes, n, in.MaxDeletes)
+	}
+	if p.Blocked() {
+		return p, nil
+	}
+	p.Next, p.Changed = next(in, cur, p.Items)
+	return p, nil
+}
+
+// checkInput refuses an input Build cannot plan.
+func checkInput(in Input) error {
+	if in.Workflow != Replacement && in.Workflow != Additive {
+		return fmt.Errorf("unknown workflow %q", in.Workflow)
+	}
+	if in.Catalog != nil && in.Legacy {
+		return errors.New("planner: input has both a catalog and legacy state")
+	}
+	if in.Owner.PipelineID == "" || in.Owner.DestinationID == "" {
+		return fmt.Errorf("planner: owner %q needs both a pipeline id and a destination id", in.Owner)
+	}
+	if in.Now.IsZero() {
+		return errors.New("planner: Now is required")
+	}
+	return nil
+}
+
+// indexDesired maps the desired outputs by path, refusing bad paths,
+// duplicates and records the next catalog could not hold.
+func indexDesired(in Input) (map[string]*Desired, error) {
+	desired := make(map[string]*Desired, len(in.Desired))
+	for i := range in.Desired {
+		d := &in.Desired[i]
+		if err := catalog.ValidateOutputPath(d.Path); err != nil {
+			return nil, err
+		}
+		if prev, dup := desired[d.Path]; dup {
+			return nil, fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
+		}
+		// Refuse here what the next catalog could not hold (bad digest,
+		// kind, source identity), rather than failing after the writes.
+		if err := record(in, d).Validate(); err != nil {
+			return nil, fmt.Errorf("planner: desired output %w", err)
+		}
+		desired[d.Path] = d
+	}
+	return desired, nil
+}
+
+// sortOutTheWay splits what is in the way of each planned path into the
+// paths it blocks (with the unmanaged content blocking them) and the
+// managed outputs it displaces.
+//
+// Managed outputs in the way are displaced (deleted before the writes,
+// like any overwrite of a managed output); so is legacy content, which
+// a legacy first run rewrites or clears anyway. Unmanaged content in
+// the way blocks the path, --take-ownership or not: adoption takes
+// over a path, it does not turn a file into a folder.
+func sortOutTheWay(in Input, keys []string, way map[string][]string, records func(string) (catalog.Output, bool)) (map[string][]string, map[string]Item) {
 	blocked := map[string][]string{}
 	displaced := map[string]Item{}
 	for _, path := range keys {
@@ -296,69 +347,59 @@ func Build(in Input) (Plan, error) {
 			displaced[o] = Item{Path: o, Action: Delete, Displaced: true, Record: rec}
 		}
 	}
+	return blocked, displaced
+}
 
-	for _, path := range keys {
-		d := desired[path]
-		rec := record(in, d)
-		old, managed := records(path)
-		stored, exists := in.Stored[path]
-		switch {
-		case blocked[path] != nil:
-			p.Collisions = append(p.Collisions, path)
-			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d, InTheWay: blocked[path]})
-		case managed:
-			rec.CreatedAt = old.CreatedAt
-			write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
-			if !write && rec.SameContent(old) {
-				p.Items = append(p.Items, Item{Path: path, Action: Unchanged, Desired: d, Record: old})
-				continue
-			}
-			p.Items = append(p.Items, Item{Path: path, Action: Update, Write: write, Desired: d, Record: rec})
-		case exists && !in.Legacy && !in.TakeOwnership:
-			p.Collisions = append(p.Collisions, path)
-			p.Items = append(p.Items, Item{Path: path, Action: Collision, Desired: d})
-		default:
-			p.Items = append(p.Items, Item{Path: path, Action: Create, Write: true, Desired: d, Record: rec,
-				Adopted: exists && !in.Legacy})
+// planPath decides what happens to one desired output; inTheWay is the
+// unmanaged content blocking its path, if any.
+func planPath(in Input, d *Desired, inTheWay []string, records func(string) (catalog.Output, bool)) Item {
+	path := d.Path
+	rec := record(in, d)
+	old, managed := records(path)
+	stored, exists := in.Stored[path]
+	switch {
+	case inTheWay != nil:
+		return Item{Path: path, Action: Collision, Desired: d, InTheWay: inTheWay}
+	case managed:
+		rec.CreatedAt = old.CreatedAt
+		write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
+		if !write && rec.SameContent(old) {
+			return Item{Path: path, Action: Unchanged, Desired: d, Record: old}
 		}
+		return Item{Path: path, Action: Update, Write: write, Desired: d, Record: rec}
+	case exists && !in.Legacy && !in.TakeOwnership:
+		return Item{Path: path, Action: Collision, Desired: d}
+	default:
+		return Item{Path: path, Action: Create, Write: true, Desired: d, Record: rec,
+			Adopted: exists && !in.Legacy}
 	}
+}
 
-	if in.Workflow == Replacement {
-		owned := 0
-		for _, old := range cur.Outputs {
-			if old.Owner() != in.Owner {
-				continue
-			}
-			owned++
-			if _, keep := desired[old.Path]; !keep && !displacedAt(displaced, old.Path) {
-				p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
-			}
+// planReplacement adds the deletes of a replacement: the owner's outputs
+// it no longer desires and, on a legacy root, the stored content to clear.
+func planReplacement(p *Plan, in Input, cur *catalog.Catalog, desired map[string]*Desired, displaced map[string]Item) error {
+	owned := 0
+	for _, old := range cur.Outputs {
+		if old.Owner() != in.Owner {
+			continue
 		}
-		if in.Legacy {
-			for _, path := range sortedKeys(in.Stored) {
-				if _, keep := desired[path]; !keep && !catalog.IsReserved(path) && !displacedAt(displaced, path) {
-					p.Clear = append(p.Clear, path)
-				}
-			}
-		}
-		// An empty legacy replacement would clear the whole root: as broken.
-		if len(desired) == 0 && (owned > 0 || len(p.Clear) > 0) {
-			return p, ErrEmptyReplacement
+		owned++
+		if _, keep := desired[old.Path]; !keep && !displacedAt(displaced, old.Path) {
+			p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
 		}
 	}
-	for _, path := range sortedKeys(displaced) {
-		p.Items = append(p.Items, displaced[path])
+	if in.Legacy {
+		for _, path := range sortedKeys(in.Stored) {
+			if _, keep := desired[path]; !keep && !catalog.IsReserved(path) && !displacedAt(displaced, path) {
+				p.Clear = append(p.Clear, path)
+			}
+		}
 	}
-	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Path < p.Items[j].Path })
-
-	if n := p.Count(Delete) + len(p.Clear); in.MaxDeletes > 0 && n > in.MaxDeletes {
-		return p, fmt.Errorf("%w: %d deletes, max_deletes is %d; nothing was deleted", ErrTooManyDeletes, n, in.MaxDeletes)
+	// An empty legacy replacement would clear the whole root: as broken.
+	if len(desired) == 0 && (owned > 0 || len(p.Clear) > 0) {
+		return ErrEmptyReplacement
 	}
-	if p.Blocked() {
-		return p, nil
-	}
-	p.Next, p.Changed = next(in, cur, p.Items)
-	return p, nil
+	return nil
 }
 
 // Newer reports whether version a of a source beats version b: a later

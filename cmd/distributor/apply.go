@@ -67,11 +67,7 @@ func (a *app) planCommand() *cobra.Command {
 		Short: "Show what apply would do, changing nothing",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
+			req, cfg, err := a.loadRequest(&f)
 			if err != nil {
 				return err
 			}
@@ -88,7 +84,7 @@ func (a *app) planCommand() *cobra.Command {
 				}
 				return res, err
 			}
-			return a.eachDestination(cmd.Context(), r, req, asJSON, true, plan)
+			return a.eachDestination(cmd.Context(), r, req, eachOptions{asJSON: asJSON, planOnly: true}, plan)
 		},
 	}
 	f.register(cmd)
@@ -106,11 +102,7 @@ func (a *app) applyCommand() *cobra.Command {
 		Short: "Publish a bundle to the pipeline's destinations now, without NATS",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
+			req, cfg, err := a.loadRequest(&f)
 			if err != nil {
 				return err
 			}
@@ -133,7 +125,7 @@ func (a *app) applyCommand() *cobra.Command {
 				}
 				return res, err
 			}
-			return a.eachDestination(ctx, s.runner, req, asJSON, false, publish)
+			return a.eachDestination(ctx, s.runner, req, eachOptions{asJSON: asJSON}, publish)
 		},
 	}
 	f.register(cmd)
@@ -143,9 +135,15 @@ func (a *app) applyCommand() *cobra.Command {
 	return cmd
 }
 
+// eachOptions are how eachDestination prints: as JSON, and what a plan
+// would do rather than what apply did.
+type eachOptions struct {
+	asJSON, planOnly bool
+}
+
 // eachDestination opens the bundle once and runs step for every destination,
 // printing each result. The first error decides the exit code.
-func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, asJSON, planOnly bool, step func(context.Context, engine.Request, *bundle.Bundle, config.Destination) (engine.Result, error)) error {
+func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, o eachOptions, step func(context.Context, engine.Request, *bundle.Bundle, config.Destination) (engine.Result, error)) error {
 	dests, err := r.Destinations(req)
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -161,10 +159,10 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 		pctx, done := a.withProgress(ctx, d.ID)
 		res, err := step(pctx, req, b, d)
 		done()
-		if asJSON {
-			reports = append(reports, a.toResultJSON(d, res, err, planOnly))
+		if o.asJSON {
+			reports = append(reports, a.toResultJSON(d, res, err, o.planOnly))
 		} else {
-			a.printResult(d, res, err, planOnly)
+			a.printResult(d, res, err, o.planOnly)
 		}
 		switch {
 		case err != nil && first == nil:
@@ -173,7 +171,7 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 			failed = append(failed, d.ID+": "+oneLine(err.Error()))
 		}
 	}
-	if asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(reports); err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/stores"
 )
 
 func (a *app) catalogCommand() *cobra.Command {
@@ -19,19 +18,8 @@ func (a *app) catalogCommand() *cobra.Command {
 		Short: "Print the catalog of a destination's root",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireFlag("destination", dest); err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			d, ok := cfg.Destination(dest)
-			if !ok {
-				return usageErr("unknown destination %q", dest)
-			}
 			ctx := cmd.Context()
-			root, err := stores.New(cfg).Destination(ctx, d)
+			root, err := a.openDestination(ctx, dest)
 			if err != nil {
 				return err
 			}

@@ -70,34 +70,111 @@ func (a *app) demoCommand() *cobra.Command {
 }
 
 func (a *app) demo(ctx context.Context, dir string) error {
-	out := a.stdout
-	step := func(format string, args ...any) { fmt.Fprintf(out, "\n==> "+format+"\n", args...) }
+	cfg, err := a.demoConfiguration(dir)
+	if err != nil {
+		return err
+	}
+	env, err := a.startDemo(ctx, dir, cfg)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	a.demoStep("embedded NATS JetStream server started; a consumer is waiting for bundle-ready events")
+
+	a.demoStep("bundle 1: a report and a forecast, announced with a bundle-ready event")
+	if err := a.demoPublish(ctx, env, "run-1", map[string]string{
+		"report.md":         "# Weather for tomorrow\n\nSunny, 24 °C. See the [forecast table](data/forecast.md).\n",
+		"data/forecast.md":  "# Forecast\n\n| hour | °C |\n|-----:|---:|\n| 09 | 18 |\n| 15 | 24 |\n",
+		"data/forecast.csv": "hour,celsius\n09,18\n15,24\n",
+	}); err != nil {
+		return err
+	}
+	a.demoCatalog(ctx, cfg, "latest-html")
+
+	a.demoStep("bundle 2: the report changes, forecast.csv is gone, alerts.csv is new")
+	if err := a.demoPublish(ctx, env, "run-2", map[string]string{
+		"report.md":        "# Weather for tomorrow\n\nThunderstorms after 16:00. See the [forecast table](data/forecast.md).\n",
+		"data/forecast.md": "# Forecast\n\n| hour | °C |\n|-----:|---:|\n| 09 | 18 |\n| 15 | 24 |\n",
+		"data/alerts.csv":  "from,to,kind\n16:00,20:00,thunderstorm\n",
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "additive latest-html kept data/forecast.csv; replacement weather-archive deleted it:")
+	a.demoCatalog(ctx, cfg, "latest-html")
+	a.demoCatalog(ctx, cfg, "weather-archive")
+
+	a.demoStep("someone copies a file by hand into latest-html at a path bundle 3 wants")
+	unmanaged, err := a.demoCollision(ctx, env)
+	if err != nil {
+		return err
+	}
+
+	a.demoStep("the operator removes the stray file and replays the collision")
+	if err := os.Remove(unmanaged); err != nil {
+		return err
+	}
+	replayed, err := a.demoReplayCollisions(ctx, env)
+	if err != nil {
+		return err
+	}
+	a.demoCatalog(ctx, cfg, "latest-html")
+
+	a.demoStep("what is on disk")
+	a.demoListFiles(dir)
+	fmt.Fprintf(a.stdout, "\ndone: %d bundles published, 1 collision, %d replay. Try it with your own files:\n", 3, replayed)
+	fmt.Fprintln(a.stdout, "  distributor bundle create DIR --id my.source && distributor apply --config distributor.yaml --pipeline P --bundle DIR")
+	return nil
+}
+
+// demoStep prints the heading of one step of the demo's story.
+func (a *app) demoStep(format string, args ...any) {
+	fmt.Fprintf(a.stdout, "\n==> "+format+"\n", args...)
+}
+
+// demoConfiguration makes the demo's folders in dir and prints and returns
+// its configuration.
+func (a *app) demoConfiguration(dir string) (*config.Config, error) {
 	for _, d := range []string{"latest", "archive", "bundles"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	cfgText := fmt.Sprintf(demoConfig, dir)
 	cfg, err := config.Parse([]byte(cfgText), "demo.yaml")
 	if err != nil {
-		return fmt.Errorf("demo configuration: %w", err)
+		return nil, fmt.Errorf("demo configuration: %w", err)
 	}
-	step("configuration: one pipeline, an additive and a replacement destination")
-	fmt.Fprint(out, indent(cfgText))
+	a.demoStep("configuration: one pipeline, an additive and a replacement destination")
+	fmt.Fprint(a.stdout, indent(cfgText))
+	return cfg, nil
+}
 
+// demoEnv is the demo's running system: an embedded NATS server with the
+// streams, and a consumer publishing what is announced there.
+type demoEnv struct {
+	dir     string
+	js      jetstream.JetStream
+	streams *events.Streams
+	created time.Time // of the last bundle
+	close   func()    // stops the consumer, then the server
+}
+
+// startDemo starts the embedded server in dir and a consumer on it.
+func (a *app) startDemo(ctx context.Context, dir string, cfg *config.Config) (*demoEnv, error) {
 	srv, err := natsserver.Start(ctx, natsserver.Options{StoreDir: filepath.Join(dir, "nats")})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer srv.Shutdown()
 	nc, err := srv.Connect()
 	if err != nil {
-		return err
+		srv.Shutdown()
+		return nil, err
 	}
-	defer nc.Close()
 	js, streams, err := setupStreams(ctx, nc, cfg, zerolog.Nop())
 	if err != nil {
-		return err
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
 	}
 	// The demo's own output tells the story; the consumer's info lines
 	// would only interleave with it (--log-level debug shows them).
@@ -119,85 +196,71 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	consCtx, stopConsumer := context.WithCancel(ctx)
 	consDone := make(chan error, 1)
 	go func() { consDone <- cons.Run(consCtx) }()
-	defer func() { stopConsumer(); <-consDone }() //nolint:errcheck // the consumer's error after the stop is the cancellation
-	step("embedded NATS JetStream server started; a consumer is waiting for bundle-ready events")
+	return &demoEnv{dir: dir, js: js, streams: streams, close: func() {
+		stopConsumer()
+		<-consDone //nolint:errcheck // the consumer's error after the stop is the cancellation
+		nc.Close()
+		srv.Shutdown()
+	}}, nil
+}
 
-	var created time.Time
-	publish := func(name string, files map[string]string) (string, error) {
-		// Each bundle is a newer version than the last, even within a
-		// second: an older one would be superseded.
-		if now := time.Now().UTC().Truncate(time.Second); now.After(created) {
-			created = now
-		} else {
-			created = created.Add(time.Second)
-		}
-		bdir := filepath.Join(dir, "bundles", name)
-		if err := os.MkdirAll(bdir, 0o755); err != nil {
-			return "", err
-		}
-		for p, content := range files {
-			fp := filepath.Join(bdir, filepath.FromSlash(p))
-			if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-				return "", err
-			}
-			if err := os.WriteFile(fp, []byte(content), 0o644); err != nil {
-				return "", err
-			}
-		}
-		m, data, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", created)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(out, "bundle %s: %d files, manifest digest %s\n", bdir, len(m.Files), bundle.Digest(data))
-		ev := events.BundleReady{PipelineID: "weatherreporter.daily", Bundle: bdir, ManifestDigest: bundle.Digest(data)}
-		err = a.announce(ctx, js, streams, ev, true, 2, 30*time.Second)
-		return bdir, err
+// demoPublish writes files as bundle name, announces it and prints the
+// result events.
+func (a *app) demoPublish(ctx context.Context, env *demoEnv, name string, files map[string]string) error {
+	// Each bundle is a newer version than the last, even within a
+	// second: an older one would be superseded.
+	if now := time.Now().UTC().Truncate(time.Second); now.After(env.created) {
+		env.created = now
+	} else {
+		env.created = env.created.Add(time.Second)
 	}
-
-	step("bundle 1: a report and a forecast, announced with a bundle-ready event")
-	if _, err := publish("run-1", map[string]string{
-		"report.md":         "# Weather for tomorrow\n\nSunny, 24 °C. See the [forecast table](data/forecast.md).\n",
-		"data/forecast.md":  "# Forecast\n\n| hour | °C |\n|-----:|---:|\n| 09 | 18 |\n| 15 | 24 |\n",
-		"data/forecast.csv": "hour,celsius\n09,18\n15,24\n",
-	}); err != nil {
+	bdir := filepath.Join(env.dir, "bundles", name)
+	if err := os.MkdirAll(bdir, 0o755); err != nil {
 		return err
 	}
-	a.demoCatalog(ctx, cfg, "latest-html")
-
-	step("bundle 2: the report changes, forecast.csv is gone, alerts.csv is new")
-	if _, err := publish("run-2", map[string]string{
-		"report.md":        "# Weather for tomorrow\n\nThunderstorms after 16:00. See the [forecast table](data/forecast.md).\n",
-		"data/forecast.md": "# Forecast\n\n| hour | °C |\n|-----:|---:|\n| 09 | 18 |\n| 15 | 24 |\n",
-		"data/alerts.csv":  "from,to,kind\n16:00,20:00,thunderstorm\n",
-	}); err != nil {
+	for p, content := range files {
+		fp := filepath.Join(bdir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(fp, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	m, data, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", env.created)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "additive latest-html kept data/forecast.csv; replacement weather-archive deleted it:")
-	a.demoCatalog(ctx, cfg, "latest-html")
-	a.demoCatalog(ctx, cfg, "weather-archive")
+	fmt.Fprintf(a.stdout, "bundle %s: %d files, manifest digest %s\n", bdir, len(m.Files), bundle.Digest(data))
+	ev := events.BundleReady{PipelineID: "weatherreporter.daily", Bundle: bdir, ManifestDigest: bundle.Digest(data)}
+	return a.announce(ctx, env.js, env.streams, ev, resultWait{results: 2, timeout: 30 * time.Second})
+}
 
-	step("someone copies a file by hand into latest-html at a path bundle 3 wants")
-	unmanaged := filepath.Join(dir, "latest", "tomorrow", "data", "radar.png")
+// demoCollision puts an unmanaged file where bundle 3 wants to write and
+// publishes bundle 3, which must collide there; it returns the file.
+func (a *app) demoCollision(ctx context.Context, env *demoEnv) (string, error) {
+	unmanaged := filepath.Join(env.dir, "latest", "tomorrow", "data", "radar.png")
 	if err := os.WriteFile(unmanaged, []byte("not distributor's"), 0o644); err != nil {
-		return err
+		return "", err
 	}
-	fmt.Fprintf(out, "wrote %s (unmanaged: not in the catalog)\n", unmanaged)
+	fmt.Fprintf(a.stdout, "wrote %s (unmanaged: not in the catalog)\n", unmanaged)
 	files3 := map[string]string{
 		"report.md":        "# Weather for tomorrow\n\nClearing up by evening.\n",
 		"data/forecast.md": "# Forecast\n\nNo change.\n",
 		"data/radar.png":   "PNG…",
 	}
-	if _, err := publish("run-3", files3); err == nil {
-		return fmt.Errorf("demo: expected a collision on %s", unmanaged)
+	if err := a.demoPublish(ctx, env, "run-3", files3); err == nil {
+		return "", fmt.Errorf("demo: expected a collision on %s", unmanaged)
 	}
-	fmt.Fprintln(out, "the collision blocked latest-html entirely (nothing written there); the archive was published")
+	fmt.Fprintln(a.stdout, "the collision blocked latest-html entirely (nothing written there); the archive was published")
+	return unmanaged, nil
+}
 
-	step("the operator removes the stray file and replays the collision")
-	if err := os.Remove(unmanaged); err != nil {
-		return err
-	}
+// demoReplayCollisions replays every collision event as `replay` would,
+// and returns how many it replayed.
+func (a *app) demoReplayCollisions(ctx context.Context, env *demoEnv) (int, error) {
 	replayed := 0
-	err = readEvents(ctx, streams, eventFilter{types: []string{events.TypeCollision}}, false, func(r events.Result, _ jetstream.MsgMetadata) error {
+	err := readEvents(ctx, env.streams, eventFilter{types: []string{events.TypeCollision}}, false, func(r events.Result, _ jetstream.MsgMetadata) error {
 		if r.Original == nil {
 			return nil
 		}
@@ -205,26 +268,23 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		ev.ReplayOf, ev.ID, ev.ProducedAt = ev.ID, ev.ID+replaySep+"1", time.Time{}
 		ev.Destinations = []string{r.DestinationID}
 		replayed++
-		return a.announce(ctx, js, streams, ev, true, 1, 30*time.Second)
+		return a.announce(ctx, env.js, env.streams, ev, resultWait{results: 1, timeout: 30 * time.Second})
 	})
-	if err != nil {
-		return err
-	}
-	a.demoCatalog(ctx, cfg, "latest-html")
+	return replayed, err
+}
 
-	step("what is on disk")
+// demoListFiles prints the files in the demo's roots, without distributor's
+// own folder.
+func (a *app) demoListFiles(dir string) {
 	for _, d := range []string{"latest", "archive"} {
 		_ = filepath.WalkDir(filepath.Join(dir, d), func(p string, e os.DirEntry, err error) error {
 			if err == nil && !e.IsDir() && !strings.Contains(p, "/.distributor/") {
 				rel, _ := filepath.Rel(dir, p)
-				fmt.Fprintf(out, "  %s\n", rel)
+				fmt.Fprintf(a.stdout, "  %s\n", rel)
 			}
 			return nil
 		})
 	}
-	fmt.Fprintf(out, "\ndone: %d bundles published, 1 collision, %d replay. Try it with your own files:\n", 3, replayed)
-	fmt.Fprintln(out, "  distributor bundle create DIR --id my.source && distributor apply --config distributor.yaml --pipeline P --bundle DIR")
-	return nil
 }
 
 func (a *app) demoCatalog(ctx context.Context, cfg *config.Config, dest string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -83,4 +84,14 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if err := s.publisher.PublishResult(pctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
 	}
+}
+
+// underLease runs fn on d's root under its lease, drawing progress
+// meanwhile: the frame of every maintenance command.
+func (s *directSession) underLease(ctx context.Context, a *app, d config.Destination, fn func(context.Context, storage.Backend, lease.Lease) error) error {
+	pctx, done := a.withProgress(ctx, d.ID)
+	defer done()
+	return s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
+		return fn(pctx, root, l)
+	})
 }

@@ -123,17 +123,13 @@ func (a *app) eventsCommand() *cobra.Command {
 			if since > 0 {
 				f.since = time.Now().Add(-time.Duration(since))
 			}
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			nc, _, streams, err := a.jetStream(ctx, cfg, "read events from")
+			_, conn, err := a.connectStreams(ctx, "read events from")
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			return readEvents(ctx, streams, f, follow, func(r events.Result, md jetstream.MsgMetadata) error {
+			defer conn.close()
+			return readEvents(ctx, conn.streams, f, follow, func(r events.Result, md jetstream.MsgMetadata) error {
 				if asJSON {
 					data, _ := json.Marshal(r)
 					_, err := fmt.Fprintf(a.stdout, "%s\n", data)

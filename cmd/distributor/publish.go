@@ -26,11 +26,7 @@ func (a *app) publishCommand() *cobra.Command {
 		Short: "Announce a bundle on NATS (bundle-ready); with --wait, print the result events",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
+			req, cfg, err := a.loadRequest(&f)
 			if err != nil {
 				return err
 			}
@@ -51,14 +47,17 @@ func (a *app) publishCommand() *cobra.Command {
 			}
 			defer nc.Close()
 			ev := events.BundleReady{PipelineID: req.PipelineID, Bundle: req.Bundle, ManifestDigest: b.Digest, Destinations: req.Destinations}
-			expect := 1 // an unknown pipeline yields one failed event
-			if dests, err := (&engine.Runner{Config: cfg}).Destinations(req); err == nil {
-				expect = len(dests)
+			var w resultWait
+			if wait {
+				w = resultWait{results: 1, timeout: time.Duration(timeout)} // an unknown pipeline yields one failed event
+				if dests, err := (&engine.Runner{Config: cfg}).Destinations(req); err == nil {
+					w.results = len(dests)
+				}
 			}
 			if asJSON {
-				return a.announceJSON(ctx, js, streams, ev, wait, expect, time.Duration(timeout))
+				return a.announceJSON(ctx, js, streams, ev, w)
 			}
-			return a.announce(ctx, js, streams, ev, wait, expect, time.Duration(timeout))
+			return a.announce(ctx, js, streams, ev, w)
 		},
 	}
 	f.register(cmd)
@@ -68,8 +67,15 @@ func (a *app) publishCommand() *cobra.Command {
 	return cmd
 }
 
-// announce publishes ev and, with wait, prints the results for it.
-func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ev events.BundleReady, wait bool, expect int, timeout time.Duration) error {
+// resultWait is how many result events of an announcement to wait for, and
+// how long; the zero resultWait does not wait.
+type resultWait struct {
+	results int
+	timeout time.Duration
+}
+
+// announce publishes ev and, with w, prints the results for it.
+func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ev events.BundleReady, w resultWait) error {
 	start := time.Now().Add(-time.Second)
 	if ev.ID == "" {
 		ev.ID = events.NewEventID()
@@ -84,10 +90,10 @@ func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *eve
 		note = " (duplicate: already announced)"
 	}
 	fmt.Fprintf(a.stdout, "announced %s: pipeline %s, bundle %s, seq %d%s\n", ev.ID, ev.PipelineID, ev.Bundle, seq, note)
-	if !wait {
+	if w.results == 0 {
 		return nil
 	}
-	results, err := waitResults(ctx, streams, ev, start, expect, timeout)
+	results, err := waitResults(ctx, streams, ev, start, w)
 	for _, r := range results {
 		printEvent(a.stdout, r)
 	}
@@ -98,7 +104,7 @@ func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *eve
 }
 
 // announceJSON is announce printing one publishJSON object.
-func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ev events.BundleReady, wait bool, expect int, timeout time.Duration) error {
+func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams *events.Streams, ev events.BundleReady, w resultWait) error {
 	start := time.Now().Add(-time.Second)
 	if ev.ID == "" {
 		ev.ID = events.NewEventID()
@@ -108,10 +114,10 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 		return err
 	}
 	out := publishJSON{EventID: ev.ID, PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Seq: seq, Duplicate: dup}
-	if !wait {
+	if w.results == 0 {
 		return a.printJSON(out)
 	}
-	results, err := waitResults(ctx, streams, ev, start, expect, timeout)
+	results, err := waitResults(ctx, streams, ev, start, w)
 	out.Results = results
 	if err == nil {
 		err = resultsErr(results)
@@ -126,7 +132,8 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 }
 
 // waitResults collects the result events of one bundle event.
-func waitResults(parent context.Context, streams *events.Streams, ev events.BundleReady, since time.Time, expect int, timeout time.Duration) ([]events.Result, error) {
+func waitResults(parent context.Context, streams *events.Streams, ev events.BundleReady, since time.Time, w resultWait) ([]events.Result, error) {
+	expect, timeout := w.results, w.timeout
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	var out []events.Result

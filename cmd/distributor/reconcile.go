@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -14,93 +15,109 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
+// reconcileOptions are reconcile-state's flags.
+type reconcileOptions struct {
+	pipeline, dest                     string
+	allOwners, refresh, dryRun, asJSON bool
+}
+
 func (a *app) reconcileCommand() *cobra.Command {
-	var pipeline, dest string
-	var allOwners, refresh, dryRun, asJSON bool
+	var o reconcileOptions
 	cmd := &cobra.Command{
 		Use:   "reconcile-state (--pipeline P --destination D | --all-owners [--destination D]) [--refresh] [--dry-run]",
 		Short: "Remove catalog records whose bytes are missing and leftovers of interrupted writes; report (or --refresh) size mismatches",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			sel := planner.Selector{AllOwners: allOwners}
-			var dests []config.Destination
-			switch {
-			case allOwners && pipeline != "":
-				return usageErr("pass --pipeline with --destination, or --all-owners, not both")
-			case allOwners && dest != "":
-				d, err := destination(cfg, dest)
-				if err != nil {
-					return err
-				}
-				dests = []config.Destination{d}
-			case allOwners:
-				dests = distinctRoots(cfg.Destinations)
-			default:
-				if pipeline == "" || dest == "" {
-					return usageErr("pass --pipeline P --destination D, or --all-owners")
-				}
-				d, err := destination(cfg, dest)
-				if err != nil {
-					return err
-				}
-				dests = []config.Destination{d}
-				sel.Owner = &catalog.Owner{PipelineID: pipeline, DestinationID: dest}
-			}
-			ctx := cmd.Context()
-			s, err := a.directSession(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			var first error
-			reports := []reconcileJSON{}
-			for _, d := range dests {
-				var res engine.MaintenanceResult
-				pctx, done := a.withProgress(ctx, d.ID)
-				err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
-					var err error
-					res, err = s.runner.Engine.Reconcile(pctx, root, l, sel, engine.ReconcileOptions{Refresh: refresh, MaxDeletes: d.MaxDeletes, DryRun: dryRun})
-					return err
-				})
-				done()
-				if asJSON {
-					reports = append(reports, a.toReconcileJSON(d, res, err))
-				}
-				if err != nil && !asJSON {
-					fmt.Fprintf(a.stdout, "%s: error: %s\n", d.ID, oneLine(err.Error()))
-				}
-				if err != nil {
-					if first == nil {
-						first = err
-					}
-					continue
-				}
-				if !asJSON {
-					a.printReconcile(d, res)
-				}
-				if !dryRun && (res.Plan.Changed || len(res.Refreshed) > 0) {
-					s.report(ctx, a, engine.MaintenanceEvent(events.TypeReconciled, pipeline, d.ID, res))
-				}
-			}
-			if asJSON {
-				if err := a.printJSON(reports); err != nil {
-					return err
-				}
-			}
-			return first
+			return a.reconcile(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&pipeline, "pipeline", "", "owner pipeline id")
-	cmd.Flags().StringVar(&dest, "destination", "", "owner destination id (with --all-owners: the root to repair)")
-	cmd.Flags().BoolVar(&allOwners, "all-owners", false, "repair every record in the catalog")
-	cmd.Flags().BoolVar(&refresh, "refresh", false, "re-hash size-mismatched outputs and record their current digest and size")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report, change nothing")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one report per destination as JSON (docs/cli.md)")
+	cmd.Flags().StringVar(&o.pipeline, "pipeline", "", "owner pipeline id")
+	cmd.Flags().StringVar(&o.dest, "destination", "", "owner destination id (with --all-owners: the root to repair)")
+	cmd.Flags().BoolVar(&o.allOwners, "all-owners", false, "repair every record in the catalog")
+	cmd.Flags().BoolVar(&o.refresh, "refresh", false, "re-hash size-mismatched outputs and record their current digest and size")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "report, change nothing")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print one report per destination as JSON (docs/cli.md)")
 	return cmd
+}
+
+// reconcile repairs the catalog of every selected root, each under its
+// lease; the first failure decides the exit code, the others still run.
+func (a *app) reconcile(ctx context.Context, o reconcileOptions) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	sel, dests, err := reconcileSelection(cfg, o)
+	if err != nil {
+		return err
+	}
+	s, err := a.directSession(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	var first error
+	reports := []reconcileJSON{}
+	for _, d := range dests {
+		var res engine.MaintenanceResult
+		err := s.underLease(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
+			var err error
+			res, err = s.runner.Engine.Reconcile(ctx, root, l, sel, engine.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
+			return err
+		})
+		if o.asJSON {
+			reports = append(reports, a.toReconcileJSON(d, res, err))
+		}
+		if err != nil && !o.asJSON {
+			fmt.Fprintf(a.stdout, "%s: error: %s\n", d.ID, oneLine(err.Error()))
+		}
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if !o.asJSON {
+			a.printReconcile(d, res)
+		}
+		if !o.dryRun && (res.Plan.Changed || len(res.Refreshed) > 0) {
+			s.report(ctx, a, engine.MaintenanceEvent(events.TypeReconciled, o.pipeline, d.ID, res))
+		}
+	}
+	if o.asJSON {
+		if err := a.printJSON(reports); err != nil {
+			return err
+		}
+	}
+	return first
+}
+
+// reconcileSelection is what reconcile-state repairs: the records of one
+// owner in its destination's root, or every record in one root or all.
+func reconcileSelection(cfg *config.Config, o reconcileOptions) (planner.Selector, []config.Destination, error) {
+	sel := planner.Selector{AllOwners: o.allOwners}
+	switch {
+	case o.allOwners && o.pipeline != "":
+		return sel, nil, usageErr("pass --pipeline with --destination, or --all-owners, not both")
+	case o.allOwners && o.dest != "":
+		d, err := destination(cfg, o.dest)
+		if err != nil {
+			return sel, nil, err
+		}
+		return sel, []config.Destination{d}, nil
+	case o.allOwners:
+		return sel, distinctRoots(cfg.Destinations), nil
+	default:
+		if o.pipeline == "" || o.dest == "" {
+			return sel, nil, usageErr("pass --pipeline P --destination D, or --all-owners")
+		}
+		d, err := destination(cfg, o.dest)
+		if err != nil {
+			return sel, nil, err
+		}
+		sel.Owner = &catalog.Owner{PipelineID: o.pipeline, DestinationID: o.dest}
+		return sel, []config.Destination{d}, nil
+	}
 }
 
 func (a *app) printReconcile(d config.Destination, res engine.MaintenanceResult) {

@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/metrics"
 	"github.com/distributor/distributor/natsserver"
@@ -74,17 +77,91 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	m := metrics.New(ids)
 	ready := &readiness{}
 	m.WatchConsumer(ready.consumerInfo, readyCheckTimeout)
-	nc, stop, err := a.serveConnect(ctx, cfg, so, observeHandler(ready, m))
-	defer stop()
-	if err != nil || nc == nil {
+
+	var cleanup undo
+	defer cleanup.run()
+	nc, err := a.serveNATS(ctx, cfg, so, observeHandler(ready, m), &cleanup)
+	if errors.Is(err, errStoppedConnecting) {
+		a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	cleanup.add(nc.Close)
 	js, streams, err := setupStreams(ctx, nc, cfg, a.log)
 	if err != nil {
 		return err
 	}
-	runner := &engine.Runner{
+	opts.Observer = m
+	c := consumer.New(js, streams.Subjects, a.serveRunner(cfg, js, streams, m), opts)
+	ready.connected(nc, streams)
+	return a.runUntilStopped(ctx, c, ready)
+}
+
+// undo holds cleanups to run in reverse order, like defers registered by
+// the functions that set things up.
+type undo []func()
+
+func (u *undo) add(f func()) { *u = append(*u, f) }
+
+// run is a pointer method so that `defer u.run()` sees what is added later.
+func (u *undo) run() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+}
+
+// errStoppedConnecting is serveNATS's error when the shutdown signal came
+// while the first connection to nats.url was retried.
+var errStoppedConnecting = errors.New("stopped while connecting to NATS")
+
+// serveNATS starts the embedded NATS server (without nats.url) or connects
+// to nats.url, and the HTTP endpoints; cleanup gets what stops them.
+func (a *app) serveNATS(ctx context.Context, cfg *config.Config, so serveOptions, h http.Handler, cleanup *undo) (*nats.Conn, error) {
+	natsOpts := append(natsOptions(cfg.NATS), a.natsLogHandlers()...)
+	if cfg.NATS.URL == "" {
+		sopts, err := embeddedServerOptions(cfg.NATS)
+		if err != nil {
+			return nil, withCode(exitUsage, err)
+		}
+		srv, err := natsserver.Start(ctx, sopts)
+		if err != nil {
+			return nil, err
+		}
+		cleanup.add(srv.Shutdown)
+		a.log.Info().Str("url", srv.ClientURL()).Str("store", cfg.NATS.StoreDir).Msg("embedded NATS JetStream server started")
+		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
+		if err != nil {
+			return nil, err
+		}
+		cleanup.add(stopHTTP)
+		if srv.ClientURL() != "" {
+			removeAdvert, err := writeAdvert(cfg, srv)
+			if err != nil {
+				return nil, err
+			}
+			cleanup.add(removeAdvert)
+		}
+		return srv.Connect(natsOpts...)
+	}
+	// Up before NATS: /healthz answers and /readyz says "connecting"
+	// while the first connection is retried.
+	stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(stopHTTP)
+	nc, err := a.connectNATS(ctx, cfg.NATS, time.Duration(so.connectTimeout), natsOpts)
+	if err != nil && ctx.Err() != nil {
+		return nil, errStoppedConnecting
+	}
+	return nc, err
+}
+
+// serveRunner is the engine runner of serve, fenced by both leases.
+func (a *app) serveRunner(cfg *config.Config, js jetstream.JetStream, streams *events.Streams, m *metrics.Metrics) *engine.Runner {
+	return &engine.Runner{
 		Engine: &engine.Engine{Version: version, Log: a.log},
 		Config: cfg,
 		Stores: stores.New(cfg),
@@ -97,10 +174,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 		LeaseWait:   15 * time.Second,
 		LeaseWaited: m.LeaseWaited,
 	}
-	opts.Observer = m
-	c := consumer.New(js, streams.Subjects, runner, opts)
-	ready.connected(nc, streams)
+}
 
+// runUntilStopped runs the consumer until ctx ends and in-flight work
+// finishes.
+func (a *app) runUntilStopped(ctx context.Context, c *consumer.Consumer, ready *readiness) error {
 	// The shutdown signal ends ctx: say so, and stop being ready while
 	// in-flight work finishes.
 	stopped, watched := make(chan struct{}), make(chan struct{})
@@ -116,64 +194,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 		ready.drain()
 		a.log.Info().Msg("shutdown signal received; finishing in-flight work")
 	}()
-	err = c.Run(ctx)
+	err := c.Run(ctx)
 	close(stopped)
 	<-watched
 	a.log.Info().Msg("stopped")
 	return err
-}
-
-// serveConnect starts the HTTP listener and connects to NATS: the embedded
-// server (started and advertised here) without nats.url, else nats.url,
-// retried until so.connectTimeout. stop undoes what was started; nc is nil
-// with a nil error when the shutdown signal came while connecting.
-func (a *app) serveConnect(ctx context.Context, cfg *config.Config, so serveOptions, h http.Handler) (nc *nats.Conn, stop func(), err error) {
-	var undo []func()
-	stop = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
-	natsOpts := append(natsOptions(cfg.NATS), a.natsLogHandlers()...)
-	if cfg.NATS.URL == "" {
-		sopts, err := embeddedServerOptions(cfg.NATS)
-		if err != nil {
-			return nil, stop, withCode(exitUsage, err)
-		}
-		srv, err := natsserver.Start(ctx, sopts)
-		if err != nil {
-			return nil, stop, err
-		}
-		undo = append(undo, srv.Shutdown)
-		a.log.Info().Str("url", srv.ClientURL()).Str("store", cfg.NATS.StoreDir).Msg("embedded NATS JetStream server started")
-		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
-		if err != nil {
-			return nil, stop, err
-		}
-		undo = append(undo, stopHTTP)
-		if srv.ClientURL() != "" {
-			removeAdvert, err := writeAdvert(cfg, srv)
-			if err != nil {
-				return nil, stop, err
-			}
-			undo = append(undo, removeAdvert)
-		}
-		nc, err = srv.Connect(natsOpts...)
-		return nc, stop, err
-	}
-	// Up before NATS: /healthz answers and /readyz says "connecting"
-	// while the first connection is retried.
-	stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
-	if err != nil {
-		return nil, stop, err
-	}
-	undo = append(undo, stopHTTP)
-	if nc, err = a.connectNATS(ctx, cfg.NATS, time.Duration(so.connectTimeout), natsOpts); err != nil {
-		if ctx.Err() != nil {
-			a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
-			return nil, stop, nil
-		}
-		return nil, stop, err
-	}
-	return nc, stop, nil
 }

@@ -160,7 +160,7 @@ func TestPublishWaitWithoutServe(t *testing.T) {
 	// Interrupted (SIGINT cancels the context): say so, not "timed out".
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	var out, errb lockedBuffer
+	var out, errb testenv.SyncBuffer
 	code = run(ctx, []string{"publish", "--wait", "--pipeline", "p.one", "--bundle", b1, "--config", e.cfg}, &out, &errb)
 	id = announcedID(t, out.String())
 	if want := "distributor: interrupted while waiting for results of " + id + " (0 of 2); it stays announced: `distributor events tail` shows its results\n"; code != exitFailed || errb.String() != want {
@@ -307,12 +307,12 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 
 	type proc struct {
 		cmd    *exec.Cmd
-		stderr *lockedBuffer
+		stderr *testenv.SyncBuffer
 		done   chan error
 	}
 	procs := make([]*proc, 2)
 	for i := range procs {
-		p := &proc{stderr: &lockedBuffer{}, done: make(chan error, 1)}
+		p := &proc{stderr: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json", "--http-addr", "127.0.0.1:0")
 		p.cmd.Stderr = p.stderr
 		if err := p.cmd.Start(); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
-	"github.com/distributor/distributor/stores"
 )
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -21,21 +20,9 @@ func (a *app) verifyCommand() *cobra.Command {
 		Short: "Re-read stored outputs and compare them with the catalog's sha256 and size (exit 4 on damage); report leftovers of interrupted writes",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireFlag("destination", dest); err != nil {
-				return err
-			}
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			d, err := destination(cfg, dest)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			// Verify only reads: no lease, no lock object, no recovery, so
-			// it works on a read-only or full root (engine.Verify).
-			root, err := stores.New(cfg).Destination(ctx, d)
+			// Verify only reads (engine.Verify).
+			root, err := a.openDestination(ctx, dest)
 			if err != nil {
 				return err
 			}

@@ -322,18 +322,6 @@ func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, 
 	return info(p, fi), nil
 }
 
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // writeAtomic writes src to p through a stage of one object: p is
 // untouched on any failure. (The root handle argument is unused: stages
 // open folders themselves.)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/internal/ctxio"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -264,11 +265,11 @@ func (b *Backend) copy(ctx context.Context, f *os.File, src io.Reader, size int6
 	// struct{io.Writer} hides ReadFrom so that the buffer is used.
 	w := struct{ io.Writer }{f}
 	if size >= 0 && size < 32<<10 {
-		return io.CopyBuffer(w, ctxReader{ctx, src}, make([]byte, max(size+1, 512)))
+		return io.CopyBuffer(w, ctxio.Reader(ctx, src), make([]byte, max(size+1, 512)))
 	}
 	buf := b.bufs.Get().(*[]byte)
 	defer b.bufs.Put(buf)
-	return io.CopyBuffer(w, ctxReader{ctx, src}, *buf)
+	return io.CopyBuffer(w, ctxio.Reader(ctx, src), *buf)
 }
 
 // Commit makes the object staged at p visible under its Put's condition:

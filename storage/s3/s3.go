@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -355,9 +354,9 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	}
 	var want []byte
 	if opts.SHA256 != "" {
-		hexDigest, ok := strings.CutPrefix(opts.SHA256, "sha256:")
-		if want, err = hex.DecodeString(hexDigest); !ok || err != nil || len(want) != sha256.Size {
-			return storage.ObjectInfo{}, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 hex digits>", b, p, opts.SHA256)
+		var ok bool
+		if want, ok = catalog.DigestSum(opts.SHA256); !ok {
+			return storage.ObjectInfo{}, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 lowercase hex digits>", b, p, opts.SHA256)
 		}
 	}
 	body := &checkedReader{ctx: ctx, r: r, size: size, want: want, where: b.String() + p}
@@ -377,40 +376,51 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	case opts.IfMatch != "":
 		in.IfMatch = aws.String(opts.IfMatch)
 	}
-	conditional := in.IfNoneMatch != nil || in.IfMatch != nil
-	stored := func(etag *string) (storage.ObjectInfo, error) {
-		return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
-	}
-
+	put := b.putMultipart
 	if size >= 0 && size <= b.partSize {
-		// Small enough for one request: read it whole (checked) and send a
-		// seekable body, which the SDK needs over plain http.
-		// Reading into size+1 bytes makes checkedReader see either EOF
-		// (and check size and digest) or the excess byte.
-		if err := b.buffers.Acquire(ctx, size+1); err != nil {
-			return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
-		}
-		defer b.buffers.Release(size + 1)
-		data := make([]byte, size+1)
-		n, err := io.ReadFull(body, data)
-		switch {
-		case int64(n) > size:
-			err = body.err // ReadFull drops the error that came with the excess byte
-		case err == io.ErrUnexpectedEOF || (err == io.EOF && size == 0):
-			err = nil // checkedReader saw EOF: size and digest are right
-		}
-		if err != nil {
-			return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
-		}
-		in.Body = bytes.NewReader(data[:n])
-		in.ContentLength = aws.Int64(int64(n))
-		out, err := b.client.PutObject(ctx, in)
-		if err != nil {
-			return storage.ObjectInfo{}, b.wrapPut(key, conditional, err)
-		}
-		return stored(out.ETag)
+		put = b.putSmall
 	}
+	etag, err := put(ctx, in, body, size)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
+}
 
+// putSmall sends an object of up to PartSize bytes in one PutObject and
+// returns its ETag.
+func (b *Backend) putSmall(ctx context.Context, in *s3.PutObjectInput, body *checkedReader, size int64) (*string, error) {
+	// Small enough for one request: read it whole (checked) and send a
+	// seekable body, which the SDK needs over plain http.
+	// Reading into size+1 bytes makes checkedReader see either EOF
+	// (and check size and digest) or the excess byte.
+	if err := b.buffers.Acquire(ctx, size+1); err != nil {
+		return nil, fmt.Errorf("put %s: %w", body.where, err)
+	}
+	defer b.buffers.Release(size + 1)
+	data := make([]byte, size+1)
+	n, err := io.ReadFull(body, data)
+	switch {
+	case int64(n) > size:
+		err = body.err // ReadFull drops the error that came with the excess byte
+	case err == io.ErrUnexpectedEOF || (err == io.EOF && size == 0):
+		err = nil // checkedReader saw EOF: size and digest are right
+	}
+	if err != nil {
+		return nil, fmt.Errorf("put %s: %w", body.where, err)
+	}
+	in.Body = bytes.NewReader(data[:n])
+	in.ContentLength = aws.Int64(int64(n))
+	out, err := b.client.PutObject(ctx, in)
+	if err != nil {
+		return nil, b.wrapPut(*in.Key, conditional(in), err)
+	}
+	return out.ETag, nil
+}
+
+// putMultipart streams an object of unknown size or over PartSize through
+// the uploader and returns its ETag; a failed upload is aborted.
+func (b *Backend) putMultipart(ctx context.Context, in *s3.PutObjectInput, body *checkedReader, size int64) (*string, error) {
 	// The uploader sees a plain io.Reader and buffers parts from its pool.
 	in.Body = body
 	partSize := b.partSize
@@ -420,7 +430,7 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	}
 	weight := min(b.budget, int64(b.concurrency+partsBesideConcurrency)*partSize)
 	if err := b.buffers.Acquire(ctx, weight); err != nil {
-		return storage.ObjectInfo{}, fmt.Errorf("put %s: %w", body.where, err)
+		return nil, fmt.Errorf("put %s: %w", body.where, err)
 	}
 	defer b.buffers.Release(weight)
 	out, err := b.uploader.Upload(ctx, in, func(u *manager.Uploader) {
@@ -430,13 +440,18 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	if err != nil {
 		var mf manager.MultiUploadFailure
 		if errors.As(err, &mf) && mf.UploadID() != "" {
-			if aerr := b.abort(ctx, key, mf.UploadID()); aerr != nil {
+			if aerr := b.abort(ctx, *in.Key, mf.UploadID()); aerr != nil {
 				err = fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, mf.UploadID(), aerr)
 			}
 		}
-		return storage.ObjectInfo{}, b.wrapPut(key, conditional, err)
+		return nil, b.wrapPut(*in.Key, conditional(in), err)
 	}
-	return stored(out.ETag)
+	return out.ETag, nil
+}
+
+// conditional reports whether a put carries a condition the server checks.
+func conditional(in *s3.PutObjectInput) bool {
+	return in.IfNoneMatch != nil || in.IfMatch != nil
 }
 
 // wrapPut maps a failed conditional write (412, or 409 for a concurrent
@@ -612,7 +627,7 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 		Key:           &key,
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
-		Metadata:      map[string]string{metaSHA256: "sha256:" + hex.EncodeToString(sum[:])},
+		Metadata:      map[string]string{metaSHA256: catalog.Digest(sum[:])},
 	}
 	if ct := mime.TypeByExtension(path.Ext(p)); ct != "" {
 		in.ContentType = aws.String(ct)

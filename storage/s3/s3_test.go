@@ -337,6 +337,9 @@ func TestPutChecksContent(t *testing.T) {
 			{"digest", "does not match", int64(n), storage.PutOptions{SHA256: sha([]byte("other"))}},
 			{"digest-unknown-size", "does not match", -1, storage.PutOptions{SHA256: sha([]byte("other"))}},
 			{"bad-digest", "invalid sha256", int64(n), storage.PutOptions{SHA256: "md5:abc"}},
+			// Catalogs hold lowercase hex only: metadata they would refuse is not written.
+			{"upper-case-digest", "invalid sha256", int64(n), storage.PutOptions{SHA256: strings.ToUpper(sha(data))}},
+			{"upper-case-hex-digest", "invalid sha256", int64(n), storage.PutOptions{SHA256: "sha256:" + strings.ToUpper(strings.TrimPrefix(sha(data), "sha256:"))}},
 		}
 		for _, c := range cases {
 			path := fmt.Sprintf("%d/%s", n, c.name)

@@ -147,20 +147,7 @@ func (e *env) bundle(id string, files map[string]string) (location, digest strin
 	n := e.nbundle.Add(1)
 	at := created.Add(time.Duration(n-1) * time.Second)
 	dir := filepath.Join(e.base, "bundles", fmt.Sprintf("b%d", n))
-	for p, content := range files {
-		name := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			e.t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	_, data, err := bundle.Create(e.ctx, dir, id, at)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return dir, bundle.Digest(data)
+	return dir, testenv.WriteBundle(e.t, dir, id, at, files)
 }
 
 // s3Bundle uploads a bundle of files to the test bucket under prefix.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/testenv"
 )
 
 // TestEventLogLines: every line about an event names it with the same keys
@@ -22,7 +23,7 @@ import (
 // result (here max_deliveries) at error, a published one at info.
 func TestEventLogLines(t *testing.T) {
 	e := newEnv(t, weatherYAML, false)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	var calls atomic.Int32
 	opts := fastOptions()
 	opts.MaxDeliver = 2

@@ -17,6 +17,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/testenv"
 )
 
 const archiveYAML = `
@@ -184,24 +185,6 @@ func TestKilledConsumerRedelivered(t *testing.T) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestStalledHolderLosesLease: a holder stalls mid-publication while its
 // lease renewals cannot reach the server; the lease expires. When it wakes
 // it must not commit: its run ends with a lease-lost error and the event is
@@ -210,7 +193,7 @@ func TestStalledHolderLosesLease(t *testing.T) {
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.ShutdownTimeout = 20 * time.Second
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	g := newGate()
 	a := e.start(nodeConfig{name: "a", opts: opts, wrap: g.wrap, leaseTTL: time.Second, splitLock: true, log: zerolog.New(&logs)})
 	loc, digest := e.bundle("weather.tomorrow", v1)

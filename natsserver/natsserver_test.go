@@ -1,17 +1,17 @@
 package natsserver_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/natsserver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/distributor/distributor/natsserver"
+	"github.com/distributor/distributor/testenv"
 )
 
 func TestInProcessJetStream(t *testing.T) {
@@ -115,7 +115,7 @@ func TestShutdownTwice(t *testing.T) {
 }
 
 func TestLoggerReceivesServerLines(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	l := zerolog.New(&buf).Level(zerolog.InfoLevel)
 	s, err := natsserver.Start(context.Background(), natsserver.Options{StoreDir: t.TempDir(), Logger: &l})
 	if err != nil {
@@ -129,21 +129,4 @@ func TestLoggerReceivesServerLines(t *testing.T) {
 	if strings.Contains(out, `"level":"debug"`) {
 		t.Fatalf("debug lines logged at info level:\n%s", out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

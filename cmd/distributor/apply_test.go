@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/testenv"
 )
 
 const (
@@ -37,11 +38,8 @@ func (e *cliEnv) sharedRoot(root, workflow string) {
 // legacyRoot writes a superseded catalog of the given schema version.
 func (e *cliEnv) legacyRoot(root string, schema int) {
 	e.t.Helper()
-	name := map[int]string{2: "legacy-v2-single-owner.json", 3: "legacy-v3-shared-root.json"}[schema]
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	name := map[int]string{2: testenv.LegacyV2SingleOwner, 3: testenv.LegacyV3SharedRoot}[schema]
+	data := testenv.CatalogFixture(e.t, name)
 	e.writeFile(filepath.Join(root, catalog.FileName), string(data))
 }
 

@@ -68,7 +68,7 @@ func TestDirectApplyOutlivesNATS(t *testing.T) {
 	b := e.makeBundle(t, "b", "src.two", files)
 
 	const ttl = time.Second // the smallest KV lease TTL
-	var out, errb lockedBuffer
+	var out, errb testenv.SyncBuffer
 	a := newApp(&out, &errb)
 	a.leaseTTL = ttl
 	a.wrapStores = func(s engine.Stores) engine.Stores {
@@ -112,7 +112,7 @@ func TestDirectApplyOutlivesNATS(t *testing.T) {
 
 // applyTimed runs apply of bundleOne to d3 in-process and fails the test
 // unless it exits 0; it returns how long it took.
-func applyTimed(t *testing.T, e *natsEnv, a *app, out, errb *lockedBuffer) time.Duration {
+func applyTimed(t *testing.T, e *natsEnv, a *app, out, errb *testenv.SyncBuffer) time.Duration {
 	t.Helper()
 	b := e.makeBundle(t, "b", "src.one", bundleOne)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -153,7 +153,7 @@ func TestDirectIgnoresTCPListener(t *testing.T) {
 		}
 	}()
 	e := writeNATSConfig(t, "  listen: "+l.Addr().String()+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
-	var out, errb lockedBuffer
+	var out, errb testenv.SyncBuffer
 	took := applyTimed(t, e, newApp(&out, &errb), &out, &errb)
 	if took > 3*time.Second { // the bug was a 5 s hang; a loaded CI machine may be slow
 		t.Errorf("apply took %v beside a silent TCP listener, want well under the 5 s the old probe hung", took)
@@ -205,7 +205,7 @@ func TestDirectIgnoresForeignNATS(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var out, errb lockedBuffer
+			var out, errb testenv.SyncBuffer
 			a := newApp(&out, &errb)
 			took := applyTimed(t, e, a, &out, &errb)
 			if took > 3*time.Second {
@@ -243,7 +243,7 @@ func TestDirectUsesAdvertisedServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	var holders []string
-	var out, errb lockedBuffer
+	var out, errb testenv.SyncBuffer
 	a := newApp(&out, &errb)
 	a.wrapStores = func(st engine.Stores) engine.Stores {
 		return &hookStores{Stores: st, after: func() {

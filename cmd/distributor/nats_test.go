@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,25 +35,6 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = run(ctx, args, &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-// lockedBuffer is a bytes.Buffer that a running command may write while the
-// test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // natsEnv is one configuration file over temp destination roots:
@@ -126,15 +106,7 @@ func freeAddr(t *testing.T) string {
 func (e *natsEnv) makeBundle(t *testing.T, name, id string, files map[string]string) string {
 	t.Helper()
 	dir := filepath.Join(e.dir, "bundles", name)
-	for p, content := range files {
-		fp := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(fp, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteFiles(t, dir, files)
 	if code, _, stderr := runCmd(t, "bundle", "create", dir, "--id", id); code != 0 {
 		t.Fatalf("bundle create %s: exit %d: %s", dir, code, stderr)
 	}
@@ -151,7 +123,7 @@ func (e *natsEnv) cmd(t *testing.T, args ...string) (int, string, string) {
 type serveHandle struct {
 	cancel context.CancelFunc
 	done   chan int
-	stderr *lockedBuffer
+	stderr *testenv.SyncBuffer
 	code   int
 	exited bool
 }
@@ -161,11 +133,11 @@ type serveHandle struct {
 func startServe(t *testing.T, cfg string, extra ...string) *serveHandle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &lockedBuffer{}}
+	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &testenv.SyncBuffer{}}
 	// A free port for /metrics unless the test picks one: tests run
 	// beside each other and other serve processes.
 	args := append([]string{"serve", "--config", cfg, "--http-addr", "127.0.0.1:0"}, extra...)
-	go func() { s.done <- run(ctx, args, &lockedBuffer{}, s.stderr) }()
+	go func() { s.done <- run(ctx, args, &testenv.SyncBuffer{}, s.stderr) }()
 	t.Cleanup(func() { s.stop(t) })
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(s.stderr.String(), "consuming bundle-ready events") {
@@ -351,7 +323,7 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 	// A follower started before anything happened sees p.two's event.
 	followCtx, stopFollow := context.WithCancel(context.Background())
 	defer stopFollow()
-	var follow lockedBuffer
+	var follow testenv.SyncBuffer
 	followDone := make(chan int, 1)
 	go func() {
 		followDone <- run(followCtx, []string{"events", "tail", "--follow", "--pipeline", "p.two", "--config", e.cfg}, &follow, &follow)

@@ -250,9 +250,9 @@ func TestServeWaitsForNATS(t *testing.T) {
 	e := writeNATSConfig(t, "  url: nats://"+natsAddr+"\n")
 	httpAddr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &lockedBuffer{}}
+	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &testenv.SyncBuffer{}}
 	go func() {
-		s.done <- run(ctx, []string{"serve", "--config", e.cfg, "--http-addr", httpAddr}, &lockedBuffer{}, s.stderr)
+		s.done <- run(ctx, []string{"serve", "--config", e.cfg, "--http-addr", httpAddr}, &testenv.SyncBuffer{}, s.stderr)
 	}()
 	t.Cleanup(func() { s.stop(t) })
 	base := "http://" + httpAddr

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
@@ -160,7 +159,7 @@ func TestPublishWaitWithoutServe(t *testing.T) {
 	// Interrupted (SIGINT cancels the context): say so, not "timed out".
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	var out, errb lockedBuffer
+	var out, errb testenv.SyncBuffer
 	code = run(ctx, []string{"publish", "--wait", "--pipeline", "p.one", "--bundle", b1, "--config", e.cfg}, &out, &errb)
 	id = announcedID(t, out.String())
 	if want := "distributor: interrupted while waiting for results of " + id + " (0 of 2); it stays announced: `distributor events tail` shows its results\n"; code != exitFailed || errb.String() != want {
@@ -307,12 +306,12 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 
 	type proc struct {
 		cmd    *exec.Cmd
-		stderr *lockedBuffer
+		stderr *testenv.SyncBuffer
 		done   chan error
 	}
 	procs := make([]*proc, 2)
 	for i := range procs {
-		p := &proc{stderr: &lockedBuffer{}, done: make(chan error, 1)}
+		p := &proc{stderr: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 		p.cmd = exec.Command(bin, "serve", "--config", cfg, "--log-format", "json", "--http-addr", "127.0.0.1:0")
 		p.cmd.Stderr = p.stderr
 		if err := p.cmd.Start(); err != nil {
@@ -348,19 +347,11 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 	start := time.Now()
 	for i := range nEvents {
 		dir := filepath.Join(tmp, "bundles", fmt.Sprint(i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%02d.txt", i)), []byte(fmt.Sprintf("bundle %d\n", i)), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		// One source per bundle: versions of one source would (rightly)
 		// supersede each other when processed out of order.
-		_, data, err := bundle.Create(ctx, dir, fmt.Sprintf("load.src%02d", i), time.Now().UTC().Truncate(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := events.BundleReady{ID: fmt.Sprintf("load-%02d", i), PipelineID: "load.test", Bundle: dir, ManifestDigest: bundle.Digest(data)}
+		digest := testenv.WriteBundle(t, dir, fmt.Sprintf("load.src%02d", i), time.Now().UTC().Truncate(time.Second),
+			map[string]string{fmt.Sprintf("n%02d.txt", i): fmt.Sprintf("bundle %d\n", i)})
+		ev := events.BundleReady{ID: fmt.Sprintf("load-%02d", i), PipelineID: "load.test", Bundle: dir, ManifestDigest: digest}
 		if _, _, err := pub.AnnounceBundle(ctx, ev); err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ type directSession struct {
 func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSession, error) {
 	s := &directSession{
 		runner: &engine.Runner{
-			Engine: &engine.Engine{Version: version, Log: a.log},
+			Engine: &engine.Engine{Version: version, Log: a.log, Now: a.now},
 			Config: cfg,
 			Stores: stores.New(cfg),
 			Locker: lease.NewStorageLocker(holderName("direct"), directLockTTL),

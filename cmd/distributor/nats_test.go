@@ -30,10 +30,18 @@ import (
 // runCmd runs the CLI in-process and returns its exit code and output.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runCmdAt(t, nil, args...)
+}
+
+// runCmdAt is runCmd with the clock now (nil: the real one).
+func runCmdAt(t *testing.T, now func() time.Time, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code = run(ctx, args, &out, &errb)
+	a := newApp(&out, &errb)
+	a.now = now
+	code = a.run(ctx, args)
 	return code, out.String(), errb.String()
 }
 
@@ -118,6 +126,7 @@ func (e *natsEnv) cmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	return runCmd(t, append(args, "--config", e.cfg)...)
 }
+
 
 // serveHandle is a `serve` running in-process.
 type serveHandle struct {

@@ -54,7 +54,7 @@ func (a *app) pruneCommand() *cobra.Command {
 			}
 			defer s.close()
 			owner := catalog.Owner{PipelineID: pipeline, DestinationID: dest}
-			cutoff := time.Now().UTC().Truncate(time.Second).Add(-age)
+			cutoff := a.clock().UTC().Truncate(time.Second).Add(-age)
 			var res engine.MaintenanceResult
 			pctx, done := a.withProgress(ctx, dest)
 			err = s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {

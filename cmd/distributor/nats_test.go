@@ -127,7 +127,6 @@ func (e *natsEnv) cmd(t *testing.T, args ...string) (int, string, string) {
 	return runCmd(t, append(args, "--config", e.cfg)...)
 }
 
-
 // serveHandle is a `serve` running in-process.
 type serveHandle struct {
 	cancel context.CancelFunc

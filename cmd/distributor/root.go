@@ -36,6 +36,7 @@ type app struct {
 	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
 	wrapStores func(engine.Stores) engine.Stores // wraps the backends of direct-mode runs
 	now        func() time.Time                  // the clock of direct-mode runs (catalog times, prune cutoff)
+	reportWait time.Duration                     // bounds a direct-mode event publication (default reportTimeout)
 }
 
 // clock is the time now: the test hook's when set.

@@ -265,22 +265,12 @@ func TestServeEmbeddedServer(t *testing.T) {
 	t.Logf("serve with an embedded server stopped in %s", time.Since(start))
 }
 
-// TestTwoServeProcessesShareWork runs two serve binaries on one NATS server
+// twoServeProcessesShareWork runs two serve binaries on one NATS server
 // and checks that every announced bundle is published exactly once per
 // destination, that both did work, and that SIGTERM stops both cleanly.
-func TestTwoServeProcessesShareWork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs two processes")
-	}
+func twoServeProcessesShareWork(t *testing.T, bin string) {
 	const nEvents, nDests = 40, 4
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "distributor")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	buildStart := time.Now()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("go build took %s", time.Since(buildStart).Round(time.Millisecond))
 
 	n := newNATSEnv(t)
 	cfg := filepath.Join(tmp, "distributor.yaml")
@@ -392,14 +382,6 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 		}
 		t.Fatalf("%d of %d result events after 45s; transient-failure retries per process: %v", got, want, retries)
 	}
-	time.Sleep(300 * time.Millisecond) // let a duplicate, if any, arrive
-	info, err := streams.Events.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != uint64(want) {
-		t.Errorf("events stream holds %d events, want exactly %d", info.State.Msgs, want)
-	}
 	for id := range ids {
 		for d := range nDests {
 			if k := fmt.Sprintf("%s/r%d/published", id, d); results[k] != 1 {
@@ -456,4 +438,26 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 		}
 	}
 	t.Logf("both stopped %s after SIGTERM", time.Since(stopStart).Round(time.Millisecond))
+
+	// Both processes have exited, so no duplicate can still arrive: the
+	// durable has every bundle event acknowledged and the events stream
+	// holds exactly one result per event and destination.
+	dur, err := js.Consumer(ctx, streams.Subjects.BundlesStream(), streams.Subjects.Durable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := dur.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.NumPending != 0 || ci.NumAckPending != 0 {
+		t.Errorf("durable after both stopped: %d pending, %d unacknowledged; want none", ci.NumPending, ci.NumAckPending)
+	}
+	info, err := streams.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(want) {
+		t.Errorf("events stream holds %d events, want exactly %d", info.State.Msgs, want)
+	}
 }

@@ -21,17 +21,20 @@ import (
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/natsserver"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
 
 // hookStores calls after once, after the first output (not distributor's
-// own state) is written to a destination.
+// own state) is written to a destination, and counts the reads of the lock
+// object.
 type hookStores struct {
 	engine.Stores
-	once  sync.Once
-	after func()
+	once      sync.Once
+	after     func()
+	lockReads atomic.Int32
 }
 
 func (h *hookStores) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
@@ -45,6 +48,13 @@ func (h *hookStores) Destination(ctx context.Context, d config.Destination) (sto
 type hookBackend struct {
 	storage.Backend
 	h *hookStores
+}
+
+func (b *hookBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	if p == lease.LockPath {
+		b.h.lockReads.Add(1)
+	}
+	return b.Backend.ReadVersion(ctx, p)
 }
 
 func (b *hookBackend) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {

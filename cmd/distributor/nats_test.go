@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/testenv"
@@ -651,11 +652,16 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 		stdout, stderr string
 	}
 	done := make(chan result, 1)
+	hooks := &hookStores{after: func() {}}
 	go func() {
-		code, stdout, stderr := e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
-		done <- result{code, stdout, stderr}
+		var out, errb bytes.Buffer
+		a := newApp(&out, &errb)
+		a.wrapStores = func(s engine.Stores) engine.Stores { hooks.Stores = s; return hooks }
+		code := a.run(context.Background(), []string{"prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d", "--config", e.cfg})
+		done <- result{code, out.String(), errb.String()}
 	}()
-	time.Sleep(400 * time.Millisecond)
+	// Two reads of the lock object: prune found it held and tried again.
+	testenv.Eventually(t, 10*time.Second, func() bool { return hooks.lockReads.Load() >= 2 }, "prune to find the lock object held twice")
 	select {
 	case r := <-done:
 		t.Fatalf("prune ran despite the held lock object: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -259,7 +259,8 @@ func TestServeWaitsForNATS(t *testing.T) {
 	waitFor(t, s, `"message":"NATS not reachable; retrying"`)
 	waitGet(t, base+"/healthz", func(c int, _ string) bool { return c == http.StatusOK }, "healthz while connecting")
 	expectGet(t, base+"/readyz", http.StatusServiceUnavailable, "connecting to NATS\n")
-	time.Sleep(500 * time.Millisecond)
+	// A second retry, so that the delays below show the back-off growing.
+	waitFor(t, s, `"attempt":2,"next_delay":"500ms"`)
 
 	srv, err := natsserver.Start(context.Background(), natsserver.Options{Listen: natsAddr, StoreDir: t.TempDir()})
 	if err != nil {

@@ -348,11 +348,7 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1); code != 0 {
 		t.Fatalf("publish p.two: exit %d\n%s%s", code, stdout, stderr)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(follow.String(), "p.two"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("events tail --follow printed nothing for p.two in 10s: %q", follow.String())
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return strings.Contains(follow.String(), "p.two") }, "events tail --follow to print p.two")
 	stopFollow()
 	select {
 	case code := <-followDone:

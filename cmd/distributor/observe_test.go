@@ -159,9 +159,9 @@ func TestServeObserve(t *testing.T) {
 	expectGet(t, base+"/healthz", http.StatusOK, "ok\n")
 	// nats.go runs its disconnect handler on its own goroutine: the status
 	// can change before the line is written.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.stderr.String(), "disconnected from NATS; reconnecting") && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(s.stderr.String(), "disconnected from NATS; reconnecting")
+	}, "the disconnect line")
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exited %d, want 0", code)
 	}

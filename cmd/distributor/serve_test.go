@@ -316,14 +316,9 @@ func twoServeProcessesShareWork(t *testing.T, bin string) {
 		})
 		procs[i] = p
 	}
-	deadline := time.Now().Add(15 * time.Second)
 	for _, p := range procs {
-		for !strings.Contains(p.stderr.String(), "consuming bundle-ready events") {
-			if time.Now().After(deadline) {
-				t.Fatalf("serve %d not consuming after 15s: %s", p.cmd.Process.Pid, p.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testenv.Eventually(t, 15*time.Second, func() bool { return strings.Contains(p.stderr.String(), "consuming bundle-ready events") },
+			"serve %d to consume", p.cmd.Process.Pid)
 	}
 
 	ctx := context.Background()

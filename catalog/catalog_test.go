@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/testenv"
 )
 
 const (
@@ -26,15 +25,6 @@ func mustTime(t testing.TB, s string) time.Time {
 		t.Fatal(err)
 	}
 	return v.UTC()
-}
-
-func readFile(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // seedExample is the roadmap's example document, built in Go.
@@ -98,7 +88,7 @@ func assertSameCatalog(t tester, got, want *catalog.Catalog) {
 }
 
 func TestParseValidV4SeedExample(t *testing.T) {
-	cat, legacy, err := catalog.Parse(readFile(t, "seed-example.json"))
+	cat, legacy, err := catalog.Parse(testenv.CatalogFixture(t, testenv.SeedExample))
 	if err != nil || legacy {
 		t.Fatalf("Parse = legacy %v, err %v; want a valid v4 catalog", legacy, err)
 	}
@@ -106,7 +96,7 @@ func TestParseValidV4SeedExample(t *testing.T) {
 }
 
 func TestParseAcceptsOffsetTimesAsUTC(t *testing.T) {
-	doc := strings.Replace(string(readFile(t, "seed-example.json")),
+	doc := strings.Replace(string(testenv.CatalogFixture(t, testenv.SeedExample)),
 		`"created_at": "2026-06-19T12:00:00Z"`, `"created_at": "2026-06-19T14:00:00.5+02:00"`, 1)
 	cat, _, err := catalog.Parse([]byte(doc))
 	if err != nil {
@@ -144,8 +134,8 @@ func TestParseNonexistentVersionIsInvalid(t *testing.T) {
 
 func TestParseLegacy(t *testing.T) {
 	cases := map[string][]byte{
-		"seed history v2 single_owner": readFile(t, "legacy-v2-single-owner.json"),
-		"seed history v3 shared_root":  readFile(t, "legacy-v3-shared-root.json"),
+		"seed history v2 single_owner": testenv.CatalogFixture(t, testenv.LegacyV2SingleOwner),
+		"seed history v3 shared_root":  testenv.CatalogFixture(t, testenv.LegacyV3SharedRoot),
 		"v1 bare":                      []byte(`{"schema_version": 1}`),
 		"v3 with v4-looking junk":      []byte(`{"schema_version": 3, "outputs": "not a list", "state": {"mode": "catalog"}}`),
 	}
@@ -177,7 +167,7 @@ func TestParseNewer(t *testing.T) {
 // seedDoc is the seed example as generic JSON, for mutation.
 func seedDoc(t testing.TB) map[string]any {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(readFile(t, "seed-example.json")))
+	dec := json.NewDecoder(bytes.NewReader(testenv.CatalogFixture(t, testenv.SeedExample)))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
@@ -357,7 +347,7 @@ func TestParseInvalid(t *testing.T) {
 }
 
 func TestParseInvalidJSON(t *testing.T) {
-	valid := string(readFile(t, "seed-example.json"))
+	valid := string(testenv.CatalogFixture(t, testenv.SeedExample))
 	cases := map[string]string{
 		"empty":              "",
 		"truncated":          valid[:len(valid)/2],
@@ -383,7 +373,7 @@ func TestParseInvalidJSON(t *testing.T) {
 // encoding/json would keep the last one, so "schema_version": 4,
 // "schema_version": 3 would otherwise read as legacy state.
 func TestParseDuplicateKeys(t *testing.T) {
-	valid := string(readFile(t, "seed-example.json"))
+	valid := string(testenv.CatalogFixture(t, testenv.SeedExample))
 	const fix = ": a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)"
 	for _, tc := range []struct {
 		name, old, new string
@@ -451,13 +441,13 @@ func TestParseInvalidPathWrapsErrBadPath(t *testing.T) {
 }
 
 func TestMarshalGoldenSeedExample(t *testing.T) {
-	golden := readFile(t, "seed-example.json")
+	golden := testenv.CatalogFixture(t, testenv.SeedExample)
 	got, err := catalog.Marshal(seedExample(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, golden) {
-		t.Fatalf("Marshal(seed example) differs from testdata/seed-example.json:\n%s", got)
+		t.Fatalf("Marshal(seed example) differs from the seed example:\n%s", got)
 	}
 	parsed, _, err := catalog.Parse(golden)
 	if err != nil {

@@ -2,8 +2,6 @@ package catalog_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv"
 )
 
 const catalogSchema = "catalog-v4.json"
@@ -19,15 +18,8 @@ const catalogSchema = "catalog-v4.json"
 // legacy ones (which Parse reads as legacy, not v4) do not.
 func TestCatalogSchemaFixtures(t *testing.T) {
 	s := schematest.New(t)
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range testenv.CatalogFixtureNames(t) {
+		data := testenv.CatalogFixture(t, f)
 		cat, legacy, perr := catalog.Parse(data)
 		serr := s.Validate(t, catalogSchema, data)
 		switch {

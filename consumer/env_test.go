@@ -147,20 +147,7 @@ func (e *env) bundle(id string, files map[string]string) (location, digest strin
 	n := e.nbundle.Add(1)
 	at := created.Add(time.Duration(n-1) * time.Second)
 	dir := filepath.Join(e.base, "bundles", fmt.Sprintf("b%d", n))
-	for p, content := range files {
-		name := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			e.t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	_, data, err := bundle.Create(e.ctx, dir, id, at)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return dir, bundle.Digest(data)
+	return dir, testenv.WriteBundle(e.t, dir, id, at, files)
 }
 
 // s3Bundle uploads a bundle of files to the test bucket under prefix.
@@ -444,6 +431,36 @@ func (e *env) collect() *collector {
 	return c
 }
 
+// received counts the messages the collector got, undecodable ones too.
+func (c *collector) received() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.list) + len(c.bad)
+}
+
+// caughtUp waits until the collector has received every result event the
+// events stream holds now.
+func (e *env) caughtUp(timeout time.Duration) {
+	e.t.Helper()
+	info, err := e.streams.Events.Info(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stored := int(info.State.Msgs)
+	e.waitFor(timeout, func() bool { return e.results.received() >= stored }, "the collector to receive the %d stored result events", stored)
+}
+
+// quiet waits until the durable has nothing pending or unacknowledged and
+// the collector holds every result stored by then. Results are published
+// before their bundle event is acknowledged, so no result of the work done
+// can arrive later: what the collector holds is all of it.
+func (e *env) quiet(timeout time.Duration) *jetstream.ConsumerInfo {
+	e.t.Helper()
+	info := e.settled(timeout)
+	e.caughtUp(timeout)
+	return info
+}
+
 func (c *collector) all() []events.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -461,12 +478,13 @@ func (c *collector) of(eventID string) []events.Result {
 	return out
 }
 
-// wait polls until n results of eventID arrived (then waits a little for
-// any extra, wrong one) and returns them sorted by destination.
+// wait polls until n results of eventID arrived and the collector holds
+// every result stored so far (an extra, wrong one included), and returns
+// them sorted by destination.
 func (e *env) wait(eventID string, n int, timeout time.Duration) []events.Result {
 	e.t.Helper()
 	e.waitFor(timeout, func() bool { return len(e.results.of(eventID)) >= n }, "%d result(s) of %s", n, eventID)
-	time.Sleep(50 * time.Millisecond)
+	e.caughtUp(timeout)
 	out := e.results.of(eventID)
 	sort.Slice(out, func(i, j int) bool { return out[i].DestinationID < out[j].DestinationID })
 	return out

@@ -178,8 +178,7 @@ func TestKilledConsumerRedelivered(t *testing.T) {
 	if cat := readCatalog(t, root); len(cat.Outputs) != 2 {
 		t.Errorf("catalog has %d outputs", len(cat.Outputs))
 	}
-	e.settled(5 * time.Second)
-	time.Sleep(200 * time.Millisecond)
+	e.quiet(5 * time.Second)
 	if n := len(e.results.of(id)); n != 1 {
 		t.Errorf("%d result events, want 1", n)
 	}
@@ -334,7 +333,8 @@ func TestShutdownAbandonsSlowWork(t *testing.T) {
 	if !e.leaseKeyGone(d.RootKey()) {
 		t.Error("lease still held after Run returned")
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Run has returned: whatever it reported is stored by now.
+	e.caughtUp(5 * time.Second)
 	if res := e.results.of(id); len(res) != 0 {
 		e.dump()
 		t.Fatalf("abandoned work reported %d result(s); it must be retried silently", len(res))
@@ -379,8 +379,12 @@ func TestResultPublishFailureRetried(t *testing.T) {
 	e.waitFor(10*time.Second, func() bool {
 		return len(files(t, localRoot(t, e.roots["archive"]))) == 3
 	}, "the publication to land")
-	// Past nats.go's own publish retries (2 × 250ms on no responders).
-	time.Sleep(1500 * time.Millisecond)
+	// The first attempt could not publish its result: the event is
+	// delivered again (past nats.go's own publish retries).
+	e.waitFor(10*time.Second, func() bool {
+		info, err := e.durableInfo()
+		return err == nil && info.Delivered.Consumer >= 2
+	}, "a second delivery after the result could not be published")
 	if _, err := events.Setup(e.ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -389,12 +393,12 @@ func TestResultPublishFailureRetried(t *testing.T) {
 		got = readResults(t, e)
 		return len(got) > 0
 	}, "the result event after the events stream came back")
-	time.Sleep(300 * time.Millisecond)
+	// Acknowledged: every result of the work is in the stream now.
+	e.settled(5 * time.Second)
 	got = readResults(t, e)
 	if len(got) != 1 || got[0].BundleEventID != id || got[0].Type != events.TypePublished || got[0].Attempts < 2 {
 		t.Errorf("results: %+v", got)
 	}
-	e.settled(5 * time.Second)
 }
 
 // readResults reads the whole events stream.

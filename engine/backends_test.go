@@ -374,20 +374,7 @@ func makeBundle(t *testing.T, id string, files map[string]string) (string, strin
 func makeBundleAt(t *testing.T, id string, created time.Time, files map[string]string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	for p, c := range files {
-		fp := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(fp, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, data, err := bundle.Create(context.Background(), dir, id, created)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, bundle.Digest(data)
+	return dir, testenv.WriteBundle(t, dir, id, created, files)
 }
 
 // publish runs Runner.Publish of the bundle in dir for pipeline to dest at

@@ -25,6 +25,7 @@ import (
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 var errKilled = errors.New("killed (injected)")
@@ -175,19 +176,6 @@ type scenario struct {
 	files  map[string]string // the bundle being published
 }
 
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		fp := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(fp, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 var fixedNow = time.Date(2026, 6, 19, 12, 5, 0, 0, time.UTC)
 
 // publish runs one publication of files to root through the engine.
@@ -195,12 +183,9 @@ func publish(t *testing.T, root storage.Backend, wf planner.Workflow, files map[
 	t.Helper()
 	ctx := context.Background()
 	bdir := t.TempDir()
-	writeTree(t, bdir, files)
 	// Created shortly before it is published: a later publication is a
 	// newer version of the source.
-	if _, _, err := bundle.Create(ctx, bdir, "weatherreporter.tomorrow", now.Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteBundle(t, bdir, "weatherreporter.tomorrow", now.Add(-time.Minute), files)
 	bstore, err := local.New(bdir)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +283,7 @@ var crashScenarios = []scenario{
 			}, fixedNow.Add(-time.Hour)); err != nil {
 				t.Fatal(err)
 			}
-			writeTree(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
+			testenv.WriteFiles(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
 		},
 		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n", "data/new.csv": "n\n"},
 	},
@@ -315,7 +300,7 @@ var crashScenarios = []scenario{
 	{
 		name: "legacy replacement first run clears the root", workflow: planner.Replacement,
 		before: func(t *testing.T, root string) {
-			writeTree(t, root, map[string]string{
+			testenv.WriteFiles(t, root, map[string]string{
 				".distributor.json": `{"schema_version": 3, "owners": {}}`,
 				"old/page.html":     "legacy", "report.md": "legacy report",
 			})
@@ -325,7 +310,7 @@ var crashScenarios = []scenario{
 	{
 		name: "legacy additive first run overwrites planned paths only", workflow: planner.Additive,
 		before: func(t *testing.T, root string) {
-			writeTree(t, root, map[string]string{
+			testenv.WriteFiles(t, root, map[string]string{
 				".distributor.json": `{"schema_version": 2}`,
 				"old/page.html":     "legacy", "report.md": "legacy report",
 			})
@@ -357,7 +342,7 @@ var crashScenarios = []scenario{
 	{
 		name: "legacy replacement first run displaces a file in the way", workflow: planner.Replacement,
 		before: func(t *testing.T, root string) {
-			writeTree(t, root, map[string]string{
+			testenv.WriteFiles(t, root, map[string]string{
 				".distributor.json": `{"schema_version": 3, "owners": {}}`,
 				"docs":              "legacy", "old/page.html": "legacy",
 			})
@@ -367,7 +352,7 @@ var crashScenarios = []scenario{
 	{
 		name: "legacy additive first run displaces a folder in the way", workflow: planner.Additive,
 		before: func(t *testing.T, root string) {
-			writeTree(t, root, map[string]string{
+			testenv.WriteFiles(t, root, map[string]string{
 				".distributor.json": `{"schema_version": 2}`,
 				"docs/a.html":       "legacy", "docs/b/c.html": "legacy", "other.html": "legacy",
 			})
@@ -384,7 +369,7 @@ func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testi
 		if _, err := publish(t, b, wf, files, fixedNow.Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		writeTree(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
+		testenv.WriteFiles(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 func pubFor(t *testing.T, bdir, destID, prefix, linkBase string) engine.Publication {
@@ -41,10 +42,7 @@ func pubFor(t *testing.T, bdir, destID, prefix, linkBase string) engine.Publicat
 
 func mkBundle(t *testing.T, files map[string]string) string {
 	bdir := t.TempDir()
-	writeTree(t, bdir, files)
-	if _, _, err := bundle.Create(context.Background(), bdir, "w.x", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteBundle(t, bdir, "w.x", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC), files)
 	return bdir
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/testenv"
 )
 
 type newRootFunc = func(t *testing.T) (storage.Backend, config.Destination)
@@ -238,10 +239,7 @@ func rootName(d config.Destination) string {
 
 func putLegacyCatalog(t *testing.T, root storage.Backend) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "legacy-v3-shared-root.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testenv.CatalogFixture(t, testenv.LegacyV3SharedRoot)
 	if _, err := root.WriteIfVersion(context.Background(), catalog.FileName, data, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -396,10 +394,7 @@ func TestTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
 // and compares the whole catalog file with the seed's, byte for byte, once
 // the digests and size (which depend on the rendered bytes) are filled in.
 func TestGeneratedHTMLRecordHasTheSeedShape(t *testing.T) {
-	seed, err := os.ReadFile(filepath.Join("testdata", "seed-example.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed := testenv.CatalogFixture(t, testenv.SeedExample)
 	const (
 		seedSourceDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 		seedSHA256       = "sha256:abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789"

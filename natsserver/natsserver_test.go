@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/natsserver"
-	"github.com/distributor/distributor/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/distributor/distributor/natsserver"
+	"github.com/distributor/distributor/testenv"
 )
 
 func TestInProcessJetStream(t *testing.T) {

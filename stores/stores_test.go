@@ -39,16 +39,8 @@ func TestBundleOnS3IsReadAndVerifiedThroughTheCredentialChain(t *testing.T) {
 	// Make a bundle locally, then upload it under a prefix.
 	dir := t.TempDir()
 	files := map[string]string{"report.md": "# Tomorrow\n", "data/a b.csv": "x,y\n"}
-	for p, c := range files {
-		fp := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(fp, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, manifest, err := bundle.Create(ctx, dir, "weatherreporter.tomorrow", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC))
+	testenv.WriteBundle(t, dir, "weatherreporter.tomorrow", time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC), files)
+	manifest, err := os.ReadFile(filepath.Join(dir, bundle.ManifestName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/testenv"
 )
 
 const (
@@ -37,11 +38,8 @@ func (e *cliEnv) sharedRoot(root, workflow string) {
 // legacyRoot writes a superseded catalog of the given schema version.
 func (e *cliEnv) legacyRoot(root string, schema int) {
 	e.t.Helper()
-	name := map[int]string{2: "legacy-v2-single-owner.json", 3: "legacy-v3-shared-root.json"}[schema]
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	name := map[int]string{2: testenv.LegacyV2SingleOwner, 3: testenv.LegacyV3SharedRoot}[schema]
+	data := testenv.CatalogFixture(e.t, name)
 	e.writeFile(filepath.Join(root, catalog.FileName), string(data))
 }
 
@@ -94,15 +92,16 @@ func TestRuleOverwriteManagedOutputUpdatesRecordInPlace(t *testing.T) {
 			root := e.root("site")
 			e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: wf})
 			b1 := e.bundle("b1", "weatherreporter.today", map[string]string{"a.txt": "one\n", "b.txt": "bee\n"})
+			first := e.at(bundleCreated.Add(time.Hour))
 			e.apply(pipeDaily, b1)
 			cat1 := e.catalogOf(root)
+			e.wantCreatedIn(first, cat1, "a.txt", "b.txt")
 			bStamp := stampOf(t, filepath.Join(root, "b.txt"))
 
-			time.Sleep(1100 * time.Millisecond) // catalog times have whole seconds
+			// Catalog times have whole seconds: the next run is a second later.
 			b2 := e.bundle("b2", "weatherreporter.today", map[string]string{"a.txt": "two!\n", "b.txt": "bee\n"})
-			c := startClock()
+			c := e.at(first.from.Add(time.Second))
 			res := e.applyJSON(pipeDaily, b2)
-			c = c.stop()
 
 			wantItems := []itemJSON{
 				{Path: "a.txt", Action: "update", Write: true, SHA256: sha("two!\n"), Size: 5},
@@ -146,15 +145,16 @@ func TestRuleOwnerChangeKeepsCreatedAt(t *testing.T) {
 			root := e.root("shared")
 			e.sharedRoot(root, wf)
 			b1 := e.bundle("b1", "weatherreporter.today", map[string]string{"shared.txt": "from daily\n", "one.txt": "1\n"})
+			first := e.at(bundleCreated.Add(time.Hour))
 			e.apply(pipeDaily, b1)
 			cat1 := e.catalogOf(root)
+			e.wantCreatedIn(first, cat1, "shared.txt", "one.txt")
 			before := cat1.Index()
 
-			time.Sleep(1100 * time.Millisecond)
+			// Catalog times have whole seconds: the next run is a second later.
 			b2 := e.bundle("b2", "tides.now", map[string]string{"shared.txt": "from tides\n", "two.txt": "2\n"})
-			c := startClock()
+			c := e.at(first.from.Add(time.Second))
 			out := e.apply(pipeTides, b2)
-			c = c.stop()
 			if want := fmt.Sprintf("b (%s, %s)\n  ~ shared.txt\n  + two.txt\n  1 create, 1 update, 0 unchanged, 0 delete, 0 collision\n", root, wf); out != want {
 				t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
 			}

@@ -42,7 +42,8 @@ type cliEnv struct {
 	t       *testing.T
 	dir     string
 	cfg     string
-	bundles int // made so far (see bundle)
+	bundles int              // made so far (see bundle)
+	now     func() time.Time // the clock of the runs (nil: the real one); see at
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
@@ -175,10 +176,22 @@ func (e *cliEnv) bundleAt(name, id string, created time.Time, files map[string]s
 	return b
 }
 
-// run runs distributor with --config.
+// run runs distributor with --config, on the env's clock.
 func (e *cliEnv) run(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
-	return runCLI(e.t, append([]string{"--config", e.cfg}, args...)...)
+	var out, errb bytes.Buffer
+	a := newApp(&out, &errb)
+	a.now = e.now
+	code = a.run(context.Background(), append([]string{"--config", e.cfg}, args...))
+	return out.String(), errb.String(), code
+}
+
+// at sets the clock of the runs that follow to t and returns the clock
+// whose holds(x) is x == t: no waiting for the next whole second between
+// runs whose catalog times must differ.
+func (e *cliEnv) at(t time.Time) clock {
+	e.now = func() time.Time { return t }
+	return clock{from: t, to: t}
 }
 
 // apply publishes b for pipeline p and fails the test unless it succeeds.

@@ -32,7 +32,7 @@ type directSession struct {
 func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSession, error) {
 	s := &directSession{
 		runner: &engine.Runner{
-			Engine: &engine.Engine{Version: version, Log: a.log},
+			Engine: &engine.Engine{Version: version, Log: a.log, Now: a.now},
 			Config: cfg,
 			Stores: stores.New(cfg),
 			Locker: lease.NewStorageLocker(holderName("direct"), directLockTTL),
@@ -79,7 +79,11 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 		r.ID = events.NewEventID() // publication results get their deterministic id
 	}
 	// Bounded: NATS may have gone away during the run.
-	pctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	timeout := reportTimeout
+	if a.reportWait > 0 {
+		timeout = a.reportWait
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := s.publisher.PublishResult(pctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")

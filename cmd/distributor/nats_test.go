@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/testenv"
@@ -31,10 +32,18 @@ import (
 // runCmd runs the CLI in-process and returns its exit code and output.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runCmdAt(t, nil, args...)
+}
+
+// runCmdAt is runCmd with the clock now (nil: the real one).
+func runCmdAt(t *testing.T, now func() time.Time, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code = run(ctx, args, &out, &errb)
+	a := newApp(&out, &errb)
+	a.now = now
+	code = a.run(ctx, args)
 	return code, out.String(), errb.String()
 }
 
@@ -107,15 +116,7 @@ func freeAddr(t *testing.T) string {
 func (e *natsEnv) makeBundle(t *testing.T, name, id string, files map[string]string) string {
 	t.Helper()
 	dir := filepath.Join(e.dir, "bundles", name)
-	for p, content := range files {
-		fp := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(fp, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteFiles(t, dir, files)
 	if code, _, stderr := runCmd(t, "bundle", "create", dir, "--id", id); code != 0 {
 		t.Fatalf("bundle create %s: exit %d: %s", dir, code, stderr)
 	}
@@ -348,11 +349,7 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1); code != 0 {
 		t.Fatalf("publish p.two: exit %d\n%s%s", code, stdout, stderr)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(follow.String(), "p.two"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("events tail --follow printed nothing for p.two in 10s: %q", follow.String())
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return strings.Contains(follow.String(), "p.two") }, "events tail --follow to print p.two")
 	stopFollow()
 	select {
 	case code := <-followDone:
@@ -652,11 +649,16 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 		stdout, stderr string
 	}
 	done := make(chan result, 1)
+	hooks := &hookStores{after: func() {}}
 	go func() {
-		code, stdout, stderr := e.cmd(t, "prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d")
-		done <- result{code, stdout, stderr}
+		var out, errb bytes.Buffer
+		a := newApp(&out, &errb)
+		a.wrapStores = func(s engine.Stores) engine.Stores { hooks.Stores = s; return hooks }
+		code := a.run(context.Background(), []string{"prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d", "--config", e.cfg})
+		done <- result{code, out.String(), errb.String()}
 	}()
-	time.Sleep(400 * time.Millisecond)
+	// Two reads of the lock object: prune found it held and tried again.
+	testenv.Eventually(t, 10*time.Second, func() bool { return hooks.lockReads.Load() >= 2 }, "prune to find the lock object held twice")
 	select {
 	case r := <-done:
 		t.Fatalf("prune ran despite the held lock object: exit %d\n%s%s", r.code, r.stdout, r.stderr)

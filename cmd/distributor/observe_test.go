@@ -159,9 +159,9 @@ func TestServeObserve(t *testing.T) {
 	expectGet(t, base+"/healthz", http.StatusOK, "ok\n")
 	// nats.go runs its disconnect handler on its own goroutine: the status
 	// can change before the line is written.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.stderr.String(), "disconnected from NATS; reconnecting") && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(s.stderr.String(), "disconnected from NATS; reconnecting")
+	}, "the disconnect line")
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exited %d, want 0", code)
 	}
@@ -259,7 +259,8 @@ func TestServeWaitsForNATS(t *testing.T) {
 	waitFor(t, s, `"message":"NATS not reachable; retrying"`)
 	waitGet(t, base+"/healthz", func(c int, _ string) bool { return c == http.StatusOK }, "healthz while connecting")
 	expectGet(t, base+"/readyz", http.StatusServiceUnavailable, "connecting to NATS\n")
-	time.Sleep(500 * time.Millisecond)
+	// A second retry, so that the delays below show the back-off growing.
+	waitFor(t, s, `"attempt":2,"next_delay":"500ms"`)
 
 	srv, err := natsserver.Start(context.Background(), natsserver.Options{Listen: natsAddr, StoreDir: t.TempDir()})
 	if err != nil {

@@ -61,7 +61,7 @@ func (a *app) prune(ctx context.Context, o pruneOptions) error {
 	}
 	defer s.close()
 	owner := catalog.Owner{PipelineID: o.pipeline, DestinationID: o.dest}
-	cutoff := time.Now().UTC().Truncate(time.Second).Add(-age)
+	cutoff := a.clock().UTC().Truncate(time.Second).Add(-age)
 	var res engine.MaintenanceResult
 	err = s.underLease(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
 		var err error

@@ -35,6 +35,16 @@ type app struct {
 	terminal   func(io.Writer) bool              // overrides isTerminal
 	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
 	wrapStores func(engine.Stores) engine.Stores // wraps the backends of direct-mode runs
+	now        func() time.Time                  // the clock of direct-mode runs (catalog times, prune cutoff)
+	reportWait time.Duration                     // bounds a direct-mode event publication (default reportTimeout)
+}
+
+// clock is the time now: the test hook's when set.
+func (a *app) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
 }
 
 func (a *app) kvLeaseTTL() time.Duration {

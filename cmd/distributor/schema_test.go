@@ -28,13 +28,21 @@ func TestEventsAndCatalogsMatchSchemas(t *testing.T) {
 	startServe(t, e.cfg)
 	js := e.nats.JetStream(t)
 	subjects := events.Subjects{}
-	mustExit := func(want int, args ...string) string {
+	mustExitAt := func(now time.Time, want int, args ...string) string {
 		t.Helper()
-		code, stdout, stderr := e.cmd(t, args...)
+		var clock func() time.Time // the real one
+		if !now.IsZero() {
+			clock = func() time.Time { return now }
+		}
+		code, stdout, stderr := runCmdAt(t, clock, append(args, "--config", e.cfg)...)
 		if code != want {
 			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, stdout, stderr)
 		}
 		return stdout
+	}
+	mustExit := func(want int, args ...string) string {
+		t.Helper()
+		return mustExitAt(time.Time{}, want, args...)
 	}
 
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -86,8 +94,8 @@ func TestEventsAndCatalogsMatchSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustExit(0, "reconcile-state", "--all-owners", "--destination", "d1")
-	time.Sleep(time.Until(lastD2Write.Add(2100 * time.Millisecond)))
-	mustExit(0, "prune", "--pipeline", "p.one", "--destination", "d2", "--older-than", "1s")
+	// Past the cutoff of d2's last write on prune's clock, not by waiting.
+	mustExitAt(lastD2Write.Add(2100*time.Millisecond), 0, "prune", "--pipeline", "p.one", "--destination", "d2", "--older-than", "1s")
 	e.waitEvent(t, func(r events.Result) bool { return r.Type == events.TypePruned }, "--type", "pruned")
 
 	got := schemas.CheckEventsStream(t, js, subjects)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
@@ -266,22 +265,12 @@ func TestServeEmbeddedServer(t *testing.T) {
 	t.Logf("serve with an embedded server stopped in %s", time.Since(start))
 }
 
-// TestTwoServeProcessesShareWork runs two serve binaries on one NATS server
+// twoServeProcessesShareWork runs two serve binaries on one NATS server
 // and checks that every announced bundle is published exactly once per
 // destination, that both did work, and that SIGTERM stops both cleanly.
-func TestTwoServeProcessesShareWork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs two processes")
-	}
+func twoServeProcessesShareWork(t *testing.T, bin string) {
 	const nEvents, nDests = 40, 4
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "distributor")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	buildStart := time.Now()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("go build took %s", time.Since(buildStart).Round(time.Millisecond))
 
 	n := newNATSEnv(t)
 	cfg := filepath.Join(tmp, "distributor.yaml")
@@ -327,14 +316,9 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 		})
 		procs[i] = p
 	}
-	deadline := time.Now().Add(15 * time.Second)
 	for _, p := range procs {
-		for !strings.Contains(p.stderr.String(), "consuming bundle-ready events") {
-			if time.Now().After(deadline) {
-				t.Fatalf("serve %d not consuming after 15s: %s", p.cmd.Process.Pid, p.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testenv.Eventually(t, 15*time.Second, func() bool { return strings.Contains(p.stderr.String(), "consuming bundle-ready events") },
+			"serve %d to consume", p.cmd.Process.Pid)
 	}
 
 	ctx := context.Background()
@@ -348,19 +332,11 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 	start := time.Now()
 	for i := range nEvents {
 		dir := filepath.Join(tmp, "bundles", fmt.Sprint(i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%02d.txt", i)), []byte(fmt.Sprintf("bundle %d\n", i)), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		// One source per bundle: versions of one source would (rightly)
 		// supersede each other when processed out of order.
-		_, data, err := bundle.Create(ctx, dir, fmt.Sprintf("load.src%02d", i), time.Now().UTC().Truncate(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := events.BundleReady{ID: fmt.Sprintf("load-%02d", i), PipelineID: "load.test", Bundle: dir, ManifestDigest: bundle.Digest(data)}
+		digest := testenv.WriteBundle(t, dir, fmt.Sprintf("load.src%02d", i), time.Now().UTC().Truncate(time.Second),
+			map[string]string{fmt.Sprintf("n%02d.txt", i): fmt.Sprintf("bundle %d\n", i)})
+		ev := events.BundleReady{ID: fmt.Sprintf("load-%02d", i), PipelineID: "load.test", Bundle: dir, ManifestDigest: digest}
 		if _, _, err := pub.AnnounceBundle(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -400,14 +376,6 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 			retries = append(retries, strings.Count(p.stderr.String(), "transient failure; will retry"))
 		}
 		t.Fatalf("%d of %d result events after 45s; transient-failure retries per process: %v", got, want, retries)
-	}
-	time.Sleep(300 * time.Millisecond) // let a duplicate, if any, arrive
-	info, err := streams.Events.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != uint64(want) {
-		t.Errorf("events stream holds %d events, want exactly %d", info.State.Msgs, want)
 	}
 	for id := range ids {
 		for d := range nDests {
@@ -465,4 +433,26 @@ func TestTwoServeProcessesShareWork(t *testing.T) {
 		}
 	}
 	t.Logf("both stopped %s after SIGTERM", time.Since(stopStart).Round(time.Millisecond))
+
+	// Both processes have exited, so no duplicate can still arrive: the
+	// durable has every bundle event acknowledged and the events stream
+	// holds exactly one result per event and destination.
+	dur, err := js.Consumer(ctx, streams.Subjects.BundlesStream(), streams.Subjects.Durable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := dur.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.NumPending != 0 || ci.NumAckPending != 0 {
+		t.Errorf("durable after both stopped: %d pending, %d unacknowledged; want none", ci.NumPending, ci.NumAckPending)
+	}
+	info, err := streams.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(want) {
+		t.Errorf("events stream holds %d events, want exactly %d", info.State.Msgs, want)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestResolveVersion(t *testing.T) {
@@ -51,18 +52,29 @@ func TestVersionCommandAndFlag(t *testing.T) {
 	}
 }
 
-// TestBuiltBinaryStampsCatalogs: a binary built with the release stamp
-// reports it and records it in the catalogs it writes.
-func TestBuiltBinaryStampsCatalogs(t *testing.T) {
+// releaseStamp is the version TestBuiltBinary stamps into the binary.
+const releaseStamp = "v9.8.7-test"
+
+// TestBuiltBinary builds the binary once, with a release stamp, for the
+// tests that run it as a process.
+func TestBuiltBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "distributor")
-	const stamp = "v9.8.7-test"
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+stamp, "-o", bin, ".").CombinedOutput(); err != nil {
+	bin := filepath.Join(t.TempDir(), "distributor")
+	start := time.Now()
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+releaseStamp, "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	t.Logf("go build took %s", time.Since(start).Round(time.Millisecond))
+	t.Run("StampsCatalogs", func(t *testing.T) { t.Parallel(); builtBinaryStampsCatalogs(t, bin) })
+	t.Run("TwoServeProcessesShareWork", func(t *testing.T) { t.Parallel(); twoServeProcessesShareWork(t, bin) })
+}
+
+// builtBinaryStampsCatalogs: a binary built with the release stamp
+// reports it and records it in the catalogs it writes.
+func builtBinaryStampsCatalogs(t *testing.T, bin string) {
+	const stamp = releaseStamp
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "distributor "+stamp+" ") {
 		t.Fatalf("version: %q, %v; want distributor %s …", out, err, stamp)

@@ -36,6 +36,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
@@ -172,21 +173,40 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// cancelled only when ShutdownTimeout passes.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	sem := make(chan struct{}, c.opts.Workers)
+	// Long-lived workers, not a goroutine per message: each new one grew
+	// its stack again through the deep publication path, which cost more
+	// CPU per event than the hand-over. The callback waits for a free
+	// worker, as the semaphore it replaces did.
+	work, quit := make(chan jetstream.Msg), make(chan struct{})
 	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() {
+			for {
+				select {
+				case msg := <-work:
+					c.Handle(workCtx, msg)
+				case <-quit:
+					return
+				}
+			}
+		})
+	}
 	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
 	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c.Handle(workCtx, msg)
-		}()
+		select {
+		case work <- msg:
+		case <-quit:
+			// Delivered while stopping: another consumer (or the restart)
+			// takes it at once.
+			_ = msg.Nak()
+		}
 	}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		c.opts.Log.Debug().Err(err).Msg("consume")
 	}))
 	if err != nil {
+		close(quit)
+		wg.Wait()
 		return fmt.Errorf("consume: %w", err)
 	}
 	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int64("max_deliver", c.maxDeliver.Load()).
@@ -194,6 +214,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	<-ctx.Done()
 	cc.Stop()
 	<-cc.Closed()
+	// Workers finish what they hold, then stop.
+	close(quit)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -438,19 +460,24 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 		return outs
 	}
 	outs := make([]outcome, len(dests))
+	if len(dests) == 1 { // the common case: no goroutine (and stack) of its own
+		outs[0] = c.publishTo(ctx, req, b, dests[0])
+		return outs
+	}
 	var wg sync.WaitGroup
 	for i, d := range dests {
-		wg.Add(1)
-		go func(i int, d config.Destination) {
-			defer wg.Done()
-			dctx := engine.WithLog(ctx, engine.LogFrom(ctx, c.opts.Log).With().Str("destination_id", d.ID).Logger())
-			start := time.Now()
-			res, err := c.runner.Publish(dctx, req, b, d)
-			outs[i] = outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry, root: d.RootKey(), took: time.Since(start)}
-		}(i, d)
+		wg.Go(func() { outs[i] = c.publishTo(ctx, req, b, d) })
 	}
 	wg.Wait()
 	return outs
+}
+
+// publishTo publishes b to d under d's root lease.
+func (c *Consumer) publishTo(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) outcome {
+	dctx := engine.WithLog(ctx, engine.LogFrom(ctx, c.opts.Log).With().Str("destination_id", d.ID).Logger())
+	start := time.Now()
+	res, err := c.runner.Publish(dctx, req, b, d)
+	return outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry, root: d.RootKey(), took: time.Since(start)}
 }
 
 // unreported drops the destinations that an earlier delivery of ev already

@@ -355,6 +355,18 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 // ctx for the others). Long-lived workers, not one goroutine per object:
 // each would grow its stack again through the deep write path.
 func (e *Engine) forEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	if e.workersFor(n) == 1 {
+		// One worker: the caller's goroutine, whose stack has grown already.
+		for i := range n {
+			if err := ctx.Err(); err != nil {
+				return nil // as the workers below: a cancelled run stops taking work
+			}
+			if err := fn(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for range e.workersFor(n) {

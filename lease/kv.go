@@ -35,6 +35,14 @@ type KVLocker struct {
 
 	// beforeRenew runs before each renewal attempt (tests stall renewal here).
 	beforeRenew func()
+
+	// released maps a key to the revision of the delete marker this
+	// locker's last release of it wrote. Re-acquiring such a key is then
+	// one compare-and-swap on that revision, where kv.Create over a
+	// delete marker takes three requests (a failed create, a read of the
+	// marker, the create). Bounded by the number of roots.
+	mu       sync.Mutex
+	released map[string]uint64
 }
 
 // KVOption configures a KVLocker.
@@ -52,7 +60,7 @@ func WithKVRenewInterval(d time.Duration) KVOption { return func(l *KVLocker) { 
 // error another holder sees ("host/pid"); ttl (at least 1 s) bounds how
 // long a crashed holder blocks a root.
 func NewKV(js jetstream.JetStream, kv jetstream.KeyValue, holder string, ttl time.Duration, opts ...KVOption) *KVLocker {
-	l := &KVLocker{js: js, kv: kv, holder: holder, ttl: ttl, interval: ttl / 3, now: time.Now}
+	l := &KVLocker{js: js, kv: kv, holder: holder, ttl: ttl, interval: ttl / 3, now: time.Now, released: map[string]uint64{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -88,7 +96,7 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		sent := l.now()
 		rec.Acquired = sent.UTC()
 		data, _ := json.Marshal(rec)
-		rev, err := l.kv.Create(ctx, key, data, jetstream.KeyTTL(l.ttl))
+		rev, err := l.create(ctx, key, data)
 		if err == nil {
 			ls := &kvLease{
 				locker: l, root: root, key: key, rec: rec, token: rev, rev: rev,
@@ -118,6 +126,33 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), cur.TTL)
 	}
 	return nil, fmt.Errorf("%w: %s (it changed hands while acquiring)", ErrHeld, root.Key)
+}
+
+// subject is the bucket subject of key (renewals and releases publish to
+// it directly).
+func (l *KVLocker) subject(key string) string { return "$KV." + l.kv.Bucket() + "." + key }
+
+// create creates key. When this locker's own release wrote the key's last
+// revision, a compare-and-swap on that revision creates it in one request:
+// it succeeds only if nothing (another holder, an expiry marker) came
+// since, exactly the state in which kv.Create would read that marker and
+// create over it. Otherwise kv.Create decides.
+func (l *KVLocker) create(ctx context.Context, key string, data []byte) (uint64, error) {
+	l.mu.Lock()
+	marker, ok := l.released[key]
+	delete(l.released, key)
+	l.mu.Unlock()
+	if ok {
+		ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: l.subject(key), Data: data},
+			jetstream.WithExpectLastSequencePerSubject(marker), jetstream.WithMsgTTL(l.ttl))
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		if !wrongLastSequence(err) {
+			return 0, err
+		}
+	}
+	return l.kv.Create(ctx, key, data, jetstream.KeyTTL(l.ttl))
 }
 
 type kvLease struct {
@@ -163,7 +198,7 @@ func (s *kvLease) renew(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.locker.interval)
 	defer t.Stop()
-	subject := "$KV." + s.locker.kv.Bucket() + "." + s.key
+	subject := s.locker.subject(s.key)
 	for {
 		select {
 		case <-s.stop:
@@ -254,10 +289,18 @@ func (s *kvLease) Release(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
-	err := s.locker.kv.Delete(ctx, s.key, jetstream.LastRevision(rev))
+	// kv.Delete's marker, published here for its revision (see released).
+	m := nats.NewMsg(s.locker.subject(s.key))
+	m.Header.Set("KV-Operation", "DEL")
+	ack, err := s.locker.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
 	switch {
-	case err == nil, errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil // released, or no longer ours
+	case err == nil:
+		s.locker.mu.Lock()
+		s.locker.released[s.key] = ack.Sequence
+		s.locker.mu.Unlock()
+		return nil
+	case wrongLastSequence(err):
+		return nil // no longer ours
 	case lost != nil:
 		return nil // a lost lease has nothing left to give up
 	}

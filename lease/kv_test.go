@@ -363,3 +363,90 @@ func TestKVRaceOnReplicatedBucket(t *testing.T) {
 		}
 	}
 }
+
+// requests counts the messages the locker's connection sends while fn runs.
+func requests(t *testing.T, js jetstream.JetStream, fn func()) uint64 {
+	t.Helper()
+	before := js.Conn().Stats().OutMsgs
+	fn()
+	return js.Conn().Stats().OutMsgs - before
+}
+
+// A holder that takes the same root again and again (serve publishing one
+// root's bundles) creates the key over its own release marker in one
+// request, not three; the lease it gets is a new one (a larger token).
+func TestKVReacquireAfterOwnReleaseIsOneRequest(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	ctx := context.Background()
+	root := Root{Key: "file:///srv/reports/"}
+	l := env.locker("h", 2*time.Second)
+	first, err := l.Acquire(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var again Lease
+	if n := requests(t, env.js, func() { again, err = l.Acquire(ctx, root) }); err != nil || n != 1 {
+		t.Fatalf("re-acquire sent %d messages (err %v), want 1", n, err)
+	}
+	defer again.Release(ctx)
+	if token(t, again) <= token(t, first) {
+		t.Fatalf("token %s after %s", again.Token(), first.Token())
+	}
+	if _, err := env.locker("other", 2*time.Second).Acquire(ctx, root); !errors.Is(err, ErrHeld) {
+		t.Fatalf("another holder while re-acquired: %v, want ErrHeld", err)
+	}
+}
+
+// When another holder took the root after this locker's release (and
+// released it, or let it expire), the shortcut's compare-and-swap fails and
+// the ordinary create decides: the lease is taken, with a larger token.
+func TestKVReacquireAfterAnotherHolderFallsBack(t *testing.T) {
+	t.Parallel()
+	for _, expire := range []bool{false, true} {
+		t.Run(fmt.Sprintf("expired=%v", expire), func(t *testing.T) {
+			t.Parallel()
+			env := newKVEnv(t)
+			ctx := context.Background()
+			root := Root{Key: "file:///srv/reports/"}
+			l, other := env.locker("h", 2*time.Second), env.locker("other", time.Second)
+			mine, err := l.Acquire(ctx, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mine.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			octx, stop := context.WithCancel(ctx)
+			theirs, err := other.Acquire(octx, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Acquire(ctx, root); !errors.Is(err, ErrHeld) {
+				t.Fatalf("acquire while another holds it: %v, want ErrHeld", err)
+			}
+			if expire {
+				stop() // renewal ends; the key's TTL runs out
+			} else if err := theirs.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			var again Lease
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				if again, err = l.Acquire(ctx, root); err == nil || !errors.Is(err, ErrHeld) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Release(ctx)
+			if token(t, again) <= token(t, theirs) {
+				t.Fatalf("token %s after the other holder's %s", again.Token(), theirs.Token())
+			}
+		})
+	}
+}

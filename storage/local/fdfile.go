@@ -68,6 +68,9 @@ func (f *fdFile) Write(p []byte) (int, error) {
 		if err != nil {
 			return done, f.pathErr("write", err)
 		}
+		if n == 0 {
+			return done, f.pathErr("write", io.ErrShortWrite)
+		}
 		done += n
 	}
 	return done, nil

@@ -317,10 +317,8 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 // versions in fps. With a stage, the outputs are staged already: writing
 // one is naming it.
 func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored, fps *fingerprints, stg *staged) ([]planner.Item, error) {
-	var (
-		mu   sync.Mutex
-		done []planner.Item
-	)
+	var mu sync.Mutex
+	done := make([]planner.Item, 0, len(writes))
 	err := e.forEach(ctx, len(writes), func(ctx context.Context, i int) error {
 		it := writes[i]
 		if err := l.Err(); err != nil {

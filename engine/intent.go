@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -37,13 +38,15 @@ type intentWire struct {
 	BundleEventID string          `json:"bundle_event_id,omitempty"`
 	PipelineID    string          `json:"pipeline_id,omitempty"`
 	DestinationID string          `json:"destination_id,omitempty"`
-	Writes        json.RawMessage `json:"writes"`
+	Writes        json.RawMessage `json:"writes,omitempty"`
 	Deletes       []string        `json:"deletes"`
 	Reported      []string        `json:"reported,omitempty"`
 }
 
 // The intent reuses the catalog's own record codec: it marshals a one-off
-// catalog holding the records and reads it back the same strict way.
+// catalog holding the records and takes its outputs array as they are
+// (indented), without a parse and a re-encode: for 10,000 records that
+// round trip through encoding/json cost a tenth of a first publication.
 func encodeIntent(doc intentDoc) ([]byte, error) {
 	w := intentWire{Version: 1, BundleEventID: doc.EventID, PipelineID: doc.Owner.PipelineID,
 		DestinationID: doc.Owner.DestinationID, Deletes: doc.Deletes, Reported: doc.Reported}
@@ -56,16 +59,30 @@ func encodeIntent(doc intentDoc) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode intent: %w", err)
 	}
-	var whole struct {
-		Outputs json.RawMessage `json:"outputs"`
+	records, err := outputsArray(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode intent: %w", err)
 	}
-	if err := json.Unmarshal(b, &whole); err != nil {
+	head, err := json.Marshal(w) // without writes (omitempty): spliced in here
+	if err != nil {
 		return nil, err
 	}
-	w.Writes = whole.Outputs
-	// Compact: only distributor reads it, and indenting the records again
-	// cost more than writing them.
-	return json.Marshal(w)
+	out := make([]byte, 0, len(head)+len(records)+16)
+	out = append(append(out, head[:len(head)-1]...), `,"writes":`...)
+	return append(append(out, records...), '}'), nil
+}
+
+// outputsArray returns the outputs array of a catalog as catalog.Marshal
+// writes it: the header's other fields hold no brackets, and the array
+// closes the document.
+func outputsArray(b []byte) ([]byte, error) {
+	const key = `"outputs": `
+	i := bytes.Index(b, []byte(key))
+	j := bytes.LastIndexByte(b, ']')
+	if i < 0 || j < i {
+		return nil, errors.New("no outputs array in the encoded records")
+	}
+	return b[i+len(key) : j+1], nil
 }
 
 func decodeIntent(data []byte) (intentDoc, error) {

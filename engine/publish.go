@@ -157,6 +157,14 @@ func (r *publication) prepare(ctx context.Context) error {
 	if staging {
 		r.stg = &staged{Stage: stager.Stage(), info: make(map[string]storage.ObjectInfo, len(r.writes))}
 		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
+			// The sizes were not checked up front (see checkCopies): a
+			// missing or resized bundle file is reported as that check
+			// reports it, all of them at once, before any other failure.
+			if len(copies) > 0 {
+				if serr := r.pub.Bundle.CheckSizes(ctx, copies); serr != nil {
+					return serr
+				}
+			}
 			return err
 		}
 	}
@@ -174,9 +182,11 @@ func (r *publication) prepare(ctx context.Context) error {
 
 // checkCopies fails the publication before any byte is visible ("never a
 // partial write") when a bundle file it copies is missing or is not the
-// manifest's: sizes first (cheap), then the digest of every file this plan
-// copies — only those, so the cost still follows the change — while
-// staging, or in a pass of its own.
+// manifest's: the digest of every file this plan copies — only those, so
+// the cost still follows the change — while staging, or in a pass of its
+// own after the sizes (cheap). Staging names nothing until every file is
+// verified, so it checks the sizes only when it fails (prepare): up front
+// they cost three system calls per file for nothing.
 func (r *publication) checkCopies(ctx context.Context, copies []string, staging bool) error {
 	if len(copies) == 0 {
 		return nil
@@ -184,8 +194,10 @@ func (r *publication) checkCopies(ctx context.Context, copies []string, staging 
 	if r.pub.Bundle == nil {
 		return errors.New("engine: publication copies files but has no bundle")
 	}
-	if err := r.pub.Bundle.CheckSizes(ctx, copies); err != nil {
-		return err
+	if !staging {
+		if err := r.pub.Bundle.CheckSizes(ctx, copies); err != nil {
+			return err
+		}
 	}
 	startItems(ctx, "checking bundle", r.writes, func(it planner.Item) bool { _, ok := r.content[it.Path]; return !ok })
 	if staging {

@@ -563,13 +563,16 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) 
 		// copied, named once verified. Otherwise twice: verified before
 		// anything is written, then streamed (and hashed again) into the
 		// root.
+		// Its size is checked up front only when not staged: staging
+		// names nothing unverified, and checks sizes only if it fails.
 		wantOpens := []string{"data/f042.txt", "data/f042.txt", bundle.ManifestName}
+		wantStats := []string{"data/f042.txt"}
 		if staged {
-			wantOpens = []string{"data/f042.txt", bundle.ManifestName}
+			wantOpens, wantStats = []string{"data/f042.txt", bundle.ManifestName}, nil
 			wantStrings(t, "destination Commit", root.Calls("Commit"), []string{"data/f042.txt"})
 		}
 		wantStrings(t, "bundle Open", src.Calls("Open"), wantOpens)
-		wantStrings(t, "bundle Stat", src.Calls("Stat"), []string{"data/f042.txt"})
+		wantStrings(t, "bundle Stat", src.Calls("Stat"), wantStats)
 		// One flush of its own, the intent's: outputs wait for the one
 		// barrier, the fingerprint index for writeback.
 		wantStrings(t, "destination durable Put", root.Calls("PutDurable"), []string{engine.IntentPath})
@@ -659,6 +662,33 @@ func TestDamagedBundleFileNeverLands(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantContents(t, root, map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
+		assertDescribesStorage(t, root)
+	})
+}
+
+// Missing bundle files are reported all at once, whether the backend stages
+// the writes (sizes checked only after a failure) or checks them up front.
+func TestMissingBundleFilesAreNamedTogether(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "alpha-1"})
+		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
+		for _, p := range []string{"b.txt", "d.txt"} {
+			if err := os.Remove(filepath.Join(dir, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := contents(t, root)
+		_, err := h.publish(t2, pipeA, "archive", dir)
+		want := fmt.Sprintf("bundle %s: %s: %q, %q", dir, bundle.ErrMissingFile, "b.txt", "d.txt")
+		if !errors.Is(err, bundle.ErrMissingFile) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want ErrMissingFile as %q", err, want)
+		}
+		if got := contents(t, root); !maps.Equal(got, before) {
+			t.Fatalf("root after a bundle with missing files = %q, want it unchanged: %q", got, before)
+		}
 		assertDescribesStorage(t, root)
 	})
 }

@@ -2,9 +2,7 @@ package local
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -57,22 +55,26 @@ func (b *Backend) statBeneath(p string) (_ storage.ObjectInfo, ok bool, _ error)
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return storage.ObjectInfo{}, false, nil
 	}
-	return storage.ObjectInfo{Path: p, Size: st.Size, ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), Fingerprint: statFingerprint(&st)}, true, nil
+	return statInfo(p, &st), true, nil
 }
 
 // readBeneath opens the regular file p for reading; ok as for openBeneath.
-func (b *Backend) readBeneath(p string) (_ *os.File, ok bool, _ error) {
+func (b *Backend) readBeneath(p string) (_ *fdFile, ok bool, _ error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer (it is
-	// refused below). Cleared again for the regular file, so that the
-	// os.File is a plain blocking one.
+	// refused below). Cleared again for the regular file (F_SETFL 0: it was
+	// opened with no other status flag), so that reads block as usual.
 	fd, ok, err := b.openBeneath(p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || unix.SetNonblock(fd, false) != nil {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
 		return nil, false, nil
 	}
-	return os.NewFile(uintptr(fd), filepath.Join(b.root, p)), true, nil
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		unix.Close(fd)
+		return nil, false, nil
+	}
+	return newFdFile(fd, filepath.Join(b.root, p)), true, nil
 }

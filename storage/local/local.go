@@ -77,12 +77,16 @@ type Backend struct {
 	settle time.Duration
 	// noOpenat2: the kernel has no openat2(2); reads take the general path.
 	noOpenat2 atomic.Bool
+	// noEmptyLink: linkat(2) refuses AT_EMPTY_PATH (a kernel before 6.10);
+	// unnamed files are named through /proc.
+	noEmptyLink atomic.Bool
 	// unnamed counts the unnamed files held open by stages, up to
 	// maxUnnamed (half the process's open-file limit); past it, new paths
 	// are staged under temp names.
 	unnamed    atomic.Int64
 	maxUnnamed int64
-	bufs       sync.Pool // *[]byte copy buffers
+	bufs       sync.Pool // *[]byte copy buffers of bigBuf bytes
+	smallBufs  sync.Pool // *[]byte copy buffers of smallBuf bytes
 }
 
 var (
@@ -131,7 +135,8 @@ func New(root string) (*Backend, error) {
 	}
 	unix.CloseOnExec(fd)
 	b := &Backend{root: abs, r: r, held: held, rootFD: fd, settle: settled}
-	b.bufs.New = func() any { buf := make([]byte, 256<<10); return &buf }
+	b.bufs.New = func() any { buf := make([]byte, bigBuf); return &buf }
+	b.smallBufs.New = func() any { buf := make([]byte, smallBuf); return &buf }
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
 		b.maxUnnamed = int64(min(lim.Cur, 1<<30) / 2)
@@ -286,7 +291,10 @@ func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err
 func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err error) {
 	defer b.classifyTo(&err)
 	if rc, ok, err := b.readBeneath(p); ok {
-		return rc, err
+		if err != nil {
+			return nil, err
+		}
+		return rc, nil
 	}
 	r, err := b.open(p)
 	if err != nil {
@@ -315,28 +323,24 @@ func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err erro
 // here: the new fingerprint tells the next reader that p changed.
 func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
 	defer b.classifyTo(&err)
-	fi, err := b.writeAtomic(ctx, nil, p, src, size, !opts.DeferSync, opts)
-	if err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	return info(p, fi), nil
+	return b.writeAtomic(ctx, nil, p, src, size, !opts.DeferSync, opts)
 }
 
 // writeAtomic writes src to p through a stage of one object: p is
 // untouched on any failure. (The root handle argument is unused: stages
 // open folders themselves.)
-func (b *Backend) writeAtomic(ctx context.Context, _ *os.Root, p string, src io.Reader, size int64, durable bool, cond storage.PutOptions) (fs.FileInfo, error) {
+func (b *Backend) writeAtomic(ctx context.Context, _ *os.Root, p string, src io.Reader, size int64, durable bool, cond storage.PutOptions) (storage.ObjectInfo, error) {
 	cond.DeferSync = !durable
 	s := b.newStage()
 	defer s.Close()
-	fi, err := s.put(ctx, p, src, size, cond)
+	oi, err := s.put(ctx, p, src, size, cond)
 	if err != nil {
-		return nil, err
+		return storage.ObjectInfo{}, err
 	}
 	if err := s.Commit(ctx, p); err != nil {
-		return nil, err
+		return storage.ObjectInfo{}, err
 	}
-	return fi, nil
+	return oi, nil
 }
 
 // Sync flushes the root's filesystem (syncfs(2)): every Put made with

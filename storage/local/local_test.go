@@ -317,7 +317,8 @@ func TestOpenStreamsFile(t *testing.T) {
 	rc, err := b.Open(t.Context(), "f")
 	must(t, err)
 	defer rc.Close()
-	if _, ok := rc.(*os.File); !ok {
+	// A stream over the open file, not its bytes read into memory.
+	if _, ok := rc.(*fdFile); !ok {
 		t.Fatalf("Open returned %T, want a file stream", rc)
 	}
 	n, err := io.Copy(io.Discard, rc)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -48,8 +47,8 @@ type stage struct {
 // staged is one written, not yet visible, object.
 type staged struct {
 	dir     string
-	f       *os.File // unnamed file, open until committed; nil for a temp name
-	tmp     string   // temp name in dir
+	f       *fdFile // unnamed file, open until committed; nil for a temp name
+	tmp     string  // temp name in dir
 	cond    storage.PutOptions
 	durable bool
 	slot    bool // holds one of the backend's unnamed-file slots
@@ -137,32 +136,28 @@ func (s *stage) forget(dir string) {
 // Put writes src as the future object p (see Backend.Put for the options).
 func (s *stage) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
 	defer s.b.classifyTo(&err)
-	fi, err := s.put(ctx, p, src, size, opts)
-	if err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	return info(p, fi), nil
+	return s.put(ctx, p, src, size, opts)
 }
 
 // put is Put. Bad paths and symlinks fail as such; I/O errors are wrapped
 // as "put p in root".
-func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (fs.FileInfo, error) {
+func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := catalog.ValidatePath(p); err != nil {
-		return nil, fmt.Errorf("local root %s: %w", s.b.root, err)
+		return storage.ObjectInfo{}, fmt.Errorf("local root %s: %w", s.b.root, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return storage.ObjectInfo{}, err
 	}
 	s.mu.Lock()
 	_, dup := s.files[p]
 	s.mu.Unlock()
 	if dup {
-		return nil, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
+		return storage.ObjectInfo{}, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
 	}
 	dir, base := path.Dir(p), path.Base(p)
 	d, err := s.folder(dir, p)
 	if err != nil {
-		return nil, err
+		return storage.ObjectInfo{}, err
 	}
 	if !opts.IfAbsent {
 		// A replacement never goes through a link at p, even one that
@@ -170,15 +165,16 @@ func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, op
 		var st unix.Stat_t
 		err := unix.Fstatat(d, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return nil, fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
+			return storage.ObjectInfo{}, fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
 				s.b.root, p, ErrOutsideRoot, p)
 		}
 	}
 	st := &staged{dir: dir, cond: opts, durable: !opts.DeferSync}
-	fi, err := s.write(ctx, st, d, src, size)
+	oi, err := s.write(ctx, st, d, src, size)
+	oi.Path = p
 	if err != nil {
 		st.discard(s)
-		return nil, fmt.Errorf("put %q in %s: %w", p, s.b.root, err)
+		return storage.ObjectInfo{}, fmt.Errorf("put %q in %s: %w", p, s.b.root, err)
 	}
 	s.mu.Lock()
 	_, dup = s.files[p]
@@ -188,14 +184,44 @@ func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, op
 	s.mu.Unlock()
 	if dup { // a concurrent Put of the same path won
 		st.discard(s)
-		return nil, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
+		return storage.ObjectInfo{}, fmt.Errorf("put %q in %s: already staged", p, s.b.root)
 	}
-	return fi, nil
+	return oi, nil
 }
 
-// write creates st's file in its folder d and copies src into it.
-func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, size int64) (fs.FileInfo, error) {
-	var f *os.File
+// write creates st's file in its folder d and copies src into it; the
+// info is the file's, taken before it is visible.
+func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, size int64) (storage.ObjectInfo, error) {
+	f, err := s.create(st, d)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	n, err := s.b.copy(ctx, f, src, size)
+	if err == nil && size >= 0 && n != size {
+		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
+	}
+	if err == nil && st.durable {
+		err = f.Sync()
+	}
+	var fst unix.Stat_t
+	if err == nil {
+		// Whatever replaces p later has another inode.
+		err = f.stat(&fst)
+	}
+	if st.f == nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return statInfo("", &fst), err
+}
+
+// create opens st's file in its folder d: an unnamed one (kept in st.f)
+// when it can, else under a temp name (kept in st.tmp).
+func (s *stage) create(st *staged, d int) (*fdFile, error) {
 	if st.cond.IfAbsent && !s.b.noTmpfile.Load() && s.b.takeSlot() {
 		st.slot = true
 		for attempt := 0; ; attempt++ {
@@ -217,59 +243,40 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 			if err != nil {
 				return nil, &fs.PathError{Op: "create an unnamed file in", Path: st.dir, Err: err}
 			}
-			f = os.NewFile(uintptr(fd), path.Join(s.b.root, st.dir, "(unnamed)"))
-			st.f = f
-			break
+			st.f = newFdFile(fd, path.Join(s.b.root, st.dir, "(unnamed)"))
+			return st.f, nil
 		}
 	}
-	if f == nil {
-		// The temp file keeps its folder from being removed as empty, so
-		// the rename (or link) beside it cannot miss its folder.
-		name := catalog.TempPrefix + rand.Text()
-		fd, err := unix.Openat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return nil, &fs.PathError{Op: "create", Path: path.Join(st.dir, name), Err: err}
-		}
-		st.tmp = name
-		f = os.NewFile(uintptr(fd), path.Join(s.b.root, st.dir, name))
+	// The temp file keeps its folder from being removed as empty, so
+	// the rename (or link) beside it cannot miss its folder.
+	name := catalog.TempPrefix + rand.Text()
+	fd, err := unix.Openat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, &fs.PathError{Op: "create", Path: path.Join(st.dir, name), Err: err}
 	}
-	n, err := s.b.copy(ctx, f, src, size)
-	if err == nil && size >= 0 && n != size {
-		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
-	}
-	if err == nil && st.durable {
-		err = f.Sync()
-	}
-	var fi fs.FileInfo
-	if err == nil {
-		// The file's identity, taken before it is visible: whatever
-		// replaces p later has another inode.
-		fi, err = f.Stat()
-	}
-	if st.f == nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	return fi, err
+	st.tmp = name
+	return newFdFile(fd, path.Join(s.b.root, st.dir, name)), nil
 }
 
-// copy streams src (size bytes, -1 if unknown) into f. A small object gets
-// a buffer of its own size; others a pooled 256 KiB one: a fresh 256 KiB
-// buffer per file cost more (allocation, clearing and GC) than the write
-// itself for small files, and a pool may drop what it holds.
-func (b *Backend) copy(ctx context.Context, f *os.File, src io.Reader, size int64) (int64, error) {
-	// struct{io.Writer} hides ReadFrom so that the buffer is used.
-	w := struct{ io.Writer }{f}
-	if size >= 0 && size < 32<<10 {
-		return io.CopyBuffer(w, ctxio.Reader(ctx, src), make([]byte, max(size+1, 512)))
+// Copy buffers: objects up to smallBuf bytes (most of a tree of small
+// files) copy through a pooled buffer of that size, others through a
+// pooled bigBuf one. A fresh buffer per file cost more (allocation,
+// clearing and the GC it drives) than the write itself for small files.
+const (
+	smallBuf = 32 << 10
+	bigBuf   = 256 << 10
+)
+
+// copy streams src (size bytes, -1 if unknown) into f.
+func (b *Backend) copy(ctx context.Context, f *fdFile, src io.Reader, size int64) (int64, error) {
+	pool := &b.bufs
+	if size >= 0 && size < smallBuf {
+		pool = &b.smallBufs
 	}
-	buf := b.bufs.Get().(*[]byte)
-	defer b.bufs.Put(buf)
-	return io.CopyBuffer(w, ctxio.Reader(ctx, src), *buf)
+	buf := pool.Get().(*[]byte)
+	defer pool.Put(buf)
+	// struct{io.Writer} hides ReadFrom so that the buffer is used.
+	return io.CopyBuffer(struct{ io.Writer }{f}, ctxio.Reader(ctx, src), *buf)
 }
 
 // Commit makes the object staged at p visible under its Put's condition:
@@ -317,8 +324,7 @@ func (s *stage) name(st *staged, p string) error {
 		}
 		switch {
 		case st.f != nil:
-			// linkat(2) names an unnamed file through its /proc link.
-			err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(st.f.Fd())), d, base, unix.AT_SYMLINK_FOLLOW)
+			err = s.b.link(int(st.f.fd.Load()), d, base)
 			if errors.Is(err, unix.ENOENT) && attempt < 5 {
 				s.forget(st.dir) // a Delete removed the emptied folder: make it again
 				continue
@@ -425,3 +431,28 @@ func (b *Backend) takeSlot() bool {
 }
 
 func (b *Backend) releaseSlot() { b.unnamed.Add(-1) }
+
+// link names the unnamed file fd as name in folder d. linkat(2) with
+// AT_EMPTY_PATH links the descriptor itself (allowed since Linux 6.10 to
+// the process that opened it); elsewhere it goes through the /proc link,
+// a path walk more per file.
+func (b *Backend) link(fd, d int, name string) error {
+	if b.noEmptyLink.Load() {
+		return linkProc(fd, d, name)
+	}
+	err := unix.Linkat(fd, "", d, name, unix.AT_EMPTY_PATH)
+	if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// An older kernel refuses with ENOENT (or EPERM); ENOENT is also a
+	// folder removed meanwhile. The /proc link tells them apart.
+	perr := linkProc(fd, d, name)
+	if perr == nil {
+		b.noEmptyLink.Store(true)
+	}
+	return perr
+}
+
+func linkProc(fd, d int, name string) error {
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), d, name, unix.AT_SYMLINK_FOLLOW)
+}

@@ -24,6 +24,9 @@ func TestStagerContract(t *testing.T) {
 		{"unnamed", func(*Backend) {}},
 		{"share-used-up", func(b *Backend) { b.maxUnnamed = 0 }},
 		{"no-tmpfile", func(b *Backend) { b.noTmpfile.Store(true) }},
+		// A kernel before 6.10 refuses linkat(AT_EMPTY_PATH): named
+		// through /proc instead.
+		{"link-through-proc", func(b *Backend) { b.noEmptyLink.Store(true) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			storagetest.RunStager(t, func(t *testing.T) storage.Backend {

@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// publication is one run of Publish as it moves through its steps: plan,
+// report what earlier attempts did, check and stage the bundle, write the
+// intent, make room, write, sync, delete, commit. Each step narrows what
+// a crash can leave; the package documentation says why each is safe.
+type publication struct {
+	e    *Engine
+	root storage.Backend
+	l    lease.Lease
+	pub  Publication
+	pl   planned
+	res  Result
+	// seen and carried are the paths earlier attempts of this event wrote
+	// that this run reports without writing them again.
+	seen    map[string]bool
+	carried []string
+	// spent is the pending report to remove once this run succeeds.
+	spent     string
+	writes    []planner.Item
+	deletes   []string
+	displaced []string
+	content   map[string][]byte
+	stg       *staged
+}
+
+func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
+	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}}
+	err := r.run(ctx)
+	*spent = r.spent
+	return r.res, err
+}
+
+func (r *publication) run(ctx context.Context) error {
+	rec, err := r.e.recover(ctx, r.root, r.l, true)
+	if err != nil {
+		return err
+	}
+	r.res.Recovered = rec.found
+	// Paths earlier attempts of this same publication changed (see
+	// report.go): whichever attempt finishes reports them.
+	pending, err := readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+	if err != nil {
+		return err
+	}
+	if err := r.plan(ctx); err != nil {
+		return err
+	}
+	r.carry(pending)
+	p := r.pl.Plan
+	if !p.Changed {
+		// "Unchanged" must describe the configured root, not a folder moved
+		// away since it was opened.
+		if err := storage.CheckRoot(ctx, r.root); err != nil {
+			return err
+		}
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.cat)
+		return nil
+	}
+	r.writes, r.deletes = p.Writes(), p.Deletes()
+	// Managed outputs in the way of a write (a file where a folder goes,
+	// or files under a planned file) are deleted before the writes.
+	r.displaced = p.Displaced()
+	defer r.closeStage()
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	if err := r.writeIntent(ctx); err != nil {
+		return err
+	}
+	if err := r.makeRoom(ctx); err != nil {
+		return err
+	}
+	if err := r.write(ctx); err != nil {
+		return err
+	}
+	return r.finish(ctx)
+}
+
+// plan plans the publication and refuses a superseded or blocked one.
+func (r *publication) plan(ctx context.Context) error {
+	var err error
+	r.pl, err = r.e.plan(ctx, r.root, r.pub)
+	p := r.pl.Plan
+	r.res.Plan = p
+	if err != nil {
+		return err
+	}
+	if p.Superseded != nil {
+		return &SupersededError{Root: r.root.String(), Owner: r.pub.Owner, Source: r.pub.Source, By: *p.Superseded}
+	}
+	if p.Blocked() {
+		return collisionError(r.root, p)
+	}
+	r.res.Unchanged = p.Count(planner.Unchanged)
+	return nil
+}
+
+// carry reports what earlier attempts of this event wrote, with the record
+// this run leaves (not the earlier attempt's, which this plan may have
+// updated), once, and only while it is still planned.
+func (r *publication) carry(pending pendingReport) {
+	for _, path := range pending.Written {
+		it, ok := itemAt(r.pl.Items, path)
+		if r.seen[path] || !ok || it.Desired == nil || it.Write {
+			continue // this attempt writes it (reported then) or it left the plan
+		}
+		r.seen[path] = true
+		r.carried = append(r.carried, path)
+		r.res.Written = append(r.res.Written, planner.Item{Path: path, Action: it.Action, Write: true, Desired: it.Desired, Record: it.Record})
+		if it.Action == planner.Unchanged {
+			r.res.Unchanged--
+		}
+	}
+	r.res.Deleted = append(r.res.Deleted, pending.Deleted...)
+	if len(pending.Written)+len(pending.Deleted) > 0 {
+		r.spent = reportPath(r.pub.BundleEventID, r.pub.Owner)
+	}
+}
+
+// prepare checks the bundle files this plan copies, stages the writes when
+// the backend can, and loads the fingerprint shards the writes rewrite.
+func (r *publication) prepare(ctx context.Context) error {
+	r.content = make(map[string][]byte)
+	for _, o := range r.pub.Outputs {
+		if o.Content != nil {
+			r.content[o.Path] = o.Content
+		}
+	}
+	var copies []string
+	for _, it := range r.writes {
+		if _, ok := r.content[it.Path]; !ok {
+			copies = append(copies, it.Desired.From)
+		}
+	}
+	// A backend that stages writes gets every output written invisibly
+	// first, the bundle's bytes hashed as they pass, and named only once
+	// all are complete: each bundle byte is read once. Not when deletes
+	// must first make room for the writes' folders.
+	stager, staging := r.root.(storage.Stager)
+	staging = staging && len(r.displaced) == 0 && len(r.writes) > 0
+	if err := r.checkCopies(ctx, copies, staging); err != nil {
+		return err
+	}
+	if staging {
+		r.stg = &staged{Stage: stager.Stage(), info: make(map[string]storage.ObjectInfo, len(r.writes))}
+		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
+			return err
+		}
+	}
+	// The index shards of the paths about to be written are rewritten
+	// afterwards: load their other entries first.
+	writePaths := make([]string, len(r.writes))
+	for i, it := range r.writes {
+		writePaths[i] = it.Path
+	}
+	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths); err != nil {
+		return fmt.Errorf("read fingerprints in %s: %w", r.root, err)
+	}
+	return nil
+}
+
+// checkCopies fails the publication before any byte is visible ("never a
+// partial write") when a bundle file it copies is missing or is not the
+// manifest's: sizes first (cheap), then the digest of every file this plan
+// copies — only those, so the cost still follows the change — while
+// staging, or in a pass of its own.
+func (r *publication) checkCopies(ctx context.Context, copies []string, staging bool) error {
+	if len(copies) == 0 {
+		return nil
+	}
+	if r.pub.Bundle == nil {
+		return errors.New("engine: publication copies files but has no bundle")
+	}
+	if err := r.pub.Bundle.CheckSizes(ctx, copies); err != nil {
+		return err
+	}
+	startItems(ctx, "checking bundle", r.writes, func(it planner.Item) bool { _, ok := r.content[it.Path]; return !ok })
+	if staging {
+		return nil
+	}
+	return r.e.verifyCopies(ctx, r.pub.Bundle, copies)
+}
+
+// writeIntent records what this run is about to change, so that a crash
+// from here on is rolled forward by the next run.
+func (r *publication) writeIntent(ctx context.Context) error {
+	if len(r.writes)+len(r.deletes) == 0 {
+		return nil
+	}
+	records := make([]catalog.Output, 0, len(r.writes))
+	for _, it := range r.writes {
+		records = append(records, it.Record)
+	}
+	data, err := encodeIntent(intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
+		Writes: records, Deletes: r.deletes, Reported: r.carried})
+	if err != nil {
+		return err
+	}
+	if err := r.l.Err(); err != nil {
+		return err
+	}
+	if _, err := r.root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("write intent in %s: %w", r.root, err)
+	}
+	return nil
+}
+
+// makeRoom deletes the managed outputs in the way of a write; the intent
+// already lists them, so a crash from here on converges like any other.
+func (r *publication) makeRoom(ctx context.Context) error {
+	if len(r.displaced) == 0 {
+		return nil
+	}
+	if err := r.l.Err(); err != nil {
+		return err
+	}
+	if err := r.root.Delete(ctx, r.displaced...); err != nil {
+		// Some may be gone: drop their records like after a failed write.
+		r.rollForward(ctx, "delete")
+		return fmt.Errorf("delete in %s: %w", r.root, err)
+	}
+	r.res.Deleted = append(r.res.Deleted, r.displaced...)
+	return nil
+}
+
+// write writes every planned output (naming the staged ones).
+func (r *publication) write(ctx context.Context) error {
+	startItems(ctx, "writing", r.writes, nil)
+	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
+	r.closeStage()
+	r.res.Written = append(r.res.Written, written...)
+	if err != nil {
+		// Deletes are skipped; roll the landed writes forward so the catalog
+		// describes them (and a retry does not collide with them).
+		// The intent stays: a retry of this event reports these writes.
+		r.rollForward(ctx, "write")
+		return err
+	}
+	return nil
+}
+
+// finish makes the writes durable, deletes what the plan drops, commits the
+// catalog and removes the intent.
+func (r *publication) finish(ctx context.Context) error {
+	p := r.pl.Plan
+	later := without(r.deletes, r.displaced)
+	// Outputs are written with DeferSync: one flush makes them all durable
+	// before the catalog that records them is committed.
+	if err := storage.Sync(ctx, r.root); err != nil {
+		return fmt.Errorf("sync %s: %w", r.root, err)
+	}
+	if len(later) > 0 {
+		if err := r.l.Err(); err != nil {
+			return err
+		}
+		if err := r.root.Delete(ctx, later...); err != nil {
+			return fmt.Errorf("delete in %s: %w", r.root, err)
+		}
+		r.res.Deleted = append(r.res.Deleted, later...)
+	}
+	for _, it := range p.Items {
+		if it.Action == planner.Update && !it.Write && !r.seen[it.Path] { // carried ones are reported as written
+			r.res.Updated = append(r.res.Updated, it)
+		}
+	}
+	if err := r.e.commit(ctx, r.root, r.l, p.Next, r.pl.st.version); err != nil {
+		return err
+	}
+	if len(r.writes)+len(r.deletes) > 0 {
+		if err := r.root.Delete(ctx, IntentPath); err != nil {
+			r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msg("could not remove the intent; the next run removes it")
+		}
+	}
+	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
+	return nil
+}
+
+// rollForward records what landed before a failed step (op), keeping the
+// intent for the retry of this event.
+func (r *publication) rollForward(ctx context.Context, op string) {
+	if _, err := r.e.recover(context.WithoutCancel(ctx), r.root, r.l, false); err != nil {
+		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
+	}
+}
+
+func (r *publication) closeStage() {
+	if r.stg != nil {
+		r.stg.Close()
+	}
+}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
+)
+
+// recovery is what recover found and rolled forward.
+type recovery struct {
+	found   bool
+	eventID string        // the interrupted run's bundle event
+	owner   catalog.Owner // and the owner it published for
+	// landed are the paths whose intended bytes are in storage (rolled
+	// forward now or by an earlier recovery); reported are the paths
+	// earlier attempts carried forward; deleted were dropped because their
+	// bytes were gone.
+	landed, reported, deleted []string
+}
+
+// recover is Recover. For an earlier run's leftovers (earlier) it logs at
+// info level and removes the intent; after this run's own failed writes it
+// logs at debug level and keeps the intent, so that the retry of the same
+// event can report what landed.
+func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool) (recovery, error) {
+	data, _, err := root.ReadVersion(ctx, IntentPath)
+	if err != nil {
+		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
+	}
+	if data == nil {
+		return recovery{}, nil
+	}
+	doc, err := decodeIntent(data)
+	if err != nil {
+		return recovery{}, fmt.Errorf("%s: %w", root, err)
+	}
+	out := recovery{found: true, eventID: doc.EventID, owner: doc.Owner, reported: doc.Reported}
+	if err := e.rollIntentForward(ctx, root, l, doc, &out); err != nil {
+		return recovery{}, err
+	}
+	if !earlier {
+		e.Log.Debug().Str("root", root.String()).Int("landed", len(out.landed)).Msg("recorded the writes that landed before the failure")
+		return out, nil
+	}
+	if err := e.closeIntent(ctx, root, l, doc, out); err != nil {
+		return recovery{}, err
+	}
+	e.Log.Info().Str("root", root.String()).Int("intended_writes", len(doc.Writes)).Int("intended_deletes", len(doc.Deletes)).Msg("recovered an interrupted publication")
+	return out, nil
+}
+
+// rollIntentForward commits a catalog that records the intended writes
+// whose bytes landed and drops the records of intended deletes that are
+// gone. A legacy catalog is left as it is.
+func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc, out *recovery) error {
+	st, err := readState(ctx, root)
+	if err != nil {
+		return err
+	}
+	if st.legacy {
+		return nil
+	}
+	cur := st.cat
+	if cur == nil {
+		cur = &catalog.Catalog{}
+	}
+	index := cur.Index()
+	changed := false
+	for _, rec := range doc.Writes {
+		ok, err := landed(ctx, root, rec)
+		if err != nil {
+			return fmt.Errorf("recover %s in %s: %w", rec.Path, root, err)
+		}
+		if !ok {
+			continue
+		}
+		out.landed = append(out.landed, rec.Path)
+		if old, managed := index[rec.Path]; managed && old.SameContent(rec) {
+			continue // recorded by an earlier recovery
+		} else if managed {
+			rec.CreatedAt = old.CreatedAt
+		}
+		index[rec.Path] = rec
+		changed = true
+	}
+	for _, p := range doc.Deletes {
+		// Every intended delete was managed when planned; one that is
+		// neither stored nor recorded now was deleted by this run and
+		// dropped by its own recovery after a failed write (displaced
+		// deletes run before the writes): still reported.
+		if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) {
+			if _, managed := index[p]; managed {
+				delete(index, p)
+				changed = true
+			}
+			out.deleted = append(out.deleted, p)
+		} else if err != nil {
+			return fmt.Errorf("recover %s in %s: %w", p, root, err)
+		}
+	}
+	if !changed {
+		return nil
+	}
+	next := &catalog.Catalog{DistributorVersion: cur.DistributorVersion, CreatedAt: cur.CreatedAt, UpdatedAt: cur.UpdatedAt}
+	for _, o := range index {
+		next.Outputs = append(next.Outputs, o)
+	}
+	now := e.now()
+	if st.cat == nil {
+		next.CreatedAt = now
+	}
+	next.UpdatedAt = now
+	if e.Version != "" {
+		next.DistributorVersion = e.Version
+	}
+	if err := storage.Sync(ctx, root); err != nil {
+		return fmt.Errorf("sync %s: %w", root, err)
+	}
+	return e.commit(ctx, root, l, next, st.version)
+}
+
+// closeIntent ends an earlier run's intent: what it changed is kept for the
+// report of its event's retry, the intent is removed and the leftovers of
+// its interrupted writes go too.
+func (e *Engine) closeIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc, out recovery) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if err := e.keepReport(ctx, root, doc.EventID, doc.Owner, append(out.landed, doc.Reported...), out.deleted); err != nil {
+		return err
+	}
+	if err := root.Delete(ctx, IntentPath); err != nil {
+		return fmt.Errorf("remove intent in %s: %w", root, err)
+	}
+	// Only space is at stake, so a failure does not stop the publication.
+	if _, err := e.CleanLeftovers(ctx, root, l); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the leftovers of interrupted writes; reconcile-state removes them")
+	}
+	return nil
+}

@@ -27,10 +27,13 @@ package engine
 // names is still the stored one. A missing or unreadable shard costs one
 // hash per output the next publication keeps, nothing else.
 //
-// The index is split into 256 shards by a hash of the path, so that a
+// The index is split into shards by a hash of the path, so that a
 // publication reads and rewrites only the shards of the paths it checks or
 // writes: adding ten outputs to a root of a million touches at most ten
-// small files, not an index the size of the catalog.
+// small files, not an index the size of the catalog. The number of shards
+// follows the root (FingerprintShards: about 1024 entries each, 1 to 256),
+// because a republish of most outputs touches every shard, and on S3 each
+// is a request: a root of 1000 outputs keeps one shard, not 256.
 
 import (
 	"bufio"
@@ -225,7 +228,7 @@ func (f *fingerprints) encode(paths []string) []byte {
 
 // saveFingerprints writes the changed shards back. The index is advisory:
 // a failure costs hashing later, no more. So the shards are not flushed
-// one by one (a first publication rewrites all 256): a crash that loses
+// one by one (a first publication writes all of them): a crash that loses
 // or tears one costs the same hashing, and an entry vouches only for the
 // exact version it names.
 func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {

@@ -9,6 +9,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/testenv"
 )
@@ -68,12 +69,12 @@ func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
 	const n = 1000
 	shard := s3Prefix + engine.FingerprintsFile("", engine.FingerprintShards(n))
 	fixed := []string{
-		"PUT " + s3Prefix + ".distributor/lock if-none-match", // lease
+		"PUT " + s3Prefix + lease.LockPath + " if-none-match", // the lease's lock object
 		"GET " + s3Prefix + engine.IntentPath, "GET " + s3Prefix + ".distributor/reports/…",
 		"GET " + s3Prefix + catalog.FileName, "LIST " + s3Prefix, "LIST " + s3Prefix,
 		"GET " + shard,
 		"PUT " + s3Prefix + catalog.FileName + " if-match", // the compare-and-swap
-		"HEAD " + s3Prefix + ".distributor/lock", "DELETE " + s3Prefix + ".distributor/lock if-match",
+		"HEAD " + s3Prefix + lease.LockPath, "DELETE " + s3Prefix + lease.LockPath + " if-match",
 	}
 	t.Run("1% changed", func(t *testing.T) {
 		got, changed := s3RepublishRequests(t, n, 100)

@@ -1,36 +1,35 @@
 package main
 
 // S3 cases: distributor and rclone publish into one local S3 server that
-// every tool shares (gofakes3, memory backend, in this process on a
-// loopback port; the tools are child processes that reach it over TCP).
+// every tool shares (gofakes3, memory backend, in a process of its own on
+// a loopback port: bench/s3server).
 // Every timed run gets a bucket created before the timed runs; first
 // publishes drop theirs right after the run (the server holds objects in
 // memory, and dropping costs nothing the next run would pay).
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // rcloneRemote is the rclone remote the S3 cases define through
 // RCLONE_CONFIG_* variables.
 const rcloneRemote = "benchs3"
 
-// s3Server is a running local S3 server and the credentials it accepts
-// (gofakes3 checks none, but the clients want some).
+// s3Server is a running local S3 server (bench/s3server).
 type s3Server struct {
 	url string
-	mem *s3mem.Backend
+	// stdin keeps the server running: it stops when stdin closes (also
+	// when a collected pipe is finalized, so it is held here).
+	stdin io.WriteCloser
 }
 
 func s3Cases() []caseDef {
@@ -42,26 +41,50 @@ func s3Cases() []caseDef {
 	}
 }
 
-// startS3 serves gofakes3 on a free loopback port until the process ends.
-func startS3() (*s3Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startS3 builds and starts bench/s3server; it runs until this process
+// ends (its stdin closes).
+func startS3(e *env) (*s3Server, error) {
+	bin := filepath.Join(e.work, "s3server")
+	if out, err := exec.Command("go", "build", "-o", bin, "./bench/s3server").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./bench/s3server: %v: %s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	mem := s3mem.New()
-	srv := &http.Server{
-		Handler: gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog())).Server(),
-		// gofakes3 writes headers twice on requests the client abandoned.
-		ErrorLog:          log.New(io.Discard, "", 0),
-		ReadHeaderTimeout: time.Minute,
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
-	go srv.Serve(ln) //nolint:errcheck // ends with the process
-	return &s3Server{url: "http://" + ln.Addr().String(), mem: mem}, nil
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("s3server did not start: %w", err)
+	}
+	return &s3Server{url: strings.TrimSpace(line), stdin: stdin}, nil
+}
+
+// admin creates (op "create") or drops (op "drop", with its objects) a bucket.
+func (s *s3Server) admin(op, bucket string) error {
+	resp, err := http.Post(s.url+"/_bench/"+op+"?bucket="+bucket, "text/plain", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s bucket %s: %s: %s", op, bucket, resp.Status, msg)
+	}
+	return nil
 }
 
 // s3Setup starts the case's server, or says why the case is skipped (nil).
-func s3Setup(name string) *s3Server {
-	s, err := startS3()
+func s3Setup(e *env, name string) *s3Server {
+	s, err := startS3(e)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s: skipped: cannot start a local S3 server (%v)\n", name, err)
 		return nil
@@ -98,7 +121,7 @@ func (s *s3Server) config(e *env, name, bucket, workflow string) (string, error)
 // s3First: every tool publishes the bundle into a fresh empty bucket.
 func s3First(name string, n, size int) func(e *env) ([]tool, error) {
 	return func(e *env) ([]tool, error) {
-		s := s3Setup(name)
+		s := s3Setup(e, name)
 		if s == nil {
 			return nil, nil
 		}
@@ -111,10 +134,10 @@ func s3First(name string, n, size int) func(e *env) ([]tool, error) {
 		}
 		bucket := func(t string, i int) string { return fmt.Sprintf("%s-%s-%d", name, t, i) }
 		mk := func(t string) func(int) error {
-			return func(i int) error { return s.mem.CreateBucket(bucket(t, i)) }
+			return func(i int) error { return s.admin("create", bucket(t, i)) }
 		}
 		drop := func(t string) func(int) error {
-			return func(i int) error { return s.mem.ForceDeleteBucket(bucket(t, i)) }
+			return func(i int) error { return s.admin("drop", bucket(t, i)) }
 		}
 		var tools []tool
 		for _, d := range e.dists {
@@ -166,7 +189,7 @@ func abBundles(e *env, name string, n, size, step int) (a, b string, err error) 
 func s3Republish(name string, step int) func(e *env) ([]tool, error) {
 	const n, size = 10_000, 4 << 10
 	return func(e *env) ([]tool, error) {
-		s := s3Setup(name)
+		s := s3Setup(e, name)
 		if s == nil {
 			return nil, nil
 		}
@@ -182,7 +205,7 @@ func s3Republish(name string, step int) func(e *env) ([]tool, error) {
 		}
 		seed := func(bucket string, argv []string) func(int) error {
 			return onceAt0(func() error {
-				if err := s.mem.CreateBucket(bucket); err != nil {
+				if err := s.admin("create", bucket); err != nil {
 					return err
 				}
 				_, _, err := timed(context.Background(), s.env(argv))

@@ -42,6 +42,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "work folder (default: a new temp folder, removed at the end)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder")
 	flag.StringVar(&o.baseline, "baseline", "", "also time distributor built from this git revision (e.g. main), as a peer")
+	flag.BoolVar(&o.reuse, "reuse", false, "with -dir: reuse the big-catalog roots an earlier -keep run prepared there (reset, not rewritten)")
 	list := flag.Bool("list", false, "list the cases and exit")
 	flag.Parse()
 	if *list {
@@ -64,6 +65,9 @@ type options struct {
 	keep  bool
 	// baseline is a git revision whose distributor runs as one more peer.
 	baseline string
+	// reuse resets the big-catalog roots found in dir instead of writing
+	// their million files again.
+	reuse bool
 }
 
 // tool is one contender of a case: distributor or a peer.
@@ -99,6 +103,7 @@ type env struct {
 	dists []dist
 	runs  int
 	peers map[string]string // name → path, for the peers installed
+	reuse bool
 }
 
 func run(ctx context.Context, o options) error {
@@ -117,7 +122,10 @@ func run(ctx context.Context, o options) error {
 	} else if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	e := &env{work: work, runs: o.runs, peers: map[string]string{}}
+	if o.reuse && o.dir == "" {
+		return errors.New("-reuse needs -dir (the folder of an earlier -keep run)")
+	}
+	e := &env{work: work, runs: o.runs, peers: map[string]string{}, reuse: o.reuse}
 	e.dists = []dist{{name: "distributor", bin: filepath.Join(work, "distributor"), tag: "distributor"}}
 	fmt.Fprintln(os.Stderr, "bench: building distributor")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", e.dists[0].bin, "./cmd/distributor").CombinedOutput(); err != nil {
@@ -621,7 +629,7 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		if err := os.MkdirAll(peerRoot, 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeTree(peerRoot, n, 0, 1); err != nil { // the same files, no catalog
+		if err := e.prepared(peerRoot, func() error { return writeTree(peerRoot, n, 0, 1) }, nil); err != nil { // the same files, no catalog
 			return nil, err
 		}
 		// One fresh 10-file bundle per tool and run, under its own folder.
@@ -633,6 +641,9 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		for _, t := range tags {
 			for i := range e.runs {
 				d := filepath.Join(e.caseDir(name), "src", fmt.Sprintf("%s-%d", t, i))
+				if err := os.RemoveAll(d); err != nil { // a -reuse run's old bundle
+					return nil, err
+				}
 				if err := writeTree(filepath.Join(d, fmt.Sprintf("add-%s-%d", t, i)), 10, 4<<10, uint64(i)); err != nil {
 					return nil, err
 				}
@@ -646,7 +657,8 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		for _, d := range e.dists {
 			// Each build publishes into its own copy of the big root.
 			root := filepath.Join(e.caseDir(name), "root-"+d.tag)
-			if err := writeBigRoot(root, n); err != nil {
+			files := func() error { return writeTree(root, n, 0, 1) }
+			if err := e.prepared(root, files, func() error { return writeBigCatalog(root, n) }); err != nil {
 				return nil, err
 			}
 			cfg, err := e.config(name+"-"+d.tag, root, "additive")
@@ -669,12 +681,40 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 	}
 }
 
-// writeBigRoot writes n empty files and a catalog recording them as the
-// outputs of pipeline bench.big (not in the configuration).
-func writeBigRoot(root string, n int) error {
-	if err := writeTree(root, n, 0, 1); err != nil {
+// prepared fills folder dir with files, then cat (if not nil). With -reuse,
+// when an earlier run finished preparing dir, it resets dir instead: what
+// the timed runs added is removed (everything but the dirNN folders) and
+// only cat runs again (quick; the files stay).
+func (e *env) prepared(dir string, files, cat func() error) error {
+	mark := dir + ".prepared"
+	if _, err := os.Stat(mark); e.reuse && err == nil {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, d := range ents {
+			if strings.HasPrefix(d.Name(), "dir") && d.IsDir() {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(dir, d.Name())); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(os.Stderr, "bench: reusing %s\n", dir)
+	} else if err := files(); err != nil {
 		return err
 	}
+	if cat != nil {
+		if err := cat(); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(mark, nil, 0o644)
+}
+
+// writeBigCatalog writes a catalog recording the n empty files of root as
+// the outputs of pipeline bench.big (not in the configuration).
+func writeBigCatalog(root string, n int) error {
 	empty := sha256.Sum256(nil)
 	sum := "sha256:" + hex.EncodeToString(empty[:])
 	c := &catalog.Catalog{DistributorVersion: "bench", CreatedAt: created, UpdatedAt: created}

@@ -78,3 +78,48 @@ func BenchmarkMarshal(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMarshalSuccessor writes the catalog after a publication that
+// adds 10 records to one read with ParseOwned (what the engine commits).
+func BenchmarkMarshalSuccessor(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		data := benchCatalog(b, n)
+		cur, _, err := catalog.ParseOwned(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := cur.Successor()
+		next.Outputs = append(next.Outputs, cur.Outputs...)
+		for i := range 10 {
+			o := cur.Outputs[i]
+			o.Path = fmt.Sprintf("new/file%d.bin", i)
+			next.Outputs = append(next.Outputs, o)
+		}
+		next.Sort()
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := catalog.Marshal(next); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(len(data)))
+		})
+	}
+}
+
+// BenchmarkParseOwned reads a catalog as the engine does.
+func BenchmarkParseOwned(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		data := benchCatalog(b, n)
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := catalog.ParseOwned(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

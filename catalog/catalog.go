@@ -58,6 +58,17 @@ type Catalog struct {
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 	Outputs            []Output // sorted by Path, unique
+
+	// origin is set by ParseOwned (and carried by Successor): the bytes
+	// the records were read from, for Marshal to copy unchanged ones.
+	origin *origin
+}
+
+// Successor returns an empty catalog with c's header, for building the
+// catalog that follows c. Marshal copies the bytes of the records it keeps
+// from c unchanged (when c was read by ParseOwned) instead of encoding them.
+func (c *Catalog) Successor() *Catalog {
+	return &Catalog{DistributorVersion: c.DistributorVersion, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, origin: c.origin}
 }
 
 // Source is the compact identity of the bundle that produced an output.
@@ -137,14 +148,8 @@ func (c *Catalog) Index() map[string]Output {
 
 // Validate checks every rule of the v4 shape.
 func (c *Catalog) Validate() error {
-	if c.CreatedAt.IsZero() || c.UpdatedAt.IsZero() {
-		return fmt.Errorf("%w: created_at and updated_at are required", ErrInvalid)
-	}
-	if err := writableTimes(c.CreatedAt, c.UpdatedAt); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if !utf8.ValidString(c.DistributorVersion) {
-		return fmt.Errorf("%w: distributor_version is not valid UTF-8", ErrInvalid)
+	if err := c.validateHead(); err != nil {
+		return err
 	}
 	// Sorted records (any parsed or written catalog) repeat a path next to
 	// each other; only unsorted ones need a set.
@@ -163,6 +168,20 @@ func (c *Catalog) Validate() error {
 		if !inOrder {
 			seen[o.Path] = true
 		}
+	}
+	return nil
+}
+
+// validateHead checks the catalog's own fields (not its records).
+func (c *Catalog) validateHead() error {
+	if c.CreatedAt.IsZero() || c.UpdatedAt.IsZero() {
+		return fmt.Errorf("%w: created_at and updated_at are required", ErrInvalid)
+	}
+	if err := writableTimes(c.CreatedAt, c.UpdatedAt); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !utf8.ValidString(c.DistributorVersion) {
+		return fmt.Errorf("%w: distributor_version is not valid UTF-8", ErrInvalid)
 	}
 	return nil
 }
@@ -286,6 +305,17 @@ type wireCatalog struct {
 //     matches field names).
 func Parse(data []byte) (cat *Catalog, legacy bool, err error) {
 	if c, ok := parseFast(data); ok {
+		return c, false, nil
+	}
+	return parseReference(data)
+}
+
+// ParseOwned is Parse for a caller that hands data over: the catalog's
+// strings may point into data, and Marshal of it or of its Successor
+// copies the bytes of unchanged records from data. data must not be
+// modified afterwards.
+func ParseOwned(data []byte) (cat *Catalog, legacy bool, err error) {
+	if c, ok := parseFastMode(data, true); ok {
 		return c, false, nil
 	}
 	return parseReference(data)
@@ -457,8 +487,10 @@ func Marshal(c *Catalog) ([]byte, error) {
 		cp.Outputs = append([]Output(nil), c.Outputs...)
 		cp.Sort()
 	}
-	if err := cp.Validate(); err != nil {
+	if err := cp.validateHead(); err != nil {
 		return nil, err
 	}
-	return marshalFast(&cp), nil
+	// The records are validated as they are encoded, but for those copied
+	// as read: they were validated then, and hold the same values.
+	return marshalFast(&cp)
 }

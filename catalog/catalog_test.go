@@ -71,7 +71,8 @@ func normalize(c *catalog.Catalog) *catalog.Catalog {
 	if c == nil {
 		return nil
 	}
-	n := *c
+	// Fields only: a catalog read by ParseOwned also holds its bytes.
+	n := catalog.Catalog{DistributorVersion: c.DistributorVersion}
 	u := func(t time.Time) time.Time { return t.UTC().Round(0) }
 	n.CreatedAt, n.UpdatedAt = u(c.CreatedAt), u(c.UpdatedAt)
 	n.Outputs = make([]catalog.Output, 0, len(c.Outputs))

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"fmt"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,18 +23,36 @@ import (
 // runs the strict encoding/json decoder, whose answer (and error message) is
 // the reference. So whatever parseFast accepts, the reference decoder
 // accepts the same way.
-func parseFast(data []byte) (*Catalog, bool) {
-	c, ok := jsonfast.Run(data, readCatalog)
+func parseFast(data []byte) (*Catalog, bool) { return parseFastMode(data, false) }
+
+// parseFastMode is parseFast; with own, the catalog's strings may point
+// into data and it remembers where its canonical records are (origin).
+func parseFastMode(data []byte, own bool) (*Catalog, bool) {
+	r := &reader{scan: canonScan{d: data, own: own, strs: map[string]string{}, times: map[string]canonTime{}}}
+	if own {
+		r.origin = &origin{data: data, seed: maphash.MakeSeed()}
+	}
+	c, ok := jsonfast.Run(data, r.readCatalog)
 	if !ok || c.Validate() != nil {
 		return nil, false
 	}
-	c.Sort()
+	if !sorted(c.Outputs) {
+		c.Sort()
+		r.origin = nil // its spans follow the order read
+	}
+	c.origin = r.origin
 	return c, true
+}
+
+// reader holds what one fast parse shares between records.
+type reader struct {
+	scan   canonScan
+	origin *origin // nil unless the catalog keeps its bytes
 }
 
 func timeValue(s string) (time.Time, error) { return parseTime("", s) }
 
-func readCatalog(p *jsonfast.Parser) *Catalog {
+func (r *reader) readCatalog(p *jsonfast.Parser) *Catalog {
 	c := &Catalog{}
 	var seen jsonfast.Keys
 	once := seen.Once
@@ -66,7 +86,7 @@ func readCatalog(p *jsonfast.Parser) *Catalog {
 			}
 		case "outputs":
 			once(5)
-			c.Outputs = readOutputs(p)
+			c.Outputs = r.readOutputs(p)
 		default:
 			jsonfast.Fallback()
 		}
@@ -77,10 +97,35 @@ func readCatalog(p *jsonfast.Parser) *Catalog {
 	return c
 }
 
-func readOutputs(p *jsonfast.Parser) []Output {
+func (r *reader) readOutputs(p *jsonfast.Parser) []Output {
 	// Records are about 500 bytes written: size the slice once.
-	out := make([]Output, 0, min(p.Len()/400+1, 1<<24))
-	p.Array(func() { out = append(out, readOutput(p)) })
+	size := min(p.Len()/400+1, 1<<24)
+	out := make([]Output, 0, size)
+	if r.origin != nil {
+		r.origin.spans = make([]span, 0, size)
+	}
+	p.Array(func() {
+		// Canonical records take the template scan; any other form the
+		// generic reader.
+		rest := p.Rest()
+		start := p.Pos()
+		r.scan.i = start
+		var o Output
+		canon := len(rest) > 0 && rest[0] == '{' && r.scan.record(&o)
+		if canon {
+			p.Skip(r.scan.i - start)
+		} else {
+			o = readOutput(p)
+		}
+		out = append(out, o)
+		if g := r.origin; g != nil {
+			sp := span{path: o.Path, start: start}
+			if canon {
+				sp.end, sp.hash = r.scan.i, recordHash(g.seed, &o)
+			}
+			g.spans = append(g.spans, sp)
+		}
+	})
 	return out
 }
 
@@ -188,9 +233,10 @@ func once2(seen *int, bit int) {
 
 // --- encoder ---
 
-// marshalFast writes c (valid, sorted) exactly as encoding/json's Encoder
-// with two-space indent and SetEscapeHTML(false) writes the wire structs.
-func marshalFast(c *Catalog) []byte {
+// marshalFast writes c (sorted, its head valid) exactly as encoding/json's
+// Encoder with two-space indent and SetEscapeHTML(false) writes the wire
+// structs, validating each record it encodes.
+func marshalFast(c *Catalog) ([]byte, error) {
 	var t timeCache
 	b := make([]byte, 0, 512)
 	b = append(b, "{\n  \"schema_version\": "...)
@@ -205,21 +251,34 @@ func marshalFast(c *Catalog) []byte {
 	b = appendTime(b, c.UpdatedAt)
 	b = append(b, ",\n  \"state\": {\n    \"mode\": \""+ModeCatalog+"\"\n  },\n  \"outputs\": ["...)
 	if len(c.Outputs) == 0 {
-		return append(b, "]\n}\n"...)
+		return append(b, "]\n}\n"...), nil
 	}
+	k := 0 // cursor of c.origin's spans
 	for i := range c.Outputs {
+		o := &c.Outputs[i]
 		start := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = t.appendOutput(b, &c.Outputs[i])
+		b = append(b, "\n    "...)
+		if raw, ok := c.origin.verbatim(o, &k); ok {
+			b = append(b, raw...)
+		} else {
+			if err := o.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
+			}
+			b = t.appendOutput(b, o)
+		}
+		if i > 0 && c.Outputs[i-1].Path == o.Path {
+			return nil, fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
+		}
 		if i == 0 {
 			// Grow once, from the first record's size, instead of doubling
 			// through half a gigabyte.
 			b = slices.Grow(b, (len(b)-start+64)*len(c.Outputs)+16)
 		}
 	}
-	return append(b, "\n  ]\n}\n"...)
+	return append(b, "\n  ]\n}\n"...), nil
 }
 
 // timeCache remembers the last rendering of each record time: records next
@@ -232,7 +291,7 @@ type timeCache struct {
 }
 
 func (tc *timeCache) appendOutput(b []byte, o *Output) []byte {
-	b = append(b, "\n    {\n      \"path\": "...)
+	b = append(b, "{\n      \"path\": "...)
 	b = appendString(b, o.Path)
 	b = append(b, ",\n      \"pipeline_id\": "...)
 	b = appendString(b, o.PipelineID)

@@ -20,7 +20,9 @@ import (
 // configuration file that cannot be read.
 var ErrInvalid = errors.New("invalid configuration")
 
-// Defaults applied by Parse when a key is left out.
+// Defaults applied by Parse when a key is left out, for code that needs
+// them by name; the fields' default tags are what Parse applies (a test
+// checks they agree).
 const (
 	DefaultListen        = "127.0.0.1:4222"
 	DefaultHTTPListen    = "127.0.0.1:9090"
@@ -29,6 +31,7 @@ const (
 	DefaultBundleMaxAge  = Duration(7 * day)
 	DefaultEventMaxAge   = Duration(30 * day)
 	DefaultReplicas      = 1
+	DefaultMaxDeliveries = 5
 	MaxReplicas          = 5  // the most NATS allows
 	DefaultLayoutPrefix  = "" // outputs keep their bundle paths
 	DefaultInclude       = "**"
@@ -46,15 +49,31 @@ const (
 const MarkdownToHTML = "markdown_to_html"
 
 // Config is a whole configuration file.
+//
+// The struct tags are the whole specification of each key, read by the
+// decoder, the defaults, the environment (env.go) and the docs test:
+//
+//	yaml:"name"       the key (a field without one is not configuration)
+//	default:"value"   the value when the key is left out (a string also when
+//	                  empty), written as its environment variable would be
+//	cfg:"positive"    durations > 0 and integers ≥ 1 (each item of a list)
+//	cfg:"file"        a file name, relative to the configuration file
+//	cfg:"secret"      never printed
+//	hint:"text"       explains the range in messages
+//
+// Every key outside pipelines and destinations can also be set by its
+// environment variable (EnvVar). Adding a key is adding a field here, and
+// its row in docs/configuration.md (a test checks both agree).
 type Config struct {
-	NATS NATS
+	NATS NATS `yaml:"nats"`
 	// HTTP is serve's health and metrics listener.
-	HTTP HTTP
+	HTTP HTTP `yaml:"http"`
 	// S3 holds defaults for every S3 access: bundle locations, and S3
-	// destinations that do not set their own region, endpoint or path style.
-	S3           S3Defaults
-	Pipelines    []Pipeline
-	Destinations []Destination
+	// destinations that leave out the same key (region, endpoint,
+	// path_style, timeouts).
+	S3           S3Defaults    `yaml:"s3"`
+	Pipelines    []Pipeline    `yaml:"pipelines"`
+	Destinations []Destination `yaml:"destinations"`
 	// File is the path the configuration was loaded from ("" when parsed
 	// from bytes without a name).
 	File string
@@ -65,26 +84,32 @@ type NATS struct {
 	// URL of the servers (nats.go form, may be comma-separated). Empty:
 	// `serve` embeds a JetStream server on Listen; other commands connect
 	// to it (see ConnectURL).
-	URL           string
-	Listen        string
-	StoreDir      string
-	SubjectPrefix string
-	CredsFile     string
-	NKeySeedFile  string
-	Token         string
-	User          string
-	Password      string
-	TLS           TLS
+	URL           string `yaml:"url"`
+	Listen        string `yaml:"listen" default:"127.0.0.1:4222"`
+	StoreDir      string `yaml:"store_dir" default:".distributor/nats" cfg:"file"`
+	SubjectPrefix string `yaml:"subject_prefix" default:"distributor"`
+	CredsFile     string `yaml:"creds" cfg:"file"`
+	NKeySeedFile  string `yaml:"nkey_seed" cfg:"file"`
+	Token         string `yaml:"token" cfg:"secret"`
+	User          string `yaml:"user"`
+	Password      string `yaml:"password" cfg:"secret"`
+	TLS           TLS    `yaml:"tls"`
 	// ServerTLS is the embedded server's certificate (no nats.url): with
 	// it the server accepts only TLS clients.
-	ServerTLS ServerTLS
+	ServerTLS ServerTLS `yaml:"server_tls"`
 	// BundleMaxAge and EventMaxAge bound the bundle and event streams; 0
 	// means no age limit.
-	BundleMaxAge Duration
-	EventMaxAge  Duration
+	BundleMaxAge Duration `yaml:"bundle_max_age" default:"7d"`
+	EventMaxAge  Duration `yaml:"event_max_age" default:"30d"`
 	// Replicas is how many servers of a NATS cluster keep each stream, the
 	// durable consumer and the lease bucket (1 to 5; default 1).
-	Replicas int
+	Replicas int `yaml:"replicas" default:"1"`
+	// MaxDeliveries is how often a bundle-ready event is delivered before
+	// it is given up.
+	MaxDeliveries int `yaml:"max_deliveries" default:"5" cfg:"positive"`
+	// RedeliveryBackoff are the waits before each redelivery; the last one
+	// repeats.
+	RedeliveryBackoff []Duration `yaml:"redelivery_backoff" default:"1s,5s,15s,30s,1m" cfg:"positive"`
 }
 
 // HTTPOff as HTTP.Listen disables serve's HTTP listener.
@@ -93,107 +118,110 @@ const HTTPOff = "off"
 // HTTP configures serve's /healthz, /readyz and /metrics listener.
 type HTTP struct {
 	// Listen is host:port (port 0 picks a free one) or HTTPOff.
-	Listen string
+	Listen string `yaml:"listen" default:"127.0.0.1:9090"`
 }
 
 // TLS names PEM files for the NATS connection.
 type TLS struct {
-	CA, Cert, Key string
+	CA   string `yaml:"ca" cfg:"file"`
+	Cert string `yaml:"cert" cfg:"file"`
+	Key  string `yaml:"key" cfg:"file"`
 }
 
 // ServerTLS names PEM files for the embedded server's listener.
 type ServerTLS struct {
-	Cert, Key string
+	Cert string `yaml:"cert" cfg:"file"`
+	Key  string `yaml:"key" cfg:"file"`
 	// ClientCA, when set, makes the server require a client certificate
 	// signed by it (mutual TLS).
-	ClientCA string
+	ClientCA string `yaml:"client_ca" cfg:"file"`
 }
 
 // S3Defaults are the S3 settings shared by bundle locations and destinations.
 type S3Defaults struct {
-	Region    string
-	Endpoint  string
-	PathStyle bool
-	Timeouts  S3Timeouts
+	Region    string     `yaml:"region"`
+	Endpoint  string     `yaml:"endpoint"`
+	PathStyle bool       `yaml:"path_style"`
+	Timeouts  S3Timeouts `yaml:"timeouts"`
 }
 
 // S3Timeouts bound each S3 request (the `timeouts:` block); zero fields take
 // the built-in defaults. A destination's unset fields take Config.S3's.
 type S3Timeouts struct {
-	Connect   Duration // TCP connect, and again the TLS handshake
-	FirstByte Duration // from the request sent to the first response byte
-	Idle      Duration // a request or response body that makes no progress
+	Connect   Duration `yaml:"connect" cfg:"positive"`    // TCP connect, and again the TLS handshake
+	FirstByte Duration `yaml:"first_byte" cfg:"positive"` // from the request sent to the first response byte
+	Idle      Duration `yaml:"idle" cfg:"positive"`       // a request or response body that makes no progress
 	// Attempts is how often a request that failed transiently (a timeout
 	// included) is tried, with back-off, before the error is reported.
-	Attempts int
+	Attempts int `yaml:"attempts" cfg:"positive" hint:"1 = no retry"`
 }
 
 // Pipeline is a producer's id and the destinations it publishes to.
 type Pipeline struct {
-	ID           string
-	Destinations []string
+	ID           string   `yaml:"id"`
+	Destinations []string `yaml:"destinations"`
 }
 
 // Destination is one configured target.
 type Destination struct {
-	ID      string
-	Backend string // BackendLocal or BackendS3
+	ID      string `yaml:"id"`
+	Backend string `yaml:"backend"` // BackendLocal or BackendS3
 	// Path is, for local, the root folder (absolute and clean after Parse)
 	// and, for s3, the key prefix inside Bucket ("" = bucket root, otherwise
 	// ending in "/").
-	Path string
+	Path string `yaml:"path"`
 	// S3 only; Region, Endpoint, PathStyle and Timeouts default to Config.S3.
-	Bucket    string
-	Region    string
-	Endpoint  string
-	PathStyle bool
-	Timeouts  S3Timeouts
-	Workflow  planner.Workflow
-	Layout    Layout
-	Publish   Publish
+	Bucket    string           `yaml:"bucket"`
+	Region    string           `yaml:"region"`
+	Endpoint  string           `yaml:"endpoint"`
+	PathStyle bool             `yaml:"path_style"`
+	Timeouts  S3Timeouts       `yaml:"timeouts"`
+	Workflow  planner.Workflow `yaml:"workflow" default:"additive"`
+	Layout    Layout           `yaml:"layout"`
+	Publish   Publish          `yaml:"publish"`
 	// Transforms are tried in order; the first whose Match fits a file wins.
-	Transforms []Transform
-	Links      Links
-	Retention  Retention
+	Transforms []Transform `yaml:"transforms"`
+	Links      Links       `yaml:"links"`
+	Retention  Retention   `yaml:"retention"`
 	// MaxDeletes > 0 aborts any run that would delete more outputs; 0 = no limit.
-	MaxDeletes int
+	MaxDeletes int `yaml:"max_deletes"`
 }
 
 // Layout maps bundle paths to output paths.
 type Layout struct {
 	// Prefix is a template with {source_id}, {source_name} and {pipeline_id};
-	// see Destination.Prefix.
-	Prefix string
+	// see Destination.Prefix. "" (the default) keeps the bundle paths.
+	Prefix string `yaml:"prefix"`
 }
 
 // Publish selects what is published.
 type Publish struct {
-	Sources bool     // copy the selected bundle files
-	HTML    bool     // run the transforms
-	Include []string // doublestar globs over bundle paths
-	Exclude []string
+	Sources bool     `yaml:"sources" default:"true"` // copy the selected bundle files
+	HTML    bool     `yaml:"html" default:"true"`    // run the transforms
+	Include []string `yaml:"include" default:"**"`   // doublestar globs over bundle paths
+	Exclude []string `yaml:"exclude"`
 }
 
 // Transform is one configured transform.
 type Transform struct {
-	Name     string // MarkdownToHTML
-	Match    string // doublestar glob over bundle paths
-	Index    string // bundle path rendered to index.html in its folder; "" = none
-	Template string // optional html/template file; "" = built-in page
+	Name     string `yaml:"name"`                    // MarkdownToHTML
+	Match    string `yaml:"match" default:"**/*.md"` // doublestar glob over bundle paths
+	Index    string `yaml:"index"`                   // bundle path rendered to index.html in its folder; "" = none
+	Template string `yaml:"template" cfg:"file"`     // optional html/template file; "" = built-in page
 }
 
 // Links configures output URLs.
 type Links struct {
 	// BaseURL is an absolute http(s) URL ending in "/"; "" = no URLs.
-	BaseURL string
+	BaseURL string `yaml:"base_url"`
 	// Pretty turns ".../index.html" into ".../".
-	Pretty bool
+	Pretty bool `yaml:"pretty"`
 }
 
 // Retention configures prune.
 type Retention struct {
 	// MaxAge is prune's default cutoff; 0 = prune needs --older-than.
-	MaxAge Duration
+	MaxAge Duration `yaml:"max_age"`
 }
 
 // Error is a configuration problem, located in the file when known.

@@ -37,6 +37,9 @@ func TestParseDesignExample(t *testing.T) {
 			BundleMaxAge:  Duration(7 * 24 * time.Hour),
 			EventMaxAge:   Duration(30 * 24 * time.Hour),
 			Replicas:      1,
+			MaxDeliveries: 5,
+			RedeliveryBackoff: []Duration{Duration(time.Second), Duration(5 * time.Second), Duration(15 * time.Second),
+				Duration(30 * time.Second), Duration(time.Minute)},
 		},
 		HTTP:      HTTP{Listen: "127.0.0.1:9090"},
 		Pipelines: []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
@@ -94,7 +97,9 @@ destinations:
 		t.Fatal(err)
 	}
 	wantNATS := NATS{Listen: "127.0.0.1:4222", StoreDir: ".distributor/nats", SubjectPrefix: "distributor",
-		BundleMaxAge: Duration(7 * 24 * time.Hour), EventMaxAge: Duration(30 * 24 * time.Hour), Replicas: 1}
+		BundleMaxAge: Duration(7 * 24 * time.Hour), EventMaxAge: Duration(30 * 24 * time.Hour), Replicas: 1,
+		MaxDeliveries: 5, RedeliveryBackoff: []Duration{Duration(time.Second), Duration(5 * time.Second),
+			Duration(15 * time.Second), Duration(30 * time.Second), Duration(time.Minute)}}
 	if !reflect.DeepEqual(c.NATS, wantNATS) {
 		t.Errorf("NATS = %+v, want %+v", c.NATS, wantNATS)
 	}
@@ -160,9 +165,9 @@ destinations:
     backend: local
     path: /tmp/b
     workflw: additive
-`, `config.yaml:11: unknown key "workflw" in destinations[1]`},
+`, `config.yaml:11: unknown key "workflw" in destinations[1]: did you mean "workflow"?`},
 		{"unknown top-level key", "nats: {}\nfoo: 1\n", `config.yaml:2: unknown key "foo" at the top level`},
-		{"unknown nested key", "nats:\n  tls: {ca: x, crt: y}\n", `config.yaml:2: unknown key "crt" in nats.tls`},
+		{"unknown nested key", "nats:\n  tls: {ca: x, crt: y}\n", `config.yaml:2: unknown key "crt" in nats.tls: did you mean "cert"?`},
 		{"unknown publish key", validDest + "    publish: {html: true, markdown: true}\n", `config.yaml:5: unknown key "markdown" in destinations[0].publish`},
 		{"legacy state", `destinations:
   - id: latest-html
@@ -255,7 +260,7 @@ destinations:
 
 		// Only the first problem in file order is reported, whatever its kind.
 		{"first in file order: validation before unknown key", validDest + "    workflow: mirror\n    workflw: x\n", `config.yaml:5: destinations[0] (a): unknown workflow "mirror": use "replacement" or "additive"`},
-		{"first in file order: unknown key before validation", validDest + "    workflw: x\n    workflow: mirror\n", `config.yaml:5: unknown key "workflw" in destinations[0]`},
+		{"first in file order: unknown key before validation", validDest + "    workflw: x\n    workflow: mirror\n", `config.yaml:5: unknown key "workflw" in destinations[0]: did you mean "workflow"?`},
 		{"first in file order: pipelines before destinations", "pipelines:\n  - {id: p, destinations: [zz]}\n" + validDest + "    max_deletes: -3\n", `config.yaml:2: pipelines[0] (p): unknown destination "zz": define it under destinations or remove it`},
 		{"first in file order: destinations before pipelines", validDest + "    max_deletes: -3\npipelines:\n  - {id: p, destinations: [zz]}\n", `config.yaml:5: destinations[0] (a): max_deletes must be 0 (no limit) or more, got -3`},
 	}

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/distributor/distributor/planner"
 )
 
 // legacyKeys are the pre-workflow policy keys; a destination using any of
@@ -28,12 +28,12 @@ func Parse(data []byte, file string) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{File: file}
+	fillDefaults(reflect.ValueOf(c).Elem())
 	d := &decoder{pos: map[string]pos{}}
 	if root != nil {
-		d.legacyScan(root)
 		d.config(root, c)
 	}
-	if err := c.applyDefaults(d, file); err != nil {
+	if err := c.normalise(d, file); err != nil {
 		return nil, err
 	}
 	if e := d.first(c.validate()); e != nil {
@@ -183,18 +183,51 @@ func describe(n *yaml.Node) string {
 	return strconv.Quote(n.Value)
 }
 
-func (d *decoder) typeErr(n *yaml.Node, l loc, want string) {
-	if l.name == "" && l.prefix == "" {
-		d.fail(n, "the configuration must be %s, got %s", want, describe(n))
-		return
+// what names the value at l in messages.
+func (l loc) what() string {
+	switch {
+	case l.name != "":
+		return l.prefix + l.name
+	case l.prefix != "":
+		return strings.TrimSuffix(l.prefix, ": ")
 	}
-	d.fail(n, "%s%s must be %s, got %s", l.prefix, l.name, want, describe(n))
+	return "the configuration"
 }
 
-// mapping walks a mapping's pairs in order; handle returns false for an
-// unknown key. A null node is an empty mapping.
-func (d *decoder) mapping(n *yaml.Node, l loc, handle func(key string, v *yaml.Node, l loc) bool) {
+func (d *decoder) typeErr(n *yaml.Node, l loc, want string) {
+	d.fail(n, "%s must be %s, got %s", l.what(), want, describe(n))
+}
+
+// config decodes the whole file into c.
+func (d *decoder) config(root *yaml.Node, c *Config) {
+	d.value(root, loc{}, reflect.ValueOf(c).Elem(), opts{})
+}
+
+// value decodes n into v by v's type; a value of the wrong type leaves v
+// as it was (its default) and reports only the type error.
+func (d *decoder) value(n *yaml.Node, l loc, v reflect.Value, o opts) {
 	n = resolve(n)
+	switch {
+	case v.Type() == durationType:
+		d.duration(n, l, v, o)
+	case v.Kind() == reflect.Struct:
+		d.mapping(n, l, v)
+	case v.Kind() == reflect.Slice:
+		d.list(n, l, v, o)
+	case v.Kind() == reflect.String:
+		d.str(n, l, v)
+	case v.Kind() == reflect.Bool:
+		d.boolean(n, l, v)
+	case v.Kind() == reflect.Int:
+		d.integer(n, l, v, o)
+	default:
+		panic(fmt.Sprintf("config: unsupported type %s", v.Type()))
+	}
+}
+
+// mapping decodes a mapping into struct v, key by key in file order. A
+// null node is an empty mapping.
+func (d *decoder) mapping(n *yaml.Node, l loc, v reflect.Value) {
 	if isNull(n) {
 		return
 	}
@@ -202,34 +235,50 @@ func (d *decoder) mapping(n *yaml.Node, l loc, handle func(key string, v *yaml.N
 		d.typeErr(n, l, "a mapping")
 		return
 	}
+	keys := keysOf(v.Type())
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
+		k := resolve(n.Content[i])
+		switch {
+		case k.Kind != yaml.ScalarNode:
 			d.fail(k, "keys must be plain words, got %s %s", describe(k), l.where())
 			continue
-		}
-		key := k.Value
-		if key == "<<" {
+		case k.Value == "<<":
 			d.fail(k, "merge keys (<<) are not supported %s: write the keys out", l.where())
 			continue
-		}
-		if seen[key] {
-			d.fail(k, "duplicate key %q %s: keep one", key, l.where())
+		case seen[k.Value]:
+			d.fail(k, "duplicate key %q %s: keep one", k.Value, l.where())
 			continue
 		}
-		seen[key] = true
-		cl := l.child(key)
+		seen[k.Value] = true
+		cl := l.child(k.Value)
 		d.pos[cl.key] = pos{k.Line, k.Column} // the key's line reads best for block values
-		if !handle(key, v, cl) {
-			d.fail(k, "unknown key %q %s", key, l.where())
+		j := slices.IndexFunc(keys, func(x key) bool { return x.name == k.Value })
+		if j < 0 {
+			d.unknown(k, l, keys)
+			continue
 		}
+		d.value(n.Content[i+1], cl, v.Field(keys[j].index), keys[j].opts)
 	}
 }
 
-// list walks a sequence; a null node is an empty list.
-func (d *decoder) list(n *yaml.Node, l loc, item func(i int, v *yaml.Node, l loc)) {
-	n = resolve(n)
+// unknown reports a key no field has. A legacy policy key anywhere in a
+// destination gets its own message, which wins over every other problem.
+func (d *decoder) unknown(k *yaml.Node, l loc, keys []key) {
+	if legacyKeys[k.Value] && strings.HasPrefix(l.key, "destinations[") {
+		d.legacy = append(d.legacy, posErr{pos{k.Line, k.Column}, fmt.Sprintf(
+			`%s%q is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`,
+			l.prefix, k.Value)})
+		return
+	}
+	d.fail(k, "unknown key %q %s%s", k.Value, l.where(), suggest(k.Value, keys))
+}
+
+// list decodes a sequence into slice v; a null node is an empty list. The
+// items of a top-level list name themselves in messages:
+// "destinations[0] (latest-html): ".
+func (d *decoder) list(n *yaml.Node, l loc, v reflect.Value, o opts) {
+	v.SetZero()
 	if isNull(n) {
 		return
 	}
@@ -237,114 +286,117 @@ func (d *decoder) list(n *yaml.Node, l loc, item func(i int, v *yaml.Node, l loc
 		d.typeErr(n, l, "a list")
 		return
 	}
-	for i, v := range n.Content {
-		v = resolve(v)
+	for i, item := range n.Content {
+		item = resolve(item)
 		il := l.index(i)
-		d.pos[il.key] = pos{v.Line, v.Column}
-		item(i, v, il)
+		d.pos[il.key] = pos{item.Line, item.Column}
+		e := reflect.New(v.Type().Elem()).Elem()
+		switch {
+		case e.Kind() == reflect.Struct:
+			fillDefaults(e)
+			if l.prefix == "" {
+				il = loc{prefix: label(l.key, i, scalarField(item, "id")) + ": ", key: il.key}
+			}
+		case e.Kind() == reflect.String && isNull(item):
+			d.typeErr(item, il, "a string") // a list of strings has no empty items
+			continue
+		}
+		d.value(item, il, e, o)
+		v.Set(reflect.Append(v, e))
 	}
 }
 
-func (d *decoder) str(n *yaml.Node, l loc, out *string) {
+// str decodes a scalar; an empty one leaves the default.
+func (d *decoder) str(n *yaml.Node, l loc, v reflect.Value) {
 	switch {
 	case isNull(n):
-		*out = ""
 	case n.Kind == yaml.ScalarNode:
-		*out = n.Value
+		if n.Value != "" {
+			v.SetString(n.Value)
+		}
 	default:
 		d.typeErr(n, l, "a string")
 	}
 }
 
-func (d *decoder) strs(n *yaml.Node, l loc, out *[]string) {
-	var s []string
-	d.list(n, l, func(_ int, v *yaml.Node, il loc) {
-		var x string
-		if isNull(v) || v.Kind != yaml.ScalarNode {
-			d.typeErr(v, il, "a string")
-			return
-		}
-		d.str(v, il, &x)
-		s = append(s, x)
-	})
-	*out = s
-}
-
-func (d *decoder) boolean(n *yaml.Node, l loc, out *bool) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+func (d *decoder) boolean(n *yaml.Node, l loc, v reflect.Value) {
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
 		d.typeErr(n, l, "true or false")
 		return
 	}
-	if err := n.Decode(out); err != nil {
-		d.typeErr(n, l, "true or false")
+	v.SetBool(b)
+}
+
+func (d *decoder) integer(n *yaml.Node, l loc, v reflect.Value, o opts) {
+	var x int
+	switch {
+	case n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&x) != nil:
+		d.typeErr(n, l, "a whole number")
+	case o.positive && x < 1:
+		d.fail(n, "%s must be at least 1%s", l.what(), o.hintText())
+	default:
+		v.SetInt(int64(x))
 	}
 }
 
-func (d *decoder) integer(n *yaml.Node, l loc, out *int) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		d.typeErr(n, l, "a whole number")
-		return
-	}
-	if err := n.Decode(out); err != nil {
-		d.typeErr(n, l, "a whole number")
-	}
-}
-
-func (d *decoder) duration(n *yaml.Node, l loc, out *Duration) {
+func (d *decoder) duration(n *yaml.Node, l loc, v reflect.Value, o opts) {
 	if isNull(n) || n.Kind != yaml.ScalarNode {
 		d.typeErr(n, l, `a duration such as "720h" or "30d"`)
 		return
 	}
-	v, err := ParseDuration(n.Value)
-	if err != nil {
-		d.fail(n, "%s%s: %v", l.prefix, l.name, err)
-		return
-	}
-	*out = v
-}
-
-// legacyScan finds legacy policy keys at any depth inside each destination.
-func (d *decoder) legacyScan(root *yaml.Node) {
-	root = resolve(root)
-	if root.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value != "destinations" {
-			continue
-		}
-		seq := resolve(root.Content[i+1])
-		if seq.Kind != yaml.SequenceNode {
-			return
-		}
-		for j, item := range seq.Content {
-			lbl := label("destinations", j, scalarField(item, "id"))
-			d.legacyWalk(resolve(item), lbl, 0)
-		}
+	x, err := ParseDuration(n.Value)
+	switch {
+	case err != nil:
+		d.fail(n, "%s: %v", l.what(), err)
+	case o.positive && x <= 0:
+		d.fail(n, "%s must be a positive duration such as \"30s\"%s", l.what(), o.hintText())
+	default:
+		v.SetInt(int64(x))
 	}
 }
 
-func (d *decoder) legacyWalk(n *yaml.Node, lbl string, depth int) {
-	if n == nil || depth > 32 {
-		return
+func (o opts) hintText() string {
+	if o.hint == "" {
+		return ""
 	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind == yaml.ScalarNode && legacyKeys[k.Value] {
-				d.legacy = append(d.legacy, posErr{pos{k.Line, k.Column}, fmt.Sprintf(
-					`%s: %q is a legacy policy key and is no longer supported; set "workflow: replacement" or "workflow: additive" instead`,
-					lbl, k.Value)})
-				continue
+	return " (" + o.hint + ")"
+}
+
+// suggest names the known key closest to an unknown one, when one is close
+// enough to be a typo: `: did you mean "workflow"?`.
+func suggest(unknown string, keys []key) string {
+	best, bestDist := "", 2+len(unknown)/5 // one edit, and one more per 5 letters
+	for _, k := range keys {
+		if dist := editDistance(unknown, k.name); dist < bestDist {
+			best, bestDist = k.name, dist
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(": did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
 			}
-			d.legacyWalk(resolve(n.Content[i+1]), lbl, depth+1)
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 		}
-	case yaml.SequenceNode:
-		for _, v := range n.Content {
-			d.legacyWalk(resolve(v), lbl, depth+1)
-		}
+		prev = cur
 	}
+	return prev[len(b)]
 }
 
 // scalarField returns the scalar value of key in mapping n, or "".
@@ -363,272 +415,11 @@ func scalarField(n *yaml.Node, key string) string {
 	return ""
 }
 
-func (d *decoder) config(root *yaml.Node, c *Config) {
-	d.mapping(root, loc{}, func(key string, v *yaml.Node, l loc) bool {
-		switch key {
-		case "nats":
-			d.nats(v, l, &c.NATS)
-		case "http":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				if key != "listen" {
-					return false
-				}
-				d.str(v, l, &c.HTTP.Listen)
-				return true
-			})
-		case "s3":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				switch key {
-				case "region":
-					d.str(v, l, &c.S3.Region)
-				case "endpoint":
-					d.str(v, l, &c.S3.Endpoint)
-				case "path_style":
-					d.boolean(v, l, &c.S3.PathStyle)
-				case "timeouts":
-					d.s3Timeouts(v, l, &c.S3.Timeouts)
-				default:
-					return false
-				}
-				return true
-			})
-		case "pipelines":
-			d.list(v, l, func(i int, v *yaml.Node, l loc) {
-				var p Pipeline
-				d.pipeline(v, loc{prefix: label("pipelines", i, scalarField(v, "id")) + ": ", key: l.key}, &p)
-				c.Pipelines = append(c.Pipelines, p)
-			})
-		case "destinations":
-			d.list(v, l, func(i int, v *yaml.Node, l loc) {
-				var dst Destination
-				d.destination(v, loc{prefix: label("destinations", i, scalarField(v, "id")) + ": ", key: l.key}, &dst)
-				c.Destinations = append(c.Destinations, dst)
-			})
-		default:
-			return false
-		}
-		return true
-	})
-}
-
-func (d *decoder) nats(n *yaml.Node, l loc, c *NATS) {
-	d.mapping(n, l, func(key string, v *yaml.Node, l loc) bool {
-		strField := map[string]*string{
-			"url": &c.URL, "listen": &c.Listen, "store_dir": &c.StoreDir, "subject_prefix": &c.SubjectPrefix,
-			"creds": &c.CredsFile, "nkey_seed": &c.NKeySeedFile, "token": &c.Token, "user": &c.User, "password": &c.Password,
-		}
-		if p, ok := strField[key]; ok {
-			d.str(v, l, p)
-			return true
-		}
-		switch key {
-		case "tls":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				switch key {
-				case "ca":
-					d.str(v, l, &c.TLS.CA)
-				case "cert":
-					d.str(v, l, &c.TLS.Cert)
-				case "key":
-					d.str(v, l, &c.TLS.Key)
-				default:
-					return false
-				}
-				return true
-			})
-		case "server_tls":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				switch key {
-				case "cert":
-					d.str(v, l, &c.ServerTLS.Cert)
-				case "key":
-					d.str(v, l, &c.ServerTLS.Key)
-				case "client_ca":
-					d.str(v, l, &c.ServerTLS.ClientCA)
-				default:
-					return false
-				}
-				return true
-			})
-		case "bundle_max_age":
-			d.duration(v, l, &c.BundleMaxAge)
-		case "event_max_age":
-			d.duration(v, l, &c.EventMaxAge)
-		case "replicas":
-			// A value of the wrong type reports only its type error.
-			c.Replicas = DefaultReplicas
-			d.integer(v, l, &c.Replicas)
-		default:
-			return false
-		}
-		return true
-	})
-}
-
-// s3Timeouts reads a `timeouts:` block; each value must be positive.
-func (d *decoder) s3Timeouts(n *yaml.Node, l loc, t *S3Timeouts) {
-	d.mapping(n, l, func(key string, v *yaml.Node, l loc) bool {
-		var dur *Duration
-		before := len(d.errs) // a value of the wrong type is reported once
-		switch key {
-		case "connect":
-			dur = &t.Connect
-		case "first_byte":
-			dur = &t.FirstByte
-		case "idle":
-			dur = &t.Idle
-		case "attempts":
-			d.integer(v, l, &t.Attempts)
-			if len(d.errs) == before && t.Attempts < 1 {
-				d.fail(v, "%s%s must be at least 1 (1 = no retry)", l.prefix, l.name)
-			}
-			return true
-		default:
-			return false
-		}
-		d.duration(v, l, dur)
-		if len(d.errs) == before && *dur <= 0 {
-			d.fail(v, "%s%s must be a positive duration such as \"30s\"", l.prefix, l.name)
-		}
-		return true
-	})
-}
-
-// or fills t's unset fields from def.
-func (t S3Timeouts) or(def S3Timeouts) S3Timeouts {
-	if t.Connect == 0 {
-		t.Connect = def.Connect
-	}
-	if t.FirstByte == 0 {
-		t.FirstByte = def.FirstByte
-	}
-	if t.Idle == 0 {
-		t.Idle = def.Idle
-	}
-	if t.Attempts == 0 {
-		t.Attempts = def.Attempts
-	}
-	return t
-}
-
-func (d *decoder) pipeline(n *yaml.Node, l loc, p *Pipeline) {
-	d.mapping(n, l, func(key string, v *yaml.Node, l loc) bool {
-		switch key {
-		case "id":
-			d.str(v, l, &p.ID)
-		case "destinations":
-			d.strs(v, l, &p.Destinations)
-		default:
-			return false
-		}
-		return true
-	})
-}
-
-func (d *decoder) destination(n *yaml.Node, l loc, dst *Destination) {
-	d.mapping(n, l, func(key string, v *yaml.Node, l loc) bool {
-		if legacyKeys[key] {
-			return true // reported by legacyScan
-		}
-		switch key {
-		case "id":
-			d.str(v, l, &dst.ID)
-		case "backend":
-			d.str(v, l, &dst.Backend)
-		case "path":
-			d.str(v, l, &dst.Path)
-		case "bucket":
-			d.str(v, l, &dst.Bucket)
-		case "region":
-			d.str(v, l, &dst.Region)
-		case "endpoint":
-			d.str(v, l, &dst.Endpoint)
-		case "path_style":
-			d.boolean(v, l, &dst.PathStyle)
-		case "timeouts":
-			d.s3Timeouts(v, l, &dst.Timeouts)
-		case "workflow":
-			var s string
-			d.str(v, l, &s)
-			dst.Workflow = planner.Workflow(s)
-		case "layout":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				if key != "prefix" {
-					return false
-				}
-				d.str(v, l, &dst.Layout.Prefix)
-				return true
-			})
-		case "publish":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				switch key {
-				case "sources":
-					d.boolean(v, l, &dst.Publish.Sources)
-				case "html":
-					d.boolean(v, l, &dst.Publish.HTML)
-				case "include":
-					d.strs(v, l, &dst.Publish.Include)
-				case "exclude":
-					d.strs(v, l, &dst.Publish.Exclude)
-				default:
-					return false
-				}
-				return true
-			})
-		case "transforms":
-			d.list(v, l, func(_ int, v *yaml.Node, l loc) {
-				var t Transform
-				d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-					switch key {
-					case "name":
-						d.str(v, l, &t.Name)
-					case "match":
-						d.str(v, l, &t.Match)
-					case "index":
-						d.str(v, l, &t.Index)
-					case "template":
-						d.str(v, l, &t.Template)
-					default:
-						return false
-					}
-					return true
-				})
-				dst.Transforms = append(dst.Transforms, t)
-			})
-		case "links":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				switch key {
-				case "base_url":
-					d.str(v, l, &dst.Links.BaseURL)
-				case "pretty":
-					d.boolean(v, l, &dst.Links.Pretty)
-				default:
-					return false
-				}
-				return true
-			})
-		case "retention":
-			d.mapping(v, l, func(key string, v *yaml.Node, l loc) bool {
-				if key != "max_age" {
-					return false
-				}
-				d.duration(v, l, &dst.Retention.MaxAge)
-				return true
-			})
-		case "max_deletes":
-			d.integer(v, l, &dst.MaxDeletes)
-		default:
-			return false
-		}
-		return true
-	})
-}
-
-// applyDefaults fills left-out keys and normalises paths: relative paths are
-// resolved against the configuration file's folder (the working folder when
-// file is ""), local destination roots become clean absolute paths, S3
-// prefixes and base URLs end in "/".
-func (c *Config) applyDefaults(d *decoder, file string) error {
+// normalise resolves relative file names against the configuration file's
+// folder (the working folder when file is "": they stay relative), makes
+// local destination roots clean absolute paths, ends S3 prefixes and base
+// URLs in "/", and fills what an S3 destination left out from the s3 keys.
+func (c *Config) normalise(d *decoder, file string) error {
 	base := "."
 	if file != "" {
 		base = filepath.Dir(file)
@@ -637,98 +428,47 @@ func (c *Config) applyDefaults(d *decoder, file string) error {
 	if err != nil {
 		return &Error{File: file, Msg: "cannot resolve the configuration's folder: " + err.Error(), Err: err}
 	}
-	// Relative file names in a configuration file mean "next to the file";
-	// without a file they stay relative to the working folder.
-	rel := func(p string) string {
+	relFiles(reflect.ValueOf(c).Elem(), func(p string) string {
 		if p == "" || file == "" || filepath.IsAbs(p) {
 			return p
 		}
 		return filepath.Join(base, p)
-	}
-
-	if c.HTTP.Listen == "" {
-		c.HTTP.Listen = DefaultHTTPListen
-	}
-	n := &c.NATS
-	if n.Listen == "" {
-		n.Listen = DefaultListen
-	}
-	if n.StoreDir == "" {
-		n.StoreDir = DefaultStoreDir
-	}
-	if n.SubjectPrefix == "" {
-		n.SubjectPrefix = DefaultSubjectPrefix
-	}
-	if !d.has("nats.bundle_max_age") {
-		n.BundleMaxAge = DefaultBundleMaxAge
-	}
-	if !d.has("nats.event_max_age") {
-		n.EventMaxAge = DefaultEventMaxAge
-	}
-	if !d.has("nats.replicas") {
-		n.Replicas = DefaultReplicas
-	}
-	n.StoreDir = rel(n.StoreDir)
-	n.CredsFile = rel(n.CredsFile)
-	n.NKeySeedFile = rel(n.NKeySeedFile)
-	n.TLS.CA, n.TLS.Cert, n.TLS.Key = rel(n.TLS.CA), rel(n.TLS.Cert), rel(n.TLS.Key)
-	n.ServerTLS.Cert, n.ServerTLS.Key, n.ServerTLS.ClientCA = rel(n.ServerTLS.Cert), rel(n.ServerTLS.Key), rel(n.ServerTLS.ClientCA)
-
+	})
 	for i := range c.Destinations {
 		dst := &c.Destinations[i]
-		k := "destinations[" + strconv.Itoa(i) + "]"
-		if dst.Workflow == "" {
-			dst.Workflow = planner.Additive
-		}
-		if !d.has(k + ".layout.prefix") {
-			dst.Layout.Prefix = DefaultLayoutPrefix
-		}
-		if !d.has(k + ".publish.sources") {
-			dst.Publish.Sources = true
-		}
-		if !d.has(k + ".publish.html") {
-			dst.Publish.HTML = true
-		}
-		if !d.has(k + ".publish.include") {
-			dst.Publish.Include = []string{DefaultInclude}
-		}
-		if len(dst.Publish.Exclude) == 0 {
-			dst.Publish.Exclude = nil
-		}
-		for j := range dst.Transforms {
-			t := &dst.Transforms[j]
-			if !d.has(k+".transforms["+strconv.Itoa(j)+"].match") && t.Name == MarkdownToHTML {
-				t.Match = DefaultMarkdownMatch
-			}
-			t.Template = rel(t.Template)
-		}
 		if dst.Links.BaseURL != "" && !strings.HasSuffix(dst.Links.BaseURL, "/") {
 			dst.Links.BaseURL += "/"
 		}
 		switch dst.Backend {
 		case BackendLocal:
+			if dst.Path != "" && !filepath.IsAbs(dst.Path) {
+				dst.Path = filepath.Join(base, dst.Path)
+			}
 			if dst.Path != "" {
-				p := dst.Path
-				if !filepath.IsAbs(p) {
-					p = filepath.Join(base, p)
-				}
-				dst.Path = filepath.Clean(p)
+				dst.Path = filepath.Clean(dst.Path) // Join cleans too
 			}
 		case BackendS3:
 			if dst.Path != "" && !strings.HasSuffix(dst.Path, "/") {
 				dst.Path += "/"
 			}
-			if dst.Region == "" {
-				dst.Region = c.S3.Region
-			}
-			if dst.Endpoint == "" {
-				dst.Endpoint = c.S3.Endpoint
-			}
-			if !d.has(k + ".path_style") {
-				dst.PathStyle = c.S3.PathStyle
-			}
-			dst.Timeouts = dst.Timeouts.or(c.S3.Timeouts)
+			c.inheritS3(d, i)
 		}
 	}
 	return nil
+}
+
+// inheritS3 fills the s3 keys destination i left out (or left empty) from
+// the top-level s3 section.
+func (c *Config) inheritS3(d *decoder, i int) {
+	dst := reflect.ValueOf(&c.Destinations[i]).Elem()
+	for _, s := range settings {
+		if s.dest == nil {
+			continue
+		}
+		f := dst.FieldByIndex(s.dest)
+		k := "destinations[" + strconv.Itoa(i) + "]" + strings.TrimPrefix(s.path, "s3")
+		if !d.has(k) || f.Kind() == reflect.String && f.String() == "" {
+			f.Set(reflect.ValueOf(c).Elem().FieldByIndex(s.index))
+		}
+	}
 }

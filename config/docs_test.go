@@ -1,11 +1,10 @@
 package config
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,46 +16,26 @@ import (
 
 const configurationDoc = "../docs/configuration.md"
 
-// decodeNames are the string literals the decoder compares keys with: the
-// case labels of decode.go and the keys of its map literals.
+// decodeNames are the key names of every configuration struct (their yaml
+// tags), the names the probe tries under every mapping.
 func decodeNames(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "decode.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := map[string]bool{}
-	lit := func(e ast.Expr) {
-		if b, ok := e.(*ast.BasicLit); ok && b.Kind == token.STRING {
-			if v, err := strconv.Unquote(b.Value); err == nil && regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(v) {
-				set[v] = true
-			}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct {
+			return
+		}
+		for _, k := range keysOf(typ) {
+			set[k.name] = true
+			walk(typ.Field(k.index).Type)
 		}
 	}
-	ast.Inspect(f, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.CaseClause:
-			for _, e := range n.List {
-				lit(e)
-			}
-		case *ast.KeyValueExpr:
-			lit(n.Key)
-		case *ast.BinaryExpr: // if key != "prefix"
-			lit(n.X)
-			lit(n.Y)
-		}
-		return true
-	})
-	for k := range legacyKeys {
-		delete(set, k) // refused with their own message
-	}
-	return slices.Sorted(func(yield func(string) bool) {
-		for k := range set {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	walk(reflect.TypeFor[Config]())
+	return slices.Sorted(maps.Keys(set))
 }
 
 // nest wraps v in the YAML structure of path ("destinations[].timeouts").

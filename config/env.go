@@ -4,58 +4,53 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 )
 
-// setting is one key the environment can set. This table is the one place
-// that lists them: the variable names, ApplyEnv and the README's table
-// (checked by a test) all follow from it.
+// setting is one key the environment can set: every key of Config's
+// struct tags outside the lists (pipelines, destinations). The variable
+// names, ApplyEnv and the README's table (checked by a test) follow from it.
 type setting struct {
 	path  string
-	field func(*Config) any // *string, *bool, *int or *Duration
-	// dest is the field of an S3 destination that this S3 default fills
-	// when the destination leaves it out; nil for other keys.
-	dest func(*Destination) any
-	// positive: the value must be above zero (durations) or at least 1.
-	positive bool
-	secret   bool
+	index []int // of the field in Config
+	// dest is the index in Destination of the key this S3 default fills
+	// when an S3 destination leaves it out; nil for other keys.
+	dest []int
+	typ  reflect.Type
+	opts
 }
 
-var settings = []setting{
-	{path: "nats.url", field: func(c *Config) any { return &c.NATS.URL }},
-	{path: "nats.listen", field: func(c *Config) any { return &c.NATS.Listen }},
-	{path: "nats.store_dir", field: func(c *Config) any { return &c.NATS.StoreDir }},
-	{path: "nats.subject_prefix", field: func(c *Config) any { return &c.NATS.SubjectPrefix }},
-	{path: "nats.creds", field: func(c *Config) any { return &c.NATS.CredsFile }},
-	{path: "nats.nkey_seed", field: func(c *Config) any { return &c.NATS.NKeySeedFile }},
-	{path: "nats.token", field: func(c *Config) any { return &c.NATS.Token }, secret: true},
-	{path: "nats.user", field: func(c *Config) any { return &c.NATS.User }},
-	{path: "nats.password", field: func(c *Config) any { return &c.NATS.Password }, secret: true},
-	{path: "nats.tls.ca", field: func(c *Config) any { return &c.NATS.TLS.CA }},
-	{path: "nats.tls.cert", field: func(c *Config) any { return &c.NATS.TLS.Cert }},
-	{path: "nats.tls.key", field: func(c *Config) any { return &c.NATS.TLS.Key }},
-	{path: "nats.server_tls.cert", field: func(c *Config) any { return &c.NATS.ServerTLS.Cert }},
-	{path: "nats.server_tls.key", field: func(c *Config) any { return &c.NATS.ServerTLS.Key }},
-	{path: "nats.server_tls.client_ca", field: func(c *Config) any { return &c.NATS.ServerTLS.ClientCA }},
-	{path: "nats.bundle_max_age", field: func(c *Config) any { return &c.NATS.BundleMaxAge }},
-	{path: "nats.event_max_age", field: func(c *Config) any { return &c.NATS.EventMaxAge }},
-	{path: "nats.replicas", field: func(c *Config) any { return &c.NATS.Replicas }, positive: true},
-	{path: "http.listen", field: func(c *Config) any { return &c.HTTP.Listen }},
-	{path: "s3.region", field: func(c *Config) any { return &c.S3.Region }, dest: func(d *Destination) any { return &d.Region }},
-	{path: "s3.endpoint", field: func(c *Config) any { return &c.S3.Endpoint }, dest: func(d *Destination) any { return &d.Endpoint }},
-	{path: "s3.path_style", field: func(c *Config) any { return &c.S3.PathStyle }, dest: func(d *Destination) any { return &d.PathStyle }},
-	{path: "s3.timeouts.connect", field: func(c *Config) any { return &c.S3.Timeouts.Connect }, dest: func(d *Destination) any { return &d.Timeouts.Connect }, positive: true},
-	{path: "s3.timeouts.first_byte", field: func(c *Config) any { return &c.S3.Timeouts.FirstByte }, dest: func(d *Destination) any { return &d.Timeouts.FirstByte }, positive: true},
-	{path: "s3.timeouts.idle", field: func(c *Config) any { return &c.S3.Timeouts.Idle }, dest: func(d *Destination) any { return &d.Timeouts.Idle }, positive: true},
-	{path: "s3.timeouts.attempts", field: func(c *Config) any { return &c.S3.Timeouts.Attempts }, dest: func(d *Destination) any { return &d.Timeouts.Attempts }, positive: true},
+// field returns a pointer to the setting's field in c.
+func (s setting) field(c *Config) any {
+	return reflect.ValueOf(c).Elem().FieldByIndex(s.index).Addr().Interface()
+}
+
+var settings = envSettings(reflect.TypeFor[Config](), "", nil)
+
+func envSettings(t reflect.Type, prefix string, index []int) []setting {
+	var out []setting
+	for _, k := range keysOf(t) {
+		f := t.Field(k.index)
+		path, idx := prefix+k.name, append(slices.Clone(index), k.index)
+		switch {
+		case f.Type.Kind() == reflect.Struct:
+			out = append(out, envSettings(f.Type, path+".", idx)...)
+		case isLeaf(f.Type):
+			s := setting{path: path, index: idx, typ: f.Type, opts: k.opts}
+			if sub, ok := strings.CutPrefix(path, "s3."); ok {
+				s.dest, _ = fieldIndex(reflect.TypeFor[Destination](), sub)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Setting describes a key the environment can set, for documentation.
 type Setting struct {
 	Path   string // "nats.url"
 	Env    string // "DISTRIBUTOR_NATS_URL"
-	Type   string // string, boolean, integer or duration
+	Type   string // string, boolean, integer, duration or durations
 	Secret bool   // never printed
 }
 
@@ -63,18 +58,8 @@ type Setting struct {
 // Pipelines and destinations (lists) are set only in the file.
 func Settings() []Setting {
 	out := make([]Setting, len(settings))
-	var c Config
 	for i, s := range settings {
-		typ := "string"
-		switch s.field(&c).(type) {
-		case *bool:
-			typ = "boolean"
-		case *int:
-			typ = "integer"
-		case *Duration:
-			typ = "duration"
-		}
-		out[i] = Setting{Path: s.path, Env: EnvVar(s.path), Type: typ, Secret: s.secret}
+		out[i] = Setting{Path: s.path, Env: EnvVar(s.path), Type: typeName(s.typ), Secret: s.secret}
 	}
 	return out
 }
@@ -108,15 +93,16 @@ func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
 		if !ok || v == "" {
 			continue
 		}
-		p := reflect.ValueOf(s.field(c)).Elem()
+		p := reflect.ValueOf(c).Elem().FieldByIndex(s.index)
 		old := p.Interface()
-		if err := s.set(c, v); err != nil {
+		// Secrets are strings, which always parse: no error prints one.
+		if err := setText(p, v, s.opts); err != nil {
 			return &Error{Msg: fmt.Sprintf("%s: %v", env, err)}
 		}
 		if s.dest != nil {
 			for i := range c.Destinations {
 				d := &c.Destinations[i]
-				if dv := reflect.ValueOf(s.dest(d)).Elem(); d.Backend == BackendS3 && dv.Interface() == old {
+				if dv := reflect.ValueOf(d).Elem().FieldByIndex(s.dest); d.Backend == BackendS3 && reflect.DeepEqual(dv.Interface(), old) {
 					dv.Set(p)
 				}
 			}
@@ -142,40 +128,4 @@ func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
 		envs[i] = EnvVar(path)
 	}
 	return &Error{Msg: msg + " (after applying " + strings.Join(envs, ", ") + ")"}
-}
-
-// set parses v into the setting's field; secrets never appear in errors
-// (they are strings, which always parse).
-func (s setting) set(c *Config, v string) error {
-	switch p := s.field(c).(type) {
-	case *string:
-		*p = v
-	case *bool:
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%q: use true or false", v)
-		}
-		*p = b
-	case *int:
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q: use a whole number", v)
-		}
-		if s.positive && n < 1 {
-			return fmt.Errorf("%q: must be at least 1", v)
-		}
-		*p = n
-	case *Duration:
-		d, err := ParseDuration(v)
-		if err != nil {
-			return err
-		}
-		if s.positive && d <= 0 {
-			return fmt.Errorf("%q: must be a positive duration such as \"30s\"", v)
-		}
-		*p = d
-	default:
-		panic(fmt.Sprintf("config: setting %s has an unsupported type %T", s.path, p))
-	}
-	return nil
 }

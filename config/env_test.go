@@ -20,6 +20,8 @@ func sample(typ string) (string, any) {
 		return "3", 3
 	case "duration":
 		return "1d12h", Duration(36 * time.Hour)
+	case "durations":
+		return "2s, 1d", []Duration{Duration(2 * time.Second), Duration(24 * time.Hour)}
 	}
 	return "", nil
 }
@@ -57,7 +59,7 @@ func TestApplyEnvEveryKey(t *testing.T) {
 				t.Fatalf("%s=%q: %v", s.Env, v, err)
 			}
 			i := slices.IndexFunc(settings, func(x setting) bool { return x.path == s.Path })
-			if got := reflect.ValueOf(settings[i].field(c)).Elem().Interface(); got != want {
+			if got := reflect.ValueOf(settings[i].field(c)).Elem().Interface(); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s=%q: %s = %v, want %v", s.Env, v, s.Path, got, want)
 			}
 			// The file knows the key (nothing is settable only from the

@@ -14,121 +14,140 @@ import (
 	"github.com/distributor/distributor/planner"
 )
 
-// validate lists every problem in document order of the struct (nats, s3,
-// pipelines, destinations), each keyed by the field's structural path.
-func (c *Config) validate() []fieldErr {
-	var errs []fieldErr
-	add := func(key, format string, args ...any) {
-		errs = append(errs, fieldErr{key, fmt.Sprintf(format, args...)})
-	}
+// errList collects problems, each keyed by the field's structural path
+// ("destinations[0].workflow") so Parse can locate it in the file.
+type errList []fieldErr
 
-	n := c.NATS
-	if n.URL != "" {
-		if msg := checkNATSURL(n.URL); msg != "" {
-			add("nats.url", "nats.url %q: %s", RedactURL(n.URL), msg)
-		}
-	}
-	if _, port, err := net.SplitHostPort(n.Listen); err != nil || !validPort(port) {
-		add("nats.listen", "nats.listen %q must be host:port, e.g. %q", n.Listen, DefaultListen)
-	}
-	if n.StoreDir == "" {
-		add("nats.store_dir", "nats.store_dir is empty: set a folder for the embedded server's data, e.g. %q", DefaultStoreDir)
-	}
-	if msg := checkSubjectPrefix(n.SubjectPrefix); msg != "" {
-		add("nats.subject_prefix", "nats.subject_prefix %q: %s", n.SubjectPrefix, msg)
-	}
-	if n.Password != "" && n.User == "" {
-		add("nats.password", "nats.password is set without nats.user: set both or neither")
-	}
-	if msg := checkAuth(n); msg != "" {
-		add(authKey(n), "%s", msg)
-	}
-	if (n.TLS.Cert == "") != (n.TLS.Key == "") {
-		add("nats.tls", "nats.tls needs both cert and key for a client certificate, or neither")
-	}
-	if (n.ServerTLS.Cert == "") != (n.ServerTLS.Key == "") {
-		add("nats.server_tls", "nats.server_tls needs both cert and key (the embedded server's certificate), or neither")
-	}
-	if n.ServerTLS.ClientCA != "" && n.ServerTLS.Cert == "" {
-		add("nats.server_tls", "nats.server_tls.client_ca needs cert and key: mutual TLS is TLS first")
-	}
-	if n.BundleMaxAge < 0 {
-		add("nats.bundle_max_age", "nats.bundle_max_age must not be negative (0 = no limit)")
-	}
-	if n.EventMaxAge < 0 {
-		add("nats.event_max_age", "nats.event_max_age must not be negative (0 = no limit)")
-	}
+func (e *errList) add(key, format string, args ...any) {
+	*e = append(*e, fieldErr{key, fmt.Sprintf(format, args...)})
+}
+
+// validate lists every problem in document order of the struct (nats, http,
+// s3, pipelines, destinations).
+func (c *Config) validate() []fieldErr {
+	var errs errList
+	c.NATS.validate(&errs)
 	if msg := CheckHTTPListen(c.HTTP.Listen); msg != "" {
-		add("http.listen", "http.listen %q: %s", c.HTTP.Listen, msg)
-	}
-	if n.Replicas < 1 || n.Replicas > MaxReplicas {
-		add("nats.replicas", "nats.replicas must be 1 to %d (3 on a 3-node NATS cluster), got %d", MaxReplicas, n.Replicas)
+		errs.add("http.listen", "http.listen %q: %s", c.HTTP.Listen, msg)
 	}
 	if c.S3.Endpoint != "" {
 		if msg := checkEndpoint(c.S3.Endpoint); msg != "" {
-			add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)
+			errs.add("s3.endpoint", "s3.endpoint %q: %s", c.S3.Endpoint, msg)
 		}
 	}
-
-	dests := map[string]int{}
+	dests := map[string]int{} // id -> index of its first destination
 	for i, d := range c.Destinations {
 		if _, dup := dests[d.ID]; !dup && d.ID != "" {
 			dests[d.ID] = i
 		}
 	}
+	c.validatePipelines(&errs, dests)
+	c.validateDestinations(&errs, dests)
+	return errs
+}
 
+func (n NATS) validate(errs *errList) {
+	if n.URL != "" {
+		if msg := checkNATSURL(n.URL); msg != "" {
+			errs.add("nats.url", "nats.url %q: %s", RedactURL(n.URL), msg)
+		}
+	}
+	if _, port, err := net.SplitHostPort(n.Listen); err != nil || !validPort(port) {
+		errs.add("nats.listen", "nats.listen %q must be host:port, e.g. %q", n.Listen, DefaultListen)
+	}
+	if n.StoreDir == "" {
+		errs.add("nats.store_dir", "nats.store_dir is empty: set a folder for the embedded server's data, e.g. %q", DefaultStoreDir)
+	}
+	if msg := checkSubjectPrefix(n.SubjectPrefix); msg != "" {
+		errs.add("nats.subject_prefix", "nats.subject_prefix %q: %s", n.SubjectPrefix, msg)
+	}
+	if n.Password != "" && n.User == "" {
+		errs.add("nats.password", "nats.password is set without nats.user: set both or neither")
+	}
+	if msg := checkAuth(n); msg != "" {
+		errs.add(authKey(n), "%s", msg)
+	}
+	if (n.TLS.Cert == "") != (n.TLS.Key == "") {
+		errs.add("nats.tls", "nats.tls needs both cert and key for a client certificate, or neither")
+	}
+	if (n.ServerTLS.Cert == "") != (n.ServerTLS.Key == "") {
+		errs.add("nats.server_tls", "nats.server_tls needs both cert and key (the embedded server's certificate), or neither")
+	}
+	if n.ServerTLS.ClientCA != "" && n.ServerTLS.Cert == "" {
+		errs.add("nats.server_tls", "nats.server_tls.client_ca needs cert and key: mutual TLS is TLS first")
+	}
+	if n.BundleMaxAge < 0 {
+		errs.add("nats.bundle_max_age", "nats.bundle_max_age must not be negative (0 = no limit)")
+	}
+	if n.EventMaxAge < 0 {
+		errs.add("nats.event_max_age", "nats.event_max_age must not be negative (0 = no limit)")
+	}
+	if n.Replicas < 1 || n.Replicas > MaxReplicas {
+		errs.add("nats.replicas", "nats.replicas must be 1 to %d (3 on a 3-node NATS cluster), got %d", MaxReplicas, n.Replicas)
+	}
+}
+
+// validatePipelines checks ids and that each listed destination exists
+// (dests maps ids to their first index) once.
+func (c *Config) validatePipelines(errs *errList, dests map[string]int) {
 	pipes := map[string]int{}
 	for i, p := range c.Pipelines {
 		k := "pipelines[" + strconv.Itoa(i) + "]"
 		lbl := label("pipelines", i, p.ID)
 		switch {
 		case p.ID == "":
-			add(k+".id", "%s: id is missing: set the producer's pipeline id, e.g. \"weatherreporter.daily\"", lbl)
+			errs.add(k+".id", "%s: id is missing: set the producer's pipeline id, e.g. \"weatherreporter.daily\"", lbl)
 		case checkID(p.ID) != "":
-			add(k+".id", "%s: id %q %s", lbl, p.ID, checkID(p.ID))
+			errs.add(k+".id", "%s: id %q %s", lbl, p.ID, checkID(p.ID))
 		case strings.HasPrefix(p.ID, ".") || strings.HasSuffix(p.ID, ".") || strings.Contains(p.ID, ".."):
-			add(k+".id", "%s: id %q must not start or end with '.' or contain \"..\" (it becomes NATS subject tokens)", lbl, p.ID)
+			errs.add(k+".id", "%s: id %q must not start or end with '.' or contain \"..\" (it becomes NATS subject tokens)", lbl, p.ID)
 		default:
 			if j, dup := pipes[p.ID]; dup {
-				add(k+".id", "%s: duplicate pipeline id %q (also pipelines[%d]): ids must be unique", lbl, p.ID, j)
+				errs.add(k+".id", "%s: duplicate pipeline id %q (also pipelines[%d]): ids must be unique", lbl, p.ID, j)
 			} else {
 				pipes[p.ID] = i
 			}
 		}
 		if len(p.Destinations) == 0 {
-			add(k+".destinations", "%s: no destinations: list at least one destination id under destinations", lbl)
+			errs.add(k+".destinations", "%s: no destinations: list at least one destination id under destinations", lbl)
 		}
 		seen := map[string]bool{}
 		for j, id := range p.Destinations {
 			dk := k + ".destinations[" + strconv.Itoa(j) + "]"
 			if _, ok := dests[id]; !ok {
-				add(dk, "%s: unknown destination %q: define it under destinations or remove it", lbl, id)
+				errs.add(dk, "%s: unknown destination %q: define it under destinations or remove it", lbl, id)
 			} else if seen[id] {
-				add(dk, "%s: destination %q is listed twice: remove one", lbl, id)
+				errs.add(dk, "%s: destination %q is listed twice: remove one", lbl, id)
 			}
 			seen[id] = true
 		}
 	}
+}
 
-	type root struct {
-		key    string // RootKey: the identity leases use
-		onDisk string // key with symlinks resolved (local roots)
-		i      int
-	}
+// root is a destination root already checked, for comparing the next ones.
+type root struct {
+	key    string // RootKey: the identity leases use
+	onDisk string // key with symlinks resolved (local roots)
+	i      int
+}
+
+// validateDestinations checks each destination, unique ids, and that roots
+// are not system folders and are equal or disjoint.
+func (c *Config) validateDestinations(errs *errList, dests map[string]int) {
 	var roots []root
 	var system map[string]bool // system folders, literal and resolved; built on first use
 	for i, d := range c.Destinations {
-		errs = append(errs, d.validate(i)...)
+		*errs = append(*errs, d.validate(i)...)
 		k := "destinations[" + strconv.Itoa(i) + "]"
 		lbl := label("destinations", i, d.ID)
 		if j := dests[d.ID]; d.ID != "" && j != i {
-			add(k+".id", "%s: duplicate destination id %q (also destinations[%d]): ids must be unique", lbl, d.ID, j)
+			errs.add(k+".id", "%s: duplicate destination id %q (also destinations[%d]): ids must be unique", lbl, d.ID, j)
 		}
 		if !d.hasRoot() {
 			continue
 		}
-		rk := d.RootKey()
-		onDisk := rk
+		r := root{key: d.RootKey(), i: i}
+		r.onDisk = r.key
 		if d.Backend == BackendLocal {
 			if system == nil {
 				system = systemFolders()
@@ -138,43 +157,44 @@ func (c *Config) validate() []fieldErr {
 			// Its catalog and replacement deletes would sit among the
 			// system's own files.
 			if system[p] {
-				add(k+".path", "%s: path %q is a system folder: give the destination a folder of its own, e.g. %q", lbl, d.Path, "/srv/reports")
+				errs.add(k+".path", "%s: path %q is a system folder: give the destination a folder of its own, e.g. %q", lbl, d.Path, "/srv/reports")
 				continue
 			}
 			if system[rp] {
-				add(k+".path", "%s: path %q resolves through symlinks to the system folder %q: give the destination a folder of its own, e.g. %q", lbl, d.Path, rp, "/srv/reports")
+				errs.add(k+".path", "%s: path %q resolves through symlinks to the system folder %q: give the destination a folder of its own, e.g. %q", lbl, d.Path, rp, "/srv/reports")
 				continue
 			}
-			onDisk = fileKey(rp)
+			r.onDisk = fileKey(rp)
 		}
-		// Roots must be equal (shared) or disjoint: a root inside another
-		// would be unmanaged content, and its catalog a file, of the outer
-		// one. Symlinks count: the folders on disk decide, not the spelling.
-		for _, o := range roots {
-			other := label("destinations", o.i, c.Destinations[o.i].ID)
-			if rk == o.key {
-				continue // a shared root: one lease, one catalog
-			}
-			if nested(rk, o.key) {
-				add(k+".path", "%s: root %s is nested with the root of %s (%s): destination roots must be the same or not nested",
-					lbl, rk, other, o.key)
-				break
-			}
-			// Two spellings of one folder would take two leases on it.
-			if onDisk == o.onDisk {
-				add(k+".path", "%s: root %s is the same folder as the root of %s (%s) through symlinks (both are %s): write the same path in both to share the root, or give each its own folder",
-					lbl, rk, other, o.key, onDisk)
-				break
-			}
-			if nested(onDisk, o.onDisk) {
-				add(k+".path", "%s: root %s is nested with the root of %s (%s) through symlinks (%s and %s): destination roots must be the same or not nested",
-					lbl, rk, other, o.key, onDisk, o.onDisk)
-				break
-			}
+		if msg := c.rootConflict(r, roots); msg != "" {
+			errs.add(k+".path", "%s: %s", lbl, msg)
 		}
-		roots = append(roots, root{rk, onDisk, i})
+		roots = append(roots, r)
 	}
-	return errs
+}
+
+// rootConflict: roots must be equal (shared) or disjoint. A root inside
+// another would be unmanaged content, and its catalog a file, of the outer
+// one. Symlinks count: the folders on disk decide, not the spelling.
+func (c *Config) rootConflict(r root, roots []root) string {
+	for _, o := range roots {
+		other := label("destinations", o.i, c.Destinations[o.i].ID)
+		switch {
+		case r.key == o.key:
+			// a shared root: one lease, one catalog
+		case nested(r.key, o.key):
+			return fmt.Sprintf("root %s is nested with the root of %s (%s): destination roots must be the same or not nested",
+				r.key, other, o.key)
+		case r.onDisk == o.onDisk:
+			// Two spellings of one folder would take two leases on it.
+			return fmt.Sprintf("root %s is the same folder as the root of %s (%s) through symlinks (both are %s): write the same path in both to share the root, or give each its own folder",
+				r.key, other, o.key, r.onDisk)
+		case nested(r.onDisk, o.onDisk):
+			return fmt.Sprintf("root %s is nested with the root of %s (%s) through symlinks (%s and %s): destination roots must be the same or not nested",
+				r.key, other, o.key, r.onDisk, o.onDisk)
+		}
+	}
+	return ""
 }
 
 // nested reports whether one root key lies strictly inside the other (keys
@@ -236,114 +256,126 @@ func (d Destination) hasRoot() bool {
 	return false
 }
 
-func (d Destination) validate(i int) []fieldErr {
-	var errs []fieldErr
-	k := "destinations[" + strconv.Itoa(i) + "]"
-	lbl := label("destinations", i, d.ID)
-	add := func(field, format string, args ...any) {
-		errs = append(errs, fieldErr{join(k, field), lbl + ": " + fmt.Sprintf(format, args...)})
-	}
+// destErrs collects one destination's problems, prefixing its label and
+// key.
+type destErrs struct {
+	errs     []fieldErr
+	key, lbl string
+}
 
+func (e *destErrs) add(field, format string, args ...any) {
+	e.errs = append(e.errs, fieldErr{join(e.key, field), e.lbl + ": " + fmt.Sprintf(format, args...)})
+}
+
+func (d Destination) validate(i int) []fieldErr {
+	e := &destErrs{key: "destinations[" + strconv.Itoa(i) + "]", lbl: label("destinations", i, d.ID)}
 	switch {
 	case d.ID == "":
-		add("id", "id is missing: give the destination a unique id, e.g. \"latest-html\"")
+		e.add("id", "id is missing: give the destination a unique id, e.g. \"latest-html\"")
 	case checkID(d.ID) != "":
-		add("id", "id %q %s", d.ID, checkID(d.ID))
+		e.add("id", "id %q %s", d.ID, checkID(d.ID))
 	case strings.Contains(d.ID, "."):
-		add("id", "id %q must not contain '.' (it is one NATS subject token); use '-' or '_'", d.ID)
+		e.add("id", "id %q must not contain '.' (it is one NATS subject token); use '-' or '_'", d.ID)
 	}
+	d.validateBackend(e)
+	if d.Workflow == "" {
+		e.add("workflow", "workflow is missing: use %q or %q", planner.Replacement, planner.Additive)
+	} else if _, err := planner.ParseWorkflow(string(d.Workflow)); err != nil {
+		e.add("workflow", "%v", err)
+	}
+	if msg := checkLayout(d.Layout.Prefix); msg != "" {
+		e.add("layout.prefix", "layout.prefix %q: %s", d.Layout.Prefix, msg)
+	}
+	d.validateOutputs(e)
+	if d.Retention.MaxAge < 0 {
+		e.add("retention.max_age", "retention.max_age must not be negative (0 = prune needs --older-than)")
+	}
+	if d.MaxDeletes < 0 {
+		e.add("max_deletes", "max_deletes must be 0 (no limit) or more, got %d", d.MaxDeletes)
+	}
+	return e.errs
+}
 
+// validateBackend checks the backend and the root it names.
+func (d Destination) validateBackend(e *destErrs) {
 	switch d.Backend {
 	case BackendLocal:
 		if d.Path == "" {
-			add("path", "local destination needs path: the folder to publish into")
+			e.add("path", "local destination needs path: the folder to publish into")
 		}
 		for _, f := range []struct {
 			name string
 			set  bool
 		}{{"bucket", d.Bucket != ""}, {"region", d.Region != ""}, {"endpoint", d.Endpoint != ""}, {"path_style", d.PathStyle}, {"timeouts", d.Timeouts != (S3Timeouts{})}} {
 			if f.set {
-				add(f.name, "%s is only for s3 destinations: remove it or set backend: s3", f.name)
+				e.add(f.name, "%s is only for s3 destinations: remove it or set backend: s3", f.name)
 			}
 		}
 	case BackendS3:
 		switch {
 		case d.Bucket == "":
-			add("bucket", "s3 destination needs bucket")
+			e.add("bucket", "s3 destination needs bucket")
 		case strings.ContainsAny(d.Bucket, "/ \\") || strings.Contains(d.Bucket, "://"):
-			add("bucket", "bucket %q must be a bare bucket name; put the key prefix in path", d.Bucket)
+			e.add("bucket", "bucket %q must be a bare bucket name; put the key prefix in path", d.Bucket)
 		}
 		if msg := checkS3Prefix(d.Path); msg != "" {
-			add("path", "path %q %s", d.Path, msg)
+			e.add("path", "path %q %s", d.Path, msg)
 		}
 		if d.Endpoint != "" {
 			if msg := checkEndpoint(d.Endpoint); msg != "" {
-				add("endpoint", "endpoint %q: %s", d.Endpoint, msg)
+				e.add("endpoint", "endpoint %q: %s", d.Endpoint, msg)
 			}
 		}
 	case "":
-		add("backend", `backend is missing: use "local" or "s3"`)
+		e.add("backend", `backend is missing: use "local" or "s3"`)
 	default:
-		add("backend", "unknown backend %q: use \"local\" or \"s3\"", d.Backend)
+		e.add("backend", "unknown backend %q: use \"local\" or \"s3\"", d.Backend)
 	}
+}
 
-	if d.Workflow == "" {
-		add("workflow", "workflow is missing: use %q or %q", planner.Replacement, planner.Additive)
-	} else if _, err := planner.ParseWorkflow(string(d.Workflow)); err != nil {
-		add("workflow", "%v", err)
-	}
-
-	if msg := checkLayout(d.Layout.Prefix); msg != "" {
-		add("layout.prefix", "layout.prefix %q: %s", d.Layout.Prefix, msg)
-	}
-
+// validateOutputs checks what is published: globs, transforms and links.
+func (d Destination) validateOutputs(e *destErrs) {
 	for j, g := range d.Publish.Include {
 		if !doublestar.ValidatePattern(g) {
-			add("publish.include["+strconv.Itoa(j)+"]", "publish.include %q is not a valid glob (check brackets and braces)", g)
+			e.add("publish.include["+strconv.Itoa(j)+"]", "publish.include %q is not a valid glob (check brackets and braces)", g)
 		}
 	}
 	for j, g := range d.Publish.Exclude {
 		if !doublestar.ValidatePattern(g) {
-			add("publish.exclude["+strconv.Itoa(j)+"]", "publish.exclude %q is not a valid glob (check brackets and braces)", g)
+			e.add("publish.exclude["+strconv.Itoa(j)+"]", "publish.exclude %q is not a valid glob (check brackets and braces)", g)
 		}
 	}
-
 	for j, t := range d.Transforms {
-		tk := "transforms[" + strconv.Itoa(j) + "]"
-		switch t.Name {
-		case MarkdownToHTML:
-		case "":
-			add(tk+".name", "%s.name is missing: use %q", tk, MarkdownToHTML)
-			continue
-		default:
-			add(tk+".name", "%s: unknown transform %q: use %q", tk, t.Name, MarkdownToHTML)
-			continue
-		}
-		if t.Match == "" || !doublestar.ValidatePattern(t.Match) {
-			add(tk+".match", "%s.match %q is not a valid glob, e.g. %q", tk, t.Match, DefaultMarkdownMatch)
-			continue
-		}
-		if t.Index != "" {
-			if err := catalog.ValidatePath(t.Index); err != nil {
-				add(tk+".index", "%s.index: %v", tk, err)
-			} else if ok, _ := doublestar.Match(t.Match, t.Index); !ok {
-				add(tk+".index", "%s.index %q does not match %s.match %q, so it would never be rendered", tk, t.Index, tk, t.Match)
-			}
-		}
+		t.validate(e, "transforms["+strconv.Itoa(j)+"]")
 	}
-
 	if d.Links.BaseURL != "" {
 		if msg := checkBaseURL(d.Links.BaseURL); msg != "" {
-			add("links.base_url", "links.base_url %q %s", d.Links.BaseURL, msg)
+			e.add("links.base_url", "links.base_url %q %s", d.Links.BaseURL, msg)
 		}
 	}
-	if d.Retention.MaxAge < 0 {
-		add("retention.max_age", "retention.max_age must not be negative (0 = prune needs --older-than)")
+}
+
+func (t Transform) validate(e *destErrs, tk string) {
+	switch t.Name {
+	case MarkdownToHTML:
+	case "":
+		e.add(tk+".name", "%s.name is missing: use %q", tk, MarkdownToHTML)
+		return
+	default:
+		e.add(tk+".name", "%s: unknown transform %q: use %q", tk, t.Name, MarkdownToHTML)
+		return
 	}
-	if d.MaxDeletes < 0 {
-		add("max_deletes", "max_deletes must be 0 (no limit) or more, got %d", d.MaxDeletes)
+	if t.Match == "" || !doublestar.ValidatePattern(t.Match) {
+		e.add(tk+".match", "%s.match %q is not a valid glob, e.g. %q", tk, t.Match, DefaultMarkdownMatch)
+		return
 	}
-	return errs
+	if t.Index != "" {
+		if err := catalog.ValidatePath(t.Index); err != nil {
+			e.add(tk+".index", "%s.index: %v", tk, err)
+		} else if ok, _ := doublestar.Match(t.Match, t.Index); !ok {
+			e.add(tk+".index", "%s.index %q does not match %s.match %q, so it would never be rendered", tk, t.Index, tk, t.Match)
+		}
+	}
 }
 
 // checkID allows letters, digits, '.', '_' and '-'.

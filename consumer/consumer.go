@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -144,33 +145,20 @@ type Consumer struct {
 	runner    *engine.Runner
 	publisher *events.Publisher
 	opts      Options
+	// The durable's settings on the server, which win over opts (an
+	// operator may have changed them): set by Durable.
+	maxDeliver atomic.Int64
+	heartbeat  atomic.Int64 // time.Duration
+	warned     atomic.Bool  // the differences were logged
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, runner *engine.Runner, opts Options) *Consumer {
 	opts = opts.withDefaults()
-	return &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
-}
-
-// Durable creates or updates the shared durable pull consumer.
-func (c *Consumer) Durable(ctx context.Context) (jetstream.Consumer, error) {
-	// Operator requests come on their own subject; Handle tells them apart.
-	cfg := jetstream.ConsumerConfig{
-		Durable:        c.subjects.Durable(),
-		Description:    "distributor serve: publishes bundle-ready events",
-		FilterSubjects: []string{c.subjects.BundleReadyFilter(""), c.subjects.AdminBundleReadyFilter("")},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        c.opts.AckWait,
-		MaxDeliver:     c.opts.MaxDeliver,
-		MaxAckPending:  1000,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		Replicas:       c.opts.Replicas,
-	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.subjects.BundlesStream(), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create consumer %s on %s: %w", cfg.Durable, c.subjects.BundlesStream(), err)
-	}
-	return cons, nil
+	c := &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
+	c.maxDeliver.Store(int64(opts.MaxDeliver))
+	c.heartbeat.Store(int64(opts.Heartbeat))
+	return c
 }
 
 // Run consumes until ctx is cancelled, then stops fetching, lets in-flight
@@ -201,7 +189,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
-	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Msg("consuming bundle-ready events")
+	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int64("max_deliver", c.maxDeliver.Load()).
+		Msg("consuming bundle-ready events")
 	<-ctx.Done()
 	cc.Stop()
 	<-cc.Closed()
@@ -249,21 +238,14 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	if md, err := msg.Metadata(); err == nil {
 		attempt, stored = int(md.NumDelivered), md.Timestamp
 	}
-	last := attempt >= c.opts.MaxDeliver
+	last := c.isLast(attempt)
 	obs := c.opts.Observer
 	obs.EventStarted(attempt)
 	defer obs.EventDone()
 
 	ev, err := events.DecodeBundleReady(msg.Data())
 	if err != nil {
-		log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
-		if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-			Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
-			_ = msg.NakWithDelay(c.backoff(attempt))
-			return
-		}
-		obs.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
-		_ = msg.TermWithReason("invalid event")
+		c.rejectUndecodable(ctx, msg, err, attempt, last)
 		return
 	}
 	log = log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
@@ -274,7 +256,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 
-	stopBeat := heartbeat(msg, c.opts.Heartbeat)
+	stopBeat := heartbeat(msg, time.Duration(c.heartbeat.Load()))
 	defer stopBeat()
 
 	outs := c.process(ctx, ev, attempt, stored)
@@ -322,6 +304,12 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 		le.Msg("result")
 	}
 	stopBeat()
+	c.finish(msg, attempt, retry, unpublishable)
+}
+
+// finish acks msg, or naks it with the back-off to retry, or terminates it
+// when a result could not be published.
+func (c *Consumer) finish(msg jetstream.Msg, attempt int, retry, unpublishable bool) {
 	switch {
 	case retry:
 		_ = msg.NakWithDelay(c.backoff(attempt))
@@ -332,6 +320,19 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 		_ = msg.Ack()
 	}
+}
+
+// rejectUndecodable reports an undecodable event once (failed/invalid_event)
+// and terminates it; it is retried only while the report cannot be published.
+func (c *Consumer) rejectUndecodable(ctx context.Context, msg jetstream.Msg, err error, attempt int, last bool) {
+	c.opts.Log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
+	if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+		Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
+		_ = msg.NakWithDelay(c.backoff(attempt))
+		return
+	}
+	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
+	_ = msg.TermWithReason("invalid event")
 }
 
 // originalRef names msg in its stream, for results about it.

@@ -2,16 +2,22 @@ package consumer_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
 )
@@ -348,33 +354,109 @@ func TestTransientFailureRetried(t *testing.T) {
 }
 
 // TestMaxDeliveries: storage that never comes back ends in exactly one
-// failed event with reason max_deliveries, after exactly MaxDeliver tries.
+// failed event with reason max_deliveries, after exactly MaxDeliver tries
+// (the durable on the server says the same), spaced by the back-off.
 func TestMaxDeliveries(t *testing.T) {
+	for _, tt := range []struct {
+		max     int
+		backoff []time.Duration
+	}{
+		{1, []time.Duration{time.Minute}},
+		{3, []time.Duration{50 * time.Millisecond}},
+		{4, []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}},
+	} {
+		t.Run(strconv.Itoa(tt.max), func(t *testing.T) {
+			e := newEnv(t, weatherYAML, false)
+			var calls atomic.Int32
+			opts := fastOptions()
+			opts.MaxDeliver, opts.BackOff = tt.max, tt.backoff
+			e.start(nodeConfig{opts: opts, wrap: flaky(1000, &calls)})
+			if info, err := e.durableInfo(); err != nil || info.Config.MaxDeliver != tt.max {
+				t.Fatalf("durable on the server: %+v %v, want max deliver %d", info, err, tt.max)
+			}
+			loc, digest := e.bundle("weather.tomorrow", v1)
+			start := time.Now()
+			id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest, Destinations: []string{"archive"}})
+			e.wait(id, 1, 20*time.Second)
+			took := time.Since(start)
+			info := e.settled(5 * time.Second)
+			time.Sleep(300 * time.Millisecond) // room for a wrong extra delivery
+			res := e.results.of(id)
+			if len(res) != 1 {
+				e.dump()
+				t.Fatalf("%d results, want 1", len(res))
+			}
+			r := res[0]
+			if r.Type != events.TypeFailed || r.Reason != events.ReasonMaxDeliveries || r.Attempts != tt.max || r.Original == nil || r.Original.ID != id {
+				t.Errorf("got %s reason %q attempts %d original %v (%s)", r.Type, r.Reason, r.Attempts, r.Original, r.Message)
+			}
+			if info.Delivered.Consumer != uint64(tt.max) || calls.Load() != int32(tt.max) {
+				t.Errorf("delivered %d times with %d failed attempts, want %d and %d", info.Delivered.Consumer, calls.Load(), tt.max, tt.max)
+			}
+			// The waits between deliveries: the back-off, its last entry repeating.
+			var wait time.Duration
+			for i := range tt.max - 1 {
+				wait += tt.backoff[min(i, len(tt.backoff)-1)]
+			}
+			if took < wait || took > wait+10*time.Second {
+				t.Errorf("failed after %s, want the back-off's %s and a little", took, wait)
+			}
+			if got := files(t, localRoot(t, e.roots["archive"])); len(got) != 0 {
+				t.Errorf("archive holds %v after failed attempts", got)
+			}
+		})
+	}
+}
+
+// TestDurableKeepsOperatorSettings: a durable whose max deliveries and ack
+// wait an operator changed on the server keeps them when a consumer starts
+// with other options; one warn line names both, and events are failed on
+// the server's last delivery (not left unreported past it).
+func TestDurableKeepsOperatorSettings(t *testing.T) {
 	e := newEnv(t, weatherYAML, false)
+	var logs syncBuffer
+	subj := e.streams.Subjects
+	first := consumer.New(e.js, subj, nil, fastOptions())
+	if _, err := first.Durable(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The operator: `nats consumer edit DISTRIBUTOR_BUNDLES distributor-publisher --max-deliver 2 --wait 3s`.
+	cons, err := e.js.Consumer(e.ctx, subj.BundlesStream(), subj.Durable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	cfg.MaxDeliver, cfg.AckWait = 2, 3*time.Second
+	if _, err := e.js.UpdateConsumer(e.ctx, subj.BundlesStream(), cfg); err != nil {
+		t.Fatal(err)
+	}
+
 	var calls atomic.Int32
 	opts := fastOptions()
-	opts.MaxDeliver = 3
-	opts.BackOff = []time.Duration{50 * time.Millisecond}
-	e.start(nodeConfig{opts: opts, wrap: flaky(1000, &calls)})
+	opts.MaxDeliver, opts.BackOff = 5, []time.Duration{20 * time.Millisecond}
+	e.start(nodeConfig{opts: opts, wrap: flaky(1000, &calls), log: zerolog.New(&logs)})
+	info, err := e.durableInfo()
+	if err != nil || info.Config.MaxDeliver != 2 || info.Config.AckWait != 3*time.Second {
+		t.Fatalf("durable after start: %+v %v, want the operator's max deliver 2 and ack wait 3s", info, err)
+	}
+	const msg = "consumer distributor-publisher differs from the configuration: max_deliver is 2 on the server, 5 configured; ack_wait is 3s on the server, 2s configured; keeping the server's values (an operator may have set them; docs/operations.md says how to apply the configuration)"
+	var warns []string
+	for raw := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var l struct{ Level, Message string }
+		if json.Unmarshal([]byte(raw), &l) == nil && l.Level == "warn" {
+			warns = append(warns, l.Message)
+		}
+	}
+	if len(warns) != 1 || warns[0] != msg {
+		t.Errorf("warn lines %q, want one: %s", warns, msg)
+	}
+
 	loc, digest := e.bundle("weather.tomorrow", v1)
 	id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest, Destinations: []string{"archive"}})
-	e.wait(id, 1, 20*time.Second)
-	info := e.settled(5 * time.Second)
-	time.Sleep(300 * time.Millisecond) // room for a wrong extra delivery
-	res := e.results.of(id)
-	if len(res) != 1 {
-		e.dump()
-		t.Fatalf("%d results, want 1", len(res))
-	}
-	r := res[0]
-	if r.Type != events.TypeFailed || r.Reason != events.ReasonMaxDeliveries || r.Attempts != 3 || r.Original == nil || r.Original.ID != id {
-		t.Errorf("got %s reason %q attempts %d original %v (%s)", r.Type, r.Reason, r.Attempts, r.Original, r.Message)
-	}
-	if info.Delivered.Consumer != 3 || calls.Load() != 3 {
-		t.Errorf("delivered %d times with %d failed attempts, want 3 and 3", info.Delivered.Consumer, calls.Load())
-	}
-	if got := files(t, localRoot(t, e.roots["archive"])); len(got) != 0 {
-		t.Errorf("archive holds %v after failed attempts", got)
+	res := e.wait(id, 1, 20*time.Second)
+	e.settled(5 * time.Second)
+	if r := res[0]; r.Type != events.TypeFailed || r.Reason != events.ReasonMaxDeliveries || r.Attempts != 2 || calls.Load() != 2 {
+		t.Errorf("got %s reason %q attempts %d after %d tries, want failed max_deliveries on the server's last delivery, 2", r.Type, r.Reason, r.Attempts, calls.Load())
 	}
 }
 

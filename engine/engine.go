@@ -130,7 +130,7 @@ func readState(ctx context.Context, root storage.Backend) (state, error) {
 	if v == "" {
 		return state{}, nil
 	}
-	cat, legacy, err := catalog.Parse(data)
+	cat, legacy, err := catalog.ParseOwned(data) // data is ours: the records point into it
 	if err != nil {
 		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
 	}

@@ -243,7 +243,7 @@ func TestVerifyAndReconcileLeftoversOnBothBackends(t *testing.T) {
 		var dry engine.MaintenanceResult
 		if err := h.withLease(t1, "latest", func(root storage.Backend, l lease.Lease) error {
 			var err error
-			dry, err = h.runner.Engine.Reconcile(t.Context(), root, l, planner.Selector{AllOwners: true}, false, 0, true)
+			dry, err = h.runner.Engine.Reconcile(t.Context(), root, l, planner.Selector{AllOwners: true}, engine.ReconcileOptions{DryRun: true})
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -45,9 +45,20 @@ func maintenanceState(ctx context.Context, root storage.Backend) (state, error) 
 	return st, nil
 }
 
-// Prune deletes the outputs owned by owner whose updated_at is before cutoff
-// (bytes, then records). With dryRun it only plans.
-func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, cutoff time.Time, maxDeletes int, dryRun bool) (MaintenanceResult, error) {
+// PruneOptions say what Prune removes and whether it only plans.
+type PruneOptions struct {
+	// Cutoff: outputs last updated before it go.
+	Cutoff time.Time
+	// MaxDeletes refuses a run that would remove more (0: no limit).
+	MaxDeletes int
+	// DryRun plans and changes nothing.
+	DryRun bool
+}
+
+// Prune deletes the outputs owned by owner whose updated_at is before
+// opts.Cutoff (bytes, then records).
+func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, opts PruneOptions) (MaintenanceResult, error) {
+	cutoff, maxDeletes, dryRun := opts.Cutoff, opts.MaxDeletes, opts.DryRun
 	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
 	if !dryRun {
 		if _, err := e.Recover(ctx, root, l); err != nil {
@@ -103,10 +114,22 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	return res, nil
 }
 
+// ReconcileOptions say how Reconcile repairs and whether it only plans.
+type ReconcileOptions struct {
+	// Refresh re-hashes objects whose size differs from their record and
+	// records their current digest and size.
+	Refresh bool
+	// MaxDeletes refuses a run that would remove more records (0: no limit).
+	MaxDeletes int
+	// DryRun plans and changes nothing.
+	DryRun bool
+}
+
 // Reconcile removes the selected records whose bytes are missing and reports
-// size mismatches; with refresh it re-hashes mismatched objects and records
-// their current digest and size. It never adopts unmanaged files.
-func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, refresh bool, maxDeletes int, dryRun bool) (MaintenanceResult, error) {
+// size mismatches (see ReconcileOptions.Refresh). It never adopts unmanaged
+// files.
+func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {
+	refresh, maxDeletes, dryRun := opts.Refresh, opts.MaxDeletes, opts.DryRun
 	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
 	var err error
 	if dryRun {

@@ -36,7 +36,7 @@ func (h *harness) prune(now time.Time, dest string, owner catalog.Owner, cutoff 
 	var res engine.MaintenanceResult
 	err := h.withLease(now, dest, func(root storage.Backend, l lease.Lease) error {
 		var err error
-		res, err = h.runner.Engine.Prune(context.Background(), root, l, owner, cutoff, maxDeletes, dryRun)
+		res, err = h.runner.Engine.Prune(context.Background(), root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: maxDeletes, DryRun: dryRun})
 		return err
 	})
 	return res, err
@@ -47,7 +47,7 @@ func (h *harness) reconcile(now time.Time, dest string, sel planner.Selector, re
 	var res engine.MaintenanceResult
 	err := h.withLease(now, dest, func(root storage.Backend, l lease.Lease) error {
 		var err error
-		res, err = h.runner.Engine.Reconcile(context.Background(), root, l, sel, refresh, 0, false)
+		res, err = h.runner.Engine.Reconcile(context.Background(), root, l, sel, engine.ReconcileOptions{Refresh: refresh})
 		return err
 	})
 	return res, err

@@ -97,13 +97,34 @@ type SourceRef struct {
 	Created time.Time `json:"created,omitzero"`
 }
 
-// OutputRef is one changed output of a publication.
+// OutputRef is one changed output of a publication. An output with a
+// digest always has its size in JSON, 0 for an empty file.
 type OutputRef struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256,omitempty"`
 	Size   int64  `json:"size,omitempty"`
 	URL    string `json:"url,omitempty"`
 	Action string `json:"action"`
+}
+
+// outputRefJSON is OutputRef as written: size is present exactly when the
+// digest is.
+type outputRefJSON struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   *int64 `json:"size,omitempty"`
+	URL    string `json:"url,omitempty"`
+	Action string `json:"action"`
+}
+
+// MarshalJSON writes size whenever the output has a digest, so that a
+// consumer never mistakes an empty file for an unknown size.
+func (o OutputRef) MarshalJSON() ([]byte, error) {
+	w := outputRefJSON{Path: o.Path, SHA256: o.SHA256, URL: o.URL, Action: o.Action}
+	if o.SHA256 != "" || o.Size != 0 {
+		w.Size = &o.Size
+	}
+	return json.Marshal(w)
 }
 
 // Result reports what distributor did: a publication (published,

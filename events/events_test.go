@@ -380,3 +380,32 @@ func TestSupersededResult(t *testing.T) {
 		t.Fatal("superseded is not a result type")
 	}
 }
+
+// TestOutputRefSize: an output with a digest always says its size, 0 for
+// an empty file; a deleted path without a record says neither.
+func TestOutputRefSize(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("e", 64)
+	for _, tc := range []struct {
+		ref  events.OutputRef
+		want string
+	}{
+		{events.OutputRef{Path: "empty.txt", SHA256: digest, Action: events.ActionWritten},
+			`{"path":"empty.txt","sha256":"` + digest + `","size":0,"action":"written"}`},
+		{events.OutputRef{Path: "a.csv", SHA256: digest, Size: 3, URL: "https://x/a.csv", Action: events.ActionUpdated},
+			`{"path":"a.csv","sha256":"` + digest + `","size":3,"url":"https://x/a.csv","action":"updated"}`},
+		{events.OutputRef{Path: "gone.csv", Action: events.ActionDeleted},
+			`{"path":"gone.csv","action":"deleted"}`},
+	} {
+		got, err := json.Marshal(tc.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+		var back events.OutputRef
+		if err := json.Unmarshal(got, &back); err != nil || back != tc.ref {
+			t.Errorf("round trip of %s: %+v, %v", got, back, err)
+		}
+	}
+}

@@ -404,11 +404,7 @@ func record(in Input, d *Desired) catalog.Output {
 }
 
 func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool) {
-	n := &catalog.Catalog{
-		DistributorVersion: cur.DistributorVersion,
-		CreatedAt:          cur.CreatedAt,
-		UpdatedAt:          cur.UpdatedAt,
-	}
+	n := cur.Successor()       // kept records are written as they were read
 	fresh := in.Catalog == nil // absent or legacy: a new v4 catalog
 	changed := fresh
 	byPath := make(map[string]Item, len(items))

@@ -95,7 +95,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		return err
 	}
 	defer nc.Close()
-	js, streams, err := setupStreams(ctx, nc, cfg)
+	js, streams, err := setupStreams(ctx, nc, cfg, zerolog.Nop())
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,9 @@ func (a *app) demo(ctx context.Context, dir string) error {
 			lease.NewStorageLocker(holderName("demo"), serveLeaseTTL)),
 		LeaseWait: 15 * time.Second,
 	}
-	cons := consumer.New(js, streams.Subjects, runner, consumer.Options{Workers: 2, Log: log, BackOff: []time.Duration{200 * time.Millisecond}})
+	opts := consumerOptions(cfg, 2, log)
+	opts.BackOff = []time.Duration{200 * time.Millisecond} // the demo's pace
+	cons := consumer.New(js, streams.Subjects, runner, opts)
 	consCtx, stopConsumer := context.WithCancel(ctx)
 	consDone := make(chan error, 1)
 	go func() { consDone <- cons.Run(consCtx) }()

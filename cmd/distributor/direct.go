@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
@@ -44,36 +44,15 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	if a.wrapStores != nil {
 		s.runner.Stores = a.wrapStores(s.runner.Stores)
 	}
-	url := cfg.NATS.URL
-	var ad *advert
-	if url == "" {
-		found, err := findAdvert(cfg)
-		if err != nil {
-			a.log.Debug().Err(err).Msg("no serve of this configuration advertises NATS; direct mode with a lock object in each root")
-			return s, nil
-		}
-		ad, url = &found, found.URL
-	}
-	timeout := 5 * time.Second
-	if ad != nil {
-		timeout = time.Second // a local server answers at once
-	}
-	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(timeout))...)
-	if err != nil {
-		if ad != nil && errors.Is(err, nats.ErrNoServers) {
-			// serve is stopping; the lock object alone still excludes it.
-			a.log.Debug().Err(err).Str("url", url).Msg("the NATS server serve advertises is gone; direct mode with a lock object in each root")
-			return s, nil
-		}
-		return nil, connectError(cfg.NATS, url, err, false)
-	}
-	if ad != nil && (nc.ConnectedServerId() != ad.ServerID || nc.ConnectedServerName() != ad.ServerName) {
-		// A stale advertisement: another server took the address.
-		nc.Close()
-		a.log.Debug().Str("url", url).Msg("the NATS server there is not the one serve advertised; direct mode with a lock object in each root")
+	nc, err := a.connectKnownNATS(cfg)
+	if errors.Is(err, errNoNATS) {
+		a.log.Debug().Msg("direct mode with a lock object in each root")
 		return s, nil
 	}
-	js, streams, err := setupStreams(ctx, nc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	js, streams, err := setupStreams(ctx, nc, cfg, zerolog.Nop())
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -83,7 +62,7 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	s.runner.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.runner.Locker)
 	s.publisher = events.NewPublisher(js, streams.Subjects)
 	s.close = nc.Close
-	a.log.Debug().Str("url", config.RedactURL(url)).Msg("using NATS for leases and events")
+	a.log.Debug().Str("url", nc.ConnectedUrlRedacted()).Msg("using NATS for leases and events")
 	return s, nil
 }
 

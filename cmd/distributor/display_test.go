@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/distributor/distributor/engine"
 )
 
 // runTTY runs the CLI as if stdout and stderr were terminals.
@@ -108,6 +112,15 @@ func TestRootsShownAsWritten(t *testing.T) {
 	res := e.applyJSON(pipeDaily, b)
 	if len(res) != 1 || res[0].Root != abs || res[0].RootAsWritten != "site/latest" {
 		t.Errorf("apply --json root %q as written %q, want %q and site/latest", res[0].Root, res[0].RootAsWritten, abs)
+	}
+	vout, verr, vcode := e.run("verify", "--destination", "latest", "--json")
+	var rep verifyJSON
+	if err := json.Unmarshal([]byte(vout), &rep); vcode != exitOK || err != nil {
+		t.Fatalf("verify --json: exit %d, %v\n%s%s", vcode, err, vout, verr)
+	}
+	if want := (verifyJSON{DestinationID: "latest", Root: abs, RootAsWritten: "site/latest", Checked: 1, Missing: []string{}, Damaged: []string{},
+		Leftovers: engine.LeftoverReport{Paths: []string{}}}); !reflect.DeepEqual(rep, want) {
+		t.Errorf("verify --json = %+v, want %+v", rep, want)
 	}
 	b2 := e.bundle("b2", "weatherreporter.today", map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 	_, errOut, code := e.run("apply", "--pipeline", pipeDaily, "--bundle", b2.Dir)

@@ -128,7 +128,7 @@ func (a *app) eventsCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			nc, _, streams, err := a.jetStream(ctx, cfg)
+			nc, _, streams, err := a.jetStream(ctx, cfg, "read events from")
 			if err != nil {
 				return err
 			}

@@ -25,6 +25,28 @@ type removedJSON struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// verifyJSON is verify --json.
+type verifyJSON struct {
+	DestinationID   string                `json:"destination_id"`
+	PipelineID      string                `json:"pipeline_id,omitempty"`
+	Root            string                `json:"root"`
+	RootAsWritten   string                `json:"root_as_written,omitempty"`
+	Checked         int                   `json:"checked"`
+	Missing         []string              `json:"missing"`
+	Damaged         []string              `json:"damaged"`
+	PendingRecovery bool                  `json:"pending_recovery"`
+	Leftovers       engine.LeftoverReport `json:"leftovers"`
+}
+
+func (a *app) toVerifyJSON(dest, pipeline string, rep engine.VerifyReport) verifyJSON {
+	out := verifyJSON{DestinationID: dest, PipelineID: pipeline, Root: rep.Root, RootAsWritten: a.rootAsWritten(rep.Root),
+		Checked: rep.Checked, Missing: nonNil(rep.Missing), Damaged: nonNil(rep.Damaged), PendingRecovery: rep.PendingRecovery, Leftovers: rep.Leftovers}
+	if out.Leftovers.Paths == nil {
+		out.Leftovers.Paths = []string{}
+	}
+	return out
+}
+
 // pruneJSON is prune --json.
 type pruneJSON struct {
 	PipelineID    string        `json:"pipeline_id"`

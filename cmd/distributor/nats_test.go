@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -714,21 +715,80 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 	}
 }
 
-func TestPublishWithoutNATSNamesURLAndServe(t *testing.T) {
-	e, addr := newOfflineEnv(t)
-	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
-	code, stdout, stderr := e.cmd(t, "publish", "--pipeline", "p.one", "--bundle", b1, "--wait", "--timeout", "5s")
-	if code != exitFailed || stdout != "" {
-		t.Errorf("publish without NATS: exit %d, stdout %q; want %d and nothing", code, stdout, exitFailed)
+// TestNATSCommandsWithoutKnownNATS: publish, events tail and replay use
+// nats.url or the NATS a running serve of this configuration advertises,
+// never nats.listen blindly: without either they fail at once with one
+// line naming the fix, and a NATS server or a silent listener on
+// nats.listen (a stranger's) is not dialled.
+func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
+	cmds := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"publish", "--pipeline", "p.one", "--wait", "--timeout", "5s"}, "distributor: no NATS to publish to: set nats.url or start `distributor serve`\n"},
+		{[]string{"events", "tail"}, "distributor: no NATS to read events from: set nats.url or start `distributor serve`\n"},
+		{[]string{"replay"}, "distributor: no NATS to replay through: set nats.url or start `distributor serve`\n"},
 	}
-	if !strings.HasPrefix(stderr, "distributor: connect to NATS at nats://"+addr+": ") ||
-		!strings.Contains(stderr, "`distributor serve`") || strings.Count(stderr, "\n") != 1 {
-		t.Errorf("publish without NATS: stderr %q; want one line naming nats://%s and suggesting `distributor serve`", stderr, addr)
-	}
-	for _, args := range [][]string{{"events", "tail"}, {"replay"}} {
-		if code, _, stderr := e.cmd(t, args...); code != exitFailed || !strings.Contains(stderr, "nats://"+addr) || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("%v without NATS: exit %d, stderr %q", args, code, stderr)
+	check := func(t *testing.T, e *natsEnv) {
+		t.Helper()
+		b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+		for _, c := range cmds {
+			args := c.args
+			if args[0] == "publish" {
+				args = append(slices.Clone(args), "--bundle", b1)
+			}
+			start := time.Now()
+			code, stdout, stderr := e.cmd(t, args...)
+			if code != exitFailed || stdout != "" || stderr != c.want {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", c.args[:2], code, stdout, stderr, exitFailed, c.want)
+			}
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("%v took %s, want at once", c.args[:2], took)
+			}
 		}
+	}
+	t.Run("nothing listens", func(t *testing.T) {
+		e, _ := newOfflineEnv(t)
+		check(t, e)
+	})
+	t.Run("a foreign NATS on nats.listen", func(t *testing.T) {
+		foreign := testenv.NewNATS(t)
+		e := writeNATSConfig(t, "  listen: "+strings.TrimPrefix(foreign.URL, "nats://")+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
+		check(t, e)
+		info, err := foreign.JetStream(t).AccountInfo(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Streams != 0 {
+			t.Errorf("the foreign server has %d stream(s), want 0", info.Streams)
+		}
+	})
+	t.Run("a silent listener on nats.listen", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var accepted atomic.Int32
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+		check(t, writeNATSConfig(t, "  listen: "+l.Addr().String()+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n"))
+		if n := accepted.Load(); n != 0 {
+			t.Errorf("%d connection(s) to the listener on nats.listen, want 0", n)
+		}
+	})
+	// With nats.url set, a server that is not there is named.
+	e := writeNATSConfig(t, "  url: nats://"+freeAddr(t)+"\n")
+	if code, _, stderr := e.cmd(t, "events", "tail"); code != exitFailed || !strings.HasPrefix(stderr, "distributor: connect to NATS at nats://") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("events tail with an unreachable nats.url: exit %d, stderr %q", code, stderr)
 	}
 }
 

@@ -113,11 +113,13 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 				if code, stdout, stderr := bad.cmd(t, "apply", "--pipeline", "p.two", "--bundle", b1); code != 0 || stderr != "" {
 					t.Errorf("apply of another configuration with %q: exit %d, stderr %q; want 0 and no NATS\n%s", r.auth, code, stderr, stdout)
 				}
+				// Told where serve's server is, its NATS commands are refused.
+				badURL := writeNATSConfig(t, "  url: nats://"+addr+"\n"+r.auth)
 				for _, args := range [][]string{
 					{"publish", "--pipeline", "p.two", "--bundle", b1},
 					{"events", "tail"},
 				} {
-					code, stdout, stderr := bad.cmd(t, args...)
+					code, stdout, stderr := badURL.cmd(t, args...)
 					prefix := "distributor: connect to NATS at nats://" + addr + ": "
 					if code == 0 || stdout != "" || !strings.HasPrefix(stderr, prefix) || !regexp.MustCompile(r.stderr).MatchString(stderr) || strings.Count(stderr, "\n") != 1 {
 						t.Errorf("%v with %q: exit %d, stdout %q, stderr %q; want %q…%q", args, r.auth, code, stdout, stderr, prefix, r.stderr)

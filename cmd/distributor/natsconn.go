@@ -10,8 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/natsserver"
 )
@@ -42,14 +44,58 @@ func natsOptions(c config.NATS) []nats.Option {
 	return opts
 }
 
-// jetStream connects to NATS and makes sure the streams exist.
-func (a *app) jetStream(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, *events.Streams, error) {
-	url := cfg.NATS.ConnectURL()
-	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(5*time.Second))...)
-	if err != nil {
-		return nil, nil, nil, connectError(cfg.NATS, url, err, true)
+// errNoNATS: no nats.url is set and no running `serve` of this
+// configuration advertises its embedded server.
+var errNoNATS = errors.New("no NATS known")
+
+// connectKnownNATS connects to nats.url (it must answer) or, without it, to
+// the embedded server a running `serve` of this configuration advertises
+// (see advertFile). It never dials nats.listen blindly: whatever else
+// listens there is a stranger's. Without either it returns errNoNATS.
+func (a *app) connectKnownNATS(cfg *config.Config) (*nats.Conn, error) {
+	url := cfg.NATS.URL
+	var ad *advert
+	if url == "" {
+		found, err := findAdvert(cfg)
+		if err != nil {
+			a.log.Debug().Err(err).Msg("no serve of this configuration advertises NATS")
+			return nil, errNoNATS
+		}
+		ad, url = &found, found.URL
 	}
-	js, streams, err := setupStreams(ctx, nc, cfg)
+	timeout := 5 * time.Second
+	if ad != nil {
+		timeout = time.Second // a local server answers at once
+	}
+	nc, err := nats.Connect(url, append(natsOptions(cfg.NATS), nats.Timeout(timeout))...)
+	if err != nil {
+		if ad != nil && errors.Is(err, nats.ErrNoServers) {
+			a.log.Debug().Err(err).Str("url", url).Msg("the NATS server serve advertises is gone (serve is stopping)")
+			return nil, errNoNATS
+		}
+		return nil, connectError(cfg.NATS, url, err)
+	}
+	if ad != nil && (nc.ConnectedServerId() != ad.ServerID || nc.ConnectedServerName() != ad.ServerName) {
+		// A stale advertisement: another server took the address.
+		nc.Close()
+		a.log.Debug().Str("url", url).Msg("the NATS server there is not the one serve advertised")
+		return nil, errNoNATS
+	}
+	return nc, nil
+}
+
+// jetStream connects to the known NATS (connectKnownNATS) and makes sure the
+// streams exist; "to what" completes the error line when there is none
+// ("publish to").
+func (a *app) jetStream(ctx context.Context, cfg *config.Config, toWhat string) (*nats.Conn, jetstream.JetStream, *events.Streams, error) {
+	nc, err := a.connectKnownNATS(cfg)
+	if errors.Is(err, errNoNATS) {
+		return nil, nil, nil, fmt.Errorf("no NATS to %s: set nats.url or start `distributor serve`", toWhat)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	js, streams, err := setupStreams(ctx, nc, cfg, zerolog.Nop())
 	if err != nil {
 		nc.Close()
 		return nil, nil, nil, err
@@ -58,15 +104,11 @@ func (a *app) jetStream(ctx context.Context, cfg *config.Config) (*nats.Conn, je
 }
 
 // connectError says where the connection failed, without the URL's
-// credentials, and what to check; serveHint suggests starting `serve` when
-// nothing listens on the embedded server's address.
-func connectError(c config.NATS, url string, err error, serveHint bool) error {
+// credentials, and what to check.
+func connectError(c config.NATS, url string, err error) error {
 	hint := ""
-	switch {
-	case errors.Is(err, nats.ErrAuthorization):
+	if errors.Is(err, nats.ErrAuthorization) {
 		hint = " (the server refused the credentials: check nats.token, nats.user/password, nats.nkey_seed or nats.creds)"
-	case serveHint && c.URL == "" && errors.Is(err, nats.ErrNoServers):
-		hint = " (no nats.url is configured: start `distributor serve` first, or set nats.url)"
 	}
 	return fmt.Errorf("connect to NATS at %s: %w%s", config.RedactURL(url), err, hint)
 }
@@ -105,7 +147,10 @@ func embeddedServerOptions(c config.NATS) (natsserver.Options, error) {
 	return o, nil
 }
 
-func setupStreams(ctx context.Context, nc *nats.Conn, cfg *config.Config) (jetstream.JetStream, *events.Streams, error) {
+// setupStreams makes sure the streams and the lease bucket exist; log gets
+// the differences between existing ones and the configuration (serve warns
+// about them at start, other commands need not repeat it).
+func setupStreams(ctx context.Context, nc *nats.Conn, cfg *config.Config, log zerolog.Logger) (jetstream.JetStream, *events.Streams, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
@@ -116,14 +161,33 @@ func setupStreams(ctx context.Context, nc *nats.Conn, cfg *config.Config) (jetst
 	}
 	streams, err := events.Setup(ctx, js, events.SetupConfig{
 		Subjects:      subjects,
-		BundlesMaxAge: time.Duration(cfg.NATS.BundleMaxAge),
-		EventsMaxAge:  time.Duration(cfg.NATS.EventMaxAge),
+		BundlesMaxAge: maxAge(cfg.NATS.BundleMaxAge),
+		EventsMaxAge:  maxAge(cfg.NATS.EventMaxAge),
 		Replicas:      cfg.NATS.Replicas,
+		Log:           log,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up JetStream streams: %w", err)
 	}
 	return js, streams, nil
+}
+
+// maxAge maps a configured max age to events.SetupConfig's: the
+// configuration's 0 is no limit.
+func maxAge(d config.Duration) time.Duration {
+	if d == 0 {
+		return events.NoMaxAge
+	}
+	return time.Duration(d)
+}
+
+// consumerOptions are serve's consumer options from the configuration.
+func consumerOptions(cfg *config.Config, workers int, log zerolog.Logger) consumer.Options {
+	backoff := make([]time.Duration, len(cfg.NATS.RedeliveryBackoff))
+	for i, d := range cfg.NATS.RedeliveryBackoff {
+		backoff[i] = time.Duration(d)
+	}
+	return consumer.Options{Workers: workers, Replicas: cfg.NATS.Replicas, MaxDeliver: cfg.NATS.MaxDeliveries, BackOff: backoff, Log: log}
 }
 
 func holderName(role string) string {

@@ -162,13 +162,13 @@ func (a *app) connectNATS(ctx context.Context, c config.NATS, timeout time.Durat
 			return nc, nil
 		}
 		if errors.Is(err, nats.ErrAuthorization) {
-			return nil, connectError(c, c.URL, err, false)
+			return nil, connectError(c, c.URL, err)
 		}
 		wait := delay
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return nil, fmt.Errorf("%w; gave up after %s (--connect-timeout)", connectError(c, c.URL, err, false), timeout)
+				return nil, fmt.Errorf("%w; gave up after %s (--connect-timeout)", connectError(c, c.URL, err), timeout)
 			}
 			wait = min(wait, left) // a last attempt at the deadline
 		}

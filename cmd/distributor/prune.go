@@ -59,7 +59,7 @@ func (a *app) pruneCommand() *cobra.Command {
 			pctx, done := a.withProgress(ctx, dest)
 			err = s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 				var err error
-				res, err = s.runner.Engine.Prune(pctx, root, l, owner, cutoff, d.MaxDeletes, dryRun)
+				res, err = s.runner.Engine.Prune(pctx, root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: dryRun})
 				return err
 			})
 			done()

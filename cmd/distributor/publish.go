@@ -45,7 +45,7 @@ func (a *app) publishCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			nc, js, streams, err := a.jetStream(ctx, cfg)
+			nc, js, streams, err := a.jetStream(ctx, cfg, "publish to")
 			if err != nil {
 				return err
 			}

@@ -63,7 +63,7 @@ func (a *app) reconcileCommand() *cobra.Command {
 				pctx, done := a.withProgress(ctx, d.ID)
 				err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 					var err error
-					res, err = s.runner.Engine.Reconcile(pctx, root, l, sel, refresh, d.MaxDeletes, dryRun)
+					res, err = s.runner.Engine.Reconcile(pctx, root, l, sel, engine.ReconcileOptions{Refresh: refresh, MaxDeletes: d.MaxDeletes, DryRun: dryRun})
 					return err
 				})
 				done()

@@ -34,7 +34,7 @@ func (a *app) replayCommand() *cobra.Command {
 			}
 			f.types = []string{events.TypeFailed, events.TypeCollision, events.TypePublished}
 			ctx := cmd.Context()
-			nc, js, streams, err := a.jetStream(ctx, cfg)
+			nc, js, streams, err := a.jetStream(ctx, cfg, "replay through")
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,7 +55,7 @@ func (a *app) serveCommand() *cobra.Command {
 			if so.connectTimeout < 0 {
 				return usageErr("--connect-timeout %s: must not be negative (0 = retry until stopped)", so.connectTimeout)
 			}
-			return a.serve(cmd.Context(), cfg, so, consumer.Options{Workers: workers, Replicas: cfg.NATS.Replicas, Log: a.log})
+			return a.serve(cmd.Context(), cfg, so, consumerOptions(cfg, workers, a.log))
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
@@ -73,53 +74,13 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	m := metrics.New(ids)
 	ready := &readiness{}
 	m.WatchConsumer(ready.consumerInfo, readyCheckTimeout)
-	natsOpts := append(natsOptions(cfg.NATS), a.natsLogHandlers()...)
-
-	var nc *nats.Conn
-	if cfg.NATS.URL == "" {
-		sopts, err := embeddedServerOptions(cfg.NATS)
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		srv, err := natsserver.Start(ctx, sopts)
-		if err != nil {
-			return err
-		}
-		defer srv.Shutdown()
-		a.log.Info().Str("url", srv.ClientURL()).Str("store", cfg.NATS.StoreDir).Msg("embedded NATS JetStream server started")
-		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, observeHandler(ready, m))
-		if err != nil {
-			return err
-		}
-		defer stopHTTP()
-		if srv.ClientURL() != "" {
-			removeAdvert, err := writeAdvert(cfg, srv)
-			if err != nil {
-				return err
-			}
-			defer removeAdvert()
-		}
-		if nc, err = srv.Connect(natsOpts...); err != nil {
-			return err
-		}
-	} else {
-		// Up before NATS: /healthz answers and /readyz says "connecting"
-		// while the first connection is retried.
-		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, observeHandler(ready, m))
-		if err != nil {
-			return err
-		}
-		defer stopHTTP()
-		if nc, err = a.connectNATS(ctx, cfg.NATS, time.Duration(so.connectTimeout), natsOpts); err != nil {
-			if ctx.Err() != nil {
-				a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
-				return nil
-			}
-			return err
-		}
+	nc, stop, err := a.serveConnect(ctx, cfg, so, observeHandler(ready, m))
+	defer stop()
+	if err != nil || nc == nil {
+		return err
 	}
 	defer nc.Close()
-	js, streams, err := setupStreams(ctx, nc, cfg)
+	js, streams, err := setupStreams(ctx, nc, cfg, a.log)
 	if err != nil {
 		return err
 	}
@@ -160,4 +121,59 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	<-watched
 	a.log.Info().Msg("stopped")
 	return err
+}
+
+// serveConnect starts the HTTP listener and connects to NATS: the embedded
+// server (started and advertised here) without nats.url, else nats.url,
+// retried until so.connectTimeout. stop undoes what was started; nc is nil
+// with a nil error when the shutdown signal came while connecting.
+func (a *app) serveConnect(ctx context.Context, cfg *config.Config, so serveOptions, h http.Handler) (nc *nats.Conn, stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	natsOpts := append(natsOptions(cfg.NATS), a.natsLogHandlers()...)
+	if cfg.NATS.URL == "" {
+		sopts, err := embeddedServerOptions(cfg.NATS)
+		if err != nil {
+			return nil, stop, withCode(exitUsage, err)
+		}
+		srv, err := natsserver.Start(ctx, sopts)
+		if err != nil {
+			return nil, stop, err
+		}
+		undo = append(undo, srv.Shutdown)
+		a.log.Info().Str("url", srv.ClientURL()).Str("store", cfg.NATS.StoreDir).Msg("embedded NATS JetStream server started")
+		stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
+		if err != nil {
+			return nil, stop, err
+		}
+		undo = append(undo, stopHTTP)
+		if srv.ClientURL() != "" {
+			removeAdvert, err := writeAdvert(cfg, srv)
+			if err != nil {
+				return nil, stop, err
+			}
+			undo = append(undo, removeAdvert)
+		}
+		nc, err = srv.Connect(natsOpts...)
+		return nc, stop, err
+	}
+	// Up before NATS: /healthz answers and /readyz says "connecting"
+	// while the first connection is retried.
+	stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
+	if err != nil {
+		return nil, stop, err
+	}
+	undo = append(undo, stopHTTP)
+	if nc, err = a.connectNATS(ctx, cfg.NATS, time.Duration(so.connectTimeout), natsOpts); err != nil {
+		if ctx.Err() != nil {
+			a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
+			return nil, stop, nil
+		}
+		return nil, stop, err
+	}
+	return nc, stop, nil
 }

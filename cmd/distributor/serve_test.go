@@ -210,7 +210,7 @@ func TestServeOnCluster(t *testing.T) {
 	js := cl.JetStream(t)
 	// The first placement of R3 streams on a fresh cluster can outlast
 	// serve's 5 s API timeout on a busy machine: place them first,
-	// retrying. A serve that set up R1 would scale them down.
+	// retrying (serve then finds them as configured).
 	_, err := events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
 	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)

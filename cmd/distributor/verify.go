@@ -52,7 +52,7 @@ func (a *app) verifyCommand() *cobra.Command {
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := enc.Encode(a.toVerifyJSON(dest, pipeline, rep)); err != nil {
 					return err
 				}
 			} else {

@@ -315,3 +315,17 @@ func (p *Parser) Array(elem func()) {
 
 // Len is the size of the whole input, for sizing what it holds.
 func (p *Parser) Len() int { return len(p.data) }
+
+// Rest returns the input after optional whitespace, from the current
+// position; Skip(n) then consumes n of its bytes. Together they let a
+// caller read a value it knows the exact form of by itself.
+func (p *Parser) Rest() []byte {
+	p.ws()
+	return p.data[p.i:]
+}
+
+// Pos is the current offset in the input.
+func (p *Parser) Pos() int { return p.i }
+
+// Skip consumes n bytes (of Rest).
+func (p *Parser) Skip(n int) { p.i += n }

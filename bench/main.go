@@ -128,7 +128,9 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, r)
+		if len(r.tools) > 0 {
+			rows = append(rows, r)
+		}
 	}
 	printTable(rows, o.runs)
 	return nil
@@ -215,6 +217,9 @@ func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
 	tools, err := c.setup(e)
 	if err != nil {
 		return row{}, fmt.Errorf("%s: %w", c.name, err)
+	}
+	if len(tools) == 0 {
+		return row{}, nil // skipped; setup said why
 	}
 	for _, t := range tools {
 		for i := range e.runs {
@@ -428,7 +433,7 @@ var created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // --- cases ---
 
 func allCases() []caseDef {
-	return []caseDef{
+	return append([]caseDef{
 		{name: "first-small", title: "first publish 10,000 × 4 KiB", setup: firstPublish("first-small", 10_000, 4<<10)},
 		{name: "first-large", title: "first publish 20 × 64 MiB", setup: firstPublish("first-large", 20, 64<<20)},
 		{name: "republish", title: "republish, 1 % of 10,000 changed", setup: republish("republish", 100)},
@@ -436,7 +441,7 @@ func allCases() []caseDef {
 		{name: "remove10", title: "replacement removing 10 % of 10,000", setup: remove10},
 		{name: "catalog100k", title: "catalog of 100,000 outputs, publish adding 10", setup: bigCatalog("catalog100k", 100_000)},
 		{name: "catalog1m", title: "catalog of 1,000,000 outputs, publish adding 10", huge: true, setup: bigCatalog("catalog1m", 1_000_000)},
-	}
+	}, s3Cases()...)
 }
 
 // firstPublish: every tool copies the bundle into a fresh empty folder.

@@ -243,7 +243,11 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	if pl.stored, err = storedFor(ctx, root, pl.st, pub.Outputs); err != nil {
 		return pl, err
 	}
-	pl.fps = newFingerprints()
+	n := 0
+	if pl.st.cat != nil {
+		n = len(pl.st.cat.Outputs)
+	}
+	pl.fps = newFingerprints(FingerprintShards(n))
 	if err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
 		return pl, fmt.Errorf("check stored outputs in %s: %w", root, err)
 	}

@@ -27,10 +27,13 @@ package engine
 // names is still the stored one. A missing or unreadable shard costs one
 // hash per output the next publication keeps, nothing else.
 //
-// The index is split into 256 shards by a hash of the path, so that a
+// The index is split into shards by a hash of the path, so that a
 // publication reads and rewrites only the shards of the paths it checks or
 // writes: adding ten outputs to a root of a million touches at most ten
-// small files, not an index the size of the catalog.
+// small files, not an index the size of the catalog. The number of shards
+// follows the root (FingerprintShards: about 1024 entries each, 1 to 256),
+// because a republish of most outputs touches every shard, and on S3 each
+// is a request: a root of 1000 outputs keeps one shard, not 256.
 
 import (
 	"bufio"
@@ -38,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -53,21 +57,49 @@ import (
 const FingerprintsDir = catalog.ReservedDir + "/fingerprints"
 
 const (
-	fingerprintShards  = 256
-	fingerprintsHeader = "distributor-fingerprints 1"
+	maxFingerprintShards = 256
+	// fingerprintsPerShard sizes the index to its root: a republish of
+	// most outputs reads and rewrites every shard (on S3 a request each),
+	// so a small root keeps few shards; a small publication to a big root
+	// reads only its paths' shards, so a big root keeps many.
+	fingerprintsPerShard = 1024
+	fingerprintsHeader   = "distributor-fingerprints 1"
 )
 
-// FingerprintsFile is the shard file that holds path's entry.
-func FingerprintsFile(path string) string {
+// FingerprintShards is the number of index shards of a root whose catalog
+// records n outputs: the smallest power of two holding about 1024 entries
+// per shard, at most 256. Readers take n from the catalog they read, the
+// writer from the catalog it commits, so both agree on the layout.
+func FingerprintShards(n int) int {
+	k := 1
+	for k < maxFingerprintShards && k*fingerprintsPerShard < n {
+		k *= 2
+	}
+	return k
+}
+
+// FingerprintsFile is the shard file that holds path's entry in an index
+// of the given number of shards (FingerprintShards).
+func FingerprintsFile(path string, shards int) string {
 	// FNV-1a, inline: this runs for every written path.
 	h := uint32(2166136261)
 	for i := 0; i < len(path); i++ {
 		h ^= uint32(path[i])
 		h *= 16777619
 	}
+	return shardFile(h%uint32(shards), shards)
+}
+
+// shardFile names shard n of an index of the given size: "0a" for 256
+// shards (the layout of every root before the index was sized), "16-0a"
+// for 16.
+func shardFile(n uint32, shards int) string {
 	const hexDigits = "0123456789abcdef"
-	n := h % fingerprintShards
-	return FingerprintsDir + "/" + string([]byte{hexDigits[n>>4], hexDigits[n&15]})
+	name := string([]byte{hexDigits[n>>4&15], hexDigits[n&15]})
+	if shards != maxFingerprintShards {
+		name = strconv.Itoa(shards) + "-" + name
+	}
+	return FingerprintsDir + "/" + name
 }
 
 // known is what a holder knew of one stored version.
@@ -79,14 +111,20 @@ type known struct {
 // fingerprints is the part of a root's index that a publication loaded:
 // entries of the loaded shards, and which shards changed.
 type fingerprints struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// shards is the layout the index was read in (FingerprintShards of
+	// the catalog read).
+	shards  int
 	entries map[string]known
-	loaded  map[string]bool // shard files read
+	loaded  map[string]bool // shard files read (true: it existed)
 	dirty   map[string]bool // shard files to write back
+	// retired are the files of the layout the index moved away from,
+	// removed once the new layout is written.
+	retired []string
 }
 
-func newFingerprints() *fingerprints {
-	return &fingerprints{entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
+func newFingerprints(shards int) *fingerprints {
+	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
 }
 
 // load reads the shards of paths that are not loaded yet. A missing or
@@ -96,11 +134,16 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 	var shards []string
 	seen := map[string]bool{}
 	for _, p := range paths {
-		if sh := FingerprintsFile(p); !f.loaded[sh] && !seen[sh] {
+		if sh := FingerprintsFile(p, f.shards); !loaded(f, sh) && !seen[sh] {
 			seen[sh] = true
 			shards = append(shards, sh)
 		}
 	}
+	return e.loadShards(ctx, root, f, shards)
+}
+
+// loadShards reads the shard files named (see loadFingerprints).
+func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string) error {
 	// Shards are read in parallel: on S3 each is a request, and a large
 	// republish touches most of them.
 	parsed := make([]map[string]known, len(shards))
@@ -116,7 +159,9 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 				e.Log.Debug().Err(err).Str("root", root.String()).Str("shard", sh).Msg("fingerprint shard unreadable; its outputs are hashed once")
 				data = nil
 			}
-			parsed[i] = parseFingerprints(data)
+			if data != nil {
+				parsed[i] = parseFingerprints(data)
+			}
 			return nil
 		})
 	}
@@ -127,7 +172,7 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 		for p, k := range parsed[i] {
 			f.entries[p] = k
 		}
-		f.loaded[sh] = true
+		f.loaded[sh] = parsed[i] != nil
 	}
 	return nil
 }
@@ -159,7 +204,7 @@ func (f *fingerprints) set(path string, k known) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.entries[path] = k
-	f.dirty[FingerprintsFile(path)] = true
+	f.dirty[FingerprintsFile(path, f.shards)] = true
 }
 
 // vouches reports whether the entry for path names the stored version and
@@ -183,11 +228,20 @@ func (f *fingerprints) encode(paths []string) []byte {
 
 // saveFingerprints writes the changed shards back. The index is advisory:
 // a failure costs hashing later, no more. So the shards are not flushed
-// one by one (a first publication rewrites all 256): a crash that loses
+// one by one (a first publication writes all of them): a crash that loses
 // or tears one costs the same hashing, and an entry vouches only for the
 // exact version it names.
 func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
-	if len(f.dirty) == 0 || cat == nil || l.Err() != nil {
+	if cat == nil || l.Err() != nil {
+		return
+	}
+	if shards := FingerprintShards(len(cat.Outputs)); shards != f.shards {
+		if err := e.relayout(ctx, root, f, shards); err != nil {
+			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not read the fingerprint index to resize it; the next publication hashes the outputs it keeps")
+			return
+		}
+	}
+	if len(f.dirty) == 0 {
 		return
 	}
 	find := cat.Finder()
@@ -198,7 +252,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		if _, managed := find(p); !managed {
 			continue
 		}
-		if sh := FingerprintsFile(p); f.dirty[sh] {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
 			byShard[sh] = append(byShard[sh], p)
 		}
 	}
@@ -215,6 +269,46 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		}
 	}
 	f.dirty = map[string]bool{}
+	if len(f.retired) > 0 {
+		if err := root.Delete(ctx, f.retired...); err != nil {
+			e.Log.Debug().Err(err).Str("root", root.String()).Msg("could not remove the fingerprint shards of the previous layout")
+		}
+		f.retired = nil
+	}
+}
+
+// loaded reports whether shard sh was read (whether or not it existed).
+func loaded(f *fingerprints, sh string) bool {
+	_, ok := f.loaded[sh]
+	return ok
+}
+
+// relayout moves the index to a layout of the given number of shards (the
+// root's catalog grew or shrank past a size): the entries of the shards
+// not read yet are read first, so that none is lost, and every shard of
+// the new layout that holds an entry is written.
+func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerprints, shards int) error {
+	var unread []string
+	for n := range uint32(f.shards) {
+		if sh := shardFile(n, f.shards); !loaded(f, sh) {
+			unread = append(unread, sh)
+		}
+	}
+	if err := e.loadShards(ctx, root, f, unread); err != nil {
+		return err
+	}
+	f.retired = nil
+	for sh, found := range f.loaded {
+		if found {
+			f.retired = append(f.retired, sh)
+		}
+	}
+	f.shards = shards
+	f.loaded, f.dirty = map[string]bool{}, map[string]bool{}
+	for p := range f.entries {
+		f.dirty[FingerprintsFile(p, shards)] = true
+	}
+	return nil
 }
 
 // checkKept finds the outputs a plan would keep in place whose bytes are

@@ -530,7 +530,7 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) 
 		}
 		// One shard of the fingerprint index is rewritten: f042.txt is a
 		// new version.
-		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.FingerprintsFile("data/f042.txt"), engine.IntentPath, "data/f042.txt"})
+		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.FingerprintsFile("data/f042.txt", 1), engine.IntentPath, "data/f042.txt"})
 		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
 		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
 		wantStrings(t, "destination Open", root.Calls("Open"), nil)
@@ -546,7 +546,7 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) 
 		wantStrings(t, "destination Stat", root.Calls("Stat"), nil)
 		wantReads := []string{catalog.FileName, engine.IntentPath, ".distributor/reports/"}
 		for p := range files {
-			if sh := engine.FingerprintsFile(p); !slices.Contains(wantReads, sh) {
+			if sh := engine.FingerprintsFile(p, engine.FingerprintShards(len(files))); !slices.Contains(wantReads, sh) {
 				wantReads = append(wantReads, sh)
 			}
 		}

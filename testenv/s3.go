@@ -6,8 +6,12 @@ import (
 	"encoding/hex"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +144,75 @@ func (s *S3) Backend(t testing.TB, bucket, prefix string) storage.Backend {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Requests records the HTTP requests of a client, one line each: the
+// method, "LIST" for a listing, the key (without bucket), and
+// " if-match"/" if-none-match" for a conditional request.
+type Requests struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Lines returns the requests recorded since the last Reset, in order.
+func (r *Requests) Lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lines)
+}
+
+// Reset forgets the requests recorded so far.
+func (r *Requests) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = nil
+}
+
+func (r *Requests) record(req *http.Request, bucket string) {
+	key := strings.TrimPrefix(strings.TrimPrefix(req.URL.Path, "/"+bucket), "/")
+	q := req.URL.Query()
+	line := req.Method + " " + key
+	switch {
+	case req.Method == http.MethodGet && q.Has("list-type"):
+		line = "LIST " + q.Get("prefix")
+	case req.Method == http.MethodPost && q.Has("delete"):
+		line = "DELETE-BATCH"
+	}
+	if req.Header.Get("If-Match") != "" {
+		line += " if-match"
+	}
+	if req.Header.Get("If-None-Match") != "" {
+		line += " if-none-match"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, line)
+}
+
+// countingClient records every request it sends.
+type countingClient struct {
+	inner  s3.HTTPClient
+	bucket string
+	reqs   *Requests
+}
+
+func (c countingClient) Do(req *http.Request) (*http.Response, error) {
+	c.reqs.record(req, c.bucket)
+	return c.inner.Do(req)
+}
+
+// CountedBackend is Backend through a client of its own that records every
+// HTTP request it sends (retries included): what a publication costs on
+// S3, counted below the SDK.
+func (s *S3) CountedBackend(t testing.TB, bucket, prefix string) (storage.Backend, *Requests) {
+	t.Helper()
+	reqs := &Requests{}
+	client := s3.New(s.Client.Options(), func(o *s3.Options) {
+		o.HTTPClient = countingClient{inner: o.HTTPClient, bucket: bucket, reqs: reqs}
+	})
+	b, err := s3store.NewFromClient(client, bucket, prefix, s3store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, reqs
 }

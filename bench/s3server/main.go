@@ -1,0 +1,67 @@
+// Command s3server serves an in-memory S3 server (gofakes3) on a free
+// loopback port for the bench harness, in a process of its own so that the
+// objects it holds do not count in the harness's memory (a child the
+// harness starts inherits the harness's peak RSS in getrusage). It prints
+// its URL and serves until its stdin closes. Besides S3 it answers
+// POST /_bench/create?bucket=NAME and POST /_bench/drop?bucket=NAME (the
+// bucket with all its objects), which the harness calls between runs.
+package main
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+)
+
+func main() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "s3server:", err)
+		os.Exit(1)
+	}
+	mem := s3mem.New()
+	s3 := gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.URL.Path, "/_bench/") { // not a bucket name: those start with a letter or digit
+				s3.ServeHTTP(w, r)
+				return
+			}
+			admin(mem, w, r)
+		}),
+		// gofakes3 writes headers twice on requests the client abandoned.
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ReadHeaderTimeout: time.Minute,
+	}
+	go func() {
+		_ = srv.Serve(ln)
+	}()
+	fmt.Printf("http://%s\n", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// admin creates or drops the bucket named in the query.
+func admin(mem *s3mem.Backend, w http.ResponseWriter, r *http.Request) {
+	bucket := r.URL.Query().Get("bucket")
+	var err error
+	switch r.URL.Path {
+	case "/_bench/create":
+		err = mem.CreateBucket(bucket)
+	case "/_bench/drop":
+		err = mem.ForceDeleteBucket(bucket)
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -40,8 +41,26 @@ type clusterNode struct {
 const ClusterSize = 3
 
 // NewCluster starts the cluster and waits until JetStream has a meta leader.
+// Ports are picked free and then released, so another process can take one
+// before a node binds it: a node that cannot listen makes the whole cluster
+// start again on fresh ports.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	const attempts = 5
+	var err error
+	for range attempts {
+		var c *Cluster
+		if c, err = tryCluster(t); err == nil {
+			t.Cleanup(c.shutdown)
+			c.waitMetaLeader(t)
+			return c
+		}
+	}
+	t.Fatalf("testenv: cluster did not start in %d attempts: %v", attempts, err)
+	return nil
+}
+
+func tryCluster(t testing.TB) (*Cluster, error) {
 	const name = "distributor-test"
 	// Fixed ports, chosen now: a restarted node must come back on the same
 	// addresses so that routes and clients find it again.
@@ -73,7 +92,6 @@ func NewCluster(t testing.TB) *Cluster {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i]))
 	}
 	c.URLs = strings.Join(urls, ",")
-	t.Cleanup(c.shutdown)
 	// Start all nodes together: each waits for routes to the others.
 	var wg sync.WaitGroup
 	errs := make([]error, ClusterSize)
@@ -82,13 +100,11 @@ func NewCluster(t testing.TB) *Cluster {
 		go func() { defer wg.Done(); errs[i] = c.start(i) }()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
+	if err := errors.Join(errs...); err != nil {
+		c.shutdown()
+		return nil, err
 	}
-	c.waitMetaLeader(t)
-	return c
+	return c, nil
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1.
@@ -118,16 +134,55 @@ func (c *Cluster) start(i int) error {
 	if err != nil {
 		return fmt.Errorf("configure node %d: %w", i, err)
 	}
+	// A node that cannot bind its ports reports it only through its logger
+	// (as a fatal error) and then never turns ready: watch for it.
+	fatal := &fatalLog{}
+	s.SetLogger(fatal, false, false)
 	go s.Start()
-	if !s.ReadyForConnections(clusterReady) {
-		s.Shutdown()
-		return fmt.Errorf("node %d not ready after %s", i, clusterReady)
+	for deadline := time.Now().Add(clusterReady); ; {
+		if s.ReadyForConnections(50 * time.Millisecond) {
+			break
+		}
+		if msg := fatal.message(); msg != "" || time.Now().After(deadline) {
+			s.Shutdown()
+			if msg == "" {
+				msg = "not ready after " + clusterReady.String()
+			}
+			return fmt.Errorf("node %d: %s", i, msg)
+		}
 	}
 	c.mu.Lock()
 	n.srv = s
 	c.mu.Unlock()
 	return nil
 }
+
+// fatalLog is a server logger that keeps the first fatal message and
+// discards the rest.
+type fatalLog struct {
+	mu    sync.Mutex
+	first string
+}
+
+func (l *fatalLog) message() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.first
+}
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.first == "" {
+		l.first = fmt.Sprintf(format, v...)
+	}
+}
+
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
 
 // waitMetaLeader waits until JetStream has a meta leader that every running
 // node is current with and that sees every running node as an online peer
@@ -276,7 +331,15 @@ func (c *Cluster) Restart(i int) {
 	if running {
 		c.t.Fatalf("testenv: node %d is already running", i)
 	}
-	if err := c.start(i); err != nil {
+	// The node's old ports may still be held by a connection in TIME_WAIT
+	// or taken by another process for a while: retry until clusterReady.
+	var err error
+	for deadline := time.Now().Add(clusterReady); ; time.Sleep(100 * time.Millisecond) {
+		if err = c.start(i); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
 		c.t.Fatalf("testenv: restart: %v", err)
 	}
 	c.waitMetaLeader(c.t)

@@ -109,9 +109,13 @@ func TestKVRenewalKeepsLeasePastTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// Renewals come every TTL/3: four of them are more than a TTL.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		e, err := env.kv.Get(ctx, KVKey(root.Key))
+		return err == nil && e.Revision() >= token(t, a)+4
+	}, "four renewals of the lease")
 	if err := a.Err(); err != nil {
-		t.Fatalf("renewed lease: Err() = %v after 3 TTLs", err)
+		t.Fatalf("renewed lease: Err() = %v after 4 renewals", err)
 	}
 	if _, err := env.locker("b", time.Second).Acquire(ctx, root); !errors.Is(err, ErrHeld) {
 		t.Fatalf("b acquired a renewed lease: err = %v", err)

@@ -439,11 +439,10 @@ func TestKVReacquireAfterAnotherHolderFallsBack(t *testing.T) {
 			}
 			defer stop()
 			var again Lease
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				if again, err = l.Acquire(ctx, root); err == nil || !errors.Is(err, ErrHeld) || time.Now().After(deadline) {
-					break
-				}
-			}
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				again, err = l.Acquire(ctx, root)
+				return !errors.Is(err, ErrHeld)
+			}, "the other holder's lease to end")
 			if err != nil {
 				t.Fatal(err)
 			}

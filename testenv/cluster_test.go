@@ -27,9 +27,12 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	js := c.JetStream(t)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	// Retried (creating the same stream again is a no-op): a fresh cluster
+	// on a busy machine may still be settling.
+	testenv.Retry(t, time.Minute, func() error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3})
+		return err
+	}, "creating the R3 stream T")
 	leader := c.WaitStreamLeader(t, "T")
 	sent := 0
 	publish := func(n int) {

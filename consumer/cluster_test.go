@@ -103,19 +103,12 @@ func TestClusterLosesStreamLeader(t *testing.T) {
 		ev := events.BundleReady{ID: events.NewEventID(), PipelineID: p, Bundle: b.loc, ManifestDigest: b.digest}
 		// A producer retries through a fail-over; the event id makes a
 		// retried announce land once.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testenv.Retry(t, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+			defer cancel()
 			_, _, err := e.pub.AnnounceBundle(ctx, ev)
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("announce %s: %v", ev.ID, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err
+		}, "announcing %s", ev.ID)
 		sent = append(sent, ev)
 		sourceOf[ev.ID] = b.id
 	}
@@ -131,10 +124,8 @@ func TestClusterLosesStreamLeader(t *testing.T) {
 	start := time.Now()
 	burst(120)
 	e.waitFor(90*time.Second, func() bool { return outcomes() >= 40 }, "the first outcomes")
-	leader := cl.StreamLeader(subj.BundlesStream())
-	if leader < 0 {
-		t.Fatalf("no node leads %s", subj.BundlesStream())
-	}
+	// A busy cluster may be between two leaders of the stream right now.
+	leader := cl.WaitStreamLeader(t, subj.BundlesStream())
 	before := outcomes()
 	cl.Kill(leader)
 	t.Logf("killed node %d (leader of %s) after %d outcomes, %s", leader, subj.BundlesStream(), before, time.Since(start).Round(time.Millisecond))
@@ -245,17 +236,12 @@ func TestClusterLosesStreamLeader(t *testing.T) {
 // retried.
 func storedResults(t *testing.T, e *env) []events.Result {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := readStoredResults(e)
-		if err == nil {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read the result events: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var out []events.Result
+	testenv.Retry(t, 30*time.Second, func() (err error) {
+		out, err = readStoredResults(e)
+		return err
+	}, "reading the result events")
+	return out
 }
 
 func readStoredResults(e *env) ([]events.Result, error) {

@@ -88,18 +88,17 @@ func newEnvWith(t testing.TB, n natsServer, setup events.SetupConfig, yaml strin
 	e := &env{t: t, ctx: ctx, base: t.TempDir(), roots: map[string]string{}}
 	e.nats = n
 	e.js = e.nats.JetStream(t)
-	// Setup is idempotent: retry it while a freshly started (and busy)
-	// cluster still settles its first leaders.
-	st, err := events.Setup(ctx, e.js, setup)
-	for deadline := time.Now().Add(time.Minute); err != nil && setup.Replicas > 1 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		st, err = events.Setup(ctx, e.js, setup)
+	// Setup is idempotent: on a cluster, retry it while the freshly started
+	// (and busy) cluster still settles its first leaders.
+	retry := time.Duration(0)
+	if setup.Replicas > 1 {
+		retry = time.Minute
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.streams = st
-	e.pub = events.NewPublisher(e.js, st.Subjects)
+	testenv.Retry(t, retry, func() (err error) {
+		e.streams, err = events.Setup(ctx, e.js, setup)
+		return err
+	}, "setting up the streams")
+	e.pub = events.NewPublisher(e.js, e.streams.Subjects)
 	if withS3 {
 		e.s3 = testenv.NewS3(t)
 		e.bucket = e.s3.Bucket(t)
@@ -255,10 +254,13 @@ func (e *env) start(nc nodeConfig) *node {
 			e.t.Fatal(err)
 		}
 	}
-	kv, err := lockJS.KeyValue(e.ctx, e.streams.Subjects.LeaseBucket())
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	// Look-ups and creation are retried: a fresh (and busy) cluster may
+	// still be electing the bucket's or the durable's first leader.
+	var kv jetstream.KeyValue
+	testenv.Retry(e.t, time.Minute, func() (err error) {
+		kv, err = lockJS.KeyValue(e.ctx, e.streams.Subjects.LeaseBucket())
+		return err
+	}, "the lease bucket")
 	var locker lease.Locker = lease.NewKV(lockJS, kv, nc.name, nc.leaseTTL)
 	if nc.wrapLocker != nil {
 		locker = nc.wrapLocker(locker)
@@ -276,9 +278,7 @@ func (e *env) start(nc nodeConfig) *node {
 	n.c = consumer.New(js, e.streams.Subjects, runner, opts)
 	// Create the durable before returning, so that announcements made right
 	// after start are not missed by a consumer that does not exist yet.
-	if _, err := n.c.Durable(e.ctx); err != nil {
-		e.t.Fatal(err)
-	}
+	testenv.Retry(e.t, time.Minute, func() error { _, err := n.c.Durable(e.ctx); return err }, "the durable")
 	ctx, cancel := context.WithCancel(e.ctx)
 	n.cancel = cancel
 	go func() { n.done <- n.c.Run(ctx) }()
@@ -515,29 +515,40 @@ func (e *env) dump() {
 	}
 }
 
-// settled waits until the durable has nothing pending or unacknowledged.
-// A failed look-up is retried until timeout (a cluster may be failing over).
+// settled waits until the durable has acknowledged (or given up on) every
+// bundle-ready event the stream holds now, with nothing pending or
+// unacknowledged. The counts alone are not enough: on a cluster the
+// durable's leader may answer from a replica of the stream that has not yet
+// stored the last events, and then reports nothing pending. A failed
+// look-up is retried until timeout (a cluster may be failing over).
 func (e *env) settled(timeout time.Duration) *jetstream.ConsumerInfo {
 	e.t.Helper()
+	var last uint64
+	testenv.Retry(e.t, timeout, func() error {
+		si, err := e.streams.Bundles.Info(e.ctx)
+		if err == nil {
+			last = si.State.LastSeq
+		}
+		return err
+	}, "the bundles stream's last sequence")
+	var info *jetstream.ConsumerInfo
+	var err error
+	done := func() bool {
+		info, err = e.durableInfo()
+		return err == nil && info.AckFloor.Stream >= last && info.NumPending == 0 && info.NumAckPending == 0
+	}
 	deadline := time.Now().Add(timeout)
-	for {
-		info, err := e.durableInfo()
-		if err != nil {
-			if time.Now().After(deadline) {
+	for !done() {
+		if time.Now().After(deadline) {
+			if err != nil {
 				e.t.Fatal(err)
 			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
-			return info
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("after %s the durable still has %d pending, %d unacknowledged (%d redelivered; delivered %+v, ack floor %+v)",
-				timeout, info.NumPending, info.NumAckPending, info.NumRedelivered, info.Delivered, info.AckFloor)
+			e.t.Fatalf("after %s the durable has acknowledged up to %d of %d, still %d pending, %d unacknowledged (%d redelivered; delivered %+v)",
+				timeout, info.AckFloor.Stream, last, info.NumPending, info.NumAckPending, info.NumRedelivered, info.Delivered)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return info
 }
 
 func (e *env) durableInfo() (*jetstream.ConsumerInfo, error) {

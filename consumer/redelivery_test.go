@@ -16,6 +16,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
@@ -194,7 +195,8 @@ func TestStalledHolderLosesLease(t *testing.T) {
 	opts.ShutdownTimeout = 20 * time.Second
 	var logs testenv.SyncBuffer
 	g := newGate()
-	a := e.start(nodeConfig{name: "a", opts: opts, wrap: g.wrap, leaseTTL: time.Second, splitLock: true, log: zerolog.New(&logs)})
+	kept := &keptLocker{}
+	a := e.start(nodeConfig{name: "a", opts: opts, wrap: g.wrap, leaseTTL: time.Second, splitLock: true, log: zerolog.New(&logs), wrapLocker: kept.wrap})
 	loc, digest := e.bundle("weather.tomorrow", v1)
 	id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest})
 	g.waitEntered(t)
@@ -204,18 +206,16 @@ func TestStalledHolderLosesLease(t *testing.T) {
 	d, _ := e.cfg.Destination("archive")
 	a.lockNC.Close()
 	e.waitFor(10*time.Second, func() bool { return e.leaseKeyGone(d.RootKey()) }, "the stalled holder's lease to expire")
-	time.Sleep(100 * time.Millisecond) // a's own deadline is at most this much later than the server's
+	e.waitFor(10*time.Second, kept.lost, "the stalled holder to count its own lease as lost")
 
 	// a stops fetching (so the retry goes to b) and wakes up.
 	var bCommits atomic.Int32
 	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: time.Second, wrap: func(_ config.Destination, b storage.Backend) storage.Backend {
 		return &hooked{Backend: b, commits: &bCommits}
 	}})
-	stopped := make(chan error, 1)
-	go func() { stopped <- a.stop(t, time.Minute) }()
-	time.Sleep(100 * time.Millisecond)
+	a.cancel() // stop calls it again, a no-op, and waits for Run
 	close(g.open)
-	<-stopped
+	_ = a.stop(t, time.Minute)
 
 	res := e.wait(id, 1, 20*time.Second)
 	r := res[0]
@@ -234,6 +234,38 @@ func TestStalledHolderLosesLease(t *testing.T) {
 		t.Errorf("catalog has %d outputs", len(cat.Outputs))
 	}
 	e.settled(5 * time.Second)
+}
+
+// keptLocker also keeps every lease its locker hands out, for the test.
+type keptLocker struct {
+	lease.Locker
+	mu     sync.Mutex
+	leases []lease.Lease
+}
+
+func (k *keptLocker) wrap(inner lease.Locker) lease.Locker { k.Locker = inner; return k }
+
+func (k *keptLocker) Acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
+	l, err := k.Locker.Acquire(ctx, root)
+	if err == nil {
+		k.mu.Lock()
+		k.leases = append(k.leases, l)
+		k.mu.Unlock()
+	}
+	return l, err
+}
+
+// lost reports whether the locker handed out leases and every one of them
+// reports itself lost or released.
+func (k *keptLocker) lost() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range k.leases {
+		if l.Err() == nil {
+			return false
+		}
+	}
+	return len(k.leases) > 0
 }
 
 // TestRetryReportsRecoveredWrites: a consumer dies after its writes landed
@@ -293,14 +325,24 @@ func TestGracefulShutdown(t *testing.T) {
 	loc, digest := e.bundle("weather.tomorrow", v1)
 	id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest})
 	g.waitEntered(t)
-	go func() { time.Sleep(300 * time.Millisecond); close(g.open) }()
+	// Cancel while the publication is held at its first write, and let it
+	// go on only then: Run must wait for it rather than return at the
+	// cancel (stop cancels again, a no-op, and waits for Run).
+	n.cancel()
+	select {
+	case err := <-n.done:
+		t.Fatalf("Run returned (%v) at the cancel, with a publication in flight", err)
+	default:
+	}
+	close(g.open)
 	if err := n.stop(t, 15*time.Second); err != nil {
 		t.Errorf("Run: %v", err)
 	}
-	if n.stopped < 250*time.Millisecond {
-		t.Errorf("Run returned after %s, before the in-flight publication finished", n.stopped)
+	// The result was published before Run returned: it is in the events
+	// stream already (a publish returns once the stream stored it).
+	if info, err := e.streams.Events.Info(e.ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("events stream when Run returned: %+v, %v; want the one result", info, err)
 	}
-	// The result was published and the message acked before Run returned.
 	res := e.wait(id, 1, 5*time.Second)
 	checkPublished(t, res[0], id, "archive", 2, 0, 0, nil)
 	d, _ := e.cfg.Destination("archive")

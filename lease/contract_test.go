@@ -71,7 +71,7 @@ func TestKVLockerContract(t *testing.T) {
 func TestStorageLockerContract(t *testing.T) {
 	t.Parallel()
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
-		return leasetest.Env{NewLocker: storageLocker, Root: localRoot(t), TTL: 600 * time.Millisecond, TokenLess: lockTokenLess(t)}
+		return leasetest.Env{NewLocker: storageLocker, Root: localRoot(t), TTL: time.Second, TokenLess: lockTokenLess(t)}
 	})
 }
 

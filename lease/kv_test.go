@@ -109,9 +109,13 @@ func TestKVRenewalKeepsLeasePastTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// Renewals come every TTL/3: four of them are more than a TTL.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		e, err := env.kv.Get(ctx, KVKey(root.Key))
+		return err == nil && e.Revision() >= token(t, a)+4
+	}, "four renewals of the lease")
 	if err := a.Err(); err != nil {
-		t.Fatalf("renewed lease: Err() = %v after 3 TTLs", err)
+		t.Fatalf("renewed lease: Err() = %v after 4 renewals", err)
 	}
 	if _, err := env.locker("b", time.Second).Acquire(ctx, root); !errors.Is(err, ErrHeld) {
 		t.Fatalf("b acquired a renewed lease: err = %v", err)
@@ -287,11 +291,14 @@ func TestKVContextEndStopsRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	time.Sleep(1500 * time.Millisecond)
-	if !errors.Is(a.Err(), ErrLost) {
-		t.Fatalf("Err() = %v after ctx ended and the TTL passed, want ErrLost", a.Err())
-	}
-	b, err := env.locker("b", time.Second).Acquire(context.Background(), root)
+	// Without renewals the holder gives the lease up by its own clock and
+	// the server lets the key expire: wait for each, not for a fixed time.
+	testenv.Eventually(t, 10*time.Second, func() bool { return errors.Is(a.Err(), ErrLost) }, "Err() to be ErrLost after ctx ended")
+	var b Lease
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, err = env.locker("b", time.Second).Acquire(context.Background(), root)
+		return !errors.Is(err, ErrHeld)
+	}, "the key to expire once renewal stopped")
 	if err != nil {
 		t.Fatalf("acquire after the first holder's ctx ended: %v", err)
 	}
@@ -313,14 +320,11 @@ func TestKVTTLTooShort(t *testing.T) {
 func TestKVRaceOnReplicatedBucket(t *testing.T) {
 	js := testenv.NewCluster(t).JetStream(t)
 	// Retried: a fresh cluster on a busy machine may still be settling.
-	st, err := events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
-	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
+	var st *events.Streams
+	testenv.Retry(t, time.Minute, func() (err error) {
 		st, err = events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	}, "setting up the R3 streams")
 	env := kvEnv{js: js, kv: st.Leases}
 	ctx := context.Background()
 	root := Root{Key: "file:///srv/reports/"}
@@ -435,11 +439,10 @@ func TestKVReacquireAfterAnotherHolderFallsBack(t *testing.T) {
 			}
 			defer stop()
 			var again Lease
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				if again, err = l.Acquire(ctx, root); err == nil || !errors.Is(err, ErrHeld) || time.Now().After(deadline) {
-					break
-				}
-			}
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				again, err = l.Acquire(ctx, root)
+				return !errors.Is(err, ErrHeld)
+			}, "the other holder's lease to end")
 			if err != nil {
 				t.Fatal(err)
 			}

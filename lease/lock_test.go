@@ -163,16 +163,22 @@ func TestStorageLockOfDeadProcessOnSameHostIsTakenOver(t *testing.T) {
 func TestStorageLockRenewsBeforeExpiry(t *testing.T) {
 	ctx := context.Background()
 	root := localRoot(t)
-	l := lease.NewStorageLocker("a", 300*time.Millisecond)
+	store := &renewStore{Backend: root.Store}
+	root.Store = store
+	// Renewals come every ttl/3 and a holder counts its lease lost 3/4 of a
+	// TTL after the last one: 600 ms leaves a loaded machine 250 ms of slack.
+	const ttl = 600 * time.Millisecond
+	l := lease.NewStorageLocker("a", ttl)
 	la, err := l.Acquire(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// The lock write, then four renewals: more than a TTL has passed.
+	waitWrites(t, store, 5)
 	if err := la.Err(); err != nil {
-		t.Fatalf("renewed lease reports %v after 3 TTLs", err)
+		t.Fatalf("renewed lease reports %v after 4 renewals", err)
 	}
-	other := lease.NewStorageLocker("b", 300*time.Millisecond, lease.WithProcess("elsewhere", 1, func(int) bool { return true }))
+	other := lease.NewStorageLocker("b", ttl, lease.WithProcess("elsewhere", 1, func(int) bool { return true }))
 	if _, err := other.Acquire(ctx, root); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("got %v, want ErrHeld while renewed", err)
 	}

@@ -24,11 +24,14 @@ const clusterReady = 30 * time.Second
 // be killed and restarted (same name, ports and store) to test fail-over.
 // Everything stops when the test ends.
 type Cluster struct {
-	// URLs are the client URLs of every node, comma-separated (nats.Connect form).
+	// URLs are the client URLs of every node, comma-separated (nats.Connect
+	// form), as the cluster started. A node that Restart had to move is
+	// only in ConnURLs.
 	URLs string
 
 	t     testing.TB
 	mu    sync.Mutex
+	urls  string // URLs as they are now
 	nodes []*clusterNode
 }
 
@@ -92,6 +95,7 @@ func tryCluster(t testing.TB) (*Cluster, error) {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i]))
 	}
 	c.URLs = strings.Join(urls, ",")
+	c.urls = c.URLs
 	// Start all nodes together: each waits for routes to the others.
 	var wg sync.WaitGroup
 	errs := make([]error, ClusterSize)
@@ -236,9 +240,10 @@ func (c *Cluster) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.C
 		t.Fatalf("testenv: the cluster has no NATS users (asked for %q)", user)
 	}
 	all := []nats.Option{nats.Name(t.Name()), nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
-	nc, err := nats.Connect(c.URLs, append(all, opts...)...)
+	urls := c.ConnURLs()
+	nc, err := nats.Connect(urls, append(all, opts...)...)
 	if err != nil {
-		t.Fatalf("testenv: connect cluster %s: %v", c.URLs, err)
+		t.Fatalf("testenv: connect cluster %s: %v", urls, err)
 	}
 	t.Cleanup(nc.Close)
 	return nc
@@ -331,18 +336,62 @@ func (c *Cluster) Restart(i int) {
 	if running {
 		c.t.Fatalf("testenv: node %d is already running", i)
 	}
-	// The node's old ports may still be held by a connection in TIME_WAIT
-	// or taken by another process for a while: retry until clusterReady.
-	var err error
-	for deadline := time.Now().Add(clusterReady); ; time.Sleep(100 * time.Millisecond) {
-		if err = c.start(i); err == nil || time.Now().After(deadline) {
-			break
-		}
+	// The node's old ports may still be held for a moment, or for good by a
+	// socket the kernel gave one of them as its ephemeral port (a client
+	// reconnecting to another node): retry a while, then move the node.
+	err := c.startRetrying(i, portWait)
+	if err != nil {
+		c.t.Logf("testenv: node %d cannot start on its ports (%v); moving it to fresh ones", i, err)
+		c.movePorts(i)
+		err = c.startRetrying(i, clusterReady)
 	}
 	if err != nil {
 		c.t.Fatalf("testenv: restart: %v", err)
 	}
 	c.waitMetaLeader(c.t)
+}
+
+// portWait bounds how long Restart retries a node's own ports before it
+// moves the node to fresh ones.
+const portWait = 5 * time.Second
+
+func (c *Cluster) startRetrying(i int, wait time.Duration) error {
+	var err error
+	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		if err = c.start(i); err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// movePorts gives the stopped node i fresh client and route ports. Its name
+// and store keep it the same JetStream peer; the other nodes learn its new
+// route from the node itself, clients its new URL from the servers' gossip,
+// and the other nodes' options are updated for their own restarts.
+func (c *Cluster) movePorts(i int) {
+	ports := freePorts(c.t, 2)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[i]
+	oldRoute := fmt.Sprintf("127.0.0.1:%d", n.opts.Cluster.Port)
+	n.opts.Port, n.opts.Cluster.Port = ports[0], ports[1]
+	urls := make([]string, len(c.nodes))
+	for j, m := range c.nodes {
+		urls[j] = fmt.Sprintf("nats://127.0.0.1:%d", m.opts.Port)
+		for _, r := range m.opts.Routes {
+			if r.Host == oldRoute {
+				r.Host = fmt.Sprintf("127.0.0.1:%d", ports[1])
+			}
+		}
+	}
+	c.urls = strings.Join(urls, ",")
+}
+
+// ConnURLs returns the client URLs of every node as they are now.
+func (c *Cluster) ConnURLs() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.urls
 }
 
 // Running reports whether node i is up.

@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // TestNodeOnTakenPortFailsFast: a node whose client port another process
@@ -34,4 +36,37 @@ func TestNodeOnTakenPortFailsFast(t *testing.T) {
 	if c.Running(0) {
 		t.Fatal("node reported running after a failed start")
 	}
+}
+
+// TestRestartOnTakenPort: a killed node whose client port another socket
+// took meanwhile (as a reconnecting client's ephemeral port can) comes back
+// on fresh ports as the same JetStream peer, and new connections find it.
+func TestRestartOnTakenPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := NewCluster(t)
+	old := c.nodes[0].opts.Port
+	c.Kill(0)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(old)))
+	if err != nil {
+		t.Skipf("the killed node's port %d was taken before the test could hold it: %v", old, err)
+	}
+	defer l.Close()
+	c.Restart(0)
+	if !c.Running(0) {
+		t.Fatal("node 0 not running after Restart")
+	}
+	if port := c.nodes[0].opts.Port; port == old {
+		t.Fatalf("node 0 restarted on its held port %d", old)
+	}
+	if !strings.Contains(c.ConnURLs(), c.nodes[0].srv.ClientURL()) {
+		t.Fatalf("ConnURLs %q lacks node 0's new URL %s", c.ConnURLs(), c.nodes[0].srv.ClientURL())
+	}
+	// Only node 0 answers on the moved URL: a connection there works.
+	nc, err := nats.Connect(c.nodes[0].srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
 }

@@ -27,9 +27,12 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	js := c.JetStream(t)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	// Retried (creating the same stream again is a no-op): a fresh cluster
+	// on a busy machine may still be settling.
+	testenv.Retry(t, time.Minute, func() error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3})
+		return err
+	}, "creating the R3 stream T")
 	leader := c.WaitStreamLeader(t, "T")
 	sent := 0
 	publish := func(n int) {
@@ -38,18 +41,12 @@ func TestCluster(t *testing.T) {
 			sent++
 			// A publish during fail-over may fail: retry it; the message
 			// id stores a retry of a publish that did land only once.
-			for {
+			testenv.Retry(t, time.Minute, func() error {
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
 				_, err := js.Publish(pctx, "t.a", []byte("x"), jetstream.WithMsgID(strconv.Itoa(sent)))
-				cancel()
-				if err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("publish: %v", err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return err
+			}, "publishing message %d", sent)
 		}
 	}
 	publish(5)
@@ -71,26 +68,20 @@ func TestCluster(t *testing.T) {
 	// The restarted node catches up: every node is current and the stream
 	// has a leader and two current followers again, with every message.
 	c.WaitStreamCurrent(t, "T")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, func() bool {
 		info, err := js.Stream(ctx, "T")
-		if err == nil {
-			si := info.CachedInfo()
-			current := 0
-			for _, r := range si.Cluster.Replicas {
-				if r.Current && !r.Offline {
-					current++
-				}
-			}
-			if si.State.Msgs == 10 && si.Cluster.Leader != "" && current == testenv.ClusterSize-1 {
-				break
+		if err != nil {
+			return false
+		}
+		si := info.CachedInfo()
+		current := 0
+		for _, r := range si.Cluster.Replicas {
+			if r.Current && !r.Offline {
+				current++
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream T did not recover 3 current replicas with 10 messages: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return si.State.Msgs == 10 && si.Cluster.Leader != "" && current == testenv.ClusterSize-1
+	}, "stream T to recover 3 current replicas with 10 messages")
 	// A plain client on the URL list works too.
 	nc, err := nats.Connect(c.URLs)
 	if err != nil {

@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/testenv"
@@ -207,18 +210,22 @@ func TestServeOnCluster(t *testing.T) {
 	cl := testenv.NewCluster(t)
 	ctx := context.Background()
 	js := cl.JetStream(t)
-	// The first placement of R3 streams on a fresh cluster can outlast
-	// serve's 5 s API timeout on a busy machine: place them first,
-	// retrying (serve then finds them as configured).
-	_, err := events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
-	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		_, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
-	}
+	// The first placement of R3 streams and of the R3 durable on a fresh
+	// cluster can outlast serve's 5 s API timeout on a busy machine: place
+	// them first, retrying, as serve configures them (serve then finds
+	// them as configured).
+	var st *events.Streams
+	testenv.Retry(t, time.Minute, func() (err error) {
+		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+		return err
+	}, "placing the R3 streams")
+	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
+	cfg, err := config.Load(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
+	durable := consumer.New(js, st.Subjects, nil, consumerOptions(cfg, 1, zerolog.Nop()))
+	testenv.Retry(t, time.Minute, func() error { _, err := durable.Durable(ctx); return err }, "placing the R3 durable")
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1)

@@ -21,6 +21,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/storagetest"
+	"github.com/distributor/distributor/testenv"
 )
 
 func newBackend(t testing.TB) *Backend {
@@ -406,8 +407,19 @@ func settledLarge(t *testing.T) (*Backend, []byte) {
 	b.settle = 50 * time.Millisecond
 	data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
 	must(t, os.WriteFile(filepath.Join(b.root, catalog.FileName), data, 0o644))
-	time.Sleep(2 * b.settle)
+	waitSettled(t, b, catalog.FileName)
 	return b, data
+}
+
+// waitSettled waits until p's mtime and ctime are older than the backend's
+// settle time.
+func waitSettled(t *testing.T, b *Backend, p string) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		fi, err := os.Stat(filepath.Join(b.root, p))
+		must(t, err)
+		return settledBefore(fi, time.Now().Add(-b.settle))
+	}, "%s to settle", p)
 }
 
 // TestSettledLargeFileCASByStat: a large file unchanged for a while is
@@ -422,6 +434,9 @@ func TestSettledLargeFileCASByStat(t *testing.T) {
 		t.Fatalf("ReadVersion = %d bytes, version %q; want %d bytes and a stat version", len(got), v, len(data))
 	}
 	next := append([]byte("x"), data...)
+	// "Just written" must hold however slowly a loaded machine runs the
+	// next lines: the file is unsettled for a minute from now on.
+	b.settle = time.Minute
 	nv, err := b.WriteIfVersion(t.Context(), catalog.FileName, next, v)
 	must(t, err)
 	if nv != Version(next) {
@@ -457,7 +472,7 @@ func TestStatVersionSeesEveryChange(t *testing.T) {
 			if err := b.DeleteIfVersion(t.Context(), catalog.FileName, v); !errors.Is(err, storage.ErrConflict) {
 				t.Fatalf("DeleteIfVersion after the change: %v, want ErrConflict", err)
 			}
-			time.Sleep(2 * b.settle)
+			waitSettled(t, b, catalog.FileName)
 			_, cur, err := b.ReadVersion(t.Context(), catalog.FileName)
 			must(t, err)
 			if cur == v || !strings.HasPrefix(string(cur), "stat:") {

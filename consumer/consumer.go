@@ -533,7 +533,7 @@ func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored
 }
 
 func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	return engine.ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
+	return engine.ResultEvent(o.dest, o.result, o.err, engine.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

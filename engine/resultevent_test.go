@@ -73,7 +73,7 @@ func TestResultEventSuperseded(t *testing.T) {
 	won := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
 	err := &SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
 	ev := events.BundleReady{ID: "ev1", PipelineID: "p"}
-	r := ResultEvent(ev, "d", Result{Plan: planner.Plan{Superseded: &won}}, err, 1, false)
+	r := ResultEvent("d", Result{Plan: planner.Plan{Superseded: &won}}, err, Delivery{Event: ev, Attempt: 1})
 	if r.Type != events.TypeSuperseded || r.Reason != "" || r.Original != nil ||
 		r.Source == nil || *r.Source != (events.SourceRef{ID: "w", Digest: lost.Digest}) ||
 		r.SupersededBy == nil || *r.SupersededBy != (events.SourceRef{ID: "w", Digest: won.Digest}) ||

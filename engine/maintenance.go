@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +45,18 @@ func maintenanceState(ctx context.Context, root storage.Backend) (state, error) 
 	return st, nil
 }
 
+// startMaintenance is how prune and reconcile-state begin: roll an
+// interrupted run forward (a dry run changes nothing, so it plans against
+// the root as it is), then read the catalog to plan against.
+func (e *Engine) startMaintenance(ctx context.Context, root storage.Backend, l lease.Lease, dryRun bool) (state, error) {
+	if !dryRun {
+		if _, err := e.Recover(ctx, root, l); err != nil {
+			return state{}, err
+		}
+	}
+	return maintenanceState(ctx, root)
+}
+
 // PruneOptions say what Prune removes and whether it only plans.
 type PruneOptions struct {
 	// Cutoff: outputs last updated before it go.
@@ -60,12 +72,7 @@ type PruneOptions struct {
 func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, opts PruneOptions) (MaintenanceResult, error) {
 	cutoff, maxDeletes, dryRun := opts.Cutoff, opts.MaxDeletes, opts.DryRun
 	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	if !dryRun {
-		if _, err := e.Recover(ctx, root, l); err != nil {
-			return res, err
-		}
-	}
-	st, err := maintenanceState(ctx, root)
+	st, err := e.startMaintenance(ctx, root, l, dryRun)
 	if err != nil {
 		return res, err
 	}
@@ -83,15 +90,8 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	}
 	// The same intent as a publication's: a kill after some deletes leaves
 	// records whose bytes are gone, and recovery drops exactly those.
-	data, err := encodeIntent(intentDoc{Deletes: paths})
-	if err != nil {
+	if err := putIntent(ctx, root, l, intentDoc{Deletes: paths}); err != nil {
 		return res, err
-	}
-	if err := l.Err(); err != nil {
-		return res, err
-	}
-	if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
-		return res, fmt.Errorf("write intent in %s: %w", root, err)
 	}
 	if err := l.Err(); err != nil {
 		return res, err
@@ -108,9 +108,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
 		return res, err
 	}
-	if err := root.Delete(ctx, IntentPath); err != nil {
-		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
-	}
+	e.dropIntent(ctx, root)
 	return res, nil
 }
 
@@ -131,20 +129,16 @@ type ReconcileOptions struct {
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {
 	refresh, maxDeletes, dryRun := opts.Refresh, opts.MaxDeletes, opts.DryRun
 	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	var err error
-	if dryRun {
-		res.Leftovers, err = e.Leftovers(ctx, root)
-	} else {
-		if _, err := e.Recover(ctx, root, l); err != nil {
-			return res, err
-		}
-		// The whole root's, whatever the selection: they belong to no record.
-		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
-	}
+	st, err := e.startMaintenance(ctx, root, l, dryRun)
 	if err != nil {
 		return res, err
 	}
-	st, err := maintenanceState(ctx, root)
+	// The whole root's, whatever the selection: they belong to no record.
+	if dryRun {
+		res.Leftovers, err = e.Leftovers(ctx, root)
+	} else {
+		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -290,10 +284,10 @@ func hashAndSize(ctx context.Context, root storage.Backend, path string) (string
 		return "", 0, err
 	}
 	defer r.Close()
-	h := newHash()
+	h := sha256.New()
 	n, err := io.Copy(h, r)
 	if err != nil {
 		return "", 0, err
 	}
-	return h.digest(), n, nil
+	return catalog.Digest(h.Sum(nil)), n, nil
 }

@@ -67,7 +67,7 @@ type Engine struct {
 	Workers int
 	// LeftoverAge is how long a temp file or unfinished upload must be
 	// untouched before it is removed as an interrupted write's leftover
-	// (default DefaultLeftoverAge; see leftovers.go).
+	// (default DefaultLeftoverAge; see Leftovers in the package doc).
 	LeftoverAge time.Duration
 	Log         zerolog.Logger
 }
@@ -230,7 +230,7 @@ type planned struct {
 	st     state
 	stored map[string]planner.Stored
 	// fps is the part of the root's fingerprint index this publication
-	// loaded (fingerprints.go).
+	// loaded (see Fingerprints in the package doc).
 	fps *fingerprints
 }
 
@@ -508,7 +508,8 @@ func writeError(root storage.Backend, it planner.Item, err error) error {
 	return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
 }
 
-// Recover rolls an interrupted publication's intent forward (see intent.go).
+// Recover rolls an interrupted publication's intent forward (see Crash
+// consistency in the package doc).
 // It reports whether there was anything to recover.
 func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Lease) (bool, error) {
 	r, err := e.recover(ctx, root, l, true)

@@ -70,18 +70,17 @@ type PruneOptions struct {
 // Prune deletes the outputs owned by owner whose updated_at is before
 // opts.Cutoff (bytes, then records).
 func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, opts PruneOptions) (MaintenanceResult, error) {
-	cutoff, maxDeletes, dryRun := opts.Cutoff, opts.MaxDeletes, opts.DryRun
-	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	st, err := e.startMaintenance(ctx, root, l, dryRun)
+	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
+	st, err := e.startMaintenance(ctx, root, l, opts.DryRun)
 	if err != nil {
 		return res, err
 	}
-	p, err := planner.Prune(st.cat, owner, cutoff, e.now(), maxDeletes)
+	p, err := planner.Prune(st.cat, owner, opts.Cutoff, e.now(), opts.MaxDeletes)
 	res.Plan = p
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", root, err)
 	}
-	if dryRun || !p.Changed {
+	if opts.DryRun || !p.Changed {
 		return res, nil
 	}
 	paths := make([]string, len(p.Removed))
@@ -127,14 +126,13 @@ type ReconcileOptions struct {
 // size mismatches (see ReconcileOptions.Refresh). It never adopts unmanaged
 // files.
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {
-	refresh, maxDeletes, dryRun := opts.Refresh, opts.MaxDeletes, opts.DryRun
-	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	st, err := e.startMaintenance(ctx, root, l, dryRun)
+	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
+	st, err := e.startMaintenance(ctx, root, l, opts.DryRun)
 	if err != nil {
 		return res, err
 	}
 	// The whole root's, whatever the selection: they belong to no record.
-	if dryRun {
+	if opts.DryRun {
 		res.Leftovers, err = e.Leftovers(ctx, root)
 	} else {
 		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
@@ -147,13 +145,13 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 		return res, err
 	}
 	now := e.now()
-	p, err := planner.Reconcile(st.cat, sel, stored, now, maxDeletes)
+	p, err := planner.Reconcile(st.cat, sel, stored, now, opts.MaxDeletes)
 	res.Plan = p
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", root, err)
 	}
 	next, changed := p.Next, p.Changed
-	if refresh && len(p.SizeMismatches) > 0 {
+	if opts.Refresh && len(p.SizeMismatches) > 0 {
 		index := next.Index()
 		progress.Start(ctx, "re-hashing", int64(len(p.SizeMismatches)), -1)
 		for _, path := range p.SizeMismatches {
@@ -176,7 +174,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 		n.UpdatedAt = now
 		next, changed = &n, true
 	}
-	if dryRun || !changed {
+	if opts.DryRun || !changed {
 		return res, nil
 	}
 	return res, e.commit(ctx, root, l, next, st.version)

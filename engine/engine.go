@@ -466,7 +466,8 @@ func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []str
 // writeOne writes one output on the condition that its path still holds
 // what the plan saw: nothing (a new path), or the stored version s. A
 // holder that lost its lease mid-write then cannot land on a newer
-// holder's work (fingerprints.go covers what conditions cannot).
+// holder's work (the fingerprint index covers what conditions cannot: see
+// Fingerprints in the package doc).
 func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte, s planner.Stored, exists bool) (storage.ObjectInfo, error) {
 	r, done, err := source(ctx, pub, it, data)
 	if err != nil {

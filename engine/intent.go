@@ -141,14 +141,9 @@ func landed(ctx context.Context, root storage.Backend, rec catalog.Output) (bool
 	if info.SHA256 != "" {
 		return info.SHA256 == rec.SHA256, nil
 	}
-	sum, err := hashObject(ctx, root, rec.Path)
+	sum, _, err := hashAndSize(ctx, root, rec.Path)
 	if err != nil {
 		return false, err
 	}
 	return sum == rec.SHA256, nil
-}
-
-func hashObject(ctx context.Context, root storage.Backend, path string) (string, error) {
-	sum, _, err := hashAndSize(ctx, root, path)
-	return sum, err
 }

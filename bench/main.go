@@ -11,6 +11,13 @@
 // only after all timed runs, because on ext4 the file creations right after
 // a large rm -rf cost several times more. Before each timed run the source
 // is read once (rclone drops what it reads from the page cache).
+//
+// The S3 cases have distributor and rclone publish into one local S3
+// server that every tool shares (gofakes3, memory backend, in a process of
+// its own on a loopback port: bench/s3server). Every timed run gets a
+// bucket created before the timed runs; first publishes drop theirs right
+// after the run (the server holds objects in memory, and dropping costs
+// nothing the next run would pay).
 package main
 
 import (

@@ -1,12 +1,5 @@
 package main
 
-// S3 cases: distributor and rclone publish into one local S3 server that
-// every tool shares (gofakes3, memory backend, in a process of its own on
-// a loopback port: bench/s3server).
-// Every timed run gets a bucket created before the timed runs; first
-// publishes drop theirs right after the run (the server holds objects in
-// memory, and dropping costs nothing the next run would pay).
-
 import (
 	"bufio"
 	"context"

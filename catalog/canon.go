@@ -9,13 +9,6 @@ import (
 	"unsafe"
 )
 
-// A catalog of a million records is half a gigabyte, and a publication
-// mostly changes a few of them. Records written exactly as Marshal writes
-// them (canonical) are read by a template scan, and a catalog read with
-// ParseOwned remembers where each one's bytes are: Marshal copies the bytes
-// of every record that still holds the values read, instead of validating
-// and encoding it again.
-
 // origin is where the records of a catalog read by ParseOwned came from.
 type origin struct {
 	data  []byte

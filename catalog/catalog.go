@@ -1,6 +1,15 @@
 // Package catalog is the v4 current-state catalog (.distributor.json) that
 // lives beside the outputs in every destination root: its types, a strict
 // reader and a deterministic writer. The rules are in docs/catalog.md.
+//
+// # Large catalogs
+//
+// A catalog of a million records is half a gigabyte, and a publication
+// mostly changes a few of them. Records written exactly as Marshal writes
+// them (canonical) are read by a template scan, and a catalog read with
+// ParseOwned remembers where each one's bytes are: Marshal copies the bytes
+// of every record that still holds the values read, instead of validating
+// and encoding it again.
 package catalog
 
 import (

@@ -27,7 +27,8 @@ func mustTime(t testing.TB, s string) time.Time {
 	return v.UTC()
 }
 
-// seedExample is the roadmap's example document, built in Go.
+// seedExample is the reference example document (testenv.SeedExample),
+// built in Go.
 func seedExample(t testing.TB) *catalog.Catalog {
 	return &catalog.Catalog{
 		DistributorVersion: "dev",

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/distributor/distributor/internal/suggest"
 )
 
 // legacyKeys are the pre-workflow policy keys; a destination using any of
@@ -271,7 +273,7 @@ func (d *decoder) unknown(k *yaml.Node, l loc, keys []key) {
 			l.prefix, k.Value)})
 		return
 	}
-	d.fail(k, "unknown key %q %s%s", k.Value, l.where(), suggest(k.Value, keys))
+	d.fail(k, "unknown key %q %s%s", k.Value, l.where(), didYouMean(k.Value, keys))
 }
 
 // list decodes a sequence into slice v; a null node is an empty list. The
@@ -363,40 +365,19 @@ func (o opts) hintText() string {
 	return " (" + o.hint + ")"
 }
 
-// suggest names the known key closest to an unknown one, when one is close
+// didYouMean names the known key closest to an unknown one, when one is close
 // enough to be a typo: `: did you mean "workflow"?`.
-func suggest(unknown string, keys []key) string {
-	best, bestDist := "", 2+len(unknown)/5 // one edit, and one more per 5 letters
-	for _, k := range keys {
-		if dist := editDistance(unknown, k.name); dist < bestDist {
-			best, bestDist = k.name, dist
-		}
+func didYouMean(unknown string, keys []key) string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.name
 	}
+	// One edit, and one more per 5 letters.
+	best := suggest.Closest(unknown, names, 1+len(unknown)/5)
 	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf(": did you mean %q?", best)
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // scalarField returns the scalar value of key in mapping n, or "".

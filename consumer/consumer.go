@@ -10,9 +10,10 @@
 // only an operator can change (an undecodable event, an unknown pipeline, a
 // missing bundle, a digest mismatch, an invalid catalog, a collision, a
 // refused plan, a destination root that is gone or not writable) get
-// exactly one result event and are terminated, never retried. A bundle older than the version of
-// its source a destination already holds is reported `superseded` there and
-// acked: newest wins, whatever the arrival order. The last allowed delivery
+// exactly one result event and are terminated, never retried. A bundle
+// older than the version of its source a destination already holds is
+// reported `superseded` there and acked: newest wins, whatever the arrival
+// order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
 // A redelivery runs only the destinations that have no result event yet;
 // work abandoned at shutdown and results that could not be published are
@@ -533,7 +534,7 @@ func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored
 }
 
 func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	return engine.ResultEvent(ev, o.dest, o.result, o.err, attempt, o.transient && last)
+	return engine.ResultEvent(o.dest, o.result, o.err, engine.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

@@ -3,7 +3,6 @@ package consumer_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -608,7 +607,7 @@ func files(t testing.TB, b storage.Backend) map[string]string {
 		if _, err := io.Copy(h, rc); err != nil {
 			return err
 		}
-		out[o.Path] = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		out[o.Path] = catalog.Digest(h.Sum(nil))
 		return nil
 	})
 	if err != nil {
@@ -628,7 +627,7 @@ func localRoot(t testing.TB, dir string) storage.Backend {
 
 func digestOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return catalog.Digest(sum[:])
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -80,16 +80,17 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		}
 		results = append(results, r)
 	}
-	add(pub, engine.ResultEvent(ev("e-pub"), "site", published, nil, 1, false))
-	add(pub, engine.ResultEvent(admin, "site", published, nil, 2, false))
-	add(pub, engine.ResultEvent(ev("e-empty"), "site", engine.Result{}, nil, 1, false))
-	add(small, engine.ResultEvent(ev("e-many"), "site", many, nil, 1, false))
-	add(pub, engine.ResultEvent(ev("e-old"), "site", engine.Result{},
-		&engine.SupersededError{Root: "/srv/site", Owner: catalog.Owner{PipelineID: "weather.daily", DestinationID: "site"}, Source: src, By: newer}, 1, false))
+	add(pub, engine.ResultEvent("site", published, nil, engine.Delivery{Event: ev("e-pub"), Attempt: 1}))
+	add(pub, engine.ResultEvent("site", published, nil, engine.Delivery{Event: admin, Attempt: 2}))
+	add(pub, engine.ResultEvent("site", engine.Result{}, nil, engine.Delivery{Event: ev("e-empty"), Attempt: 1}))
+	add(small, engine.ResultEvent("site", many, nil, engine.Delivery{Event: ev("e-many"), Attempt: 1}))
+	add(pub, engine.ResultEvent("site", engine.Result{},
+		&engine.SupersededError{Root: "/srv/site", Owner: catalog.Owner{PipelineID: "weather.daily", DestinationID: "site"}, Source: src, By: newer},
+		engine.Delivery{Event: ev("e-old"), Attempt: 1}))
 	collided := engine.Result{Plan: planner.Plan{Collisions: []string{"report.md"}, Items: []planner.Item{
 		{Path: "report.md", Action: planner.Collision, Record: rec("report.md", 12, "")}}}}
-	add(pub, engine.ResultEvent(ev("e-col"), "site", collided, fmt.Errorf("%w in /srv/site: 1 planned path(s) blocked", engine.ErrCollision), 1, false))
-	add(small, engine.ResultEvent(ev("e-col-many"), "site", manyCollisions, fmt.Errorf("%w in /srv/site: 200 planned path(s) blocked", engine.ErrCollision), 1, false))
+	add(pub, engine.ResultEvent("site", collided, fmt.Errorf("%w in /srv/site: 1 planned path(s) blocked", engine.ErrCollision), engine.Delivery{Event: ev("e-col"), Attempt: 1}))
+	add(small, engine.ResultEvent("site", manyCollisions, fmt.Errorf("%w in /srv/site: 200 planned path(s) blocked", engine.ErrCollision), engine.Delivery{Event: ev("e-col-many"), Attempt: 1}))
 
 	// One failure per reason, with the error that leads to it.
 	failures := []struct {
@@ -114,7 +115,7 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		{errors.New("boom"), "site", false, events.ReasonInternal},
 	}
 	for i, f := range failures {
-		r := engine.ResultEvent(ev("e-fail-"+strconv.Itoa(i)), f.dest, published, f.err, 5, f.exhausted)
+		r := engine.ResultEvent(f.dest, published, f.err, engine.Delivery{Event: ev("e-fail-" + strconv.Itoa(i)), Attempt: 5, Exhausted: f.exhausted})
 		if r.Reason != f.reason {
 			t.Fatalf("%v: reason %q, want %q", f.err, r.Reason, f.reason)
 		}

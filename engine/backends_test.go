@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -417,7 +416,7 @@ func (h *harness) mustPublish(now time.Time, pipeline, dest, sourceID string, fi
 
 func digestOf(data []byte) string {
 	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return catalog.Digest(sum[:])
 }
 
 // readCatalog reads and parses the root's catalog; nil when absent.

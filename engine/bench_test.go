@@ -3,8 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 // benchPublication makes a bundle of n files of size bytes and the
@@ -22,20 +21,13 @@ func benchPublication(b *testing.B, n, size int) engine.Publication {
 	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
+	files := make(map[string]string, n)
 	data := make([]byte, size)
 	for i := range n {
 		data[0] = byte(i)
-		p := filepath.Join(dir, fmt.Sprintf("dir%02d", i%20), fmt.Sprintf("file%05d.bin", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
+		files[fmt.Sprintf("dir%02d/file%05d.bin", i%20, i)] = string(data)
 	}
-	if _, _, err := bundle.Create(ctx, dir, "bench.source", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
-		b.Fatal(err)
-	}
+	testenv.WriteBundle(b, dir, "bench.source", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), files)
 	store, err := local.New(dir)
 	if err != nil {
 		b.Fatal(err)

@@ -57,7 +57,7 @@
 // on a newer holder's work: new paths are written only if still absent and
 // replaced ones only if they still hold the version the plan listed
 // (storage.PutOptions IfAbsent / IfMatch). What conditions cannot stop is
-// found by the fingerprint index (fingerprints.go) and rewritten by the
+// found by the fingerprint index (Fingerprints below) and rewritten by the
 // next publication.
 //
 // # Pending reports
@@ -72,4 +72,57 @@
 // publication in between (say a second destination of the same event in
 // the same root) neither claims nor loses them. Reports that no attempt
 // ever claims are removed after 30 days (reportMaxAge).
+//
+// # Fingerprints: bytes the catalog does not describe
+//
+// A holder that lost its lease while one of its writes was in flight (a
+// process paused past its lease, a hung request) can still land that write
+// after a newer holder committed. Conditional writes stop most of them (a
+// new path is written only if still absent, a replaced one only if it is
+// still the version the plan saw), but not all: on a local disk the check
+// and the rename are two steps, and a path the newer holder left unchanged
+// still matches the stale writer's condition. Such bytes differ from their
+// catalog record while size and name look right.
+//
+// The fingerprint index (.distributor/fingerprints/) is how the next holder
+// notices without rehashing the root, like git's index: for each path it
+// records the fingerprint of the stored version (local: inode, size, mtime;
+// S3: ETag) together with the sha256 of the bytes that version holds, as
+// known to the holder that wrote or hashed it. Any replacement of the object
+// changes its fingerprint. Before planning, every output the plan would
+// leave in place is checked: its listed fingerprint and the catalog's
+// sha256 must match an entry; otherwise its bytes are hashed once (or its
+// recorded sha256 metadata read, on S3), and bytes that differ from the
+// catalog are rewritten by this publication instead of called unchanged.
+//
+// Entries are facts about versions, not about the catalog, so the index
+// needs no compare-and-swap: an entry is trusted only when the version it
+// names is still the stored one. A missing or unreadable shard costs one
+// hash per output the next publication keeps, nothing else.
+//
+// The index is split into shards by a hash of the path, so that a
+// publication reads and rewrites only the shards of the paths it checks or
+// writes: adding ten outputs to a root of a million touches at most ten
+// small files, not an index the size of the catalog. The number of shards
+// follows the root (FingerprintShards: about 1024 entries each, 1 to 256),
+// because a republish of most outputs touches every shard, and on S3 each
+// is a request: a root of 1000 outputs keeps one shard, not 256.
+//
+// # Leftovers
+//
+// A process killed inside a write leaves what the backend was writing: a
+// temp file beside the target (local) or an unfinished multipart upload
+// (S3). Readers never see them, but they hold space forever. Finding them
+// costs a walk of the whole local root (S3: a listing of uploads), which a
+// publication must not pay every time, so they are removed
+//   - by recovery, when it found an intent: a run was interrupted, and every
+//     output write happens under an intent (only the small temp files of an
+//     intent, catalog or fingerprint write killed outside one wait for the
+//     next such recovery or for reconcile-state);
+//   - by reconcile-state, always; verify reports them.
+//
+// Only leftovers untouched for LeftoverAge go: the lease excludes other
+// publications, but a stale holder or a direct-mode run beside serve may
+// still be writing, and its temp file keeps a recent time. The age is
+// measured with the real clock, as storage stamps them.
 package engine

@@ -67,7 +67,7 @@ type Engine struct {
 	Workers int
 	// LeftoverAge is how long a temp file or unfinished upload must be
 	// untouched before it is removed as an interrupted write's leftover
-	// (default DefaultLeftoverAge; see leftovers.go).
+	// (default DefaultLeftoverAge; see Leftovers in the package doc).
 	LeftoverAge time.Duration
 	Log         zerolog.Logger
 }
@@ -230,7 +230,7 @@ type planned struct {
 	st     state
 	stored map[string]planner.Stored
 	// fps is the part of the root's fingerprint index this publication
-	// loaded (fingerprints.go).
+	// loaded (see Fingerprints in the package doc).
 	fps *fingerprints
 }
 
@@ -466,7 +466,8 @@ func (e *Engine) verifyCopies(ctx context.Context, b *bundle.Bundle, paths []str
 // writeOne writes one output on the condition that its path still holds
 // what the plan saw: nothing (a new path), or the stored version s. A
 // holder that lost its lease mid-write then cannot land on a newer
-// holder's work (fingerprints.go covers what conditions cannot).
+// holder's work (the fingerprint index covers what conditions cannot: see
+// Fingerprints in the package doc).
 func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publication, it planner.Item, data []byte, s planner.Stored, exists bool) (storage.ObjectInfo, error) {
 	r, done, err := source(ctx, pub, it, data)
 	if err != nil {
@@ -508,7 +509,8 @@ func writeError(root storage.Backend, it planner.Item, err error) error {
 	return fmt.Errorf("write %s in %s: %w", it.Path, root, err)
 }
 
-// Recover rolls an interrupted publication's intent forward (see intent.go).
+// Recover rolls an interrupted publication's intent forward (see Crash
+// consistency in the package doc).
 // It reports whether there was anything to recover.
 func (e *Engine) Recover(ctx context.Context, root storage.Backend, l lease.Lease) (bool, error) {
 	r, err := e.recover(ctx, root, l, true)

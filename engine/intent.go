@@ -3,14 +3,12 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -41,6 +39,31 @@ type intentWire struct {
 	Writes        json.RawMessage `json:"writes,omitempty"`
 	Deletes       []string        `json:"deletes"`
 	Reported      []string        `json:"reported,omitempty"`
+}
+
+// putIntent records doc as the root's intent, while the lease holds: from
+// here on a crash is rolled forward by the next run. Publications and prune
+// write it through here.
+func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc) error {
+	data, err := encodeIntent(doc)
+	if err != nil {
+		return err
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("write intent in %s: %w", root, err)
+	}
+	return nil
+}
+
+// dropIntent removes the intent of a run that committed. One left behind
+// is harmless: the next run finds its work done and removes it.
+func (e *Engine) dropIntent(ctx context.Context, root storage.Backend) {
+	if err := root.Delete(ctx, IntentPath); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
+	}
 }
 
 // The intent reuses the catalog's own record codec: it marshals a one-off
@@ -118,21 +141,9 @@ func landed(ctx context.Context, root storage.Backend, rec catalog.Output) (bool
 	if info.SHA256 != "" {
 		return info.SHA256 == rec.SHA256, nil
 	}
-	sum, err := hashObject(ctx, root, rec.Path)
+	sum, _, err := hashAndSize(ctx, root, rec.Path)
 	if err != nil {
 		return false, err
 	}
 	return sum == rec.SHA256, nil
 }
-
-func hashObject(ctx context.Context, root storage.Backend, path string) (string, error) {
-	sum, _, err := hashAndSize(ctx, root, path)
-	return sum, err
-}
-
-// digestHash is a sha256 that renders as "sha256:<hex>".
-type digestHash struct{ hash.Hash }
-
-func newHash() digestHash { return digestHash{sha256.New()} }
-
-func (h digestHash) digest() string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }

@@ -1,23 +1,5 @@
 package engine
 
-// Leftovers
-//
-// A process killed inside a write leaves what the backend was writing: a
-// temp file beside the target (local) or an unfinished multipart upload
-// (S3). Readers never see them, but they hold space forever. Finding them
-// costs a walk of the whole local root (S3: a listing of uploads), which a
-// publication must not pay every time, so they are removed
-//   - by recovery, when it found an intent: a run was interrupted, and every
-//     output write happens under an intent (only the small temp files of an
-//     intent, catalog or fingerprint write killed outside one wait for the
-//     next such recovery or for reconcile-state);
-//   - by reconcile-state, always; verify reports them.
-//
-// Only leftovers untouched for LeftoverAge go: the lease excludes other
-// publications, but a stale holder or a direct-mode run beside serve may
-// still be writing, and its temp file keeps a recent time. The age is
-// measured with the real clock, as storage stamps them.
-
 import (
 	"context"
 	"fmt"

@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +45,18 @@ func maintenanceState(ctx context.Context, root storage.Backend) (state, error) 
 	return st, nil
 }
 
+// startMaintenance is how prune and reconcile-state begin: roll an
+// interrupted run forward (a dry run changes nothing, so it plans against
+// the root as it is), then read the catalog to plan against.
+func (e *Engine) startMaintenance(ctx context.Context, root storage.Backend, l lease.Lease, dryRun bool) (state, error) {
+	if !dryRun {
+		if _, err := e.Recover(ctx, root, l); err != nil {
+			return state{}, err
+		}
+	}
+	return maintenanceState(ctx, root)
+}
+
 // PruneOptions say what Prune removes and whether it only plans.
 type PruneOptions struct {
 	// Cutoff: outputs last updated before it go.
@@ -58,23 +70,17 @@ type PruneOptions struct {
 // Prune deletes the outputs owned by owner whose updated_at is before
 // opts.Cutoff (bytes, then records).
 func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, opts PruneOptions) (MaintenanceResult, error) {
-	cutoff, maxDeletes, dryRun := opts.Cutoff, opts.MaxDeletes, opts.DryRun
-	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	if !dryRun {
-		if _, err := e.Recover(ctx, root, l); err != nil {
-			return res, err
-		}
-	}
-	st, err := maintenanceState(ctx, root)
+	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
+	st, err := e.startMaintenance(ctx, root, l, opts.DryRun)
 	if err != nil {
 		return res, err
 	}
-	p, err := planner.Prune(st.cat, owner, cutoff, e.now(), maxDeletes)
+	p, err := planner.Prune(st.cat, owner, opts.Cutoff, e.now(), opts.MaxDeletes)
 	res.Plan = p
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", root, err)
 	}
-	if dryRun || !p.Changed {
+	if opts.DryRun || !p.Changed {
 		return res, nil
 	}
 	paths := make([]string, len(p.Removed))
@@ -83,15 +89,8 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	}
 	// The same intent as a publication's: a kill after some deletes leaves
 	// records whose bytes are gone, and recovery drops exactly those.
-	data, err := encodeIntent(intentDoc{Deletes: paths})
-	if err != nil {
+	if err := putIntent(ctx, root, l, intentDoc{Deletes: paths}); err != nil {
 		return res, err
-	}
-	if err := l.Err(); err != nil {
-		return res, err
-	}
-	if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
-		return res, fmt.Errorf("write intent in %s: %w", root, err)
 	}
 	if err := l.Err(); err != nil {
 		return res, err
@@ -108,9 +107,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
 		return res, err
 	}
-	if err := root.Delete(ctx, IntentPath); err != nil {
-		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
-	}
+	e.dropIntent(ctx, root)
 	return res, nil
 }
 
@@ -129,22 +126,17 @@ type ReconcileOptions struct {
 // size mismatches (see ReconcileOptions.Refresh). It never adopts unmanaged
 // files.
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {
-	refresh, maxDeletes, dryRun := opts.Refresh, opts.MaxDeletes, opts.DryRun
-	res := MaintenanceResult{Root: root.String(), DryRun: dryRun}
-	var err error
-	if dryRun {
-		res.Leftovers, err = e.Leftovers(ctx, root)
-	} else {
-		if _, err := e.Recover(ctx, root, l); err != nil {
-			return res, err
-		}
-		// The whole root's, whatever the selection: they belong to no record.
-		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
-	}
+	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
+	st, err := e.startMaintenance(ctx, root, l, opts.DryRun)
 	if err != nil {
 		return res, err
 	}
-	st, err := maintenanceState(ctx, root)
+	// The whole root's, whatever the selection: they belong to no record.
+	if opts.DryRun {
+		res.Leftovers, err = e.Leftovers(ctx, root)
+	} else {
+		res.Leftovers, err = e.CleanLeftovers(ctx, root, l)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -153,13 +145,13 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 		return res, err
 	}
 	now := e.now()
-	p, err := planner.Reconcile(st.cat, sel, stored, now, maxDeletes)
+	p, err := planner.Reconcile(st.cat, sel, stored, now, opts.MaxDeletes)
 	res.Plan = p
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", root, err)
 	}
 	next, changed := p.Next, p.Changed
-	if refresh && len(p.SizeMismatches) > 0 {
+	if opts.Refresh && len(p.SizeMismatches) > 0 {
 		index := next.Index()
 		progress.Start(ctx, "re-hashing", int64(len(p.SizeMismatches)), -1)
 		for _, path := range p.SizeMismatches {
@@ -182,7 +174,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 		n.UpdatedAt = now
 		next, changed = &n, true
 	}
-	if dryRun || !changed {
+	if opts.DryRun || !changed {
 		return res, nil
 	}
 	return res, e.commit(ctx, root, l, next, st.version)
@@ -290,10 +282,10 @@ func hashAndSize(ctx context.Context, root storage.Backend, path string) (string
 		return "", 0, err
 	}
 	defer r.Close()
-	h := newHash()
+	h := sha256.New()
 	n, err := io.Copy(h, r)
 	if err != nil {
 		return "", 0, err
 	}
-	return h.digest(), n, nil
+	return catalog.Digest(h.Sum(nil)), n, nil
 }

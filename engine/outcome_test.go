@@ -95,7 +95,7 @@ func TestClassify(t *testing.T) {
 			}
 			ev := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: "e1", PipelineID: "weather.daily",
 				Bundle: "/b", ManifestDigest: src.Digest}
-			r := engine.ResultEvent(ev, "d", engine.Result{}, tc.err, 2, false)
+			r := engine.ResultEvent("d", engine.Result{}, tc.err, engine.Delivery{Event: ev, Attempt: 2})
 			if r.Type != tc.typ || r.Reason != tc.reason || r.Attempts != 2 || r.BundleEventID != "e1" || r.DestinationID != "d" {
 				t.Fatalf("event %s/%s attempts %d, want %s/%s", r.Type, r.Reason, r.Attempts, tc.typ, tc.reason)
 			}
@@ -110,7 +110,7 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("original %v for a %s event", r.Original, r.Type)
 			}
 			// Only a retried failure runs out of deliveries.
-			if last := engine.ResultEvent(ev, "d", engine.Result{}, tc.err, 5, tc.retry); tc.retry &&
+			if last := engine.ResultEvent("d", engine.Result{}, tc.err, engine.Delivery{Event: ev, Attempt: 5, Exhausted: tc.retry}); tc.retry &&
 				(last.Reason != events.ReasonMaxDeliveries || engine.ResultExitCode(last) != 1) {
 				t.Fatalf("last delivery: %s/%s, want failed/max_deliveries", last.Type, last.Reason)
 			}

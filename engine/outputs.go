@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strings"
@@ -70,7 +69,7 @@ func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bun
 			sum := sha256.Sum256(html)
 			outs = append(outs, Output{Content: html, Desired: planner.Desired{
 				Path: p, From: f.Path, Kind: catalog.KindGenerated, Transform: transform.MarkdownToHTML,
-				SHA256: "sha256:" + hex.EncodeToString(sum[:]), Size: int64(len(html)), URL: outputURL(d.Links, p),
+				SHA256: catalog.Digest(sum[:]), Size: int64(len(html)), URL: outputURL(d.Links, p),
 			}})
 			break // the first matching transform wins
 		}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +49,8 @@ func (r *publication) run(ctx context.Context) error {
 	}
 	r.res.Recovered = rec.found
 	// Paths earlier attempts of this same publication changed (see
-	// report.go): whichever attempt finishes reports them.
+	// Pending reports in the package doc): whichever attempt finishes
+	// reports them.
 	pending, err := readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
 	if err != nil {
 		return err
@@ -216,18 +216,8 @@ func (r *publication) writeIntent(ctx context.Context) error {
 	for _, it := range r.writes {
 		records = append(records, it.Record)
 	}
-	data, err := encodeIntent(intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
+	return putIntent(ctx, r.root, r.l, intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
 		Writes: records, Deletes: r.deletes, Reported: r.carried})
-	if err != nil {
-		return err
-	}
-	if err := r.l.Err(); err != nil {
-		return err
-	}
-	if _, err := r.root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
-		return fmt.Errorf("write intent in %s: %w", r.root, err)
-	}
-	return nil
 }
 
 // makeRoom deletes the managed outputs in the way of a write; the intent
@@ -292,9 +282,7 @@ func (r *publication) finish(ctx context.Context) error {
 		return err
 	}
 	if len(r.writes)+len(r.deletes) > 0 {
-		if err := r.root.Delete(ctx, IntentPath); err != nil {
-			r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msg("could not remove the intent; the next run removes it")
-		}
+		r.e.dropIntent(ctx, r.root)
 	}
 	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
 	return nil

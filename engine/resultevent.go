@@ -15,23 +15,40 @@ func RequestFor(ev events.BundleReady) Request {
 		AllowOlder: ev.AllowOlder}
 }
 
-// Event is the bundle-ready event equivalent to r, for the result events
-// of a run nobody announced (apply): digest is the opened bundle's.
-func (r Request) Event(digest string) events.BundleReady {
-	return events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: r.BundleEventID,
-		PipelineID: r.PipelineID, Bundle: r.Bundle, ManifestDigest: digest, Destinations: r.Destinations,
-		TakeOwnership: r.TakeOwnership, AllowOlder: r.AllowOlder}
+// Delivery is what a result event answers: the bundle-ready event and
+// which delivery of it the run was. `serve` counts JetStream's deliveries;
+// a run nobody announced has one (Request.Direct).
+type Delivery struct {
+	// Event is the bundle-ready event; collision and failed results carry
+	// it as their original, for replay.
+	Event events.BundleReady
+	// Attempt numbers the delivery, from 1.
+	Attempt int
+	// Exhausted marks a transient failure on the last allowed delivery:
+	// final, with reason max_deliveries.
+	Exhausted bool
 }
 
-// ResultEvent is the result event of one destination of ev, typed by
-// Classify: published, superseded (the destination holds a newer version
-// of the source; with both identities), collision (with the paths and the
-// original event, for replay) or failed (with its reason code; exhausted
-// marks a transient failure on the last allowed delivery: reason
-// max_deliveries). `serve` and `apply` report through it.
-func ResultEvent(ev events.BundleReady, dest string, res Result, err error, attempt int, exhausted bool) events.Result {
+// Direct is the one delivery of a run nobody announced (apply): the
+// bundle-ready event equivalent to r, digest the opened bundle's, so that
+// its failures can be replayed through serve like any other.
+func (r Request) Direct(digest string) Delivery {
+	return Delivery{Attempt: 1, Event: events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady,
+		ID: r.BundleEventID, PipelineID: r.PipelineID, Bundle: r.Bundle, ManifestDigest: digest, Destinations: r.Destinations,
+		TakeOwnership: r.TakeOwnership, AllowOlder: r.AllowOlder}}
+}
+
+// ResultEvent is the result event of one destination of a delivery, typed
+// by Classify: published, superseded (the destination holds a newer
+// version of the source; with both identities), collision (with the paths
+// and the original event, for replay) or failed (with its reason code, or
+// max_deliveries when the delivery is exhausted). `serve` and `apply`
+// report through it; `prune` and `reconcile-state` through
+// MaintenanceEvent.
+func ResultEvent(dest string, res Result, err error, d Delivery) events.Result {
 	o := Classify(err)
-	r := events.Result{Type: o.Type, BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: attempt}
+	ev := d.Event
+	r := events.Result{Type: o.Type, BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: d.Attempt}
 	if err != nil {
 		r.Message = err.Error()
 	}
@@ -51,7 +68,7 @@ func ResultEvent(ev events.BundleReady, dest string, res Result, err error, atte
 		r.Original = &orig
 	case events.TypeFailed:
 		r.Reason = o.Reason
-		if exhausted {
+		if d.Exhausted {
 			r.Reason = events.ReasonMaxDeliveries
 		}
 		orig := ev

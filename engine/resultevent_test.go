@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"errors"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +76,7 @@ func TestResultEventSuperseded(t *testing.T) {
 	won := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
 	err := &SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
 	ev := events.BundleReady{ID: "ev1", PipelineID: "p"}
-	r := ResultEvent(ev, "d", Result{Plan: planner.Plan{Superseded: &won}}, err, 1, false)
+	r := ResultEvent("d", Result{Plan: planner.Plan{Superseded: &won}}, err, Delivery{Event: ev, Attempt: 1})
 	if r.Type != events.TypeSuperseded || r.Reason != "" || r.Original != nil ||
 		r.Source == nil || *r.Source != (events.SourceRef{ID: "w", Digest: lost.Digest}) ||
 		r.SupersededBy == nil || *r.SupersededBy != (events.SourceRef{ID: "w", Digest: won.Digest}) ||
@@ -83,5 +86,24 @@ func TestResultEventSuperseded(t *testing.T) {
 	r.SchemaVersion, r.ID, r.Time = events.SchemaVersion, "ev1.d.superseded", time.Now()
 	if err := r.Validate(); err != nil {
 		t.Fatalf("superseded event does not validate: %v", err)
+	}
+}
+
+// A run nobody announced (apply) reports like a first delivery of the
+// equivalent bundle-ready event: a failure carries that event, with the
+// opened bundle's digest, so that it can be replayed through serve.
+func TestResultEventOfDirectRun(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("c", 64)
+	req := Request{PipelineID: "p", Bundle: "/b", Destinations: []string{"d"}, BundleEventID: "apply.1", TakeOwnership: true}
+	d := req.Direct(digest)
+	if d.Attempt != 1 || d.Exhausted {
+		t.Fatalf("delivery %+v, want the first and not exhausted", d)
+	}
+	r := ResultEvent("d", Result{}, errors.New("boom"), d)
+	want := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: "apply.1",
+		PipelineID: "p", Bundle: "/b", ManifestDigest: digest, Destinations: []string{"d"}, TakeOwnership: true}
+	if r.Type != events.TypeFailed || r.BundleEventID != "apply.1" || r.PipelineID != "p" || r.Attempts != 1 ||
+		r.Original == nil || !reflect.DeepEqual(*r.Original, want) {
+		t.Fatalf("result %+v, original %+v; want failed, attempt 1, original %+v", r, r.Original, want)
 	}
 }

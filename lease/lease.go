@@ -1,7 +1,3 @@
-// Package lease serialises work on one destination root. A publication or a
-// maintenance command holds a lease on the root for its whole run. Two
-// implementations share one interface: a JetStream KV lease (serve) and a
-// lock object inside the root (direct mode: apply, prune, ...).
 package lease
 
 import (

@@ -1,6 +1,3 @@
-// Package planner decides what a publication does to one destination root.
-// It is pure: desired outputs + catalog + storage facts + workflow + time in,
-// a plan and the next catalog out. No I/O, no clock.
 package planner
 
 import (

@@ -1,6 +1,3 @@
-// Package storage is the one small interface every destination backend
-// (local folder, S3 prefix) satisfies. Paths are root-relative and
-// '/'-separated; backends confine them to the root.
 package storage
 
 import (

@@ -118,7 +118,7 @@ func (a *app) applyCommand() *cobra.Command {
 			publish := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
 				res, err := s.runner.Publish(ctx, req, b, d)
 				if s.publisher != nil {
-					s.report(ctx, a, engine.ResultEvent(req.Event(b.Digest), d.ID, res, err, 1, false))
+					s.report(ctx, a, engine.ResultEvent(d.ID, res, err, req.Direct(b.Digest)))
 				}
 				if errors.Is(err, engine.ErrSuperseded) {
 					err = fmt.Errorf("%w; use --allow-older to roll back", err)

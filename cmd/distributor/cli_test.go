@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -217,7 +216,7 @@ func (e *cliEnv) applyJSON(p string, b testBundle, extra ...string) []resultJSON
 
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return catalog.Digest(sum[:])
 }
 
 // catalogOf parses root's .distributor.json strictly (it must be a valid v4

@@ -90,12 +90,17 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	}
 }
 
-// underLease runs fn on d's root under its lease, drawing progress
-// meanwhile: the frame of every maintenance command.
-func (s *directSession) underLease(ctx context.Context, a *app, d config.Destination, fn func(context.Context, storage.Backend, lease.Lease) error) error {
+// maintain runs a maintenance step (prune, reconcile-state) on d's root
+// under its lease, drawing progress under d's name.
+func (s *directSession) maintain(ctx context.Context, a *app, d config.Destination,
+	step func(context.Context, storage.Backend, lease.Lease) (engine.MaintenanceResult, error)) (engine.MaintenanceResult, error) {
 	pctx, done := a.withProgress(ctx, d.ID)
 	defer done()
-	return s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
-		return fn(pctx, root, l)
+	var res engine.MaintenanceResult
+	err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
+		var err error
+		res, err = step(pctx, root, l)
+		return err
 	})
+	return res, err
 }

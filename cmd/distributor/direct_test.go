@@ -152,23 +152,8 @@ func applyTimed(t *testing.T, e *natsEnv, a *app, out, errb *testenv.SyncBuffer)
 // never answers) is not dialled: apply publishes at once with the lock
 // object. Before, apply waited 5 s for the INFO handshake and failed.
 func TestDirectIgnoresTCPListener(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			defer c.Close() // held open, silent, until the listener closes
-		}
-	}()
-	e := writeNATSConfig(t, "  listen: "+l.Addr().String()+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
+	addr, accepted := silentListener(t)
+	e := writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
 	var out, errb testenv.SyncBuffer
 	took := applyTimed(t, e, newApp(&out, &errb), &out, &errb)
 	if took > 3*time.Second { // the bug was a 5 s hang; a loaded CI machine may be slow
@@ -298,4 +283,28 @@ func TestDirectUsesAdvertisedServe(t *testing.T) {
 	if _, err := os.Stat(adPath); !os.IsNotExist(err) {
 		t.Errorf("advertisement after serve stopped: %v, want none", err)
 	}
+}
+
+// silentListener is a TCP listener on a loopback port that accepts
+// connections, counts them and never answers: something on nats.listen that
+// is no NATS server. It closes with the test.
+func silentListener(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := new(atomic.Int32)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			defer c.Close() // held open, silent, until the listener closes
+		}
+	}()
+	return l.Addr().String(), accepted
 }

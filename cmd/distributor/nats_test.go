@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -746,23 +745,8 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 		}
 	})
 	t.Run("a silent listener on nats.listen", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		var accepted atomic.Int32
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				accepted.Add(1)
-				c.Close()
-			}
-		}()
-		check(t, writeNATSConfig(t, "  listen: "+l.Addr().String()+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n"))
+		addr, accepted := silentListener(t)
+		check(t, writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n"))
 		if n := accepted.Load(); n != 0 {
 			t.Errorf("%d connection(s) to the listener on nats.listen, want 0", n)
 		}

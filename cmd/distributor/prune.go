@@ -62,11 +62,8 @@ func (a *app) prune(ctx context.Context, o pruneOptions) error {
 	defer s.close()
 	owner := catalog.Owner{PipelineID: o.pipeline, DestinationID: o.dest}
 	cutoff := a.clock().UTC().Truncate(time.Second).Add(-age)
-	var res engine.MaintenanceResult
-	err = s.underLease(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
-		var err error
-		res, err = s.runner.Engine.Prune(ctx, root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
-		return err
+	res, err := s.maintain(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) (engine.MaintenanceResult, error) {
+		return s.runner.Engine.Prune(ctx, root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
 	})
 	if o.asJSON {
 		if jerr := a.printPruneJSON(d, o, age, cutoff, res, err); jerr != nil {

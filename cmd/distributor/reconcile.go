@@ -59,11 +59,8 @@ func (a *app) reconcile(ctx context.Context, o reconcileOptions) error {
 	var first error
 	reports := []reconcileJSON{}
 	for _, d := range dests {
-		var res engine.MaintenanceResult
-		err := s.underLease(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
-			var err error
-			res, err = s.runner.Engine.Reconcile(ctx, root, l, sel, engine.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
-			return err
+		res, err := s.maintain(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) (engine.MaintenanceResult, error) {
+			return s.runner.Engine.Reconcile(ctx, root, l, sel, engine.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
 		})
 		if o.asJSON {
 			reports = append(reports, a.toReconcileJSON(d, res, err))

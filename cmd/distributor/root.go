@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/internal/suggest"
 )
 
 // app holds what every subcommand shares: flags, output streams, logger.
@@ -206,39 +208,16 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 		return err
 	}
 	name, _, _ = strings.Cut(name, "=")
-	best, bestDist := "", 3 // at most two edits, like cobra's SuggestionsMinimumDistance
-	visit := func(f *pflag.Flag) {
-		if d := editDistance(name, f.Name); d < bestDist || (d == bestDist && f.Name < best) {
-			best, bestDist = f.Name, d
-		}
-	}
+	var names []string
+	visit := func(f *pflag.Flag) { names = append(names, f.Name) }
 	cmd.LocalFlags().VisitAll(visit)
 	cmd.InheritedFlags().VisitAll(visit)
+	sort.Strings(names)                     // equally near: the first in order
+	best := suggest.Closest(name, names, 2) // at most two edits, like cobra's SuggestionsMinimumDistance
 	if best == "" {
 		return err
 	}
 	return fmt.Errorf("%w (did you mean --%s?)", err, best)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 func requireFlag(name, value string) error {

@@ -65,7 +65,7 @@ const (
 // Backend is a destination root (or bundle location) on a local folder.
 type Backend struct {
 	root string      // absolute
-	r    *os.Root    // opened once: os.Root is safe for concurrent use
+	r    *os.Root    // opened once (safe for concurrent use): reopening it per operation cost two system calls an object
 	held fs.FileInfo // the folder r holds (device and inode), for CheckRoot
 	// rootFD is the root folder, opened once through r: stages start there.
 	rootFD int
@@ -182,12 +182,6 @@ func (b *Backend) CheckRoot(ctx context.Context) (err error) {
 // String returns the absolute root path.
 func (b *Backend) String() string { return b.root }
 
-// openRoot returns the root handle. It is opened once in New (one
-// descriptor per root for the backend's life; the stores package shares
-// backends per root): reopening it per operation cost two system calls on
-// every object.
-func (b *Backend) openRoot() (*os.Root, error) { return b.r, nil }
-
 // checkPath validates p and refuses it when any existing component of it is
 // a symlink.
 func (b *Backend) checkPath(r *os.Root, p string) error {
@@ -219,10 +213,7 @@ func (b *Backend) checkPath(r *os.Root, p string) error {
 
 // open validates p and opens the root for an operation on it.
 func (b *Backend) open(p string) (*os.Root, error) {
-	r, err := b.openRoot()
-	if err != nil {
-		return nil, err
-	}
+	r := b.r
 	if err := b.checkPath(r, p); err != nil {
 		return nil, err
 	}
@@ -381,10 +372,7 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 			return fmt.Errorf("delete in %s: %w", b.root, err)
 		}
 	}
-	r, err := b.openRoot()
-	if err != nil {
-		return err
-	}
+	r := b.r
 	dirty := map[string]bool{}
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
@@ -444,10 +432,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		dir = prefix[:i]
 	}
-	r, err := b.openRoot()
-	if err != nil {
-		return err
-	}
+	r := b.r
 	if prefix != "" {
 		check := strings.TrimSuffix(prefix, "/")
 		if err := catalog.ValidatePath(check); err != nil {
@@ -543,7 +528,8 @@ func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn f
 
 // Version returns the compare-and-swap version of content: "sha256:<hex>".
 func Version(data []byte) storage.Version {
-	return storage.Version(fmt.Sprintf("sha256:%x", sha256.Sum256(data)))
+	sum := sha256.Sum256(data)
+	return storage.Version(catalog.Digest(sum[:]))
 }
 
 // statVersionMin is the size from which a file settled on disk is versioned

@@ -405,7 +405,8 @@ func testCancelledDuringPut(t *testing.T, b storage.Backend) {
 // testMetadata: a backend either keeps PutOptions.SHA256 or reports none.
 func testMetadata(t *testing.T, b storage.Backend) {
 	data := []byte("with metadata")
-	sum := fmt.Sprintf("sha256:%x", sha256.Sum256(data))
+	h := sha256.Sum256(data)
+	sum := catalog.Digest(h[:])
 	_, err := b.Put(t.Context(), "m.txt", bytes.NewReader(data), int64(len(data)),
 		storage.PutOptions{SHA256: sum, ContentType: "text/plain"})
 	if err != nil {

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,6 +160,9 @@ func child(dir, mode, mark string) int {
 		fmt.Println("held")
 		select {}
 	}
+	if mode == "take" {
+		return takeOnce(ctx, root)
+	}
 	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for g := range contendGoroutines {
@@ -176,6 +181,29 @@ func child(dir, mode, mark string) int {
 }
 
 const contendGoroutines, contendRounds = 3, 40
+
+// takeOnce has contendGoroutines goroutines try the lock once each, prints
+// how many got it, and keeps what it holds until stdin closes (a holder
+// that exits would be taken over as dead).
+func takeOnce(ctx context.Context, root lease.Root) int {
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for g := range contendGoroutines {
+		wg.Go(func() {
+			_, err := lease.NewStorageLocker(fmt.Sprintf("p%d.g%d", os.Getpid(), g), time.Minute).Acquire(ctx, root)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, lease.ErrHeld):
+				fmt.Fprintln(os.Stderr, err)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println(wins.Load())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
 
 func contend(ctx context.Context, root lease.Root, name, mark string) error {
 	l := lease.NewStorageLocker(name, time.Minute)
@@ -234,6 +262,68 @@ func TestStorageLockExcludesAcrossProcesses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, lease.LockPath)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("lock object after every holder released: %v, want gone", err)
+	}
+}
+
+// A torn lock raced for by two processes of several goroutines each: one
+// of them all takes it over.
+func TestStorageLockLeftUnreadableIsTakenOverByOneOfTwoProcesses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 5 {
+		_, v, err := b.ReadVersion(ctx, lease.LockPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.WriteIfVersion(ctx, lease.LockPath, []byte(`{"holder":"crashed","ex`), v); err != nil {
+			t.Fatal(err)
+		}
+		// Both start before either is heard from, so that they race.
+		type proc struct {
+			cmd *exec.Cmd
+			in  io.WriteCloser
+			out *bufio.Reader
+		}
+		var procs []proc
+		for range 2 {
+			cmd := childCmd(t, dir, "take", "")
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { in.Close(); _ = cmd.Process.Kill() })
+			procs = append(procs, proc{cmd, in, bufio.NewReader(out)})
+		}
+		total := 0
+		for _, p := range procs {
+			line, err := p.out.ReadString('\n')
+			n, cerr := strconv.Atoi(strings.TrimSpace(line))
+			if err != nil || cerr != nil {
+				t.Fatalf("round %d: child said %q: %v", round, line, err)
+			}
+			total += n
+		}
+		if total != 1 {
+			t.Fatalf("round %d: %d of 2 processes × %d goroutines took the torn lock over, want exactly 1", round, total, contendGoroutines)
+		}
+		for i, p := range procs {
+			p.in.Close()
+			if err := p.cmd.Wait(); err != nil {
+				t.Fatalf("round %d, process %d: %v", round, i, err)
+			}
+		}
+		// The winner exited holding the lock: the next round tears it again.
 	}
 }
 

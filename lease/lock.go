@@ -33,7 +33,10 @@ type lockRecord struct {
 // with a conditional write, carrying holder and expiry, renewed while held.
 // A lock whose expiry passed, or whose holder process on this same host is
 // gone, is taken over with a compare-and-swap on its version, so a crashed
-// run never leaves a root stuck.
+// run never leaves a root stuck. The lock object is written without a
+// flush where the backend allows it (storage.Unsynced): a crash of the
+// machine, which ends every holder, may lose it or leave it torn, and an
+// unreadable lock is taken over at once (one contender wins the swap).
 type StorageLocker struct {
 	holder string
 	ttl    time.Duration
@@ -76,7 +79,7 @@ func (l *StorageLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 	rec.Acquired = l.now().UTC()
 	rec.Expires = rec.Acquired.Add(l.ttl)
 	data, _ := json.Marshal(rec)
-	v, err := root.Store.WriteIfVersion(ctx, LockPath, data, "")
+	v, err := writeLock(ctx, root.Store, data, "")
 	if errors.Is(err, storage.ErrConflict) {
 		v, rec, err = l.takeOver(ctx, root, rec)
 	}
@@ -96,29 +99,52 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 	}
 	if v == "" { // released between our write and read: try once more
 		data, _ := json.Marshal(rec)
-		nv, err := root.Store.WriteIfVersion(ctx, LockPath, data, "")
+		nv, err := writeLock(ctx, root.Store, data, "")
 		if errors.Is(err, storage.ErrConflict) {
 			return "", rec, fmt.Errorf("%w: %s (lock changed while acquiring)", ErrHeld, root.Key)
 		}
 		return nv, rec, err
 	}
 	var cur lockRecord
-	if err := json.Unmarshal(data, &cur); err != nil {
-		// An unreadable lock has no expiry to honour: refuse, with the fix.
-		return "", rec, fmt.Errorf("%w: lock object %s in %s is unreadable; remove it if no run is active", ErrHeld, LockPath, root.Store)
+	if err := json.Unmarshal(data, &cur); err == nil {
+		now := l.now()
+		dead := cur.Host == l.host && cur.PID > 0 && !l.alive(cur.PID)
+		if now.Before(cur.Expires) && !dead {
+			return "", rec, fmt.Errorf("%w: %s is locked by %s (pid %d on %s) until %s", ErrHeld, root.Store, cur.Holder, cur.PID, cur.Host, cur.Expires.Format(time.RFC3339))
+		}
+		rec.Generation = cur.Generation + 1
 	}
-	now := l.now()
-	dead := cur.Host == l.host && cur.PID > 0 && !l.alive(cur.PID)
-	if now.Before(cur.Expires) && !dead {
-		return "", rec, fmt.Errorf("%w: %s is locked by %s (pid %d on %s) until %s", ErrHeld, root.Store, cur.Holder, cur.PID, cur.Host, cur.Expires.Format(time.RFC3339))
-	}
-	rec.Generation = cur.Generation + 1
+	// Otherwise the lock is unreadable. Every version of it is written
+	// whole (temp file + rename, or an atomic object write), so a torn
+	// one is what a crash of the machine left of an unsynced write: its
+	// holder died with the machine. Its generation is lost; Acquired
+	// (later than the dead holder's) still orders the tokens.
 	nd, _ := json.Marshal(rec)
-	nv, err := root.Store.WriteIfVersion(ctx, LockPath, nd, v)
+	nv, err := writeLock(ctx, root.Store, nd, v)
 	if errors.Is(err, storage.ErrConflict) {
 		return "", rec, fmt.Errorf("%w: %s (another run took the expired lock first)", ErrHeld, root.Store)
 	}
 	return nv, rec, err
+}
+
+// writeLock writes the lock object with a compare-and-swap, without a
+// flush where the backend allows it (storage.Unsynced): a lock need not
+// survive a crash of the machine, which ends its holder too. Losing it
+// then frees the root; an older or torn version is taken over (takeOver).
+func writeLock(ctx context.Context, st storage.Backend, data []byte, want storage.Version) (storage.Version, error) {
+	if u, ok := st.(storage.Unsynced); ok {
+		return u.WriteIfVersionNoSync(ctx, LockPath, data, want)
+	}
+	return st.WriteIfVersion(ctx, LockPath, data, want)
+}
+
+// deleteLock removes the lock object if it is still version want, without
+// a flush where the backend allows it.
+func deleteLock(ctx context.Context, st storage.Backend, want storage.Version) error {
+	if u, ok := st.(storage.Unsynced); ok {
+		return u.DeleteIfVersionNoSync(ctx, LockPath, want)
+	}
+	return st.DeleteIfVersion(ctx, LockPath, want)
 }
 
 type storageLease struct {
@@ -184,7 +210,7 @@ func (s *storageLease) renew(ctx context.Context) {
 		// Bounded: a hung backend must not hold renewal (or Release) beyond
 		// the next tick; Err reports the loss once the expiry nears.
 		wctx, cancel := context.WithTimeout(ctx, s.locker.ttl/3)
-		nv, err := s.root.Store.WriteIfVersion(wctx, LockPath, data, v)
+		nv, err := writeLock(wctx, s.root.Store, data, v)
 		if errors.Is(err, storage.ErrConflict) {
 			// A renewal that timed out may still have landed: then the
 			// lock is ours with a newer version, not taken over.
@@ -235,7 +261,7 @@ func (s *storageLease) Release(ctx context.Context) error {
 	if lost != nil {
 		return nil
 	}
-	err := s.root.Store.DeleteIfVersion(ctx, LockPath, v)
+	err := deleteLock(ctx, s.root.Store, v)
 	if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotExist) {
 		return nil // someone took it over after it expired: not ours to delete
 	}

@@ -80,6 +80,18 @@ func Sync(ctx context.Context, b Backend) error {
 	return nil
 }
 
+// Unsynced is implemented by backends that can compare-and-swap an object
+// without making the change durable (local: no fsync), for objects that
+// need not survive a crash, such as the direct-mode lock. After a crash of
+// the machine such an object may be missing, an older version, or
+// unreadable (torn); before one, readers see whole versions only, as with
+// WriteIfVersion. The conditions are those of WriteIfVersion and
+// DeleteIfVersion.
+type Unsynced interface {
+	WriteIfVersionNoSync(ctx context.Context, path string, data []byte, want Version) (Version, error)
+	DeleteIfVersionNoSync(ctx context.Context, path string, want Version) error
+}
+
 // Stager is implemented by backends that can write objects no reader sees
 // until they are committed (local: unnamed files). A publication stages
 // every output, hashing the bundle's bytes as they pass, and names them

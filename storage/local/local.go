@@ -85,13 +85,21 @@ type Backend struct {
 	// are staged under temp names.
 	unnamed    atomic.Int64
 	maxUnnamed int64
-	bufs       sync.Pool // *[]byte copy buffers of bigBuf bytes
-	smallBufs  sync.Pool // *[]byte copy buffers of smallBuf bytes
+	// fresh holds the folders (root-relative) made since the last Sync
+	// whose entry in their parent may not be durable yet: a durable write
+	// below one flushes its parent too (fresh.go).
+	fresh sync.Map
+	// onSync, when set, is told of every fsync: kind "file" or "folder",
+	// and the folder (tests).
+	onSync    func(kind, dir string)
+	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
+	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
 }
 
 var (
 	_ storage.Backend     = (*Backend)(nil)
 	_ storage.RootChecker = (*Backend)(nil)
+	_ storage.Unsynced    = (*Backend)(nil)
 )
 
 // New returns the backend for the existing folder root.
@@ -341,13 +349,15 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	made := b.freshFolders()
 	if err := unix.Syncfs(b.rootFD); err != nil {
 		return fmt.Errorf("sync %s: %w", b.root, err)
 	}
+	b.forgetFresh(made) // syncfs flushed their entries too
 	return nil
 }
 
-func syncDir(r *os.Root, dir string) error {
+func (b *Backend) syncDir(r *os.Root, dir string) error {
 	d, err := r.Open(dir)
 	if err != nil {
 		return err
@@ -356,6 +366,7 @@ func syncDir(r *os.Root, dir string) error {
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("sync folder %q: %w", dir, err)
 	}
+	b.synced("folder", dir)
 	return nil
 }
 
@@ -394,7 +405,7 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 		}
 	}
 	for dir := range dirty {
-		if err := syncDir(r, dir); err != nil && !isMissing(err) {
+		if err := b.syncDir(r, dir); err != nil && !isMissing(err) {
 			return fmt.Errorf("delete in %s: %w", b.root, err)
 		}
 	}
@@ -665,7 +676,10 @@ func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storag
 // lock takes the root's compare-and-swap lock. flock locks belong to the
 // open file, so this excludes other goroutines as well as other processes.
 func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err error) {
-	if err := r.MkdirAll(catalog.ReservedDir, 0o755); err != nil {
+	switch err := r.Mkdir(catalog.ReservedDir, 0o755); {
+	case err == nil:
+		b.fresh.Store(catalog.ReservedDir, struct{}{})
+	case !errors.Is(err, fs.ErrExist):
 		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
 	}
 	f, err := r.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
@@ -694,9 +708,20 @@ func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err erro
 }
 
 // WriteIfVersion writes data at p only if p's current version is want (""
-// = must not exist).
+// = must not exist), durably.
 func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (_ storage.Version, err error) {
 	defer b.classifyTo(&err)
+	return b.writeIfVersion(ctx, p, data, want, true)
+}
+
+// WriteIfVersionNoSync is WriteIfVersion without the fsyncs
+// (storage.Unsynced): the lock object's write costs no flush.
+func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (_ storage.Version, err error) {
+	defer b.classifyTo(&err)
+	return b.writeIfVersion(ctx, p, data, want, false)
+}
+
+func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (storage.Version, error) {
 	r, err := b.open(p)
 	if err != nil {
 		return "", err
@@ -711,16 +736,27 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 	} else if !ok {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
 	}
-	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{}); err != nil {
+	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
 	return Version(data), nil
 }
 
-// DeleteIfVersion deletes p only if its version is want. want "" on a
-// missing object matches and does nothing.
+// DeleteIfVersion deletes p only if its version is want, durably. want ""
+// on a missing object matches and does nothing.
 func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) (err error) {
 	defer b.classifyTo(&err)
+	return b.deleteIfVersion(ctx, p, want, true)
+}
+
+// DeleteIfVersionNoSync is DeleteIfVersion without the fsync of the folder
+// (storage.Unsynced).
+func (b *Backend) DeleteIfVersionNoSync(ctx context.Context, p string, want storage.Version) (err error) {
+	defer b.classifyTo(&err)
+	return b.deleteIfVersion(ctx, p, want, false)
+}
+
+func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Version, durable bool) error {
 	r, err := b.open(p)
 	if err != nil {
 		return err
@@ -739,8 +775,8 @@ func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Ve
 		return nil
 	}
 	dir, err := b.remove(r, p)
-	if err != nil {
+	if err != nil || !durable {
 		return err
 	}
-	return syncDir(r, dir)
+	return b.syncDir(r, dir)
 }

@@ -94,6 +94,7 @@ func (s *stage) folderLocked(dir, p string) (int, error) {
 			switch err := unix.Mkdirat(parent, name, 0o755); {
 			case err == nil:
 				s.made = append(s.made, dir)
+				s.b.fresh.Store(dir, struct{}{})
 			case errors.Is(err, unix.EEXIST):
 			case errors.Is(err, unix.ENOENT):
 				// The parent was removed since it was opened (a Delete
@@ -202,6 +203,7 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 	}
 	if err == nil && st.durable {
 		err = f.Sync()
+		s.b.synced("file", st.dir)
 	}
 	var fst unix.Stat_t
 	if err == nil {
@@ -307,6 +309,8 @@ func (s *stage) Commit(ctx context.Context, p string) (err error) {
 		if err := unix.Fsync(d); err != nil {
 			return fmt.Errorf("put %q in %s: sync folder %q: %w", p, s.b.root, st.dir, err)
 		}
+		s.b.synced("folder", st.dir)
+		return s.syncFreshParents(st.dir, p)
 	}
 	return nil
 }
@@ -401,7 +405,9 @@ func (s *stage) Close() error {
 	for i := len(s.made) - 1; i >= 0; i-- {
 		dir := s.made[i]
 		if parent, ok := s.dirs[path.Dir(dir)]; ok {
-			_ = unix.Unlinkat(parent, path.Base(dir), unix.AT_REMOVEDIR)
+			if unix.Unlinkat(parent, path.Base(dir), unix.AT_REMOVEDIR) == nil {
+				s.b.fresh.Delete(dir)
+			}
 		}
 	}
 	s.made = nil

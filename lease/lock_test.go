@@ -166,8 +166,9 @@ func TestStorageLockRenewsBeforeExpiry(t *testing.T) {
 	store := &renewStore{Backend: root.Store}
 	root.Store = store
 	// Renewals come every ttl/3 and a holder counts its lease lost 3/4 of a
-	// TTL after the last one: 600 ms leaves a loaded machine 250 ms of slack.
-	const ttl = 600 * time.Millisecond
+	// TTL after the last one: 1.5 s leaves a loaded machine (-race, CI
+	// neighbours) over 600 ms of slack per renewal.
+	const ttl = 1500 * time.Millisecond
 	l := lease.NewStorageLocker("a", ttl)
 	la, err := l.Acquire(ctx, root)
 	if err != nil {

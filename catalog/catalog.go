@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -132,28 +133,35 @@ func (c *Catalog) Index() map[string]Output {
 
 // Validate checks every rule of the v4 shape.
 func (c *Catalog) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate; it also says whether the records are in path
+// order (a pass over a million records the caller need not repeat).
+func (c *Catalog) validate() (inOrder bool, err error) {
 	if err := c.validateHead(); err != nil {
-		return err
+		return false, err
 	}
 	// Sorted records (any parsed or written catalog) repeat a path next to
 	// each other; only unsorted ones need a set.
 	var seen map[string]bool
-	inOrder := sorted(c.Outputs)
+	inOrder = sorted(c.Outputs)
 	if !inOrder {
 		seen = make(map[string]bool, len(c.Outputs))
 	}
 	for i, o := range c.Outputs {
 		if err := o.Validate(); err != nil {
-			return fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
+			return false, fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
 		}
 		if inOrder && i > 0 && c.Outputs[i-1].Path == o.Path || seen[o.Path] {
-			return fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
+			return false, fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
 		}
 		if !inOrder {
 			seen[o.Path] = true
 		}
 	}
-	return nil
+	return inOrder, nil
 }
 
 // validateHead checks the catalog's own fields (not its records).
@@ -486,6 +494,19 @@ func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // two-space indent, trailing newline, RFC3339 UTC times. It refuses to write
 // a catalog that would not read back as valid.
 func Marshal(c *Catalog) ([]byte, error) {
+	return marshal(c, nil)
+}
+
+// MarshalTo writes exactly what Marshal returns to w, as it is made,
+// without holding the whole document. On an error (an invalid catalog, or
+// w's) part of it may have been written: write to something that is
+// discarded on error (storage.VersionStreamer).
+func MarshalTo(w io.Writer, c *Catalog) error {
+	_, err := marshal(c, w)
+	return err
+}
+
+func marshal(c *Catalog, w io.Writer) ([]byte, error) {
 	cp := *c
 	if !sorted(c.Outputs) {
 		cp.Outputs = append([]Output(nil), c.Outputs...)
@@ -496,5 +517,5 @@ func Marshal(c *Catalog) ([]byte, error) {
 	}
 	// The records are validated as they are encoded, but for those copied
 	// as read: they were validated then, and hold the same values.
-	return marshalFast(&cp)
+	return marshalFast(&cp, w)
 }

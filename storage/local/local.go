@@ -590,7 +590,7 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 	}
 	defer f.Close()
 	stamped, hasStamp := stampedVersion(int(f.Fd())) // before the stat: see stamp.go
-	fi, err := f.Stat() // the opened file's, whatever replaces p meanwhile
+	fi, err := f.Stat()                              // the opened file's, whatever replaces p meanwhile
 	if err != nil {
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}

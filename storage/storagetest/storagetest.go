@@ -52,6 +52,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"ConcurrentWriteIfVersion", testConcurrentWriteIfVersion},
 		{"LargeVersionsInQuickSuccession", testLargeVersionsInQuickSuccession},
 		{"LargeReadModifyWriteRace", testLargeReadModifyWriteRace},
+		{"WriteIfVersionFrom", testWriteIfVersionFrom},
 		{"DeleteIfVersion", testDeleteIfVersion},
 		{"Large", testLarge},
 		{"Fingerprint", testFingerprint},
@@ -748,6 +749,60 @@ func testLargeReadModifyWriteRace(t *testing.T, b storage.Backend) {
 	if err != nil || !bytes.Equal(data, largeDoc(writers*each)) {
 		t.Fatalf("final count = %q, %v; want %d (an update was lost)", data[:min(16, len(data))], err, writers*each)
 	}
+}
+
+// A backend that streams compare-and-swap writes keeps WriteIfVersion's
+// contract, and a failing writer changes nothing.
+func testWriteIfVersionFrom(t *testing.T, b storage.Backend) {
+	sb, ok := b.(storage.VersionStreamer)
+	if !ok {
+		t.Skip("the backend does not stream compare-and-swap writes")
+	}
+	from := func(data []byte) func(io.Writer) error {
+		return func(w io.Writer) error {
+			for len(data) > 0 { // in pieces, as an encoder writes
+				n := min(len(data), 100_000)
+				if _, err := w.Write(data[:n]); err != nil {
+					return err
+				}
+				data = data[n:]
+			}
+			return nil
+		}
+	}
+	v1, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(1)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(2)), ""); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersionFrom(must not exist) over an object: %v, want ErrConflict", err)
+	}
+	data, v, err := b.ReadVersion(t.Context(), "cat.json")
+	if err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
+		t.Fatalf("ReadVersion = %d bytes, %q, %v; want the streamed bytes and version %q", len(data), v, err, v1)
+	}
+	broken := errors.New("encoder failed")
+	failing := func(w io.Writer) error {
+		if _, err := w.Write(largeDoc(3)); err != nil {
+			return err
+		}
+		return broken
+	}
+	if _, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", failing, v1); !errors.Is(err, broken) {
+		t.Fatalf("WriteIfVersionFrom with a failing writer: %v, want its error", err)
+	}
+	wantContent(t, b, "cat.json", largeDoc(1))
+	v2, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(4)), v1)
+	if err != nil {
+		t.Fatalf("WriteIfVersionFrom(current version): %v", err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("stale"), v1); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersion(version before the streamed write): %v, want ErrConflict", err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("next"), v2); err != nil {
+		t.Fatalf("WriteIfVersion(the streamed write's version): %v", err)
+	}
+	wantPaths(t, b, "", "cat.json")
 }
 
 func testDeleteIfVersion(t *testing.T, b storage.Backend) {

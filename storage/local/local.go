@@ -589,8 +589,10 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}
 	defer f.Close()
-	stamped, hasStamp := stampedVersion(int(f.Fd())) // before the stat: see stamp.go
-	fi, err := f.Stat()                              // the opened file's, whatever replaces p meanwhile
+	// The stamp before the stat (stamp.go); both of the opened file,
+	// whatever replaces p meanwhile.
+	stamped, hasStamp := stampedVersion(int(f.Fd()))
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}

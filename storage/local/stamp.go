@@ -26,7 +26,7 @@ import (
 // What a stamp does not see: another program rewriting the file in place
 // (keeping its inode and attribute) with the same size within the same
 // timestamp tick as distributor's write. Programs other than distributor
-// must not write the catalog while distributor may (docs/guarantees.md);
+// must not write the catalog while distributor may (docs/catalog.md);
 // on file systems with fine-grained timestamps (Linux ≥ 6.13 on ext4, xfs,
 // btrfs, tmpfs: a change after a stat always gets a new ctime) it is seen.
 const stampAttr = "user.distributor.stamp"

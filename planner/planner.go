@@ -476,8 +476,10 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	// Merged into the kept records (in order when cur is) instead of
 	// sorting them all again: a root may hold a million.
 	slices.SortFunc(created, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
-	n.Outputs = mergeByPath(n.Outputs, created)
-	n.Sort()
+	var inOrder bool
+	if n.Outputs, inOrder = mergeByPath(n.Outputs, created); !inOrder {
+		n.Sort()
+	}
 	if fresh {
 		n.CreatedAt = in.Now
 	}
@@ -490,14 +492,15 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	return n, changed
 }
 
-// mergeByPath merges b (sorted) into a, in place when a is sorted too;
-// otherwise it appends (the caller sorts).
-func mergeByPath(a, b []catalog.Output) []catalog.Output {
-	if len(b) == 0 {
-		return a
-	}
+// mergeByPath merges b (sorted) into a, in place when a is sorted too, and
+// says so; otherwise it appends (the caller sorts). One pass over a
+// million records fewer than checking the result again.
+func mergeByPath(a, b []catalog.Output) ([]catalog.Output, bool) {
 	if !slices.IsSortedFunc(a, func(x, y catalog.Output) int { return strings.Compare(x.Path, y.Path) }) {
-		return append(a, b...)
+		return append(a, b...), false
+	}
+	if len(b) == 0 {
+		return a, true
 	}
 	n := len(a)
 	a = append(a, b...)
@@ -513,7 +516,7 @@ func mergeByPath(a, b []catalog.Output) []catalog.Output {
 		}
 		k--
 	}
-	return a
+	return a, true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

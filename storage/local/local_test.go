@@ -511,3 +511,31 @@ func TestStampVersionSeesEveryChange(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedWriteReportsTheWritesOwnFailure: when the write a stream
+// feeds fails (here: cancelled halfway), WriteIfVersionFrom returns that
+// failure, not the stopped stream's, and the old object stays.
+func TestStreamedWriteReportsTheWritesOwnFailure(t *testing.T) {
+	b := newBackend(t)
+	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("old"), "")
+	must(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	_, err = b.WriteIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
+		for i := 0; ; i++ {
+			if i == 64 {
+				cancel()
+			}
+			if _, err := w.Write(chunk); err != nil {
+				return err
+			}
+		}
+	}, v)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteIfVersionFrom cancelled halfway: %v, want context.Canceled", err)
+	}
+	if got, cur, err := b.ReadVersion(t.Context(), catalog.FileName); err != nil || string(got) != "old" || cur != v {
+		t.Fatalf("after the failed write: %q, %q, %v; want the old object", got, cur, err)
+	}
+}

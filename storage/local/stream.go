@@ -3,6 +3,7 @@ package local
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -10,6 +11,9 @@ import (
 )
 
 var _ storage.VersionStreamer = (*Backend)(nil)
+
+// errStopped is what a streamed write sees when the write it feeds failed.
+var errStopped = errors.New("the write it feeds stopped")
 
 // WriteIfVersionFrom writes what write writes at p only if p's current
 // version is want, like WriteIfVersion, without holding the bytes: they go
@@ -44,8 +48,9 @@ func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(i
 		pw.CloseWithError(err) // nil: the reader sees EOF
 	}()
 	_, err = b.writeAtomic(ctx, r, p, pr, -1, true, storage.PutOptions{})
-	pr.CloseWithError(io.ErrClosedPipe) // a write still in flight ends
-	if wErr := <-werr; wErr != nil {
+	pr.CloseWithError(errStopped) // a write still in flight ends
+	// write's own failure first; errStopped only follows a failed Put.
+	if wErr := <-werr; wErr != nil && !errors.Is(wErr, errStopped) {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, wErr)
 	}
 	if err != nil {

@@ -20,6 +20,10 @@ type origin struct {
 	data  []byte
 	seed  maphash.Seed
 	spans []span // one per record, in path order
+	// first and n name the slice of records read (in path order: an
+	// origin is dropped when they were not).
+	first *Output
+	n     int
 }
 
 // span locates one record's object ("{" to "}") in origin.data; end is 0

@@ -49,6 +49,17 @@ type Catalog struct {
 	origin *origin
 }
 
+// InOrder reports whether the records are in path order (as Outputs must
+// be). For the records as ParseOwned returned them (the same slice, read in
+// order; records are never re-pathed in place) it is known without a pass:
+// checking a million records again for each lookup table cost a pass each.
+func (c *Catalog) InOrder() bool {
+	if g := c.origin; g != nil && len(c.Outputs) > 0 && g.n == len(c.Outputs) && g.first == &c.Outputs[0] {
+		return true
+	}
+	return sorted(c.Outputs)
+}
+
 // Successor returns an empty catalog with c's header, for building the
 // catalog that follows c. Marshal copies the bytes of the records it keeps
 // from c unchanged (when c was read by ParseOwned) instead of encoding them.
@@ -112,7 +123,7 @@ func (c *Catalog) Lookup(path string) (Output, bool) {
 // parsed catalog) it searches them in place; a map of a million records
 // cost more than the whole plan.
 func (c *Catalog) Finder() func(path string) (Output, bool) {
-	if sorted(c.Outputs) {
+	if c.InOrder() {
 		return c.Lookup
 	}
 	m := c.Index()

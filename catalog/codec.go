@@ -46,6 +46,9 @@ func parseFastMode(data []byte, own bool) (*Catalog, bool) {
 		r.origin = nil // its spans follow the order read
 	}
 	c.origin = r.origin
+	if c.origin != nil && len(c.Outputs) > 0 {
+		c.origin.first, c.origin.n = &c.Outputs[0], len(c.Outputs)
+	}
 	return c, true
 }
 

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,5 +151,28 @@ func assertOwnedAsParse(t tester, data []byte) {
 	}
 	if got != nil {
 		assertSameCatalog(t, got, want)
+	}
+}
+
+// TestInOrder: records as ParseOwned read them are in order; another
+// slice of them is checked, in order or not.
+func TestInOrder(t *testing.T) {
+	data, err := catalog.Marshal(benchCat(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _, err := catalog.ParseOwned(data)
+	if err != nil || !cat.InOrder() {
+		t.Fatalf("ParseOwned: InOrder false (%v), want true", err)
+	}
+	next := cat.Successor()
+	next.Outputs = slices.Clone(cat.Outputs)
+	slices.Reverse(next.Outputs)
+	if next.InOrder() {
+		t.Fatal("reversed records: InOrder true, want false")
+	}
+	slices.Reverse(next.Outputs)
+	if !next.InOrder() {
+		t.Fatal("a copy of the records in order: InOrder false, want true")
 	}
 }

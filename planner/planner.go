@@ -455,6 +455,8 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 			changed = true
 		}
 	}
+	// Kept records stay in cur's order (a replacement has its record's path).
+	inOrder := cur.InOrder()
 	n.Outputs = make([]catalog.Output, 0, len(cur.Outputs)+len(byPath))
 	for _, old := range cur.Outputs {
 		if it, ok := byPath[old.Path]; ok {
@@ -476,8 +478,7 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	// Merged into the kept records (in order when cur is) instead of
 	// sorting them all again: a root may hold a million.
 	slices.SortFunc(created, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
-	var inOrder bool
-	if n.Outputs, inOrder = mergeByPath(n.Outputs, created); !inOrder {
+	if n.Outputs = mergeByPath(n.Outputs, created, inOrder); !inOrder {
 		n.Sort()
 	}
 	if fresh {
@@ -492,15 +493,15 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	return n, changed
 }
 
-// mergeByPath merges b (sorted) into a, in place when a is sorted too, and
-// says so; otherwise it appends (the caller sorts). One pass over a
-// million records fewer than checking the result again.
-func mergeByPath(a, b []catalog.Output) ([]catalog.Output, bool) {
-	if !slices.IsSortedFunc(a, func(x, y catalog.Output) int { return strings.Compare(x.Path, y.Path) }) {
-		return append(a, b...), false
+// mergeByPath merges b (sorted) into a, in place when a is sorted too
+// (aSorted: the caller knows, without a pass over a million records);
+// otherwise it appends (the caller sorts).
+func mergeByPath(a, b []catalog.Output, aSorted bool) []catalog.Output {
+	if !aSorted {
+		return append(a, b...)
 	}
 	if len(b) == 0 {
-		return a, true
+		return a
 	}
 	n := len(a)
 	a = append(a, b...)
@@ -516,7 +517,7 @@ func mergeByPath(a, b []catalog.Output) ([]catalog.Output, bool) {
 		}
 		k--
 	}
-	return a, true
+	return a
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -41,6 +41,10 @@ import (
 )
 
 func main() {
+	if os.Getenv(spawnEnv) != "" {
+		spawnMain()
+		return
+	}
 	var o options
 	flag.StringVar(&o.cases, "cases", "", "comma-separated cases to run (default: all but huge); see -list")
 	flag.IntVar(&o.runs, "runs", 5, "timed runs per tool and case (the median is reported)")
@@ -161,7 +165,7 @@ func workDir(o options) (work string, remove func(), err error) {
 // newEnv builds the distributors to time (this tree's and -baseline's) in
 // work and finds the peers installed.
 func newEnv(ctx context.Context, o options, work string) (*env, error) {
-	e := &env{work: work, runs: o.runs, peers: map[string]string{}}
+	e := &env{work: work, runs: o.runs, reuse: o.reuse, peers: map[string]string{}}
 	e.dists = []dist{{name: "distributor", bin: filepath.Join(work, "distributor"), tag: "distributor"}}
 	fmt.Fprintln(os.Stderr, "bench: building distributor")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", e.dists[0].bin, "./cmd/distributor").CombinedOutput(); err != nil {
@@ -308,7 +312,8 @@ func medianInt(v []int64) int64 {
 	return s[len(s)/2]
 }
 
-// timed runs argv and returns its wall time and peak RSS (KiB).
+// timed runs argv (through the launcher: spawn.go) and returns its wall
+// time and peak RSS (KiB).
 func timed(ctx context.Context, argv []string) (float64, int64, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout = io.Discard
@@ -316,15 +321,9 @@ func timed(ctx context.Context, argv []string) (float64, int64, error) {
 	cmd.Stderr = &stderr
 	// rclone 1.60 refuses to start with AWS_CA_BUNDLE set.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(s string) bool { return strings.HasPrefix(s, "AWS_CA_BUNDLE=") })
-	start := time.Now()
-	err := cmd.Run()
-	d := time.Since(start).Seconds()
+	d, rss, err := spawned(cmd)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
-	}
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss
 	}
 	return d, rss, nil
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -55,6 +56,17 @@ type Catalog struct {
 	// origin is set by ParseOwned (and carried by Successor): the bytes
 	// the records were read from, for Marshal to copy unchanged ones.
 	origin *origin
+}
+
+// InOrder reports whether the records are in path order (as Outputs must
+// be). For the records as ParseOwned returned them (the same slice, read in
+// order; records are never re-pathed in place) it is known without a pass:
+// checking a million records again for each lookup table cost a pass each.
+func (c *Catalog) InOrder() bool {
+	if g := c.origin; g != nil && len(c.Outputs) > 0 && g.n == len(c.Outputs) && g.first == &c.Outputs[0] {
+		return true
+	}
+	return sorted(c.Outputs)
 }
 
 // Successor returns an empty catalog with c's header, for building the
@@ -120,7 +132,7 @@ func (c *Catalog) Lookup(path string) (Output, bool) {
 // parsed catalog) it searches them in place; a map of a million records
 // cost more than the whole plan.
 func (c *Catalog) Finder() func(path string) (Output, bool) {
-	if sorted(c.Outputs) {
+	if c.InOrder() {
 		return c.Lookup
 	}
 	m := c.Index()
@@ -141,28 +153,35 @@ func (c *Catalog) Index() map[string]Output {
 
 // Validate checks every rule of the v4 shape.
 func (c *Catalog) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate; it also says whether the records are in path
+// order (a pass over a million records the caller need not repeat).
+func (c *Catalog) validate() (inOrder bool, err error) {
 	if err := c.validateHead(); err != nil {
-		return err
+		return false, err
 	}
 	// Sorted records (any parsed or written catalog) repeat a path next to
 	// each other; only unsorted ones need a set.
 	var seen map[string]bool
-	inOrder := sorted(c.Outputs)
+	inOrder = sorted(c.Outputs)
 	if !inOrder {
 		seen = make(map[string]bool, len(c.Outputs))
 	}
 	for i, o := range c.Outputs {
 		if err := o.Validate(); err != nil {
-			return fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
+			return false, fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
 		}
 		if inOrder && i > 0 && c.Outputs[i-1].Path == o.Path || seen[o.Path] {
-			return fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
+			return false, fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
 		}
 		if !inOrder {
 			seen[o.Path] = true
 		}
 	}
-	return nil
+	return inOrder, nil
 }
 
 // validateHead checks the catalog's own fields (not its records).
@@ -495,6 +514,19 @@ func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // two-space indent, trailing newline, RFC3339 UTC times. It refuses to write
 // a catalog that would not read back as valid.
 func Marshal(c *Catalog) ([]byte, error) {
+	return marshal(c, nil)
+}
+
+// MarshalTo writes exactly what Marshal returns to w, as it is made,
+// without holding the whole document. On an error (an invalid catalog, or
+// w's) part of it may have been written: write to something that is
+// discarded on error (storage.VersionStreamer).
+func MarshalTo(w io.Writer, c *Catalog) error {
+	_, err := marshal(c, w)
+	return err
+}
+
+func marshal(c *Catalog, w io.Writer) ([]byte, error) {
 	cp := *c
 	if !sorted(c.Outputs) {
 		cp.Outputs = append([]Output(nil), c.Outputs...)
@@ -505,5 +537,5 @@ func Marshal(c *Catalog) ([]byte, error) {
 	}
 	// The records are validated as they are encoded, but for those copied
 	// as read: they were validated then, and hold the same values.
-	return marshalFast(&cp)
+	return marshalFast(&cp, w)
 }

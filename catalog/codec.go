@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"hash/maphash"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,14 +34,21 @@ func parseFastMode(data []byte, own bool) (*Catalog, bool) {
 		r.origin = &origin{data: data, seed: maphash.MakeSeed()}
 	}
 	c, ok := jsonfast.Run(data, r.readCatalog)
-	if !ok || c.Validate() != nil {
+	if !ok {
 		return nil, false
 	}
-	if !sorted(c.Outputs) {
+	inOrder, err := c.validate()
+	if err != nil {
+		return nil, false
+	}
+	if !inOrder {
 		c.Sort()
 		r.origin = nil // its spans follow the order read
 	}
 	c.origin = r.origin
+	if c.origin != nil && len(c.Outputs) > 0 {
+		c.origin.first, c.origin.n = &c.Outputs[0], len(c.Outputs)
+	}
 	return c, true
 }
 
@@ -236,9 +244,16 @@ func once2(seen *int, bit int) {
 // marshalFast writes c (sorted, its head valid) exactly as encoding/json's
 // Encoder with two-space indent and SetEscapeHTML(false) writes the wire
 // structs, validating each record it encodes.
-func marshalFast(c *Catalog) ([]byte, error) {
+//
+// With w, the bytes go to w in chunks of about flushSize as they are made
+// (a catalog of a million records is half a gigabyte) and the result is
+// nil; an error may come after some chunks were written.
+func marshalFast(c *Catalog, w io.Writer) ([]byte, error) {
 	var t timeCache
 	b := make([]byte, 0, 512)
+	if w != nil {
+		b = make([]byte, 0, flushSize+64<<10)
+	}
 	b = append(b, "{\n  \"schema_version\": "...)
 	b = strconv.AppendInt(b, SchemaVersion, 10)
 	if c.DistributorVersion != "" {
@@ -251,7 +266,7 @@ func marshalFast(c *Catalog) ([]byte, error) {
 	b = appendTime(b, c.UpdatedAt)
 	b = append(b, ",\n  \"state\": {\n    \"mode\": \""+ModeCatalog+"\"\n  },\n  \"outputs\": ["...)
 	if len(c.Outputs) == 0 {
-		return append(b, "]\n}\n"...), nil
+		return flushed(append(b, "]\n}\n"...), w)
 	}
 	k := 0 // cursor of c.origin's spans
 	for i := range c.Outputs {
@@ -272,13 +287,31 @@ func marshalFast(c *Catalog) ([]byte, error) {
 		if i > 0 && c.Outputs[i-1].Path == o.Path {
 			return nil, fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
 		}
-		if i == 0 {
+		switch {
+		case w != nil && len(b) >= flushSize:
+			if _, err := w.Write(b); err != nil {
+				return nil, err
+			}
+			b = b[:0]
+		case w == nil && i == 0:
 			// Grow once, from the first record's size, instead of doubling
 			// through half a gigabyte.
 			b = slices.Grow(b, (len(b)-start+64)*len(c.Outputs)+16)
 		}
 	}
-	return append(b, "\n  ]\n}\n"...), nil
+	return flushed(append(b, "\n  ]\n}\n"...), w)
+}
+
+// flushSize is how many bytes marshalFast gathers before a write to w.
+const flushSize = 256 << 10
+
+// flushed returns b, or with w writes it there and returns nil.
+func flushed(b []byte, w io.Writer) ([]byte, error) {
+	if w == nil {
+		return b, nil
+	}
+	_, err := w.Write(b)
+	return nil, err
 }
 
 // timeCache remembers the last rendering of each record time: records next

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,6 +29,10 @@ func TestMarshalMatchesReference(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("Marshal differs from the reference:\n got %s\nwant %s", got, want)
+		}
+		var streamed bytes.Buffer
+		if err := catalog.MarshalTo(&streamed, c); err != nil || !bytes.Equal(streamed.Bytes(), want) {
+			t.Fatalf("MarshalTo = %v, differs from the reference:\n got %s\nwant %s", err, streamed.Bytes(), want)
 		}
 	})
 }
@@ -116,4 +121,52 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// chunkCounter counts the writes MarshalTo makes.
+type chunkCounter struct {
+	bytes.Buffer
+	writes, largest int
+}
+
+func (c *chunkCounter) Write(p []byte) (int, error) {
+	c.writes++
+	c.largest = max(c.largest, len(p))
+	return c.Buffer.Write(p)
+}
+
+// TestMarshalToStreams: a catalog of a few megabytes, read with ParseOwned
+// and grown by new records, goes out in bounded chunks, byte for byte what
+// Marshal returns.
+func TestMarshalToStreams(t *testing.T) {
+	data, err := catalog.Marshal(benchCat(20_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _, err := catalog.ParseOwned(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := cur.Successor()
+	next.Outputs = append(next.Outputs, cur.Outputs...)
+	for i := range 10 {
+		o := cur.Outputs[i]
+		o.Path = fmt.Sprintf("new/file%d.bin", i)
+		next.Outputs = append(next.Outputs, o)
+	}
+	next.Sort()
+	want, err := catalog.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got chunkCounter
+	if err := catalog.MarshalTo(&got, next); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("MarshalTo wrote %d bytes that differ from Marshal's %d", got.Len(), len(want))
+	}
+	if got.writes < len(want)/(512<<10) || got.largest > 512<<10 {
+		t.Fatalf("MarshalTo wrote %d bytes in %d writes of at most %d bytes; want chunks of at most 512 KiB", len(want), got.writes, got.largest)
+	}
 }

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestMarshalOfOwnedCatalogMatchesReference(t *testing.T) {
 		}
 		next := cat.Successor()
 		for i, o := range cat.Outputs {
-			switch rapid.IntRange(0, 9).Draw(t, "edit") { // 5-9: kept as read
+			switch rapid.IntRange(0, 9).Draw(t, "edit") { // 6-9: kept as read
 			case 0: // dropped
 				continue
 			case 1:
@@ -52,6 +53,8 @@ func TestMarshalOfOwnedCatalogMatchesReference(t *testing.T) {
 			case 4: // edited in place in the parsed catalog too
 				cat.Outputs[i].SHA256 = digestGen.Draw(t, "sha256")
 				o = cat.Outputs[i]
+			case 5: // the same values in other strings: encoded again
+				o.PipelineID, o.Path = strings.Clone(o.PipelineID), strings.Clone(o.Path)
 			}
 			next.Outputs = append(next.Outputs, o)
 		}
@@ -66,6 +69,10 @@ func TestMarshalOfOwnedCatalogMatchesReference(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("Marshal differs from the reference:\n got %s\nwant %s\ninput %s", got, want, data)
+			}
+			var streamed bytes.Buffer
+			if err := catalog.MarshalTo(&streamed, cc); err != nil || !bytes.Equal(streamed.Bytes(), want) {
+				t.Fatalf("MarshalTo = %v, differs from the reference:\n got %s\nwant %s", err, streamed.Bytes(), want)
 			}
 		}
 	})
@@ -144,5 +151,28 @@ func assertOwnedAsParse(t tester, data []byte) {
 	}
 	if got != nil {
 		assertSameCatalog(t, got, want)
+	}
+}
+
+// TestInOrder: records as ParseOwned read them are in order; another
+// slice of them is checked, in order or not.
+func TestInOrder(t *testing.T) {
+	data, err := catalog.Marshal(benchCat(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _, err := catalog.ParseOwned(data)
+	if err != nil || !cat.InOrder() {
+		t.Fatalf("ParseOwned: InOrder false (%v), want true", err)
+	}
+	next := cat.Successor()
+	next.Outputs = slices.Clone(cat.Outputs)
+	slices.Reverse(next.Outputs)
+	if next.InOrder() {
+		t.Fatal("reversed records: InOrder true, want false")
+	}
+	slices.Reverse(next.Outputs)
+	if !next.InOrder() {
+		t.Fatal("a copy of the records in order: InOrder false, want true")
 	}
 }

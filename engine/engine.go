@@ -294,9 +294,13 @@ func (e *Engine) workersFor(n int) int {
 }
 
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
-	data, err := catalog.Marshal(next)
-	if err != nil {
-		return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
+	sw, stream := root.(storage.VersionStreamer)
+	var data []byte
+	if !stream {
+		var err error
+		if data, err = catalog.Marshal(next); err != nil {
+			return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
+		}
 	}
 	if err := l.Err(); err != nil {
 		return err
@@ -306,7 +310,21 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 	if err := storage.CheckRoot(ctx, root); err != nil {
 		return fmt.Errorf("commit %s: %w", catalog.FileName, err)
 	}
-	_, err = root.WriteIfVersion(ctx, catalog.FileName, data, version)
+	var err error
+	if stream {
+		// Encoded as it is written (half a gigabyte at a million records);
+		// an invalid record fails the write, which then changes nothing.
+		var merr error
+		_, err = sw.WriteIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
+			merr = catalog.MarshalTo(w, next)
+			return merr
+		}, version)
+		if errors.Is(merr, catalog.ErrInvalid) {
+			return fmt.Errorf("engine: refusing to write an invalid catalog: %w", merr)
+		}
+	} else {
+		_, err = root.WriteIfVersion(ctx, catalog.FileName, data, version)
+	}
 	if errors.Is(err, storage.ErrConflict) {
 		return fmt.Errorf("%w: %s", ErrCatalogRace, root)
 	}

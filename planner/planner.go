@@ -452,6 +452,8 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 			changed = true
 		}
 	}
+	// Kept records stay in cur's order (a replacement has its record's path).
+	inOrder := cur.InOrder()
 	n.Outputs = make([]catalog.Output, 0, len(cur.Outputs)+len(byPath))
 	for _, old := range cur.Outputs {
 		if it, ok := byPath[old.Path]; ok {
@@ -473,8 +475,9 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	// Merged into the kept records (in order when cur is) instead of
 	// sorting them all again: a root may hold a million.
 	slices.SortFunc(created, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
-	n.Outputs = mergeByPath(n.Outputs, created)
-	n.Sort()
+	if n.Outputs = mergeByPath(n.Outputs, created, inOrder); !inOrder {
+		n.Sort()
+	}
 	if fresh {
 		n.CreatedAt = in.Now
 	}
@@ -487,14 +490,15 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	return n, changed
 }
 
-// mergeByPath merges b (sorted) into a, in place when a is sorted too;
+// mergeByPath merges b (sorted) into a, in place when a is sorted too
+// (aSorted: the caller knows, without a pass over a million records);
 // otherwise it appends (the caller sorts).
-func mergeByPath(a, b []catalog.Output) []catalog.Output {
+func mergeByPath(a, b []catalog.Output, aSorted bool) []catalog.Output {
+	if !aSorted {
+		return append(a, b...)
+	}
 	if len(b) == 0 {
 		return a
-	}
-	if !slices.IsSortedFunc(a, func(x, y catalog.Output) int { return strings.Compare(x.Path, y.Path) }) {
-		return append(a, b...)
 	}
 	n := len(a)
 	a = append(a, b...)

@@ -92,6 +92,16 @@ type Unsynced interface {
 	DeleteIfVersionNoSync(ctx context.Context, path string, want Version) error
 }
 
+// VersionStreamer is implemented by backends that can write a
+// compare-and-swap object from a stream: a catalog of a million records
+// (half a gigabyte) is written as it is encoded, never held whole.
+type VersionStreamer interface {
+	// WriteIfVersionFrom is WriteIfVersion with the bytes that write
+	// writes. When write fails, nothing changes and its error is returned
+	// (wrapped).
+	WriteIfVersionFrom(ctx context.Context, path string, write func(io.Writer) error, want Version) (Version, error)
+}
+
 // Stager is implemented by backends that can write objects no reader sees
 // until they are committed (local: unnamed files). A publication stages
 // every output, hashing the bundle's bytes as they pass, and names them

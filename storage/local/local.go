@@ -22,9 +22,10 @@
 // Compare-and-swap (catalog writes, lock objects) holds an exclusive flock on
 // .distributor/cas.lock around the version check and the rename, which
 // excludes other goroutines and processes on this machine. Versions are
-// "sha256:<hex>" of the content, except for large files that had not
-// changed for a while when read: their version is their stat (see
-// statVersion), so a compare-and-swap does not re-read them. Do not delete the lock file while
+// "sha256:<hex>" of the content, except for large files: those written by
+// WriteIfVersion carry a stamp and are versioned by it and their stat
+// (stamp.go); others that had not changed for a while when read are
+// versioned by their stat (see statVersion). Neither needs a re-read. Do not delete the lock file while
 // distributor runs; a new one would not exclude holders of the old one.
 package local
 
@@ -585,7 +586,10 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat() // the opened file's, whatever replaces p meanwhile
+	// The stamp before the stat (stamp.go); both of the opened file,
+	// whatever replaces p meanwhile.
+	stamped, hasStamp := stampedVersion(int(f.Fd()))
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}
@@ -605,6 +609,9 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 		if len(data) == cap(data) {
 			data = slices.Grow(data, 64<<10)
 		}
+	}
+	if hasStamp && int64(len(data)) == fi.Size() {
+		return data, stamped, nil
 	}
 	if int64(len(data)) == fi.Size() && fi.Size() >= statVersionMin && settledBefore(fi, begin.Add(-b.settle)) {
 		if v, ok := statVersion(fi); ok {
@@ -627,6 +634,9 @@ func settledBefore(fi fs.FileInfo, limit time.Time) bool {
 // currentIs reports whether p's current version is want, under the lock.
 // A stat version is checked by stat alone; a content version by content.
 func (b *Backend) currentIs(r *os.Root, p string, want storage.Version) (bool, error) {
+	if strings.HasPrefix(string(want), "stamp:") {
+		return b.currentStamped(r, p, want)
+	}
 	if want == "" || strings.HasPrefix(string(want), "stat:") {
 		fi, err := b.regular(r, p)
 		if errors.Is(err, storage.ErrNotExist) {
@@ -738,6 +748,11 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 	}
 	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	if len(data) >= statVersionMin {
+		if v, ok := b.stamp(r, p); ok {
+			return v, nil
+		}
 	}
 	return Version(data), nil
 }

@@ -425,7 +425,7 @@ func waitSettled(t *testing.T, b *Backend, p string) {
 // TestSettledLargeFileCASByStat: a large file unchanged for a while is
 // versioned by stat, so the compare-and-swap needs no second read; a write
 // against that version lands, and the file just written is versioned by
-// content again (it has not settled).
+// its stamp at once (no settling, no hash), read back the same.
 func TestSettledLargeFileCASByStat(t *testing.T) {
 	b, data := settledLarge(t)
 	got, v, err := b.ReadVersion(t.Context(), catalog.FileName)
@@ -439,8 +439,8 @@ func TestSettledLargeFileCASByStat(t *testing.T) {
 	b.settle = time.Minute
 	nv, err := b.WriteIfVersion(t.Context(), catalog.FileName, next, v)
 	must(t, err)
-	if nv != Version(next) {
-		t.Fatalf("WriteIfVersion = %q, want the content version %q", nv, Version(next))
+	if !strings.HasPrefix(string(nv), "stamp:") {
+		t.Fatalf("WriteIfVersion = %q, want a stamp version", nv)
 	}
 	if _, rv, err := b.ReadVersion(t.Context(), catalog.FileName); err != nil || rv != nv {
 		t.Fatalf("ReadVersion right after the write = %q, %v; want %q", rv, err, nv)
@@ -483,5 +483,74 @@ func TestStatVersionSeesEveryChange(t *testing.T) {
 				t.Fatalf("after DeleteIfVersion: %v, want the file gone", err)
 			}
 		})
+	}
+}
+
+// TestStampVersionSeesEveryChange: a stamped version (a large file written
+// by WriteIfVersion a moment ago) goes stale when the file is replaced by a
+// copy (same bytes, even with the attribute copied), rewritten in place with
+// other bytes, or written again by WriteIfVersion with the same bytes.
+func TestStampVersionSeesEveryChange(t *testing.T) {
+	for name, change := range map[string]func(t *testing.T, b *Backend, path string, data []byte, v storage.Version){
+		"replaced by a copy with its stamp": func(t *testing.T, _ *Backend, path string, data []byte, _ storage.Version) {
+			stamp := make([]byte, stampLen)
+			_, err := unix.Getxattr(path, stampAttr, stamp)
+			must(t, err)
+			must(t, os.WriteFile(path+".new", data, 0o644))
+			must(t, unix.Setxattr(path+".new", stampAttr, stamp, 0))
+			must(t, os.Rename(path+".new", path))
+		},
+		"other bytes in place": func(t *testing.T, _ *Backend, path string, data []byte, _ storage.Version) {
+			must(t, os.WriteFile(path, bytes.ToUpper(data), 0o644))
+		},
+		"written again, same bytes": func(t *testing.T, b *Backend, _ string, data []byte, v storage.Version) {
+			_, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, v)
+			must(t, err)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBackend(t)
+			data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
+			v, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, "")
+			must(t, err)
+			if !strings.HasPrefix(string(v), "stamp:") {
+				t.Skipf("no stamp on this file system (version %q)", v)
+			}
+			change(t, b, filepath.Join(b.root, catalog.FileName), data, v)
+			if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("x"), v); !errors.Is(err, storage.ErrConflict) {
+				t.Fatalf("WriteIfVersion after the change: %v, want ErrConflict", err)
+			}
+			if err := b.DeleteIfVersion(t.Context(), catalog.FileName, v); !errors.Is(err, storage.ErrConflict) {
+				t.Fatalf("DeleteIfVersion after the change: %v, want ErrConflict", err)
+			}
+		})
+	}
+}
+
+// TestStreamedWriteReportsTheWritesOwnFailure: when the write a stream
+// feeds fails (here: cancelled halfway), WriteIfVersionFrom returns that
+// failure, not the stopped stream's, and the old object stays.
+func TestStreamedWriteReportsTheWritesOwnFailure(t *testing.T) {
+	b := newBackend(t)
+	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("old"), "")
+	must(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	_, err = b.WriteIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
+		for i := 0; ; i++ {
+			if i == 64 {
+				cancel()
+			}
+			if _, err := w.Write(chunk); err != nil {
+				return err
+			}
+		}
+	}, v)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteIfVersionFrom cancelled halfway: %v, want context.Canceled", err)
+	}
+	if got, cur, err := b.ReadVersion(t.Context(), catalog.FileName); err != nil || string(got) != "old" || cur != v {
+		t.Fatalf("after the failed write: %q, %q, %v; want the old object", got, cur, err)
 	}
 }

@@ -50,6 +50,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"CreateIfAbsent", testCreateIfAbsent},
 		{"WriteIfVersion", testWriteIfVersion},
 		{"ConcurrentWriteIfVersion", testConcurrentWriteIfVersion},
+		{"LargeVersionsInQuickSuccession", testLargeVersionsInQuickSuccession},
+		{"LargeReadModifyWriteRace", testLargeReadModifyWriteRace},
+		{"WriteIfVersionFrom", testWriteIfVersionFrom},
 		{"DeleteIfVersion", testDeleteIfVersion},
 		{"Large", testLarge},
 		{"Fingerprint", testFingerprint},
@@ -657,6 +660,150 @@ func testConcurrentWriteIfVersion(t *testing.T, b storage.Backend) {
 			t.Fatalf("round %d: ReadVersion = %q, %q, %v; want the winner's (%d) bytes and version", round, data, v, err, winner)
 		}
 	}
+}
+
+// largeDoc is a document of over 1 MiB (backends may version large objects
+// without their content) whose first 16 bytes say n; every one has the same
+// size.
+func largeDoc(n int) []byte {
+	doc := bytes.Repeat([]byte("."), 1<<20+64)
+	copy(doc, fmt.Sprintf("%016d", n))
+	return doc
+}
+
+// Large objects of one size, written in quick succession (within one
+// timestamp tick, a freed inode number reused): every version differs, and
+// every stale one loses.
+func testLargeVersionsInQuickSuccession(t *testing.T, b storage.Backend) {
+	var seen []storage.Version
+	cur := storage.Version("")
+	for i := range 6 {
+		v, err := b.WriteIfVersion(t.Context(), "big.json", largeDoc(i), cur)
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if slices.Contains(seen, v) {
+			t.Fatalf("write %d got version %q, which an earlier write had", i, v)
+		}
+		seen, cur = append(seen, v), v
+	}
+	for i, old := range seen[:len(seen)-1] {
+		if _, err := b.WriteIfVersion(t.Context(), "big.json", largeDoc(100+i), old); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("WriteIfVersion(version of write %d) error = %v, want ErrConflict", i, err)
+		}
+		if err := b.DeleteIfVersion(t.Context(), "big.json", old); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("DeleteIfVersion(version of write %d) error = %v, want ErrConflict", i, err)
+		}
+	}
+	data, v, err := b.ReadVersion(t.Context(), "big.json")
+	if err != nil || !bytes.Equal(data, largeDoc(5)) || v != cur {
+		t.Fatalf("ReadVersion = %d bytes, %q, %v; want the last write's bytes and version %q", len(data), v, err, cur)
+	}
+	// A plain Put of other bytes of the same size behind the writer's back
+	// makes its version stale too (same bytes may keep the version: S3's
+	// ETag is a digest).
+	put(t, b, "big.json", largeDoc(7))
+	if _, err := b.WriteIfVersion(t.Context(), "big.json", largeDoc(6), cur); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersion after a foreign Put error = %v, want ErrConflict", err)
+	}
+}
+
+// Writers that read a large counter, add one and write it back with the
+// version they read (retrying on conflict) lose no update: the final count
+// is the number of writes that won.
+func testLargeReadModifyWriteRace(t *testing.T, b storage.Backend) {
+	if _, err := b.WriteIfVersion(t.Context(), "count.json", largeDoc(0), ""); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 4, 5
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for done := 0; done < each; {
+				data, v, err := b.ReadVersion(t.Context(), "count.json")
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				var n int
+				if _, err := fmt.Sscanf(string(data[:16]), "%d", &n); err != nil {
+					errs[w] = fmt.Errorf("read %q: %w", data[:16], err)
+					return
+				}
+				_, err = b.WriteIfVersion(t.Context(), "count.json", largeDoc(n+1), v)
+				switch {
+				case err == nil:
+					done++
+				case !errors.Is(err, storage.ErrConflict):
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := b.ReadVersion(t.Context(), "count.json")
+	if err != nil || !bytes.Equal(data, largeDoc(writers*each)) {
+		t.Fatalf("final count = %q, %v; want %d (an update was lost)", data[:min(16, len(data))], err, writers*each)
+	}
+}
+
+// A backend that streams compare-and-swap writes keeps WriteIfVersion's
+// contract, and a failing writer changes nothing.
+func testWriteIfVersionFrom(t *testing.T, b storage.Backend) {
+	sb, ok := b.(storage.VersionStreamer)
+	if !ok {
+		t.Skip("the backend does not stream compare-and-swap writes")
+	}
+	from := func(data []byte) func(io.Writer) error {
+		return func(w io.Writer) error {
+			for len(data) > 0 { // in pieces, as an encoder writes
+				n := min(len(data), 100_000)
+				if _, err := w.Write(data[:n]); err != nil {
+					return err
+				}
+				data = data[n:]
+			}
+			return nil
+		}
+	}
+	v1, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(1)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(2)), ""); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersionFrom(must not exist) over an object: %v, want ErrConflict", err)
+	}
+	data, v, err := b.ReadVersion(t.Context(), "cat.json")
+	if err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
+		t.Fatalf("ReadVersion = %d bytes, %q, %v; want the streamed bytes and version %q", len(data), v, err, v1)
+	}
+	broken := errors.New("encoder failed")
+	failing := func(w io.Writer) error {
+		if _, err := w.Write(largeDoc(3)); err != nil {
+			return err
+		}
+		return broken
+	}
+	if _, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", failing, v1); !errors.Is(err, broken) {
+		t.Fatalf("WriteIfVersionFrom with a failing writer: %v, want its error", err)
+	}
+	wantContent(t, b, "cat.json", largeDoc(1))
+	v2, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(4)), v1)
+	if err != nil {
+		t.Fatalf("WriteIfVersionFrom(current version): %v", err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("stale"), v1); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("WriteIfVersion(version before the streamed write): %v, want ErrConflict", err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("next"), v2); err != nil {
+		t.Fatalf("WriteIfVersion(the streamed write's version): %v", err)
+	}
+	wantPaths(t, b, "", "cat.json")
 }
 
 func testDeleteIfVersion(t *testing.T, b storage.Backend) {

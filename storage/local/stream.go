@@ -1,0 +1,64 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/distributor/distributor/storage"
+)
+
+var _ storage.VersionStreamer = (*Backend)(nil)
+
+// errStopped is what a streamed write sees when the write it feeds failed.
+var errStopped = errors.New("the write it feeds stopped")
+
+// WriteIfVersionFrom writes what write writes at p only if p's current
+// version is want, like WriteIfVersion, without holding the bytes: they go
+// through a pipe into the temp file, which is renamed over p only once
+// write returned nil. The result is stamped (stamp.go); without a stamp it
+// is the content's version, read back.
+func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, want storage.Version) (_ storage.Version, err error) {
+	defer b.classifyTo(&err)
+	r, err := b.open(p)
+	if err != nil {
+		return "", err
+	}
+	unlock, err := b.lock(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if ok, err := b.currentIs(r, p, want); err != nil {
+		return "", err
+	} else if !ok {
+		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
+	}
+	pr, pw := io.Pipe()
+	werr := make(chan error, 1)
+	go func() {
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		err := write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		werr <- err
+		pw.CloseWithError(err) // nil: the reader sees EOF
+	}()
+	_, err = b.writeAtomic(ctx, r, p, pr, -1, true, storage.PutOptions{})
+	pr.CloseWithError(errStopped) // a write still in flight ends
+	// write's own failure first; errStopped only follows a failed Put.
+	if wErr := <-werr; wErr != nil && !errors.Is(wErr, errStopped) {
+		return "", fmt.Errorf("write %q in %s: %w", p, b.root, wErr)
+	}
+	if err != nil {
+		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	if v, ok := b.stamp(r, p); ok {
+		return v, nil
+	}
+	_, v, err := b.readVersionByContent(r, p)
+	return v, err
+}

@@ -103,7 +103,10 @@ type Backend struct {
 	concurrency int
 	budget      int64
 	buffers     *semaphore.Weighted
-	endpoint    string // for messages
+	// stageShare bounds the small objects stages hold until their commit
+	// (MemoryBudget/4, beside the budget, so a Put never waits on them).
+	stageShare *semaphore.Weighted
+	endpoint   string // for messages
 	// bucketSeen: HeadBucket succeeded once, so a 404 from HeadObject
 	// means a missing key.
 	bucketSeen atomic.Bool
@@ -205,7 +208,8 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		u.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
 	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize,
-		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget), endpoint: endpoint}, nil
+		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget),
+		stageShare: semaphore.NewWeighted(opts.MemoryBudget / 4), endpoint: endpoint}, nil
 }
 
 // cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".
@@ -352,17 +356,42 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	var want []byte
-	if opts.SHA256 != "" {
-		var ok bool
-		if want, ok = catalog.DigestSum(opts.SHA256); !ok {
-			return storage.ObjectInfo{}, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 lowercase hex digits>", b, p, opts.SHA256)
-		}
+	body, err := b.checked(p, r, size, opts)
+	if err != nil {
+		return storage.ObjectInfo{}, err
 	}
-	body := &checkedReader{ctx: ctx, r: r, size: size, want: want, where: b.String() + p}
-	if want != nil {
-		body.h = sha256.New()
+	body.ctx = ctx
+	in := putInput(b, key, opts)
+	put := b.putMultipart
+	if size >= 0 && size <= b.partSize {
+		put = b.putSmall
 	}
+	etag, err := put(ctx, in, body, size)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
+}
+
+// checked wraps r in the reader that counts and (unless the source
+// verifies itself) hashes what passes, for a Put of p.
+func (b *Backend) checked(p string, r io.Reader, size int64, opts storage.PutOptions) (*checkedReader, error) {
+	body := &checkedReader{r: r, size: size, where: b.String() + p}
+	if opts.SHA256 == "" {
+		return body, nil
+	}
+	want, ok := catalog.DigestSum(opts.SHA256)
+	if !ok {
+		return nil, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 lowercase hex digits>", b, p, opts.SHA256)
+	}
+	if !opts.SourceVerified {
+		body.want, body.h = want, sha256.New()
+	}
+	return body, nil
+}
+
+// putInput is the PutObjectInput of a write with opts (no body yet).
+func putInput(b *Backend, key string, opts storage.PutOptions) *s3.PutObjectInput {
 	in := &s3.PutObjectInput{Bucket: &b.bucket, Key: &key, Metadata: map[string]string{}}
 	if opts.SHA256 != "" {
 		in.Metadata[metaSHA256] = opts.SHA256
@@ -376,15 +405,7 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	case opts.IfMatch != "":
 		in.IfMatch = aws.String(opts.IfMatch)
 	}
-	put := b.putMultipart
-	if size >= 0 && size <= b.partSize {
-		put = b.putSmall
-	}
-	etag, err := put(ctx, in, body, size)
-	if err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
+	return in
 }
 
 // putSmall sends an object of up to PartSize bytes in one PutObject and
@@ -411,7 +432,11 @@ func (b *Backend) putSmall(ctx context.Context, in *s3.PutObjectInput, body *che
 	}
 	in.Body = bytes.NewReader(data[:n])
 	in.ContentLength = aws.Int64(int64(n))
-	out, err := b.client.PutObject(ctx, in)
+	var optFns []func(*s3.Options)
+	if d := in.Metadata[metaSHA256]; d != "" {
+		optFns = append(optFns, withPayloadHash(d)) // the bytes were checked against it
+	}
+	out, err := b.client.PutObject(ctx, in, optFns...)
 	if err != nil {
 		return nil, b.wrapPut(*in.Key, conditional(in), err)
 	}
@@ -439,12 +464,12 @@ func (b *Backend) putMultipart(ctx context.Context, in *s3.PutObjectInput, body 
 	})
 	if err != nil {
 		var mf manager.MultiUploadFailure
-		if errors.As(err, &mf) && mf.UploadID() != "" {
-			if aerr := b.abort(ctx, *in.Key, mf.UploadID()); aerr != nil {
-				err = fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, mf.UploadID(), aerr)
-			}
+		failed := errors.As(err, &mf) && mf.UploadID() != ""
+		err = b.wrapPut(*in.Key, conditional(in), err)
+		if failed {
+			err = b.abortAfter(ctx, *in.Key, mf.UploadID(), err)
 		}
-		return nil, b.wrapPut(*in.Key, conditional(in), err)
+		return nil, err
 	}
 	return out.ETag, nil
 }
@@ -461,6 +486,15 @@ func (b *Backend) wrapPut(key string, conditional bool, err error) error {
 		return fmt.Errorf("s3 put s3://%s/%s: the object changed since it was planned: %w", b.bucket, key, storage.ErrConflict)
 	}
 	return b.wrap("put", key, err)
+}
+
+// abortAfter aborts a multipart upload that failed with err, and says
+// so in the error when the abort fails too.
+func (b *Backend) abortAfter(ctx context.Context, key, uploadID string, err error) error {
+	if aerr := b.abort(ctx, key, uploadID); aerr != nil {
+		return fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, uploadID, aerr)
+	}
+	return err
 }
 
 func (b *Backend) abort(ctx context.Context, key, uploadID string) error {

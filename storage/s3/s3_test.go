@@ -839,3 +839,12 @@ func TestFrozenServerTimesOut(t *testing.T) {
 		t.Fatalf("Put after the server resumed: %v", err)
 	}
 }
+
+// The stage contract on S3: small objects held in memory, and (below) the
+// large ones staged as multipart uploads.
+func TestStagerContract(t *testing.T) {
+	env := testenv.NewS3(t)
+	storagetest.RunStager(t, func(t *testing.T) storage.Backend {
+		return env.Backend(t, env.Bucket(t), "dest/root")
+	})
+}

@@ -217,6 +217,10 @@ func (s *stage) CommitInfo(ctx context.Context, p string) (storage.ObjectInfo, e
 		etag, err = s.complete(ctx, o)
 	}
 	if err != nil {
+		// Not retried: drop the upload now (Close skips committed ones).
+		if derr := s.discard(context.WithoutCancel(ctx), o); derr != nil {
+			err = fmt.Errorf("%w (%v)", err, derr)
+		}
 		return storage.ObjectInfo{}, err
 	}
 	return storage.ObjectInfo{Path: p, Size: o.size, SHA256: o.opts.SHA256, Fingerprint: etag}, nil
@@ -267,7 +271,7 @@ func (s *stage) complete(ctx context.Context, o *stagedObject) (string, error) {
 	}
 	out, err := s.b.client.CompleteMultipartUpload(ctx, in)
 	if err != nil {
-		return "", s.b.abortAfter(ctx, o.key, o.uploadID, s.b.wrapPut(o.key, in.IfNoneMatch != nil || in.IfMatch != nil, err))
+		return "", s.b.wrapPut(o.key, in.IfNoneMatch != nil || in.IfMatch != nil, err)
 	}
 	return aws.ToString(out.ETag), nil
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -47,8 +47,11 @@ const (
 	defaultMemoryBudget = 64 << 20
 	// partsBesideConcurrency: besides the parts in flight, a multipart
 	// upload holds the part being filled and its first part, which the
-	// uploader reads apart with io.ReadAll (up to two parts while it grows).
+	// transfer manager reads before its pool of Concurrency+1 parts exists.
 	partsBesideConcurrency = 3
+	// minPartSize and maxUploadParts are S3's multipart limits.
+	minPartSize    = 5 << 20
+	maxUploadParts = 10000
 	// maxDeleteBatch is the DeleteObjects limit per request.
 	maxDeleteBatch = 1000
 	// metaSHA256 is stored as x-amz-meta-sha256.
@@ -94,7 +97,7 @@ type Options struct {
 // Backend is a destination root (or bundle location) at s3://bucket/prefix.
 type Backend struct {
 	client   *s3.Client
-	uploader *manager.Uploader
+	uploader *transfermanager.Client
 	bucket   string
 	prefix   string // "" or ends with "/"
 	partSize int64
@@ -183,8 +186,8 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 	if opts.PartSize == 0 {
 		opts.PartSize = defaultPartSize
 	}
-	if opts.PartSize < manager.MinUploadPartSize {
-		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, manager.MinUploadPartSize)
+	if opts.PartSize < minPartSize {
+		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, minPartSize)
 	}
 	if opts.MemoryBudget == 0 {
 		opts.MemoryBudget = max(defaultMemoryBudget, (1+partsBesideConcurrency)*opts.PartSize)
@@ -199,13 +202,11 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 	if endpoint == "" {
 		endpoint = "AWS S3 (" + co.Region + ")"
 	}
-	up := manager.NewUploader(client, func(u *manager.Uploader) {
-		u.PartSize = opts.PartSize
-		u.Concurrency = opts.Concurrency
-		// Put aborts failed uploads itself, with a context that survives
-		// the caller's cancellation (the uploader would reuse the dead one).
-		u.LeavePartsOnError = true
-		u.RequestChecksumCalculation = co.RequestChecksumCalculation
+	up := transfermanager.New(client, func(o *transfermanager.Options) {
+		o.PartSizeBytes = opts.PartSize
+		o.Concurrency = opts.Concurrency
+		o.MultipartUploadThreshold = opts.PartSize
+		o.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
 	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize,
 		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget),
@@ -449,22 +450,29 @@ func (b *Backend) putMultipart(ctx context.Context, in *s3.PutObjectInput, body 
 	// The uploader sees a plain io.Reader and buffers parts from its pool.
 	in.Body = body
 	partSize := b.partSize
-	if size/partSize >= int64(manager.MaxUploadParts) {
+	if size/partSize >= int64(maxUploadParts) {
 		// S3 allows 10,000 parts: a known large size gets larger parts.
-		partSize = size/int64(manager.MaxUploadParts) + 1
+		partSize = size/int64(maxUploadParts) + 1
 	}
 	weight := min(b.budget, int64(b.concurrency+partsBesideConcurrency)*partSize)
 	if err := b.buffers.Acquire(ctx, weight); err != nil {
 		return nil, fmt.Errorf("put %s: %w", body.where, err)
 	}
 	defer b.buffers.Release(weight)
-	out, err := b.uploader.Upload(ctx, in, func(u *manager.Uploader) {
-		u.PartSize = partSize
-		u.Concurrency = b.concurrency
+	out, err := b.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: in.Bucket, Key: in.Key, Body: in.Body,
+		ContentType: in.ContentType, Metadata: in.Metadata, IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch}, func(o *transfermanager.Options) {
+		o.PartSizeBytes = partSize
+		o.Concurrency = b.concurrency
 	})
 	if err != nil {
-		var mf manager.MultiUploadFailure
+		// The transfer manager's own abort runs on the caller's context,
+		// so a cancelled Put leaves its parts (v0.5.9): abort it here
+		// too, and keep the cancellation in the chain (it is only text).
+		var mf transfermanager.MultipartUploadError
 		failed := errors.As(err, &mf) && mf.UploadID() != ""
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %v", cerr, err)
+		}
 		err = b.wrapPut(*in.Key, conditional(in), err)
 		if failed {
 			err = b.abortAfter(ctx, *in.Key, mf.UploadID(), err)

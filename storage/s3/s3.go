@@ -82,7 +82,10 @@ type Options struct {
 	// (Concurrency+3) parts, a smaller object its own size. Puts wait for
 	// room, so concurrent writers (Engine.Workers) share the budget instead
 	// of multiplying it. An object too large for 10,000 parts of PartSize
-	// gets larger parts and then takes the whole budget.
+	// gets larger parts and then takes the whole budget. Staged writes
+	// (Stage) hold small objects until their commit in a share of their
+	// own, MemoryBudget/4 beside it; large staged objects stream (no
+	// buffer). The default bounds upload buffers at 64 + 16 MiB.
 	MemoryBudget int64
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).

@@ -76,7 +76,7 @@ type stagedObject struct {
 	path, key string
 	size      int64
 	opts      storage.PutOptions
-	data      []byte // small: the checked bytes (held: len+1 of the share)
+	data      []byte // small: the checked bytes (held from the share)
 	held      int64
 	uploadID  string // large: the multipart upload and its one part's ETag
 	partETag  string
@@ -97,8 +97,8 @@ func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts
 	body.ctx = ctx
 	o := &stagedObject{path: p, key: key, size: size, opts: opts}
 	switch {
-	case size >= 0 && size <= stageSmallMax && s.b.stageShare.TryAcquire(size+1):
-		o.held = size + 1
+	case size >= 0 && size <= stageSmallMax && s.b.stageShare.TryAcquire(size):
+		o.held = size
 		err = s.readSmall(o, body)
 	case size > stageSmallMax && size <= maxPartSize && opts.SHA256 != "":
 		err = s.uploadPart(ctx, o, body)
@@ -112,29 +112,35 @@ func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts
 		return storage.ObjectInfo{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old := s.objs[p]; old != nil {
-		s.discard(ctx, old)
-	}
+	old := s.objs[p]
 	s.objs[p] = o
+	s.mu.Unlock()
+	if old != nil && !old.committed { // a second Put of one path replaces the first
+		if err := s.discard(ctx, old); err != nil {
+			return storage.ObjectInfo{}, err
+		}
+	}
 	return storage.ObjectInfo{Path: p, Size: size, SHA256: opts.SHA256}, nil
 }
 
-// readSmall reads a small object into memory, checked.
+// readSmall reads a small object into memory, checked: exactly its size
+// (no spare byte that would round the allocation up), then its end.
 func (s *stage) readSmall(o *stagedObject, body *checkedReader) error {
-	data := make([]byte, o.size+1)
-	n, err := io.ReadFull(body, data)
-	switch {
-	case int64(n) > o.size:
-		err = body.err
-	case err == io.ErrUnexpectedEOF || (err == io.EOF && o.size == 0):
-		err = nil
+	data := make([]byte, o.size)
+	_, err := io.ReadFull(body, data)
+	if err == nil {
+		var one [1]byte
+		if _, err = io.ReadFull(body, one[:]); err == io.EOF {
+			err = nil // checkedReader checked the size and digest at EOF
+		} else if err == nil {
+			err = body.err
+		}
 	}
 	if err != nil {
-		s.b.stageShare.Release(o.held)
+		s.release(o)
 		return fmt.Errorf("stage %s: %w", body.where, err)
 	}
-	o.data = data[:n]
+	o.data = data
 	return nil
 }
 

@@ -198,6 +198,16 @@ func (s *countingStage) Commit(ctx context.Context, p string) error {
 	return s.Stage.Commit(ctx, p)
 }
 
+// CommitInfo counts as a Commit; for a stage without it, the info is
+// left to the Put's (as the engine does).
+func (s *countingStage) CommitInfo(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	s.c.record("Commit", p)
+	if ic, ok := s.Stage.(storage.InfoCommitter); ok {
+		return ic.CommitInfo(ctx, p)
+	}
+	return storage.ObjectInfo{}, s.Stage.Commit(ctx, p)
+}
+
 // counted wraps b in a countingBackend, which stages writes when staged
 // (skipping the test when b cannot).
 func counted(t *testing.T, b storage.Backend, staged bool) (*countingBackend, storage.Backend) {

@@ -348,7 +348,7 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 		}
 		var oi storage.ObjectInfo
 		var err error
-		if stg != nil {
+		if stg != nil && !stg.isUnstaged(it.Path) {
 			oi, err = stg.commit(ctx, root, it)
 		} else {
 			s, exists := stored[it.Path]
@@ -411,6 +411,9 @@ type staged struct {
 	storage.Stage
 	mu   sync.Mutex
 	info map[string]storage.ObjectInfo
+	// unstaged are the paths the stage read and checked but did not keep
+	// (storage.ErrNotStaged): written with Put when the others are named.
+	unstaged map[string]bool
 }
 
 // stageAll stages every write. A bundle file whose bytes are not the
@@ -426,15 +429,22 @@ func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged
 		defer done()
 		src := &sourceReader{r: r}
 		s, exists := stored[it.Path]
-		oi, err := stg.Put(ctx, it.Path, src, it.Desired.Size, putOptions(it, s, exists))
+		opts := putOptions(it, s, exists)
+		opts.SourceVerified = content[it.Path] == nil // bundle.Open checks the digest itself
+		oi, err := stg.Put(ctx, it.Path, src, it.Desired.Size, opts)
 		if src.err != nil && !errors.Is(src.err, io.EOF) && errors.Is(err, src.err) {
 			return src.err // the bundle's own error (a damaged file), as the verification pass reports it
 		}
-		if err != nil {
+		notStaged := errors.Is(err, storage.ErrNotStaged)
+		if err != nil && !notStaged {
 			return writeError(root, it, err)
 		}
 		stg.mu.Lock()
-		stg.info[it.Path] = oi
+		if notStaged {
+			stg.unstaged[it.Path] = true // read and checked to its end: verified
+		} else {
+			stg.info[it.Path] = oi
+		}
 		stg.mu.Unlock()
 		if _, generated := content[it.Path]; !generated {
 			progress.Add(ctx, 1, it.Desired.Size) // the "checking bundle" stage: this copy is verified
@@ -457,14 +467,29 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// commit names one staged output.
+// commit names one staged output; its info is the commit's when the
+// stage reports it then (S3: the ETag), else its Put's.
 func (stg *staged) commit(ctx context.Context, root storage.Backend, it planner.Item) (storage.ObjectInfo, error) {
-	if err := stg.Commit(ctx, it.Path); err != nil {
+	if ic, ok := stg.Stage.(storage.InfoCommitter); ok {
+		oi, err := ic.CommitInfo(ctx, it.Path)
+		if err != nil {
+			return oi, writeError(root, it, err)
+		}
+		if oi.Fingerprint != "" {
+			return oi, nil
+		}
+	} else if err := stg.Commit(ctx, it.Path); err != nil {
 		return storage.ObjectInfo{}, writeError(root, it, err)
 	}
 	stg.mu.Lock()
 	defer stg.mu.Unlock()
 	return stg.info[it.Path], nil
+}
+
+func (stg *staged) isUnstaged(path string) bool {
+	stg.mu.Lock()
+	defer stg.mu.Unlock()
+	return stg.unstaged[path]
 }
 
 // verifyCopies reads and hashes the bundle files to be copied.
@@ -492,7 +517,9 @@ func (e *Engine) writeOne(ctx context.Context, root storage.Backend, pub Publica
 		return storage.ObjectInfo{}, err
 	}
 	defer done()
-	oi, err := root.Put(ctx, it.Path, r, it.Desired.Size, putOptions(it, s, exists))
+	opts := putOptions(it, s, exists)
+	opts.SourceVerified = data == nil // bundle.Open checks the digest itself
+	oi, err := root.Put(ctx, it.Path, r, it.Desired.Size, opts)
 	if err != nil {
 		return oi, writeError(root, it, err)
 	}

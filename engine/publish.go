@@ -155,7 +155,7 @@ func (r *publication) prepare(ctx context.Context) error {
 		return err
 	}
 	if staging {
-		r.stg = &staged{Stage: stager.Stage(), info: make(map[string]storage.ObjectInfo, len(r.writes))}
+		r.stg = &staged{Stage: stager.Stage(), info: make(map[string]storage.ObjectInfo, len(r.writes)), unstaged: map[string]bool{}}
 		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
 			// The sizes were not checked up front (see checkCopies): a
 			// missing or resized bundle file is reported as that check

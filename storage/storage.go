@@ -26,6 +26,11 @@ var (
 	// one the backend holds (moved away and replaced, or a re-pointed
 	// symlink). Opening the root again reaches the new folder.
 	ErrRootChanged = errors.New("the root path now names another folder")
+	// ErrNotStaged: Stage.Put read and checked the bytes (to their end) but
+	// keeps nothing, e.g. an object too large to stage or a stage whose
+	// memory for small objects is used up. The caller writes that path with
+	// Backend.Put instead, after the staged ones are verified.
+	ErrNotStaged = errors.New("object not staged")
 )
 
 // ObjectInfo describes one stored object.
@@ -63,6 +68,10 @@ type PutOptions struct {
 	// IfMatch, when set, writes only if the object at the path is still the
 	// version with this Fingerprint; otherwise Put fails with ErrConflict.
 	IfMatch string
+	// SourceVerified says the reader itself fails (before its EOF) when
+	// its bytes do not hash to SHA256, as a bundle file opened for reading
+	// does: a backend may skip hashing them again. SHA256 is still stored.
+	SourceVerified bool
 }
 
 // Syncer is implemented by backends that honour PutOptions.DeferSync.
@@ -124,6 +133,15 @@ type Stage interface {
 	// Close discards what was staged and not committed (leaving the root
 	// as it was, folders included) and releases the stage.
 	Close() error
+}
+
+// InfoCommitter is implemented by stages that learn a staged object's
+// fingerprint only when it is committed (S3: the ETag comes with the
+// write that makes the object visible). Its Put then returns no
+// Fingerprint.
+type InfoCommitter interface {
+	// CommitInfo is Stage.Commit returning the committed object's info.
+	CommitInfo(ctx context.Context, path string) (ObjectInfo, error)
 }
 
 // RootChecker is implemented by backends whose root can be swapped under

@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -47,8 +47,11 @@ const (
 	defaultMemoryBudget = 64 << 20
 	// partsBesideConcurrency: besides the parts in flight, a multipart
 	// upload holds the part being filled and its first part, which the
-	// uploader reads apart with io.ReadAll (up to two parts while it grows).
+	// transfer manager reads before its pool of Concurrency+1 parts exists.
 	partsBesideConcurrency = 3
+	// minPartSize and maxUploadParts are S3's multipart limits.
+	minPartSize    = 5 << 20
+	maxUploadParts = 10000
 	// maxDeleteBatch is the DeleteObjects limit per request.
 	maxDeleteBatch = 1000
 	// metaSHA256 is stored as x-amz-meta-sha256.
@@ -79,7 +82,10 @@ type Options struct {
 	// (Concurrency+3) parts, a smaller object its own size. Puts wait for
 	// room, so concurrent writers (Engine.Workers) share the budget instead
 	// of multiplying it. An object too large for 10,000 parts of PartSize
-	// gets larger parts and then takes the whole budget.
+	// gets larger parts and then takes the whole budget. Staged writes
+	// (Stage) hold small objects until their commit in a share of their
+	// own, MemoryBudget/4 beside it; large staged objects stream (no
+	// buffer). The default bounds upload buffers at 64 + 16 MiB.
 	MemoryBudget int64
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).
@@ -94,7 +100,7 @@ type Options struct {
 // Backend is a destination root (or bundle location) at s3://bucket/prefix.
 type Backend struct {
 	client   *s3.Client
-	uploader *manager.Uploader
+	uploader *transfermanager.Client
 	bucket   string
 	prefix   string // "" or ends with "/"
 	partSize int64
@@ -103,7 +109,10 @@ type Backend struct {
 	concurrency int
 	budget      int64
 	buffers     *semaphore.Weighted
-	endpoint    string // for messages
+	// stageShare bounds the small objects stages hold until their commit
+	// (MemoryBudget/4, beside the budget, so a Put never waits on them).
+	stageShare *semaphore.Weighted
+	endpoint   string // for messages
 	// bucketSeen: HeadBucket succeeded once, so a 404 from HeadObject
 	// means a missing key.
 	bucketSeen atomic.Bool
@@ -180,8 +189,8 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 	if opts.PartSize == 0 {
 		opts.PartSize = defaultPartSize
 	}
-	if opts.PartSize < manager.MinUploadPartSize {
-		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, manager.MinUploadPartSize)
+	if opts.PartSize < minPartSize {
+		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, minPartSize)
 	}
 	if opts.MemoryBudget == 0 {
 		opts.MemoryBudget = max(defaultMemoryBudget, (1+partsBesideConcurrency)*opts.PartSize)
@@ -196,16 +205,15 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 	if endpoint == "" {
 		endpoint = "AWS S3 (" + co.Region + ")"
 	}
-	up := manager.NewUploader(client, func(u *manager.Uploader) {
-		u.PartSize = opts.PartSize
-		u.Concurrency = opts.Concurrency
-		// Put aborts failed uploads itself, with a context that survives
-		// the caller's cancellation (the uploader would reuse the dead one).
-		u.LeavePartsOnError = true
-		u.RequestChecksumCalculation = co.RequestChecksumCalculation
+	up := transfermanager.New(client, func(o *transfermanager.Options) {
+		o.PartSizeBytes = opts.PartSize
+		o.Concurrency = opts.Concurrency
+		o.MultipartUploadThreshold = opts.PartSize
+		o.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
 	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize,
-		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget), endpoint: endpoint}, nil
+		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget),
+		stageShare: semaphore.NewWeighted(opts.MemoryBudget / 4), endpoint: endpoint}, nil
 }
 
 // cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".
@@ -352,17 +360,42 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	var want []byte
-	if opts.SHA256 != "" {
-		var ok bool
-		if want, ok = catalog.DigestSum(opts.SHA256); !ok {
-			return storage.ObjectInfo{}, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 lowercase hex digits>", b, p, opts.SHA256)
-		}
+	body, err := b.checked(p, r, size, opts)
+	if err != nil {
+		return storage.ObjectInfo{}, err
 	}
-	body := &checkedReader{ctx: ctx, r: r, size: size, want: want, where: b.String() + p}
-	if want != nil {
-		body.h = sha256.New()
+	body.ctx = ctx
+	in := putInput(b, key, opts)
+	put := b.putMultipart
+	if size >= 0 && size <= b.partSize {
+		put = b.putSmall
 	}
+	etag, err := put(ctx, in, body, size)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
+}
+
+// checked wraps r in the reader that counts and (unless the source
+// verifies itself) hashes what passes, for a Put of p.
+func (b *Backend) checked(p string, r io.Reader, size int64, opts storage.PutOptions) (*checkedReader, error) {
+	body := &checkedReader{r: r, size: size, where: b.String() + p}
+	if opts.SHA256 == "" {
+		return body, nil
+	}
+	want, ok := catalog.DigestSum(opts.SHA256)
+	if !ok {
+		return nil, fmt.Errorf("put %s%s: invalid sha256 %q: want sha256:<64 lowercase hex digits>", b, p, opts.SHA256)
+	}
+	if !opts.SourceVerified {
+		body.want, body.h = want, sha256.New()
+	}
+	return body, nil
+}
+
+// putInput is the PutObjectInput of a write with opts (no body yet).
+func putInput(b *Backend, key string, opts storage.PutOptions) *s3.PutObjectInput {
 	in := &s3.PutObjectInput{Bucket: &b.bucket, Key: &key, Metadata: map[string]string{}}
 	if opts.SHA256 != "" {
 		in.Metadata[metaSHA256] = opts.SHA256
@@ -376,15 +409,7 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	case opts.IfMatch != "":
 		in.IfMatch = aws.String(opts.IfMatch)
 	}
-	put := b.putMultipart
-	if size >= 0 && size <= b.partSize {
-		put = b.putSmall
-	}
-	etag, err := put(ctx, in, body, size)
-	if err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	return storage.ObjectInfo{Path: p, Size: body.n, SHA256: opts.SHA256, Fingerprint: aws.ToString(etag)}, nil
+	return in
 }
 
 // putSmall sends an object of up to PartSize bytes in one PutObject and
@@ -411,7 +436,11 @@ func (b *Backend) putSmall(ctx context.Context, in *s3.PutObjectInput, body *che
 	}
 	in.Body = bytes.NewReader(data[:n])
 	in.ContentLength = aws.Int64(int64(n))
-	out, err := b.client.PutObject(ctx, in)
+	var optFns []func(*s3.Options)
+	if d := in.Metadata[metaSHA256]; d != "" {
+		optFns = append(optFns, withPayloadHash(d)) // the bytes were checked against it
+	}
+	out, err := b.client.PutObject(ctx, in, optFns...)
 	if err != nil {
 		return nil, b.wrapPut(*in.Key, conditional(in), err)
 	}
@@ -424,27 +453,34 @@ func (b *Backend) putMultipart(ctx context.Context, in *s3.PutObjectInput, body 
 	// The uploader sees a plain io.Reader and buffers parts from its pool.
 	in.Body = body
 	partSize := b.partSize
-	if size/partSize >= int64(manager.MaxUploadParts) {
+	if size/partSize >= int64(maxUploadParts) {
 		// S3 allows 10,000 parts: a known large size gets larger parts.
-		partSize = size/int64(manager.MaxUploadParts) + 1
+		partSize = size/int64(maxUploadParts) + 1
 	}
 	weight := min(b.budget, int64(b.concurrency+partsBesideConcurrency)*partSize)
 	if err := b.buffers.Acquire(ctx, weight); err != nil {
 		return nil, fmt.Errorf("put %s: %w", body.where, err)
 	}
 	defer b.buffers.Release(weight)
-	out, err := b.uploader.Upload(ctx, in, func(u *manager.Uploader) {
-		u.PartSize = partSize
-		u.Concurrency = b.concurrency
+	out, err := b.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: in.Bucket, Key: in.Key, Body: in.Body,
+		ContentType: in.ContentType, Metadata: in.Metadata, IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch}, func(o *transfermanager.Options) {
+		o.PartSizeBytes = partSize
+		o.Concurrency = b.concurrency
 	})
 	if err != nil {
-		var mf manager.MultiUploadFailure
-		if errors.As(err, &mf) && mf.UploadID() != "" {
-			if aerr := b.abort(ctx, *in.Key, mf.UploadID()); aerr != nil {
-				err = fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, mf.UploadID(), aerr)
-			}
+		// The transfer manager's own abort runs on the caller's context,
+		// so a cancelled Put leaves its parts (v0.5.9): abort it here
+		// too, and keep the cancellation in the chain (it is only text).
+		var mf transfermanager.MultipartUploadError
+		failed := errors.As(err, &mf) && mf.UploadID() != ""
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %v", cerr, err)
 		}
-		return nil, b.wrapPut(*in.Key, conditional(in), err)
+		err = b.wrapPut(*in.Key, conditional(in), err)
+		if failed {
+			err = b.abortAfter(ctx, *in.Key, mf.UploadID(), err)
+		}
+		return nil, err
 	}
 	return out.ETag, nil
 }
@@ -461,6 +497,15 @@ func (b *Backend) wrapPut(key string, conditional bool, err error) error {
 		return fmt.Errorf("s3 put s3://%s/%s: the object changed since it was planned: %w", b.bucket, key, storage.ErrConflict)
 	}
 	return b.wrap("put", key, err)
+}
+
+// abortAfter aborts a multipart upload that failed with err, and says
+// so in the error when the abort fails too.
+func (b *Backend) abortAfter(ctx context.Context, key, uploadID string, err error) error {
+	if aerr := b.abort(ctx, key, uploadID); aerr != nil {
+		return fmt.Errorf("%w (and the abort of multipart upload %s failed: %v; a bucket lifecycle rule for incomplete multipart uploads removes its parts)", err, uploadID, aerr)
+	}
+	return err
 }
 
 func (b *Backend) abort(ctx context.Context, key, uploadID string) error {

@@ -462,8 +462,8 @@ func TestMultipartMemoryBounded(t *testing.T) {
 	}
 	t.Logf("64 MiB multipart Put (part %d MiB, concurrency %d): peak heap in use +%.1f MiB, allocated %.1f MiB",
 		partSize>>20, concurrency, float64(peak)/(1<<20), float64(total)/(1<<20))
-	// The uploader's pool holds concurrency+1 parts; it reads the first part
-	// apart with io.ReadAll, whose growth costs up to two parts more. An
+	// The transfer manager's pool holds concurrency+1 parts; it reads the
+	// first part apart, before the pool exists. An
 	// unbounded upload would allocate the whole 64 MiB at least.
 	const bound = (concurrency+3)*partSize + 8<<20
 	if total > bound {
@@ -838,4 +838,13 @@ func TestFrozenServerTimesOut(t *testing.T) {
 	if _, err := b.Put(ctx, "after", strings.NewReader("after"), 5, storage.PutOptions{}); err != nil {
 		t.Fatalf("Put after the server resumed: %v", err)
 	}
+}
+
+// The stage contract on S3: small objects held in memory, and (below) the
+// large ones staged as multipart uploads.
+func TestStagerContract(t *testing.T) {
+	env := testenv.NewS3(t)
+	storagetest.RunStager(t, func(t *testing.T) storage.Backend {
+		return env.Backend(t, env.Bucket(t), "dest/root")
+	})
 }

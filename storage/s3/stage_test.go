@@ -1,0 +1,251 @@
+package s3_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distributor/distributor/storage"
+	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/testenv"
+)
+
+// headerClient records the x-amz-content-sha256 of every request with a body.
+type headerClient struct {
+	inner s3.HTTPClient
+	mu    *sync.Mutex
+	seen  *[]string
+}
+
+func (c headerClient) Do(req *http.Request) (*http.Response, error) {
+	if req.ContentLength > 0 && req.Method == http.MethodPut {
+		c.mu.Lock()
+		*c.seen = append(*c.seen, req.URL.Path+" "+req.Header.Get("X-Amz-Content-Sha256"))
+		c.mu.Unlock()
+	}
+	return c.inner.Do(req)
+}
+
+// stageBackend is a backend on env whose client records payload hashes.
+func stageBackend(t *testing.T, env *testenv.S3, bucket string, opts s3store.Options) (*s3store.Backend, func() []string) {
+	var mu sync.Mutex
+	var seen []string
+	client := s3.New(env.Client.Options(), func(o *s3.Options) {
+		o.HTTPClient = headerClient{inner: o.HTTPClient, mu: &mu, seen: &seen}
+	})
+	return newBackend(t, client, bucket, "", opts), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// A large staged object is one streamed part of a multipart upload: it
+// stays invisible until Commit, is signed with its own sha256 (the client
+// hashes nothing more), and leaves no upload behind.
+func TestStageLargeObject(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	b, seen := stageBackend(t, env, bucket, s3store.Options{})
+	data := bytes.Repeat([]byte("large staged object\n"), 200_000) // 4 MB: over the in-memory limit
+	digest := sha(data)
+	st := b.Stage()
+	defer st.Close()
+	oi, err := st.Put(t.Context(), "big/a.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oi.Size != int64(len(data)) || oi.Fingerprint != "" {
+		t.Fatalf("staged Put info = %+v, want the size and no fingerprint (known at commit)", oi)
+	}
+	wantNoObject(t, b, "big/a.bin")
+	ci, err := st.(storage.InfoCommitter).CommitInfo(t.Context(), "big/a.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Fingerprint == "" || ci.SHA256 != digest {
+		t.Fatalf("CommitInfo = %+v, want an ETag and the digest", ci)
+	}
+	got, _, err := b.ReadVersion(t.Context(), "big/a.bin")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("committed object: %d bytes, %v; want the %d staged", len(got), err, len(data))
+	}
+	if si, err := b.Stat(t.Context(), "big/a.bin"); err != nil || si.SHA256 != digest {
+		t.Fatalf("Stat = %+v, %v; want the sha256 metadata %s", si, err, digest)
+	}
+	wantNoUploads(t, env.Client, bucket)
+	hex := strings.TrimPrefix(digest, "sha256:")
+	if s := seen(); len(s) != 1 || !strings.HasSuffix(s[0], " "+hex) {
+		t.Fatalf("requests with a body: %q, want the one part signed with the object's sha256 %s", s, hex)
+	}
+}
+
+// A small staged object is sent at Commit in one PutObject, signed with
+// its sha256.
+func TestStageSmallObjectIsOneRequest(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	b, seen := stageBackend(t, env, bucket, s3store.Options{})
+	st := b.Stage()
+	defer st.Close()
+	data := []byte("small")
+	if _, err := st.Put(t.Context(), "s.txt", bytes.NewReader(data), 5, storage.PutOptions{SHA256: sha(data), SourceVerified: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s := seen(); len(s) != 0 {
+		t.Fatalf("requests before Commit: %q, want none", s)
+	}
+	if err := st.Commit(t.Context(), "s.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if s := seen(); len(s) != 1 || !strings.HasSuffix(s[0], " "+strings.TrimPrefix(sha(data), "sha256:")) {
+		t.Fatalf("requests with a body: %q, want one PutObject signed with the object's sha256", s)
+	}
+}
+
+// Conditions of a large staged object are checked at Commit; a refused
+// or discarded one leaves no upload.
+func TestStageLargeConditionsAndClose(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	b := newBackend(t, env.Client, bucket, "", s3store.Options{})
+	data := bytes.Repeat([]byte{'x'}, 2<<20)
+	v1, err := b.Put(t.Context(), "m.bin", strings.NewReader("v1"), 2, storage.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stage()
+	for _, c := range []struct {
+		path string
+		opts storage.PutOptions
+	}{
+		{"n.bin", storage.PutOptions{IfAbsent: true}},
+		{"m.bin", storage.PutOptions{IfMatch: v1.Fingerprint}},
+		{"gone.bin", storage.PutOptions{IfMatch: v1.Fingerprint}},
+		{"discarded.bin", storage.PutOptions{IfAbsent: true}},
+	} {
+		c.opts.SHA256 = sha(data)
+		if _, err := st.Put(t.Context(), c.path, bytes.NewReader(data), int64(len(data)), c.opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rawPut(t, env.Client, bucket, "n.bin", "other")
+	rawPut(t, env.Client, bucket, "m.bin", "v2-other")
+	for _, p := range []string{"n.bin", "m.bin", "gone.bin"} {
+		if err := st.Commit(t.Context(), p); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("Commit %s after another writer: err = %v, want ErrConflict", p, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantNoUploads(t, env.Client, bucket)
+	for p, want := range map[string]string{"n.bin": "other", "m.bin": "v2-other"} {
+		if got, _, _ := b.ReadVersion(t.Context(), p); string(got) != want {
+			t.Fatalf("%s = %q, want %q", p, got, want)
+		}
+	}
+	wantNoObject(t, b, "gone.bin")
+	wantNoObject(t, b, "discarded.bin")
+}
+
+// Bytes that are not the announced ones fail the staged Put, large or
+// small, and leave nothing: no object, no upload.
+func TestStageChecksContent(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	b := newBackend(t, env.Client, bucket, "", s3store.Options{})
+	for _, n := range []int{1000, 3 << 20} {
+		data := bytes.Repeat([]byte{'d'}, n)
+		st := b.Stage()
+		for _, c := range []struct {
+			name, want string
+			size       int64
+			digest     string
+		}{
+			{"short", "announced", int64(n) + 1, sha(data)},
+			{"long", "more than", int64(n) - 1, sha(data)},
+			{"digest", "does not match", int64(n), sha([]byte("other"))},
+		} {
+			_, err := st.Put(t.Context(), c.name, io.MultiReader(bytes.NewReader(data)), c.size, storage.PutOptions{SHA256: c.digest})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%d bytes, %s: staged Put error = %v, want one containing %q", n, c.name, err, c.want)
+			}
+			if err := st.Commit(t.Context(), c.name); err == nil {
+				t.Errorf("%d bytes, %s: Commit of a failed Put succeeded", n, c.name)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantNoUploads(t, env.Client, bucket)
+	var keys []string
+	if err := b.List(t.Context(), "", func(oi storage.ObjectInfo) error { keys = append(keys, oi.Path); return nil }); err != nil || len(keys) != 0 {
+		t.Fatalf("objects after failed staged Puts: %q, %v; want none", keys, err)
+	}
+}
+
+// Once the memory for small staged objects (MemoryBudget/4) is used up, a
+// small object is read and checked but not kept: ErrNotStaged. Memory is
+// given back at Commit and Close.
+func TestStageMemoryShare(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, MemoryBudget: 20 << 20}) // share: 5 MiB
+	data := bytes.Repeat([]byte{'s'}, 1<<20)
+	st := b.Stage()
+	defer st.Close()
+	var staged, notStaged []string
+	for _, p := range []string{"a", "b", "c", "d", "e", "f"} {
+		r := &countReader{r: bytes.NewReader(data)}
+		_, err := st.Put(t.Context(), p, r, int64(len(data)), storage.PutOptions{SHA256: sha(data)})
+		switch {
+		case errors.Is(err, storage.ErrNotStaged):
+			notStaged = append(notStaged, p)
+		case err != nil:
+			t.Fatal(err)
+		default:
+			staged = append(staged, p)
+		}
+		if r.n != int64(len(data)) {
+			t.Fatalf("staged Put of %s read %d bytes, want all %d", p, r.n, len(data))
+		}
+	}
+	if len(staged) != 5 || len(notStaged) != 1 {
+		t.Fatalf("staged %q, not staged %q; want the 5 MiB share staged, then none", staged, notStaged)
+	}
+	if err := st.Commit(t.Context(), staged[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(t.Context(), "g", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
+		t.Fatalf("staged Put after a Commit gave memory back: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2 := b.Stage()
+	defer st2.Close()
+	for _, p := range []string{"h", "i", "j", "k", "l"} {
+		if _, err := st2.Put(t.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
+			t.Fatalf("staged Put %s after Close gave memory back: %v", p, err)
+		}
+	}
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -246,7 +246,7 @@ func TestPlannerProperties(t *testing.T) {
 
 		// A plan that changes nothing does nothing.
 		if !p.Changed {
-			if p.Writes() != nil || p.Deletes() != nil || !reflect.DeepEqual(p.Next, in.Catalog) {
+			if p.Writes() != nil || p.Deletes() != nil || !sameCatalog(p.Next, in.Catalog) {
 				t.Fatal("unchanged plan acts")
 			}
 		}
@@ -347,4 +347,18 @@ func assertMaintenance(t *rapid.T, p planner.MaintenancePlan, in *catalog.Catalo
 	if _, err := catalog.Marshal(p.Next); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sameCatalog is reflect.DeepEqual with no records and an empty list of
+// records alike (they encode alike: "outputs": []).
+func sameCatalog(a, b *catalog.Catalog) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if len(a.Outputs) == 0 && len(b.Outputs) == 0 {
+		ac, bc := *a, *b
+		ac.Outputs, bc.Outputs = nil, nil
+		return reflect.DeepEqual(ac, bc)
+	}
+	return reflect.DeepEqual(a, b)
 }

@@ -61,18 +61,15 @@ func (b *Backend) statBeneath(p string) (_ storage.ObjectInfo, ok bool, _ error)
 // readBeneath opens the regular file p for reading; ok as for openBeneath.
 func (b *Backend) readBeneath(p string) (_ *fdFile, ok bool, _ error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer (it is
-	// refused below). Cleared again for the regular file (F_SETFL 0: it was
-	// opened with no other status flag), so that reads block as usual.
+	// refused below). Linux ignores it for regular files, so it stays set
+	// (clearing it cost a system call per file); should a read ever answer
+	// EAGAIN, fdFile.Read clears it then.
 	fd, ok, err := b.openBeneath(p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, false, nil
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
 		unix.Close(fd)
 		return nil, false, nil
 	}

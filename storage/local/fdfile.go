@@ -40,10 +40,20 @@ func (f *fdFile) Read(p []byte) (int, error) {
 	if fd < 0 {
 		return 0, f.pathErr("read", fs.ErrClosed)
 	}
+	retried := false
 	for {
 		n, err := unix.Read(fd, p)
 		switch {
 		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN) && !retried:
+			// Opened O_NONBLOCK (readBeneath), which regular files
+			// ignore; should one not, block like any other read (F_SETFL
+			// 0: it was opened with no other status flag).
+			retried = true
+			if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); ferr != nil {
+				return 0, f.pathErr("read", ferr)
+			}
 			continue
 		case err != nil:
 			return 0, f.pathErr("read", err)

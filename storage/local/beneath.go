@@ -73,5 +73,7 @@ func (b *Backend) readBeneath(p string) (_ *fdFile, ok bool, _ error) {
 		unix.Close(fd)
 		return nil, false, nil
 	}
-	return newFdFile(fd, filepath.Join(b.root, p)), true, nil
+	f := newFdFile(fd, filepath.Join(b.root, p))
+	f.left = st.Size
+	return f, true, nil
 }

@@ -1,7 +1,11 @@
 package local
 
 import (
+	"bytes"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -45,5 +49,47 @@ func TestFdFileReadBlocksAfterEAGAIN(t *testing.T) {
 	unix.Close(p[1])
 	if n, err := f.Read(make([]byte, 8)); n != 0 || err != io.EOF {
 		t.Fatalf("Read after the writer closed = %d, %v; want 0, EOF", n, err)
+	}
+}
+
+// A file opened by readBeneath reads to the size its fstat gave and ends
+// there, in as many reads as the data needs: nothing is lost when the
+// buffer is larger or smaller than the file, and an empty file ends at once.
+func TestFdFileReadsToItsSize(t *testing.T) {
+	b := newBackend(t)
+	for _, size := range []int{0, 1, 4096, 5000} {
+		data := bytes.Repeat([]byte{'x'}, size)
+		name := fmt.Sprintf("f%d", size)
+		if err := os.WriteFile(filepath.Join(b.root, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, bufSize := range []int{1000, 4096, 32 << 10} {
+			f, ok, err := b.readBeneath(name)
+			if !ok || err != nil {
+				t.Fatalf("readBeneath(%s) = %v, %v", name, ok, err)
+			}
+			got, err := io.ReadAll(f)
+			f.Close()
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%s: read %d bytes (%v), want %d", name, len(got), err, size)
+			}
+			f, _, _ = b.readBeneath(name)
+			buf := make([]byte, bufSize)
+			total := 0
+			for {
+				n, err := f.Read(buf)
+				total += n
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+			if total != size {
+				t.Fatalf("%s with a %d-byte buffer: %d bytes to EOF, want %d", name, bufSize, total, size)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func TestIntentReadsBackAsWritten(t *testing.T) {
 		{"writes", intentDoc{EventID: "ev-2", Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"},
 			Writes: []catalog.Output{rec("a.txt"), odd, rec("z/b.txt")}, Deletes: []string{}, Reported: []string{"r.txt"}}},
 		{"maintenance", intentDoc{Writes: []catalog.Output{rec("a.txt")}, Deletes: []string{"]"}}},
+		{"writes out of order", intentDoc{EventID: "ev-3", Writes: []catalog.Output{rec("z/b.txt"), rec("a.txt")}, Deletes: []string{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := encodeIntent(tc.doc)
@@ -42,6 +44,7 @@ func TestIntentReadsBackAsWritten(t *testing.T) {
 				t.Fatalf("decode %s: %v", data, err)
 			}
 			want := tc.doc
+			want.Writes = slices.SortedFunc(slices.Values(want.Writes), byPath) // recorded in path order
 			if want.Writes == nil {
 				want.Writes = []catalog.Output{}
 			}

@@ -61,8 +61,9 @@ func (b *Backend) statBeneath(p string) (_ storage.ObjectInfo, ok bool, _ error)
 // readBeneath opens the regular file p for reading; ok as for openBeneath.
 func (b *Backend) readBeneath(p string) (_ *fdFile, ok bool, _ error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer (it is
-	// refused below). Cleared again for the regular file (F_SETFL 0: it was
-	// opened with no other status flag), so that reads block as usual.
+	// refused below). Linux ignores it for regular files, so it stays set
+	// (clearing it cost a system call per file); should a read ever answer
+	// EAGAIN, fdFile.Read clears it then.
 	fd, ok, err := b.openBeneath(p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if !ok || err != nil {
 		return nil, ok, err
@@ -72,9 +73,7 @@ func (b *Backend) readBeneath(p string) (_ *fdFile, ok bool, _ error) {
 		unix.Close(fd)
 		return nil, false, nil
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
-		unix.Close(fd)
-		return nil, false, nil
-	}
-	return newFdFile(fd, filepath.Join(b.root, p)), true, nil
+	f := newFdFile(fd, filepath.Join(b.root, p))
+	f.left = st.Size
+	return f, true, nil
 }

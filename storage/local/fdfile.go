@@ -20,10 +20,16 @@ import (
 type fdFile struct {
 	fd   atomic.Int64 // -1 once closed
 	name string       // for messages
+	// left is what a reader expects still to read (the size fstat gave
+	// when opened, less what was read), or -1 when unknown: a read that
+	// reaches it reports io.EOF at once instead of one more read(2) to
+	// find it. Bytes appended after the fstat are not read; a file that
+	// was larger already reads to its real end.
+	left int64
 }
 
 func newFdFile(fd int, name string) *fdFile {
-	f := &fdFile{name: name}
+	f := &fdFile{name: name, left: -1}
 	f.fd.Store(int64(fd))
 	return f
 }
@@ -40,15 +46,33 @@ func (f *fdFile) Read(p []byte) (int, error) {
 	if fd < 0 {
 		return 0, f.pathErr("read", fs.ErrClosed)
 	}
+	if f.left == 0 {
+		return 0, io.EOF
+	}
+	retried := false
 	for {
 		n, err := unix.Read(fd, p)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
+		case errors.Is(err, unix.EAGAIN) && !retried:
+			// Opened O_NONBLOCK (readBeneath), which regular files
+			// ignore; should one not, block like any other read (F_SETFL
+			// 0: it was opened with no other status flag).
+			retried = true
+			if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); ferr != nil {
+				return 0, f.pathErr("read", ferr)
+			}
+			continue
 		case err != nil:
 			return 0, f.pathErr("read", err)
 		case n == 0:
 			return 0, io.EOF
+		}
+		if f.left > 0 {
+			if f.left = max(0, f.left-int64(n)); f.left == 0 {
+				return n, io.EOF
+			}
 		}
 		return n, nil
 	}

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -170,5 +171,37 @@ func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
 	}
 	if n := b.unnamed.Load(); n != 0 {
 		t.Errorf("%d unnamed slots still held after Close", n)
+	}
+}
+
+// Large deferred objects start their writeback while written (every
+// writebackChunk bytes): the bytes named are exactly the bytes given, of
+// a known size or not, across chunk boundaries.
+func TestStageLargeDeferredObjects(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	data := make([]byte, 2*writebackChunk+12345)
+	for i := range data {
+		data[i] = byte(i * 7 / 3)
+	}
+	stg := b.Stage()
+	defer stg.Close()
+	for _, tc := range []struct {
+		path string
+		size int64
+	}{{"known.bin", int64(len(data))}, {"unknown.bin", -1}} {
+		if _, err := stg.Put(ctx, tc.path, bytes.NewReader(data), tc.size, storage.PutOptions{IfAbsent: true, DeferSync: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := stg.Commit(ctx, tc.path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(b.root, tc.path))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: read %d bytes (%v), want the %d written", tc.path, len(got), err, len(data))
+		}
+	}
+	if err := storage.Sync(ctx, b); err != nil {
+		t.Fatal(err)
 	}
 }

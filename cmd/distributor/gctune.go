@@ -1,0 +1,79 @@
+package main
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+)
+
+// GC policy of the command. A run over many small files allocates a little
+// per file (paths, records, buffers) on a small live heap, and at the
+// default GOGC=100 the collector ran every few megabytes: 10–15 % of a
+// first publication's CPU. While the live heap is small the collector runs
+// less often (GOGC 400: the heap may grow to five times the live one, at
+// most ~160 MB at the bound below); past the bound it reverts to the
+// default, so a million-output catalog (over a gigabyte live) is collected
+// as usual. Between two collections the heap can grow far past the bound
+// (a catalog read), so a memory limit caps it meanwhile: reaching it
+// collects early, and the check after that collection restores the
+// default. A GOGC or GOMEMLIMIT the user set is left alone.
+const (
+	gcSmallPercent = 400
+	gcSmallHeap    = 32 << 20 // live heap above which the default applies again
+	gcLimitFactor  = 4        // memory limit while tuned: this many times the bound
+)
+
+// gcTuner holds the policy in force; the runtime knobs it sets are the
+// process's own.
+type gcTuner struct {
+	bound    uint64 // live-heap bytes above which the default is restored
+	restored atomic.Bool
+	sample   []metrics.Sample
+}
+
+// tuneGC applies the policy unless the environment (getenv) sets GOGC or
+// GOMEMLIMIT; it returns nil then.
+func tuneGC(getenv func(string) string, bound uint64) *gcTuner {
+	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
+		return nil
+	}
+	t := &gcTuner{bound: bound, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	debug.SetGCPercent(gcSmallPercent)
+	debug.SetMemoryLimit(int64(bound) * gcLimitFactor)
+	t.arm()
+	return t
+}
+
+// arm asks to be called after the next collection: the finalizer of an
+// object nothing references runs once per cycle that finds it dead.
+func (t *gcTuner) arm() {
+	// Not a tiny allocation (under 16 bytes without pointers): those
+	// share a block, and their finalizers may never run.
+	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) { t.check() })
+}
+
+// check restores the default once the live heap passes the bound, and
+// otherwise waits for the next collection.
+func (t *gcTuner) check() {
+	if t.restored.Load() {
+		return
+	}
+	metrics.Read(t.sample)
+	if t.sample[0].Value.Kind() == metrics.KindUint64 && t.sample[0].Value.Uint64() > t.bound {
+		t.restore()
+		return
+	}
+	t.arm()
+}
+
+type gcSentinel struct{ _ [32]byte }
+
+// restore puts the runtime's defaults back (GOGC=100, no memory limit) and
+// stops checking. Only check calls it, from the one finalizer in flight.
+func (t *gcTuner) restore() {
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.restored.Store(true) // after: a reader that sees it sees the defaults
+}

@@ -318,7 +318,8 @@ func TestKVTTLTooShort(t *testing.T) {
 // it must still end with one holder and the others refused with ErrHeld.
 // The server reports their lost compare-and-swap as 10164, not 10071.
 func TestKVRaceOnReplicatedBucket(t *testing.T) {
-	js := testenv.NewCluster(t).JetStream(t)
+	cl := testenv.NewCluster(t)
+	js := cl.JetStream(t)
 	// Retried: a fresh cluster on a busy machine may still be settling.
 	var st *events.Streams
 	testenv.Retry(t, time.Minute, func() (err error) {
@@ -337,6 +338,10 @@ func TestKVRaceOnReplicatedBucket(t *testing.T) {
 		if err := first.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Every replica holds the marker before the race: a read answered
+		// by a replica still behind would show "first" as the holder and
+		// refuse everyone (safe, but not the race this test is about).
+		cl.WaitStreamCurrent(t, "KV_"+st.Leases.Bucket())
 		const n = 8
 		var wg sync.WaitGroup
 		leases, errs := make([]Lease, n), make([]error, n)
@@ -365,6 +370,7 @@ func TestKVRaceOnReplicatedBucket(t *testing.T) {
 		if err := leases[winner].Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		cl.WaitStreamCurrent(t, "KV_"+st.Leases.Bucket())
 	}
 }
 

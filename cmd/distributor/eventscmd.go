@@ -73,6 +73,17 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 			if ctx.Err() != nil {
 				return nil
 			}
+			// While a replicated stream elects a leader (a node restarting,
+			// a fresh cluster), its API has no responder for a moment:
+			// someone waiting for results waits on.
+			if follow && errors.Is(err, nats.ErrNoResponders) {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
 			return err
 		}
 		n := 0

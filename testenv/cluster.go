@@ -21,7 +21,7 @@ import (
 const clusterReady = 30 * time.Second
 
 // Cluster is an in-process 3-node JetStream cluster on 127.0.0.1. Nodes can
-// be killed and restarted (same name, ports and store) to test fail-over.
+// be killed and restarted (same name and store, and the same ports unless another socket took one) to test fail-over.
 // Everything stops when the test ends.
 type Cluster struct {
 	// URLs are the client URLs of every node, comma-separated (nats.Connect
@@ -326,7 +326,7 @@ func (c *Cluster) Kill(i int) {
 	s.WaitForShutdown()
 }
 
-// Restart starts the killed node i again with its name, ports and store,
+// Restart starts the killed node i again with its name, store and ports (fresh ports if its own stay taken),
 // and waits until it has rejoined JetStream.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()

@@ -21,8 +21,8 @@ import (
 const clusterReady = 30 * time.Second
 
 // Cluster is an in-process 3-node JetStream cluster on 127.0.0.1. Nodes can
-// be killed and restarted (same name and store, and the same ports unless another socket took one) to test fail-over.
-// Everything stops when the test ends.
+// be killed and restarted (same name and store; same ports unless another
+// socket took one) to test fail-over. Everything stops when the test ends.
 type Cluster struct {
 	// URLs are the client URLs of every node, comma-separated (nats.Connect
 	// form), as the cluster started. A node that Restart had to move is
@@ -326,8 +326,9 @@ func (c *Cluster) Kill(i int) {
 	s.WaitForShutdown()
 }
 
-// Restart starts the killed node i again with its name, store and ports (fresh ports if its own stay taken),
-// and waits until it has rejoined JetStream.
+// Restart starts the killed node i again with its name, store and ports
+// (fresh ports if its own stay taken) and waits until it has rejoined
+// JetStream.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	c.mu.Lock()

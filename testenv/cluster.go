@@ -354,7 +354,7 @@ func (c *Cluster) Restart(i int) {
 
 // portWait bounds how long Restart retries a node's own ports before it
 // moves the node to fresh ones.
-const portWait = 5 * time.Second
+const portWait = 2 * time.Second
 
 func (c *Cluster) startRetrying(i int, wait time.Duration) error {
 	var err error

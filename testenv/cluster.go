@@ -21,8 +21,8 @@ import (
 const clusterReady = 30 * time.Second
 
 // Cluster is an in-process 3-node JetStream cluster on 127.0.0.1. Nodes can
-// be killed and restarted (same name, ports and store) to test fail-over.
-// Everything stops when the test ends.
+// be killed and restarted (same name and store; same ports unless another
+// socket took one) to test fail-over. Everything stops when the test ends.
 type Cluster struct {
 	// URLs are the client URLs of every node, comma-separated (nats.Connect
 	// form), as the cluster started. A node that Restart had to move is
@@ -326,8 +326,9 @@ func (c *Cluster) Kill(i int) {
 	s.WaitForShutdown()
 }
 
-// Restart starts the killed node i again with its name, ports and store,
-// and waits until it has rejoined JetStream.
+// Restart starts the killed node i again with its name, store and ports
+// (fresh ports if its own stay taken) and waits until it has rejoined
+// JetStream.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	c.mu.Lock()
@@ -353,7 +354,7 @@ func (c *Cluster) Restart(i int) {
 
 // portWait bounds how long Restart retries a node's own ports before it
 // moves the node to fresh ones.
-const portWait = 5 * time.Second
+const portWait = 2 * time.Second
 
 func (c *Cluster) startRetrying(i int, wait time.Duration) error {
 	var err error

@@ -153,6 +153,12 @@ func waitResults(parent context.Context, streams *events.Streams, ev events.Bund
 	if errors.Is(err, errDone) {
 		return out, nil
 	}
+	if err != nil && ctx.Err() != nil {
+		// The wait ended (interrupt or timeout) before or while the
+		// reader started: that is the outcome to report, not the
+		// reader's context error.
+		err = nil
+	}
 	if err == nil && len(out) < expect && parent.Err() != nil {
 		return out, fmt.Errorf("interrupted while waiting for results of %s (%d of %d); it stays announced: `distributor events tail` shows its results", ev.ID, len(out), expect)
 	}

@@ -159,11 +159,18 @@ func TestPublishWaitWithoutServe(t *testing.T) {
 		t.Errorf("publish --wait without serve: exit %d, stderr %q; want %d, %q", code, stderr, exitFailed, want)
 	}
 
-	// Interrupted (SIGINT cancels the context): say so, not "timed out".
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Interrupted (SIGINT cancels the context) once it announced and
+	// waits: say so, not "timed out".
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb testenv.SyncBuffer
-	code = run(ctx, []string{"publish", "--wait", "--pipeline", "p.one", "--bundle", b1, "--config", e.cfg}, &out, &errb)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"publish", "--wait", "--pipeline", "p.one", "--bundle", b1, "--config", e.cfg}, &out, &errb)
+	}()
+	testenv.Eventually(t, 20*time.Second, func() bool { return strings.Contains(out.String(), "announced ") }, "publish --wait to announce")
+	cancel()
+	code = <-done
 	id = announcedID(t, out.String())
 	if want := "distributor: interrupted while waiting for results of " + id + " (0 of 2); it stays announced: `distributor events tail` shows its results\n"; code != exitFailed || errb.String() != want {
 		t.Errorf("interrupted publish --wait: exit %d, stderr %q; want %d, %q", code, errb.String(), exitFailed, want)
@@ -461,5 +468,28 @@ func twoServeProcessesShareWork(t *testing.T, bin string) {
 	}
 	if info.State.Msgs != uint64(want) {
 		t.Errorf("events stream holds %d events, want exactly %d", info.State.Msgs, want)
+	}
+}
+
+// TestWaitResultsEndedBeforeReading: a wait whose context ends before the
+// results reader has started (an interrupt or the timeout right after the
+// announce, on a slow machine) reports "interrupted" or "timed out", never
+// the reader's raw context error.
+func TestWaitResultsEndedBeforeReading(t *testing.T) {
+	e := newNATSEnv(t)
+	streams, err := events.Setup(context.Background(), e.nats.JetStream(t), events.SetupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.BundleReady{ID: "ev1", PipelineID: "p.one"}
+	interrupted, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = waitResults(interrupted, streams, ev, time.Now(), resultWait{results: 2, timeout: time.Minute})
+	if err == nil || !strings.HasPrefix(err.Error(), "interrupted while waiting for results of ev1 (0 of 2)") {
+		t.Errorf("interrupted before reading: %v, want the interrupted message", err)
+	}
+	_, err = waitResults(context.Background(), streams, ev, time.Now(), resultWait{results: 2, timeout: time.Nanosecond})
+	if err == nil || !strings.HasPrefix(err.Error(), "timed out after 1ns waiting for results of ev1 (0 of 2)") {
+		t.Errorf("timed out before reading: %v, want the timed-out message", err)
 	}
 }

@@ -161,6 +161,7 @@ func TestStorageLockOfDeadProcessOnSameHostIsTakenOver(t *testing.T) {
 }
 
 func TestStorageLockRenewsBeforeExpiry(t *testing.T) {
+	t.Parallel() // waits on real renewals: overlapped with the other waiting tests
 	ctx := context.Background()
 	root := localRoot(t)
 	store := &renewStore{Backend: root.Store}

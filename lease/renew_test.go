@@ -46,6 +46,7 @@ func waitWrites(t *testing.T, s *renewStore, n int) {
 // resumed after the client gave up) is not a takeover: the next renewal
 // finds the lock still this holder's and goes on.
 func TestStorageLockRenewalThatLandedIsNotTakeover(t *testing.T) {
+	t.Parallel() // waits on real renewals: overlapped with the other waiting tests
 	root := localRoot(t)
 	store := &renewStore{Backend: root.Store}
 	store.fault = func(_ context.Context, n int, write func() (storage.Version, error)) (storage.Version, error) {
@@ -75,6 +76,7 @@ func TestStorageLockRenewalThatLandedIsNotTakeover(t *testing.T) {
 
 // A lock another holder really overwrote is ErrTakenOver, naming it.
 func TestStorageLockTakenOver(t *testing.T) {
+	t.Parallel() // waits on real renewals: overlapped with the other waiting tests
 	ctx := context.Background()
 	root := localRoot(t)
 	// The renewal that finds the intruder comes at ttl/3; the holder's own

@@ -88,14 +88,7 @@ func BenchmarkMarshalSuccessor(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		next := cur.Successor()
-		next.Outputs = append(next.Outputs, cur.Outputs...)
-		for i := range 10 {
-			o := cur.Outputs[i]
-			o.Path = fmt.Sprintf("new/file%d.bin", i)
-			next.Outputs = append(next.Outputs, o)
-		}
-		next.Sort()
+		next := successorAdding10(cur)
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -147,14 +147,7 @@ func TestMarshalToStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := cur.Successor()
-	next.Outputs = append(next.Outputs, cur.Outputs...)
-	for i := range 10 {
-		o := cur.Outputs[i]
-		o.Path = fmt.Sprintf("new/file%d.bin", i)
-		next.Outputs = append(next.Outputs, o)
-	}
-	next.Sort()
+	next := successorAdding10(cur)
 	want, err := catalog.Marshal(next)
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +162,18 @@ func TestMarshalToStreams(t *testing.T) {
 	if got.writes < len(want)/(512<<10) || got.largest > 512<<10 {
 		t.Fatalf("MarshalTo wrote %d bytes in %d writes of at most %d bytes; want chunks of at most 512 KiB", len(want), got.writes, got.largest)
 	}
+}
+
+// successorAdding10 is the catalog after a publication that adds 10 records
+// to cur (copies of its first ones under new paths), as the engine builds it.
+func successorAdding10(cur *catalog.Catalog) *catalog.Catalog {
+	next := cur.Successor()
+	next.Outputs = append(next.Outputs, cur.Outputs...)
+	for i := range 10 {
+		o := cur.Outputs[i]
+		o.Path = fmt.Sprintf("new/file%d.bin", i)
+		next.Outputs = append(next.Outputs, o)
+	}
+	next.Sort()
+	return next
 }

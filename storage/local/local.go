@@ -731,21 +731,32 @@ func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byt
 	return b.writeIfVersion(ctx, p, data, want, false)
 }
 
-func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (storage.Version, error) {
-	r, err := b.open(p)
-	if err != nil {
-		return "", err
+// lockAt opens the root for p, takes the compare-and-swap lock and checks
+// that p is at version want (verb names the operation in the conflict).
+// The caller must call unlock.
+func (b *Backend) lockAt(ctx context.Context, verb, p string, want storage.Version) (r *os.Root, unlock func(), err error) {
+	if r, err = b.open(p); err != nil {
+		return nil, nil, err
 	}
-	unlock, err := b.lock(ctx, r)
+	if unlock, err = b.lock(ctx, r); err != nil {
+		return nil, nil, err
+	}
+	if ok, err := b.currentIs(r, p, want); err != nil || !ok {
+		unlock()
+		if err == nil {
+			err = fmt.Errorf("%s %q in %s: %w", verb, p, b.root, storage.ErrConflict)
+		}
+		return nil, nil, err
+	}
+	return r, unlock, nil
+}
+
+func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (storage.Version, error) {
+	r, unlock, err := b.lockAt(ctx, "write", p, want)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if ok, err := b.currentIs(r, p, want); err != nil {
-		return "", err
-	} else if !ok {
-		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
-	}
 	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
@@ -772,20 +783,11 @@ func (b *Backend) DeleteIfVersionNoSync(ctx context.Context, p string, want stor
 }
 
 func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Version, durable bool) error {
-	r, err := b.open(p)
-	if err != nil {
-		return err
-	}
-	unlock, err := b.lock(ctx, r)
+	r, unlock, err := b.lockAt(ctx, "delete", p, want)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if ok, err := b.currentIs(r, p, want); err != nil {
-		return err
-	} else if !ok {
-		return fmt.Errorf("delete %q in %s: %w", p, b.root, storage.ErrConflict)
-	}
 	if want == "" {
 		return nil
 	}

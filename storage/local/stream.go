@@ -22,20 +22,11 @@ var errStopped = errors.New("the write it feeds stopped")
 // is the content's version, read back.
 func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, want storage.Version) (_ storage.Version, err error) {
 	defer b.classifyTo(&err)
-	r, err := b.open(p)
-	if err != nil {
-		return "", err
-	}
-	unlock, err := b.lock(ctx, r)
+	r, unlock, err := b.lockAt(ctx, "write", p, want)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if ok, err := b.currentIs(r, p, want); err != nil {
-		return "", err
-	} else if !ok {
-		return "", fmt.Errorf("write %q in %s: %w", p, b.root, storage.ErrConflict)
-	}
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {

@@ -246,6 +246,10 @@ func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
 	for i := range e.runs {
 		for _, t := range tools {
 			warm(filepath.Join(e.work, c.name, "src"))
+			// Nothing another tool wrote is left to flush: distributor's
+			// syncfs (and a "; sync") would otherwise pay for the previous
+			// tools' writes, and whoever runs first in a round would lose.
+			syncAll()
 			secs, rss, err := timed(ctx, t.cmd(i))
 			if err != nil {
 				return row{}, fmt.Errorf("%s: %s run %d: %w", c.name, t.name, i+1, err)

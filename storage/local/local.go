@@ -100,9 +100,10 @@ type Backend struct {
 }
 
 var (
-	_ storage.Backend     = (*Backend)(nil)
-	_ storage.RootChecker = (*Backend)(nil)
-	_ storage.Unsynced    = (*Backend)(nil)
+	_ storage.Backend         = (*Backend)(nil)
+	_ storage.RootChecker     = (*Backend)(nil)
+	_ storage.Unsynced        = (*Backend)(nil)
+	_ storage.DeferredDeleter = (*Backend)(nil)
 )
 
 // Option tunes a Backend made by New.
@@ -394,6 +395,18 @@ func (b *Backend) syncDir(r *os.Root, dir string) error {
 // removals are fsynced before Delete returns.
 func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)
+	return b.delete(ctx, true, paths)
+}
+
+// DeleteDeferSync is Delete without the folders' fsync
+// (storage.DeferredDeleter): Sync, or a durable write of the same path,
+// makes the removal durable.
+func (b *Backend) DeleteDeferSync(ctx context.Context, paths ...string) (err error) {
+	defer b.classifyTo(&err)
+	return b.delete(ctx, false, paths)
+}
+
+func (b *Backend) delete(ctx context.Context, durable bool, paths []string) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -419,7 +432,7 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 		if err != nil {
 			return err
 		}
-		if dir != "" {
+		if dir != "" && durable {
 			dirty[dir] = true
 		}
 	}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,5 +145,33 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 	}
 	if n := h.calls.Load(); n != 2 {
 		t.Fatalf("%d flushes, want 2", n)
+	}
+}
+
+// TestDeleteDeferSyncSkipsOnlyTheFolderFlush: DeleteDeferSync removes like
+// Delete (the file and the folders it emptied) but flushes no folder;
+// Delete flushes the folder that held the file.
+func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
+	b, l := newSyncLogged(t)
+	put(t, b, "a/keep.txt", storage.PutOptions{})
+	put(t, b, "a/x.txt", storage.PutOptions{})
+	put(t, b, "b/y.txt", storage.PutOptions{})
+	l.take()
+	if err := b.Delete(t.Context(), "a/x.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.take(), []string{"folder a"}; !slices.Equal(got, want) {
+		t.Fatalf("Delete flushed %q, want %q", got, want)
+	}
+	if err := b.DeleteDeferSync(t.Context(), "b/y.txt", "a/missing.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.take(); len(got) != 0 {
+		t.Fatalf("DeleteDeferSync flushed %q, want nothing", got)
+	}
+	for _, p := range []string{"a/x.txt", "b/y.txt", "b"} {
+		if _, err := os.Lstat(filepath.Join(b.root, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after the deletes: %v, want it gone", p, err)
+		}
 	}
 }

@@ -130,7 +130,10 @@ func TestEveryCommitAfterADeferredIntentRemovalFollowsAFlush(t *testing.T) {
 		name string
 		run  func() error
 	}{
-		{"first publication", func() error { _, err := publish(t, f, planner.Additive, dropFiles, fixedNow.Add(-3*time.Hour)); return err }},
+		{"first publication", func() error {
+			_, err := publish(t, f, planner.Additive, dropFiles, fixedNow.Add(-3*time.Hour))
+			return err
+		}},
 		{"update of records only", func() error {
 			res, err := publish(t, f, planner.Additive, dropFiles, fixedNow.Add(-2*time.Hour))
 			if err == nil && (len(res.Written) != 0 || len(res.Updated) != 2) {

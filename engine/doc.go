@@ -20,6 +20,15 @@
 //  7. commit the catalog with a compare-and-swap on the version read in 2;
 //  8. delete the intent.
 //
+// Flushes: the intent is durable before step 4; the outputs are flushed
+// (storage.Sync) before step 7, and the catalog is durable when 7 returns.
+// The deletion in 8 is not waited for (storage.DeleteDeferSync): a power
+// loss may bring that intent back, and rolling it forward then changes
+// nothing, because every commit follows a flush of the root (or, for
+// prune, a durable intent of its own that replaces it) and so no later
+// commit can have changed the records it names before its deletion was
+// durable.
+//
 // A kill between 3 and 8 leaves bytes the catalog does not describe yet:
 // new outputs that would otherwise look like unmanaged content and collide
 // with the retry, rewritten outputs whose record still has the old digest,

@@ -293,8 +293,15 @@ func (e *Engine) workersFor(n int) int {
 	return max(1, min(e.workers(), n))
 }
 
+// streamMinOutputs is the catalog size (records) above which a commit is
+// encoded as it is written instead of whole (~0.5 KiB a record).
+const streamMinOutputs = 2048
+
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
 	sw, stream := root.(storage.VersionStreamer)
+	// A small catalog is cheaper whole: streaming costs a pipe, a goroutine
+	// and a 1 MiB buffer per commit, several times a small catalog's bytes.
+	stream = stream && len(next.Outputs) > streamMinOutputs
 	var data []byte
 	if !stream {
 		var err error

@@ -62,8 +62,15 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 
 // dropIntent removes the intent of a run that committed. One left behind
 // is harmless: the next run finds its work done and removes it.
+//
+// The removal is not waited for (local: no folder fsync). One that a power
+// loss undoes brings back an intent whose writes the catalog records
+// already: rolling it forward changes nothing, unless a later commit
+// changed those records first. So every commit follows either a flush of
+// the root (Sync: publications, recovery, reconcile) or a durable intent of
+// its own, which replaces this one (prune).
 func (e *Engine) dropIntent(ctx context.Context, root storage.Backend) {
-	if err := root.Delete(ctx, IntentPath); err != nil {
+	if err := storage.DeleteDeferSync(ctx, root, IntentPath); err != nil {
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
 	}
 }

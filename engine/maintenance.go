@@ -177,6 +177,10 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if opts.DryRun || !changed {
 		return res, nil
 	}
+	// An earlier run's intent removal may not be durable yet (dropIntent).
+	if err := storage.Sync(ctx, root); err != nil {
+		return res, fmt.Errorf("sync %s: %w", root, err)
+	}
 	return res, e.commit(ctx, root, l, next, st.version)
 }
 

@@ -260,7 +260,9 @@ func (r *publication) finish(ctx context.Context) error {
 	p := r.pl.Plan
 	later := without(r.deletes, r.displaced)
 	// Outputs are written with DeferSync: one flush makes them all durable
-	// before the catalog that records them is committed.
+	// before the catalog that records them is committed. It also flushes
+	// an earlier run's intent removal (dropIntent), even when this run
+	// writes nothing.
 	if err := storage.Sync(ctx, r.root); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}

@@ -36,6 +36,9 @@ type Runner struct {
 	// LeaseWaited, when set, is told how long each lease acquisition that
 	// succeeded took, waiting for another holder included (metrics).
 	LeaseWaited func(time.Duration)
+
+	// turns queues this process's publications into one root (rootTurns).
+	turns rootTurns
 }
 
 // Request names a bundle and where it goes.
@@ -145,7 +148,13 @@ func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(ro
 	if err != nil {
 		return err
 	}
-	l, err := r.acquire(ctx, lease.Root{Key: d.RootKey(), Store: root})
+	start := time.Now()
+	// Waiting for this process's own holder counts toward LeaseWait; past
+	// it, the lease is asked for anyway and reports who holds it.
+	if done, ok := r.turns.take(ctx, d.RootKey(), start.Add(r.LeaseWait)); ok {
+		defer done()
+	}
+	l, err := r.acquire(ctx, lease.Root{Key: d.RootKey(), Store: root}, start)
 	if err != nil {
 		return err
 	}
@@ -173,8 +182,7 @@ func (r *Runner) Plan(ctx context.Context, req Request, b *bundle.Bundle, d conf
 }
 
 // acquire takes the lease, waiting up to LeaseWait while it is held.
-func (r *Runner) acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
-	start := time.Now()
+func (r *Runner) acquire(ctx context.Context, root lease.Root, start time.Time) (lease.Lease, error) {
 	deadline := start.Add(r.LeaseWait)
 	pause := 50 * time.Millisecond
 	for {

@@ -89,6 +89,24 @@ func Sync(ctx context.Context, b Backend) error {
 	return nil
 }
 
+// DeferredDeleter is implemented by backends whose Delete waits until the
+// removal is durable and that can skip that wait (local: the folder's
+// fsync). The removal is durable after the next Sync, or after a durable
+// write to the same path. Before a crash of the machine it is visible like
+// any other.
+type DeferredDeleter interface {
+	DeleteDeferSync(ctx context.Context, paths ...string) error
+}
+
+// DeleteDeferSync deletes paths, without waiting for the removal to be
+// durable where b allows it (DeferredDeleter); otherwise it is Delete.
+func DeleteDeferSync(ctx context.Context, b Backend, paths ...string) error {
+	if d, ok := b.(DeferredDeleter); ok {
+		return d.DeleteDeferSync(ctx, paths...)
+	}
+	return b.Delete(ctx, paths...)
+}
+
 // Unsynced is implemented by backends that can compare-and-swap an object
 // without making the change durable (local: no fsync), for objects that
 // need not survive a crash, such as the direct-mode lock. After a crash of

@@ -26,11 +26,13 @@ type Opener struct {
 
 	mu    sync.Mutex
 	cache map[string]storage.Backend
+	// syncs lets the local roots share their syncfs barriers (group commit).
+	syncs *local.SyncGroup
 }
 
 // New returns an Opener using cfg's S3 defaults.
 func New(cfg *config.Config) *Opener {
-	o := &Opener{}
+	o := &Opener{syncs: local.NewSyncGroup()}
 	if cfg != nil {
 		o.S3 = cfg.S3
 	}
@@ -41,7 +43,7 @@ func New(cfg *config.Config) *Opener {
 func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
 	switch d.Backend {
 	case "local":
-		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path) })
+		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path, local.WithSyncGroup(o.syncs)) })
 	case "s3":
 		opts := s3.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle}
 		withTimeouts(&opts, d.Timeouts)

@@ -92,19 +92,31 @@ type Backend struct {
 	fresh sync.Map
 	// onSync, when set, is told of every fsync: kind "file" or "folder",
 	// and the folder (tests).
-	onSync    func(kind, dir string)
+	onSync func(kind, dir string)
+	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
+	group     *SyncGroup
 	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
 	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
 }
 
 var (
-	_ storage.Backend     = (*Backend)(nil)
-	_ storage.RootChecker = (*Backend)(nil)
-	_ storage.Unsynced    = (*Backend)(nil)
+	_ storage.Backend         = (*Backend)(nil)
+	_ storage.RootChecker     = (*Backend)(nil)
+	_ storage.Unsynced        = (*Backend)(nil)
+	_ storage.DeferredDeleter = (*Backend)(nil)
 )
 
+// Option tunes a Backend made by New.
+type Option func(*Backend)
+
+// WithSyncGroup makes the backend's Sync share its flush with the group's
+// other backends on the same filesystem (SyncGroup).
+func WithSyncGroup(g *SyncGroup) Option {
+	return func(b *Backend) { b.group = g }
+}
+
 // New returns the backend for the existing folder root.
-func New(root string) (*Backend, error) {
+func New(root string, opts ...Option) (*Backend, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("local root %q: %w", root, err)
@@ -146,6 +158,9 @@ func New(root string) (*Backend, error) {
 	b := &Backend{root: abs, r: r, held: held, rootFD: fd, settle: settled}
 	b.bufs.New = func() any { buf := make([]byte, bigBuf); return &buf }
 	b.smallBufs.New = func() any { buf := make([]byte, smallBuf); return &buf }
+	for _, o := range opts {
+		o(b)
+	}
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
 		b.maxUnnamed = int64(min(lim.Cur, 1<<30) / 2)
@@ -351,7 +366,11 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 		return err
 	}
 	made := b.freshFolders()
-	if err := unix.Syncfs(b.rootFD); err != nil {
+	if b.group != nil {
+		if err := b.group.sync(ctx, b.rootFD); err != nil {
+			return fmt.Errorf("sync %s: %w", b.root, err)
+		}
+	} else if err := unix.Syncfs(b.rootFD); err != nil {
 		return fmt.Errorf("sync %s: %w", b.root, err)
 	}
 	b.forgetFresh(made) // syncfs flushed their entries too
@@ -376,6 +395,18 @@ func (b *Backend) syncDir(r *os.Root, dir string) error {
 // removals are fsynced before Delete returns.
 func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)
+	return b.delete(ctx, true, paths)
+}
+
+// DeleteDeferSync is Delete without the folders' fsync
+// (storage.DeferredDeleter): Sync, or a durable write of the same path,
+// makes the removal durable.
+func (b *Backend) DeleteDeferSync(ctx context.Context, paths ...string) (err error) {
+	defer b.classifyTo(&err)
+	return b.delete(ctx, false, paths)
+}
+
+func (b *Backend) delete(ctx context.Context, durable bool, paths []string) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -401,7 +432,7 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 		if err != nil {
 			return err
 		}
-		if dir != "" {
+		if dir != "" && durable {
 			dirty[dir] = true
 		}
 	}

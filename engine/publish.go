@@ -260,9 +260,15 @@ func (r *publication) finish(ctx context.Context) error {
 	p := r.pl.Plan
 	later := without(r.deletes, r.displaced)
 	// Outputs are written with DeferSync: one flush makes them all durable
-	// before the catalog that records them is committed.
-	if err := storage.Sync(ctx, r.root); err != nil {
-		return fmt.Errorf("sync %s: %w", r.root, err)
+	// before the catalog that records them is committed. A run that wrote
+	// and displaced nothing and found no interrupted run has nothing to
+	// flush (an earlier attempt's writes were flushed by the recovery that
+	// recorded them), and a syncfs would flush whatever else the file
+	// system holds: a republish that only updates records skips it.
+	if len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0 {
+		if err := storage.Sync(ctx, r.root); err != nil {
+			return fmt.Errorf("sync %s: %w", r.root, err)
+		}
 	}
 	if len(later) > 0 {
 		if err := r.l.Err(); err != nil {

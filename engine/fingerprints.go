@@ -285,28 +285,27 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		return nil
 	}
 	find := cat.Finder()
-	var kept []catalog.Output
+	// The kept outputs by path and recorded digest (equal to the desired
+	// one): records are large, and a republish keeps most of them.
+	var paths, sums []string
 	for _, d := range desired {
 		rec, managed := find(d.Path)
 		s, exists := stored[d.Path]
 		if !managed || !exists || s.Size != rec.Size || rec.SHA256 != d.SHA256 || s.Fingerprint == "" {
 			continue // rewritten anyway, or nothing to tell versions apart
 		}
-		kept = append(kept, rec)
+		paths, sums = append(paths, d.Path), append(sums, d.SHA256)
 	}
-	if len(kept) == 0 {
+	if len(paths) == 0 {
 		return nil
-	}
-	paths := make([]string, len(kept))
-	for i, rec := range kept {
-		paths[i] = rec.Path
 	}
 	if err := e.loadFingerprints(ctx, root, f, paths); err != nil {
 		return err
 	}
 	var suspects []catalog.Output
-	for _, rec := range kept {
-		if !f.vouches(rec.Path, stored[rec.Path], rec.SHA256) {
+	for i, p := range paths {
+		if !f.vouches(p, stored[p], sums[i]) {
+			rec, _ := find(p)
 			suspects = append(suspects, rec)
 		}
 	}

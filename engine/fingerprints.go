@@ -209,18 +209,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	if len(f.dirty) == 0 {
 		return
 	}
-	find := cat.Finder()
-	// One pass over the entries (not one per shard): only the catalog's
-	// paths are kept.
-	byShard := make(map[string][]string, len(f.dirty))
-	for p := range f.entries {
-		if _, managed := find(p); !managed {
-			continue
-		}
-		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
-			byShard[sh] = append(byShard[sh], p)
-		}
-	}
+	byShard := f.managedByShard(cat)
 	shards := make([]string, 0, len(f.dirty))
 	for sh := range f.dirty {
 		shards = append(shards, sh)
@@ -240,6 +229,40 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		}
 		f.retired = nil
 	}
+}
+
+// managedByShard returns the loaded entries of the dirty shards that the
+// catalog records (only those are kept), by shard, in one pass: over the
+// records in path order when the index holds a good part of them (a
+// republish: no search per entry), else over the entries (a small
+// publication to a large root).
+func (f *fingerprints) managedByShard(cat *catalog.Catalog) map[string][]string {
+	byShard := make(map[string][]string, len(f.dirty))
+	add := func(p string) {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
+			byShard[sh] = append(byShard[sh], p)
+		}
+	}
+	if len(cat.Outputs) <= 4*len(f.entries) {
+		for i := range cat.Outputs {
+			if p := cat.Outputs[i].Path; f.has(p) {
+				add(p)
+			}
+		}
+		return byShard
+	}
+	find := cat.Finder()
+	for p := range f.entries {
+		if _, managed := find(p); managed {
+			add(p)
+		}
+	}
+	return byShard
+}
+
+func (f *fingerprints) has(p string) bool {
+	_, ok := f.entries[p]
+	return ok
 }
 
 // loaded reports whether shard sh was read (whether or not it existed).

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -143,23 +142,24 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 }
 
 // parseFingerprints reads "sha256 TAB fingerprint TAB path" lines after the
-// header. Paths cannot hold tabs or newlines (catalog path rules).
+// header. Paths cannot hold tabs or newlines (catalog path rules). The
+// entries' strings share one copy of data (a line each cost an allocation).
 func parseFingerprints(data []byte) map[string]known {
-	out := map[string]known{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows for long lines
-	if !sc.Scan() || sc.Text() != fingerprintsHeader {
-		return out
+	text := string(data)
+	header, rest, ok := strings.Cut(text, "\n")
+	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader {
+		return map[string]known{}
 	}
-	for sc.Scan() {
-		sha, rest, ok1 := strings.Cut(sc.Text(), "\t")
-		fp, path, ok2 := strings.Cut(rest, "\t")
+	out := make(map[string]known, strings.Count(rest, "\n"))
+	for rest != "" {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		line = strings.TrimSuffix(line, "\r")
+		sha, tail, ok1 := strings.Cut(line, "\t")
+		fp, path, ok2 := strings.Cut(tail, "\t")
 		if ok1 && ok2 && sha != "" && fp != "" && path != "" {
 			out[path] = known{fingerprint: fp, sha256: sha}
 		}
-	}
-	if sc.Err() != nil {
-		return map[string]known{}
 	}
 	return out
 }
@@ -307,7 +307,7 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 	if cat == nil {
 		return nil
 	}
-	find := cat.Finder()
+	find := cat.Ascending() // a manifest lists its paths sorted
 	// The kept outputs by path and recorded digest (equal to the desired
 	// one): records are large, and a republish keeps most of them.
 	var paths, sums []string
@@ -326,9 +326,13 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		return err
 	}
 	var suspects []catalog.Output
+	var lookup func(string) (catalog.Output, bool)
 	for i, p := range paths {
 		if !f.vouches(p, stored[p], sums[i]) {
-			rec, _ := find(p)
+			if lookup == nil {
+				lookup = cat.Finder()
+			}
+			rec, _ := lookup(p)
 			suspects = append(suspects, rec)
 		}
 	}

@@ -249,7 +249,7 @@ func Build(in Input) (Plan, error) {
 	}
 	records := cur.Finder()
 	blocked, displaced := sortOutTheWay(in, keys, way, records)
-	ahead := ascending(cur, records)
+	ahead := cur.Ascending()
 	for _, path := range keys {
 		it := planPath(in, desired[path], blocked[path], ahead)
 		if it.Action == Collision {
@@ -537,33 +537,6 @@ func desiredKeys(desired []Desired) []string {
 		slices.Sort(keys)
 	}
 	return keys
-}
-
-// ascending is find for paths asked in ascending order, as Build asks for
-// its sorted keys: a cursor steps through sorted records (a republish asks
-// for most of them, one after the other) and searches only past a gap.
-func ascending(cur *catalog.Catalog, find func(string) (catalog.Output, bool)) func(string) (catalog.Output, bool) {
-	if !cur.InOrder() {
-		return find
-	}
-	outs, i := cur.Outputs, 0
-	return func(p string) (catalog.Output, bool) {
-		if i > 0 && outs[i-1].Path >= p {
-			return find(p) // not ascending after all
-		}
-		for k := 0; i < len(outs) && outs[i].Path < p; k++ {
-			if k == 4 {
-				i += sort.Search(len(outs)-i, func(j int) bool { return outs[i+j].Path >= p })
-				break
-			}
-			i++
-		}
-		if i < len(outs) && outs[i].Path == p {
-			i++
-			return outs[i-1], true
-		}
-		return catalog.Output{}, false
-	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
@@ -279,9 +280,21 @@ func (r *publication) finish(ctx context.Context) error {
 		}
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
-	for _, it := range p.Items {
-		if it.Action == planner.Update && !it.Write && !r.seen[it.Path] { // carried ones are reported as written
-			r.res.Updated = append(r.res.Updated, it)
+	// Items are large and a republish may update every record: counted
+	// first, the report is one allocation instead of a doubling series.
+	updated := func(it *planner.Item) bool {
+		return it.Action == planner.Update && !it.Write && !r.seen[it.Path] // carried ones are reported as written
+	}
+	n := 0
+	for i := range p.Items {
+		if updated(&p.Items[i]) {
+			n++
+		}
+	}
+	r.res.Updated = slices.Grow(r.res.Updated, n)
+	for i := range p.Items {
+		if updated(&p.Items[i]) {
+			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
 	if err := r.e.commit(ctx, r.root, r.l, p.Next, r.pl.st.version); err != nil {

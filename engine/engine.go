@@ -260,9 +260,10 @@ func nextSlash(p string, i int) int {
 
 // readAndList reads the catalog and, when a publication of n outputs
 // lists the root whatever the catalog holds, lists it while the catalog
-// is parsed (two cores: the listing's system calls and the parse overlap).
-// stored is nil when the caller must still find what is stored.
-func readAndList(ctx context.Context, root storage.Backend, n int) (state, map[string]planner.Stored, error) {
+// is parsed and whileListing runs on the state read (two cores: the
+// listing's system calls and the parse overlap). stored is nil when the
+// caller must still find what is stored.
+func readAndList(ctx context.Context, root storage.Backend, n int, whileListing func(state) error) (state, map[string]planner.Stored, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
 		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
@@ -275,6 +276,9 @@ func readAndList(ctx context.Context, root storage.Backend, n int) (state, map[s
 	defer cancel()
 	ch := startListing(lctx, root)
 	st, err := parseState(root, data, v)
+	if err == nil {
+		err = whileListing(st)
+	}
 	if err != nil {
 		cancel()
 		<-ch // nothing outlives the call
@@ -306,19 +310,34 @@ type planned struct {
 func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planned, error) {
 	var pl planned
 	var err error
-	if pl.st, pl.stored, err = readAndList(ctx, root, len(pub.Outputs)); err != nil {
+	// The index layout follows the catalog read. A publication of many
+	// outputs reads every shard anyway (it keeps outputs in all of them):
+	// it reads them while the root is listed.
+	preload := func(st state) error {
+		n := 0
+		if st.cat != nil {
+			n = len(st.cat.Outputs)
+		}
+		pl.fps = newFingerprints(FingerprintShards(n))
+		if st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards {
+			return nil
+		}
+		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards)); err != nil {
+			return fmt.Errorf("check stored outputs in %s: %w", root, err)
+		}
+		return nil
+	}
+	if pl.st, pl.stored, err = readAndList(ctx, root, len(pub.Outputs), preload); err != nil {
 		return pl, err
 	}
 	if pl.stored == nil {
+		if err = preload(pl.st); err != nil {
+			return pl, err
+		}
 		if pl.stored, err = storedFor(ctx, root, pl.st, pub.Outputs); err != nil {
 			return pl, err
 		}
 	}
-	n := 0
-	if pl.st.cat != nil {
-		n = len(pl.st.cat.Outputs)
-	}
-	pl.fps = newFingerprints(FingerprintShards(n))
 	if err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
 		return pl, fmt.Errorf("check stored outputs in %s: %w", root, err)
 	}

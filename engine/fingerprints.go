@@ -265,6 +265,15 @@ func (f *fingerprints) has(p string) bool {
 	return ok
 }
 
+// allShards names every shard file of an index of the given size.
+func allShards(shards int) []string {
+	out := make([]string, shards)
+	for n := range uint32(shards) {
+		out[n] = shardFile(n, shards)
+	}
+	return out
+}
+
 // loaded reports whether shard sh was read (whether or not it existed).
 func loaded(f *fingerprints, sh string) bool {
 	_, ok := f.loaded[sh]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,4 +134,55 @@ func TestLargePublicationRefusesAnInvalidCatalog(t *testing.T) {
 		wantStrings(t, "Put calls (lock aside)", root.Calls("Put"), nil)
 		wantContents(t, plain, before)
 	})
+}
+
+// A republish of many outputs reads every fingerprint shard exactly once
+// (while the root is listed), vouches for every output it keeps without
+// reading any back, and writes only the changed one; a small publication
+// to the same root reads only its own paths' shard.
+// (Local only: the engine's reads are the same on S3, and 1,100 objects
+// there cost seconds of test time.)
+func TestRepublishReadsEachFingerprintShardOnce(t *testing.T) {
+	h := newHarness(t)
+	local, base := newSyncCounting(t)
+	plain := local.Backend
+	root := newCounting(plain)
+	h.addDest(named(base, "site", planner.Replacement), root, pipeA)
+	files := map[string]string{}
+	for i := range 1100 {
+		files[fmt.Sprintf("d%d/f%04d.txt", i%5, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	h.mustPublish(t1, pipeA, "site", "weatherreporter.v", files)
+	shards := shardFiles(t, plain)
+	wantStrings(t, "shards", shards, []string{"2-00", "2-01"})
+
+	root.Reset()
+	files["d0/f0000.txt"] = "changed\n"
+	res := h.mustPublish(t2, pipeA, "site", "weatherreporter.v", files)
+	wantStrings(t, "written", itemPaths(res.Written), []string{"d0/f0000.txt"})
+	if len(res.Updated) != 1099 {
+		t.Fatalf("%d records updated, want 1099", len(res.Updated))
+	}
+	wantStrings(t, "outputs read back", readBack(root), nil)
+	var read []string
+	for _, p := range root.Calls("ReadVersion") {
+		if strings.HasPrefix(p, engine.FingerprintsDir+"/") {
+			read = append(read, strings.TrimPrefix(p, engine.FingerprintsDir+"/"))
+		}
+	}
+	wantStrings(t, "shards read", read, shards)
+
+	root.Reset()
+	other := named(base, "other", planner.Additive)
+	h.addDest(other, root, pipeB)
+	h.mustPublish(t2, pipeB, "other", "tides.v", map[string]string{"x/one.txt": "1"})
+	read = nil
+	for _, p := range root.Calls("ReadVersion") {
+		if strings.HasPrefix(p, engine.FingerprintsDir+"/") {
+			read = append(read, p)
+		}
+	}
+	if len(read) > 1 {
+		t.Fatalf("a one-output publication read shards %q, want at most its own", read)
+	}
 }

@@ -181,14 +181,23 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 
 // encode renders one shard holding paths (managed ones, of that shard).
 func (f *fingerprints) encode(paths []string) []byte {
-	sort.Strings(paths)
-	var buf bytes.Buffer
-	buf.WriteString(fingerprintsHeader + "\n")
-	for _, p := range paths {
-		k := f.entries[p]
-		buf.WriteString(k.sha256 + "\t" + k.fingerprint + "\t" + p + "\n")
+	if !sort.StringsAreSorted(paths) {
+		sort.Strings(paths)
 	}
-	return buf.Bytes()
+	// Sized once and appended to piece by piece: a line each was a
+	// concatenation (and a garbage string) per entry.
+	ks := make([]known, len(paths))
+	size := len(fingerprintsHeader) + 1
+	for i, p := range paths {
+		ks[i] = f.entries[p]
+		size += len(ks[i].sha256) + len(ks[i].fingerprint) + len(p) + 3
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, fingerprintsHeader+"\n"...)
+	for i, p := range paths {
+		buf = append(append(append(append(append(append(buf, ks[i].sha256...), '\t'), ks[i].fingerprint...), '\t'), p...), '\n')
+	}
+	return buf
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:

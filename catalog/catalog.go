@@ -142,6 +142,34 @@ func (c *Catalog) Finder() func(path string) (Output, bool) {
 	}
 }
 
+// Ascending is Finder for paths asked in ascending order (a republish asks
+// for most records, one after the other): a cursor steps through sorted
+// records and searches only past a gap. A path asked out of order is
+// searched as Finder does.
+func (c *Catalog) Ascending() func(path string) (Output, bool) {
+	if !c.InOrder() {
+		return c.Finder()
+	}
+	outs, i := c.Outputs, 0
+	return func(p string) (Output, bool) {
+		if i > 0 && outs[i-1].Path >= p {
+			return c.Lookup(p) // not ascending after all
+		}
+		for k := 0; i < len(outs) && outs[i].Path < p; k++ {
+			if k == 4 {
+				i += sort.Search(len(outs)-i, func(j int) bool { return outs[i+j].Path >= p })
+				break
+			}
+			i++
+		}
+		if i < len(outs) && outs[i].Path == p {
+			i++
+			return outs[i-1], true
+		}
+		return Output{}, false
+	}
+}
+
 // Index returns the records keyed by path.
 func (c *Catalog) Index() map[string]Output {
 	m := make(map[string]Output, len(c.Outputs))

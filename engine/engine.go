@@ -127,6 +127,11 @@ func readState(ctx context.Context, root storage.Backend) (state, error) {
 	if err != nil {
 		return state{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
+	return parseState(root, data, v)
+}
+
+// parseState parses the catalog bytes read at version v (none: v is "").
+func parseState(root storage.Backend, data []byte, v storage.Version) (state, error) {
 	if v == "" {
 		return state{}, nil
 	}
@@ -156,12 +161,41 @@ func listStored(ctx context.Context, root storage.Backend) (map[string]planner.S
 // the root (1,000: a listing request returns about that many objects).
 const statRatio = 1000
 
+// minRecordBytes bounds a catalog record's size from below in any JSON
+// form (two digests of 71 bytes, three times, the keys): a catalog of n
+// bytes holds at most n/minRecordBytes records.
+const minRecordBytes = 256
+
+// listsAnyway reports whether a publication of n outputs lists the root
+// whatever the catalog of size bytes (exists: there is one) turns out to
+// hold: then the listing need not wait for the catalog's parse.
+func listsAnyway(n, size int, exists bool) bool {
+	return !exists || n*statRatio >= size/minRecordBytes
+}
+
+// listing is a listing of the root run while the catalog is parsed.
+type listing struct {
+	stored map[string]planner.Stored
+	err    error
+}
+
+// startListing lists the root in the background; the channel yields the
+// result once.
+func startListing(ctx context.Context, root storage.Backend) <-chan listing {
+	ch := make(chan listing, 1)
+	go func() {
+		stored, err := listStored(ctx, root)
+		ch <- listing{stored, err}
+	}()
+	return ch
+}
+
 // storedFor returns what the planner needs to know of the root: every
 // object for a first or legacy run or a large publication, else only the
 // outputs' paths, their folders and what lies below them — adding ten
 // outputs to a root of a million must not cost a million stats.
 func storedFor(ctx context.Context, root storage.Backend, st state, outs []Output) (map[string]planner.Stored, error) {
-	if st.cat == nil || st.legacy || len(outs)*statRatio >= len(st.cat.Outputs) {
+	if lists(st, len(outs)) {
 		return listStored(ctx, root)
 	}
 	stored := map[string]planner.Stored{}
@@ -210,12 +244,51 @@ func storedFor(ctx context.Context, root storage.Backend, st state, outs []Outpu
 	return stored, nil
 }
 
+// lists reports whether a publication of n outputs lists the root
+// (rather than stat its own paths) given the state read.
+func lists(st state, n int) bool {
+	return st.cat == nil || st.legacy || n*statRatio >= len(st.cat.Outputs)
+}
+
 func nextSlash(p string, i int) int {
 	j := strings.IndexByte(p[i+1:], '/')
 	if j < 0 {
 		return -1
 	}
 	return i + 1 + j
+}
+
+// readAndList reads the catalog and, when a publication of n outputs
+// lists the root whatever the catalog holds, lists it while the catalog
+// is parsed and whileListing runs on the state read (two cores: the
+// listing's system calls and the parse overlap). stored is nil when the
+// caller must still find what is stored.
+func readAndList(ctx context.Context, root storage.Backend, n int, whileListing func(state) error) (state, map[string]planner.Stored, error) {
+	data, v, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	if !listsAnyway(n, len(data), v != "") {
+		st, err := parseState(root, data, v)
+		return st, nil, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := startListing(lctx, root)
+	st, err := parseState(root, data, v)
+	if err == nil {
+		err = whileListing(st)
+	}
+	if err != nil {
+		cancel()
+		<-ch // nothing outlives the call
+		return state{}, nil, err
+	}
+	// Should the bound have been loose (the catalog holds more than n *
+	// statRatio records), the listing still tells the planner all it
+	// needs: it is what storedFor falls back to.
+	l := <-ch
+	return st, l.stored, l.err
 }
 
 // Plan computes the publication's plan without changing anything.
@@ -237,17 +310,34 @@ type planned struct {
 func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planned, error) {
 	var pl planned
 	var err error
-	if pl.st, err = readState(ctx, root); err != nil {
+	// The index layout follows the catalog read. A publication of many
+	// outputs reads every shard anyway (it keeps outputs in all of them):
+	// it reads them while the root is listed.
+	preload := func(st state) error {
+		n := 0
+		if st.cat != nil {
+			n = len(st.cat.Outputs)
+		}
+		pl.fps = newFingerprints(FingerprintShards(n))
+		if st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards {
+			return nil
+		}
+		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards)); err != nil {
+			return fmt.Errorf("check stored outputs in %s: %w", root, err)
+		}
+		return nil
+	}
+	if pl.st, pl.stored, err = readAndList(ctx, root, len(pub.Outputs), preload); err != nil {
 		return pl, err
 	}
-	if pl.stored, err = storedFor(ctx, root, pl.st, pub.Outputs); err != nil {
-		return pl, err
+	if pl.stored == nil {
+		if err = preload(pl.st); err != nil {
+			return pl, err
+		}
+		if pl.stored, err = storedFor(ctx, root, pl.st, pub.Outputs); err != nil {
+			return pl, err
+		}
 	}
-	n := 0
-	if pl.st.cat != nil {
-		n = len(pl.st.cat.Outputs)
-	}
-	pl.fps = newFingerprints(FingerprintShards(n))
 	if err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
 		return pl, fmt.Errorf("check stored outputs in %s: %w", root, err)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -96,6 +95,9 @@ func newFingerprints(shards int) *fingerprints {
 // unreadable shard is empty (it only costs hashing); an unreachable
 // backend is an error.
 func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *fingerprints, paths []string) error {
+	if len(f.loaded) == f.shards {
+		return nil // every shard is read (a large publication reads them up front)
+	}
 	var shards []string
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -143,23 +145,24 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 }
 
 // parseFingerprints reads "sha256 TAB fingerprint TAB path" lines after the
-// header. Paths cannot hold tabs or newlines (catalog path rules).
+// header. Paths cannot hold tabs or newlines (catalog path rules). The
+// entries' strings share one copy of data (a line each cost an allocation).
 func parseFingerprints(data []byte) map[string]known {
-	out := map[string]known{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows for long lines
-	if !sc.Scan() || sc.Text() != fingerprintsHeader {
-		return out
+	text := string(data)
+	header, rest, ok := strings.Cut(text, "\n")
+	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader {
+		return map[string]known{}
 	}
-	for sc.Scan() {
-		sha, rest, ok1 := strings.Cut(sc.Text(), "\t")
-		fp, path, ok2 := strings.Cut(rest, "\t")
+	out := make(map[string]known, strings.Count(rest, "\n"))
+	for rest != "" {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		line = strings.TrimSuffix(line, "\r")
+		sha, tail, ok1 := strings.Cut(line, "\t")
+		fp, path, ok2 := strings.Cut(tail, "\t")
 		if ok1 && ok2 && sha != "" && fp != "" && path != "" {
 			out[path] = known{fingerprint: fp, sha256: sha}
 		}
-	}
-	if sc.Err() != nil {
-		return map[string]known{}
 	}
 	return out
 }
@@ -181,14 +184,23 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 
 // encode renders one shard holding paths (managed ones, of that shard).
 func (f *fingerprints) encode(paths []string) []byte {
-	sort.Strings(paths)
-	var buf bytes.Buffer
-	buf.WriteString(fingerprintsHeader + "\n")
-	for _, p := range paths {
-		k := f.entries[p]
-		buf.WriteString(k.sha256 + "\t" + k.fingerprint + "\t" + p + "\n")
+	if !sort.StringsAreSorted(paths) {
+		sort.Strings(paths)
 	}
-	return buf.Bytes()
+	// Sized once and appended to piece by piece: a line each was a
+	// concatenation (and a garbage string) per entry.
+	ks := make([]known, len(paths))
+	size := len(fingerprintsHeader) + 1
+	for i, p := range paths {
+		ks[i] = f.entries[p]
+		size += len(ks[i].sha256) + len(ks[i].fingerprint) + len(p) + 3
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, fingerprintsHeader+"\n"...)
+	for i, p := range paths {
+		buf = append(append(append(append(append(append(buf, ks[i].sha256...), '\t'), ks[i].fingerprint...), '\t'), p...), '\n')
+	}
+	return buf
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:
@@ -209,18 +221,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	if len(f.dirty) == 0 {
 		return
 	}
-	find := cat.Finder()
-	// One pass over the entries (not one per shard): only the catalog's
-	// paths are kept.
-	byShard := make(map[string][]string, len(f.dirty))
-	for p := range f.entries {
-		if _, managed := find(p); !managed {
-			continue
-		}
-		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
-			byShard[sh] = append(byShard[sh], p)
-		}
-	}
+	byShard := f.managedByShard(cat)
 	shards := make([]string, 0, len(f.dirty))
 	for sh := range f.dirty {
 		shards = append(shards, sh)
@@ -240,6 +241,49 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		}
 		f.retired = nil
 	}
+}
+
+// managedByShard returns the loaded entries of the dirty shards that the
+// catalog records (only those are kept), by shard, in one pass: over the
+// records in path order when the index holds a good part of them (a
+// republish: no search per entry), else over the entries (a small
+// publication to a large root).
+func (f *fingerprints) managedByShard(cat *catalog.Catalog) map[string][]string {
+	byShard := make(map[string][]string, len(f.dirty))
+	add := func(p string) {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
+			byShard[sh] = append(byShard[sh], p)
+		}
+	}
+	if len(cat.Outputs) <= 4*len(f.entries) {
+		for i := range cat.Outputs {
+			if p := cat.Outputs[i].Path; f.has(p) {
+				add(p)
+			}
+		}
+		return byShard
+	}
+	find := cat.Finder()
+	for p := range f.entries {
+		if _, managed := find(p); managed {
+			add(p)
+		}
+	}
+	return byShard
+}
+
+func (f *fingerprints) has(p string) bool {
+	_, ok := f.entries[p]
+	return ok
+}
+
+// allShards names every shard file of an index of the given size.
+func allShards(shards int) []string {
+	out := make([]string, shards)
+	for n := range uint32(shards) {
+		out[n] = shardFile(n, shards)
+	}
+	return out
 }
 
 // loaded reports whether shard sh was read (whether or not it existed).
@@ -284,29 +328,32 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 	if cat == nil {
 		return nil
 	}
-	find := cat.Finder()
-	var kept []catalog.Output
+	find := cat.Ascending() // a manifest lists its paths sorted
+	// The kept outputs by path and recorded digest (equal to the desired
+	// one): records are large, and a republish keeps most of them.
+	var paths, sums []string
 	for _, d := range desired {
 		rec, managed := find(d.Path)
 		s, exists := stored[d.Path]
 		if !managed || !exists || s.Size != rec.Size || rec.SHA256 != d.SHA256 || s.Fingerprint == "" {
 			continue // rewritten anyway, or nothing to tell versions apart
 		}
-		kept = append(kept, rec)
+		paths, sums = append(paths, d.Path), append(sums, d.SHA256)
 	}
-	if len(kept) == 0 {
+	if len(paths) == 0 {
 		return nil
-	}
-	paths := make([]string, len(kept))
-	for i, rec := range kept {
-		paths[i] = rec.Path
 	}
 	if err := e.loadFingerprints(ctx, root, f, paths); err != nil {
 		return err
 	}
 	var suspects []catalog.Output
-	for _, rec := range kept {
-		if !f.vouches(rec.Path, stored[rec.Path], rec.SHA256) {
+	var lookup func(string) (catalog.Output, bool)
+	for i, p := range paths {
+		if !f.vouches(p, stored[p], sums[i]) {
+			if lookup == nil {
+				lookup = cat.Finder()
+			}
+			rec, _ := lookup(p)
 			suspects = append(suspects, rec)
 		}
 	}

@@ -52,6 +52,14 @@ func (f *flushOrder) Delete(ctx context.Context, paths ...string) error {
 	return err
 }
 
+func (f *flushOrder) SyncDeleted(ctx context.Context, paths ...string) error {
+	err := f.Backend.SyncDeleted(ctx, paths...)
+	if err == nil && hasIntent(paths) {
+		f.set(false)
+	}
+	return err
+}
+
 func (f *flushOrder) DeleteDeferSync(ctx context.Context, paths ...string) error {
 	if hasIntent(paths) {
 		data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))

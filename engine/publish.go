@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
@@ -260,10 +261,18 @@ func (r *publication) finish(ctx context.Context) error {
 	p := r.pl.Plan
 	later := without(r.deletes, r.displaced)
 	// Outputs are written with DeferSync: one flush makes them all durable
-	// before the catalog that records them is committed. It also flushes
-	// an earlier run's intent removal (dropIntent), even when this run
-	// writes nothing.
-	if err := storage.Sync(ctx, r.root); err != nil {
+	// before the catalog that records them is committed. A run that wrote
+	// and displaced nothing and found no interrupted run has nothing to
+	// flush (an earlier attempt's writes were flushed by the recovery that
+	// recorded them), and a syncfs would flush whatever else the file
+	// system holds: a republish that only updates records skips it. It
+	// still makes an earlier run's intent removal durable (dropIntent
+	// defers it), with the fsync of that one folder.
+	if len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0 {
+		if err := storage.Sync(ctx, r.root); err != nil {
+			return fmt.Errorf("sync %s: %w", r.root, err)
+		}
+	} else if err := storage.SyncDeleted(ctx, r.root, IntentPath); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}
 	if len(later) > 0 {
@@ -275,9 +284,21 @@ func (r *publication) finish(ctx context.Context) error {
 		}
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
-	for _, it := range p.Items {
-		if it.Action == planner.Update && !it.Write && !r.seen[it.Path] { // carried ones are reported as written
-			r.res.Updated = append(r.res.Updated, it)
+	// Items are large and a republish may update every record: counted
+	// first, the report is one allocation instead of a doubling series.
+	updated := func(it *planner.Item) bool {
+		return it.Action == planner.Update && !it.Write && !r.seen[it.Path] // carried ones are reported as written
+	}
+	n := 0
+	for i := range p.Items {
+		if updated(&p.Items[i]) {
+			n++
+		}
+	}
+	r.res.Updated = slices.Grow(r.res.Updated, n)
+	for i := range p.Items {
+		if updated(&p.Items[i]) {
+			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
 	if err := r.e.commit(ctx, r.root, r.l, p.Next, r.pl.st.version); err != nil {

@@ -234,7 +234,7 @@ func Build(in Input) (Plan, error) {
 		return p, err
 	}
 
-	keys := sortedKeys(desired)
+	keys := desiredKeys(in.Desired)
 	if a, b, ok := nested(keys); ok {
 		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
 	}
@@ -249,8 +249,9 @@ func Build(in Input) (Plan, error) {
 	}
 	records := cur.Finder()
 	blocked, displaced := sortOutTheWay(in, keys, way, records)
+	ahead := cur.Ascending()
 	for _, path := range keys {
-		it := planPath(in, desired[path], blocked[path], records)
+		it := planPath(in, desired[path], blocked[path], ahead)
 		if it.Action == Collision {
 			p.Collisions = append(p.Collisions, path)
 		}
@@ -445,37 +446,17 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	n := cur.Successor()       // kept records are written as they were read
 	fresh := in.Catalog == nil // absent or legacy: a new v4 catalog
 	changed := fresh
-	byPath := make(map[string]Item, len(items))
 	for _, it := range items {
-		byPath[it.Path] = it
 		if it.Action != Unchanged {
 			changed = true
+			break
 		}
 	}
 	// Kept records stay in cur's order (a replacement has its record's path).
-	inOrder := cur.InOrder()
-	n.Outputs = make([]catalog.Output, 0, len(cur.Outputs)+len(byPath))
-	for _, old := range cur.Outputs {
-		if it, ok := byPath[old.Path]; ok {
-			if it.Action == Delete {
-				continue
-			}
-			n.Outputs = append(n.Outputs, it.Record)
-			delete(byPath, old.Path)
-			continue
-		}
-		n.Outputs = append(n.Outputs, old)
-	}
-	var created []catalog.Output
-	for _, it := range byPath {
-		if it.Action == Create {
-			created = append(created, it.Record)
-		}
-	}
-	// Merged into the kept records (in order when cur is) instead of
-	// sorting them all again: a root may hold a million.
-	slices.SortFunc(created, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
-	if n.Outputs = mergeByPath(n.Outputs, created, inOrder); !inOrder {
+	if cur.InOrder() && slices.IsSortedFunc(items, func(a, b Item) int { return strings.Compare(a.Path, b.Path) }) {
+		n.Outputs = mergeItems(cur.Outputs, items)
+	} else {
+		n.Outputs = indexItems(cur.Outputs, items)
 		n.Sort()
 	}
 	if fresh {
@@ -490,31 +471,72 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 	return n, changed
 }
 
-// mergeByPath merges b (sorted) into a, in place when a is sorted too
-// (aSorted: the caller knows, without a pass over a million records);
-// otherwise it appends (the caller sorts).
-func mergeByPath(a, b []catalog.Output, aSorted bool) []catalog.Output {
-	if !aSorted {
-		return append(a, b...)
-	}
-	if len(b) == 0 {
-		return a
-	}
-	n := len(a)
-	a = append(a, b...)
-	// From the back: the tail of a holds b's room.
-	i, j, k := n-1, len(b)-1, len(a)-1
-	for j >= 0 {
-		if i >= 0 && a[i].Path > b[j].Path {
-			a[k] = a[i]
-			i--
-		} else {
-			a[k] = b[j]
-			j--
+// mergeItems is the next records when both the records and the items are
+// in path order: one pass over both, no index of a republish's 10,000
+// items.
+func mergeItems(outs []catalog.Output, items []Item) []catalog.Output {
+	n := make([]catalog.Output, 0, len(outs)+len(items))
+	j := 0
+	for _, old := range outs {
+		for ; j < len(items) && items[j].Path < old.Path; j++ {
+			if items[j].Action == Create {
+				n = append(n, items[j].Record)
+			}
 		}
-		k--
+		if j < len(items) && items[j].Path == old.Path {
+			if items[j].Action != Delete {
+				n = append(n, items[j].Record)
+			}
+			j++
+			continue
+		}
+		n = append(n, old)
 	}
-	return a
+	for ; j < len(items); j++ {
+		if items[j].Action == Create {
+			n = append(n, items[j].Record)
+		}
+	}
+	return n
+}
+
+// indexItems is the next records, unsorted, for records or items out of
+// path order.
+func indexItems(outs []catalog.Output, items []Item) []catalog.Output {
+	byPath := make(map[string]Item, len(items))
+	for _, it := range items {
+		byPath[it.Path] = it
+	}
+	n := make([]catalog.Output, 0, len(outs)+len(byPath))
+	for _, old := range outs {
+		if it, ok := byPath[old.Path]; ok {
+			if it.Action != Delete {
+				n = append(n, it.Record)
+			}
+			delete(byPath, old.Path)
+			continue
+		}
+		n = append(n, old)
+	}
+	for _, it := range byPath {
+		if it.Action == Create {
+			n = append(n, it.Record)
+		}
+	}
+	return n
+}
+
+// desiredKeys returns the desired paths sorted (indexDesired refused
+// duplicates); a manifest lists them sorted already.
+func desiredKeys(desired []Desired) []string {
+	keys := make([]string, len(desired))
+	for i := range desired {
+		keys[i] = desired[i].Path
+	}
+	if !slices.IsSorted(keys) {
+		slices.Sort(keys)
+	}
+	return keys
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -565,7 +587,10 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 	if len(stored)+len(recs) == 0 {
 		return nil
 	}
-	keys := sortedKeys(stored)
+	// The stored paths are sorted only when a desired path has stored
+	// objects below it (rare: a republish finds files at its paths).
+	folders := storedFolders(stored)
+	var keys []string
 	recorded := func(p string) bool {
 		j := sort.SearchStrings(recs, p)
 		return j < len(recs) && recs[j] == p
@@ -579,7 +604,13 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 		}
 		// Objects below p: stored or recorded, in path order, once each.
 		below := p + "/"
-		j := sort.SearchStrings(keys, below)
+		if folders[p] && keys == nil {
+			keys = sortedKeys(stored)
+		}
+		j := len(keys)
+		if folders[p] {
+			j = sort.SearchStrings(keys, below)
+		}
 		k := sort.SearchStrings(recs, below)
 	merge:
 		for {
@@ -601,6 +632,21 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 		}
 	}
 	return out
+}
+
+// storedFolders is the set of folders that hold a stored object, at any
+// depth.
+func storedFolders(stored map[string]Stored) map[string]bool {
+	folders := map[string]bool{}
+	for p := range stored {
+		for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p[:i], '/') {
+			if folders[p[:i]] {
+				break // and its folders too
+			}
+			folders[p[:i]] = true
+		}
+	}
+	return folders
 }
 
 func nextSlash(p string, i int) int {

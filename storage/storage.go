@@ -96,6 +96,9 @@ func Sync(ctx context.Context, b Backend) error {
 // any other.
 type DeferredDeleter interface {
 	DeleteDeferSync(ctx context.Context, paths ...string) error
+	// SyncDeleted makes earlier deferred removals of paths durable, by
+	// flushing only the folders that held them (cheaper than Sync).
+	SyncDeleted(ctx context.Context, paths ...string) error
 }
 
 // DeleteDeferSync deletes paths, without waiting for the removal to be
@@ -105,6 +108,15 @@ func DeleteDeferSync(ctx context.Context, b Backend, paths ...string) error {
 		return d.DeleteDeferSync(ctx, paths...)
 	}
 	return b.Delete(ctx, paths...)
+}
+
+// SyncDeleted makes earlier DeleteDeferSync removals of paths durable; a
+// no-op for backends whose removals are durable on return.
+func SyncDeleted(ctx context.Context, b Backend, paths ...string) error {
+	if d, ok := b.(DeferredDeleter); ok {
+		return d.SyncDeleted(ctx, paths...)
+	}
+	return nil
 }
 
 // Unsynced is implemented by backends that can compare-and-swap an object

@@ -175,3 +175,25 @@ func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncDeletedFlushesTheNearestFolderLeft: SyncDeleted flushes the
+// folder that held each removed path, or the nearest one left when the
+// removal emptied and removed it.
+func TestSyncDeletedFlushesTheNearestFolderLeft(t *testing.T) {
+	b, l := newSyncLogged(t)
+	put(t, b, "a/keep.txt", storage.PutOptions{})
+	put(t, b, "a/x.txt", storage.PutOptions{})
+	put(t, b, "b/c/y.txt", storage.PutOptions{})
+	if err := b.DeleteDeferSync(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
+		t.Fatal(err)
+	}
+	l.take()
+	if err := b.SyncDeleted(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
+		t.Fatal(err)
+	}
+	got := l.take()
+	slices.Sort(got)
+	if want := []string{"folder .", "folder a"}; !slices.Equal(got, want) {
+		t.Fatalf("SyncDeleted flushed %q, want %q", got, want)
+	}
+}

@@ -613,23 +613,44 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 		}
 	}
 	full := b.prefix + prefix
-	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(full)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	in := &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(full)}
+	for {
+		page, err := b.listPage(ctx, in)
 		if err != nil {
 			return b.wrap("list", full, err)
 		}
-		for _, o := range page.Contents {
-			p, ok := strings.CutPrefix(aws.ToString(o.Key), b.prefix)
+		for _, o := range page.objects {
+			p, ok := strings.CutPrefix(o.key, b.prefix)
 			if !ok || strings.HasSuffix(p, "/") || catalog.ValidatePath(p) != nil {
 				continue
 			}
-			if err := fn(storage.ObjectInfo{Path: p, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified), Fingerprint: aws.ToString(o.ETag)}); err != nil {
+			if err := fn(storage.ObjectInfo{Path: p, Size: o.size, ModTime: o.modTime, Fingerprint: o.etag}); err != nil {
 				return err
 			}
 		}
+		if !page.truncated || page.next == "" {
+			return nil
+		}
+		in.ContinuationToken = aws.String(page.next)
 	}
-	return nil
+}
+
+// listPage sends one ListObjectsV2 request; its body is read by fastList
+// when it can, by the SDK otherwise.
+func (b *Backend) listPage(ctx context.Context, in *s3.ListObjectsV2Input) (listPage, error) {
+	var page listPage
+	out, err := b.client.ListObjectsV2(ctx, in, func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, withFastList(&page))
+	})
+	if err != nil || page.ok {
+		return page, err
+	}
+	page = listPage{truncated: aws.ToBool(out.IsTruncated), next: aws.ToString(out.NextContinuationToken)}
+	for _, o := range out.Contents {
+		page.objects = append(page.objects, listedObject{key: aws.ToString(o.Key), etag: aws.ToString(o.ETag),
+			size: aws.ToInt64(o.Size), modTime: aws.ToTime(o.LastModified)})
+	}
+	return page, nil
 }
 
 // ReadVersion reads the whole object and its ETag, the version that

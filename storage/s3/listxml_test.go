@@ -1,0 +1,80 @@
+package s3_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/testenv"
+)
+
+// List reads the listing pages itself: over more than one page and with
+// keys XML must escape, it returns what the SDK's own decoder returns.
+func TestListMatchesTheSDKsDecoding(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	odd := []string{"a&b.txt", "lt<gt>.txt", `q"uo'te.txt`, "sp ace/é ü 日本.txt", "per%25cent+plus.txt", "tab\there.txt", "amp;semi.txt"}
+	keys := append([]string(nil), odd...)
+	for i := range 1003 { // two pages
+		keys = append(keys, fmt.Sprintf("d/%04d.txt", i))
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i, k := range keys {
+		g.Go(func() error {
+			_, err := env.Client.PutObject(t.Context(), &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("root/" + k),
+				Body: strings.NewReader(fmt.Sprintf("object %d", i))})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var want []storage.ObjectInfo
+	pages := s3.NewListObjectsV2Paginator(env.Client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String("root/")})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Contents {
+			if catalog.ValidatePath(aws.ToString(o.Key)[len("root/"):]) != nil {
+				continue // List skips what cannot be an output
+			}
+			want = append(want, storage.ObjectInfo{Path: aws.ToString(o.Key)[len("root/"):], Size: aws.ToInt64(o.Size),
+				ModTime: aws.ToTime(o.LastModified), Fingerprint: aws.ToString(o.ETag)})
+		}
+	}
+	if len(want) < len(keys)-1 {
+		t.Fatalf("the SDK listed %d valid paths, want at least %d", len(want), len(keys)-1)
+	}
+	b := newBackend(t, env.Client, bucket, "root", s3store.Options{})
+	var mu sync.Mutex
+	var got []storage.ObjectInfo
+	err := b.List(t.Context(), "", func(o storage.ObjectInfo) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, o)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("List returned %d objects, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Path != want[i].Path || got[i].Size != want[i].Size || !got[i].ModTime.Equal(want[i].ModTime) ||
+			got[i].Fingerprint != want[i].Fingerprint || got[i].Fingerprint == "" {
+			t.Fatalf("object %d: List = %+v, the SDK = %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -100,7 +100,7 @@ func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts
 	case size >= 0 && size <= stageSmallMax && s.b.stageShare.TryAcquire(size):
 		o.held = size
 		err = s.readSmall(o, body)
-	case size > stageSmallMax && size <= maxPartSize && opts.SHA256 != "":
+	case size > stageSmallMax && size <= maxPartSize && opts.SHA256 != "" && !s.b.putsWhole(size, opts):
 		err = s.uploadPart(ctx, o, body)
 	default:
 		if _, err = io.Copy(io.Discard, body); err == nil {

@@ -68,13 +68,46 @@ func TestListMatchesTheSDKsDecoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sameObjects(t, "List", got, want)
+
+	// ListSplit returns the same, wherever the splits fall: on objects,
+	// between them, past the last, or (not increasing) nowhere.
+	for name, splits := range map[string][]string{
+		"every 300":    {want[299].Path, want[599].Path, want[899].Path},
+		"between":      {"d/0100.txt.x", "d/0500.txt.x", "é"},
+		"past the end": {"zzz"},
+		"one":          {want[500].Path},
+		"not sorted":   {want[600].Path, want[300].Path},
+		"none":         nil,
+	} {
+		var got []storage.ObjectInfo
+		err := b.ListSplit(t.Context(), splits, func(o storage.ObjectInfo) error { got = append(got, o); return nil })
+		if err != nil {
+			t.Fatalf("ListSplit %s: %v", name, err)
+		}
+		sameObjects(t, "ListSplit "+name, got, want)
+	}
+
+	// One request a range when each holds up to a page.
+	counted, reqs := env.CountedBackend(t, bucket, "root")
+	splits := []string{want[299].Path, want[599].Path, want[899].Path}
+	if err := counted.(storage.SplitLister).ListSplit(t.Context(), splits, func(storage.ObjectInfo) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if l := reqs.Lines(); len(l) != 4 {
+		t.Fatalf("ListSplit at 3 splits sent %q, want 4 listings", l)
+	}
+}
+
+func sameObjects(t *testing.T, what string, got, want []storage.ObjectInfo) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("List returned %d objects, want %d", len(got), len(want))
+		t.Fatalf("%s returned %d objects, want %d", what, len(got), len(want))
 	}
 	for i := range want {
 		if got[i].Path != want[i].Path || got[i].Size != want[i].Size || !got[i].ModTime.Equal(want[i].ModTime) ||
 			got[i].Fingerprint != want[i].Fingerprint || got[i].Fingerprint == "" {
-			t.Fatalf("object %d: List = %+v, the SDK = %+v", i, got[i], want[i])
+			t.Fatalf("%s: object %d = %+v, the SDK = %+v", what, i, got[i], want[i])
 		}
 	}
 }

@@ -783,7 +783,8 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 	} else {
 		in.IfMatch = aws.String(string(want))
 	}
-	out, err := b.client.PutObject(ctx, in)
+	// Signed with the sum just taken: the SDK would hash the data again.
+	out, err := b.client.PutObject(ctx, in, withPayloadHash(in.Metadata[metaSHA256]))
 	if err != nil {
 		// 412 PreconditionFailed, 409 ConditionalRequestConflict (AWS, a
 		// concurrent write), and for If-Match 404 (AWS, versitygw: the

@@ -190,3 +190,21 @@ func TestStreamedPutServerFailures(t *testing.T) {
 		wantNoObject(t, env.Backend(t, bucket, ""), p)
 	}
 }
+
+// The catalog's compare-and-swap write is signed with the sha256 the
+// backend takes for its metadata (the SDK does not hash it again).
+func TestWriteIfVersionSignedWithItsSum(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	b, seen := stageBackend(t, env, bucket, s3store.Options{})
+	data := []byte(`{"catalog": true}`)
+	if _, err := b.WriteIfVersion(t.Context(), "c.json", data, ""); err != nil {
+		t.Fatal(err)
+	}
+	if s := seen(); len(s) != 1 || s[0] != "/"+bucket+"/c.json "+strings.TrimPrefix(sha(data), "sha256:") {
+		t.Fatalf("requests with a body: %q, want one PutObject signed with the data's sha256", s)
+	}
+	if got, _, err := b.ReadVersion(t.Context(), "c.json"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("stored %q, %v", got, err)
+	}
+}

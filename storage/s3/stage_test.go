@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,9 +85,16 @@ func TestStageLargeObject(t *testing.T) {
 		t.Fatalf("Stat = %+v, %v; want the sha256 metadata %s", si, err, digest)
 	}
 	wantNoUploads(t, env.Client, bucket)
-	hex := strings.TrimPrefix(digest, "sha256:")
-	if s := seen(); len(s) != 1 || !strings.HasSuffix(s[0], " "+hex) {
-		t.Fatalf("requests with a body: %q, want the one part signed with the object's sha256 %s", s, hex)
+	// Two parts (5 MiB and the rest), each signed with its own sha256.
+	var want []string
+	for _, part := range [][]byte{data[:5<<20], data[5<<20:]} {
+		want = append(want, "/"+bucket+"/big/a.bin "+strings.TrimPrefix(sha(part), "sha256:"))
+	}
+	s := seen()
+	slices.Sort(s)
+	slices.Sort(want)
+	if !slices.Equal(s, want) {
+		t.Fatalf("requests with a body: %q, want the two parts signed with their sha256 %q", s, want)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -20,36 +19,59 @@ const listRanges = 4
 // ListSplit lists the root as List does, reading the ranges between
 // consecutive splits at once (StartAfter the range's first split, pages
 // until its last): a root of 10,000 objects split every 1,000 is 10
-// requests in flight 4 at a time instead of 10 in a row. Splits that are
-// not increasing valid paths fall back to List.
+// requests, 4 in flight, instead of 10 in a row. Ranges are handed to fn
+// in order as they arrive, and at most 4 are held at a time (listed or
+// waiting for an earlier one). Splits that are not increasing valid
+// paths fall back to List.
 func (b *Backend) ListSplit(ctx context.Context, splits []string, fn func(storage.ObjectInfo) error) error {
 	for i, s := range splits {
 		if catalog.ValidatePath(s) != nil || (i > 0 && splits[i-1] >= s) {
 			return b.List(ctx, "", fn)
 		}
 	}
-	ranges := make([][]storage.ObjectInfo, len(splits)+1)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(listRanges)
-	for i := range ranges {
-		var after, upto string // (after, upto]; "" = open
-		if i > 0 {
-			after = splits[i-1]
-		}
-		if i < len(splits) {
-			upto = splits[i]
-		}
-		g.Go(func() error {
-			var err error
-			ranges[i], err = b.listRange(gctx, after, upto)
-			return err
-		})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the listing of ranges nobody will take
+	type listed struct {
+		objs []storage.ObjectInfo
+		err  error
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	results := make([]chan listed, len(splits)+1)
+	for i := range results {
+		results[i] = make(chan listed, 1)
 	}
-	for _, objs := range ranges {
-		for _, o := range objs {
+	window := make(chan struct{}, listRanges)
+	go func() {
+		for i := range results {
+			select {
+			case window <- struct{}{}: // freed when range i-listRanges was handed over
+			case <-ctx.Done():
+				return
+			}
+			var after, upto string // (after, upto]; "" = open
+			if i > 0 {
+				after = splits[i-1]
+			}
+			if i < len(splits) {
+				upto = splits[i]
+			}
+			go func() {
+				objs, err := b.listRange(ctx, after, upto)
+				results[i] <- listed{objs, err}
+			}()
+		}
+	}()
+	for i := range results {
+		var r listed
+		select {
+		case r = <-results[i]:
+		case <-ctx.Done(): // the caller's: range i may never start
+			return b.wrap("list", b.prefix, ctx.Err())
+		}
+		<-window
+		if r.err != nil {
+			return r.err
+		}
+		for _, o := range r.objs {
 			if err := fn(o); err != nil {
 				return err
 			}

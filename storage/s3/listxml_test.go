@@ -1,6 +1,8 @@
 package s3_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -88,9 +90,22 @@ func TestListMatchesTheSDKsDecoding(t *testing.T) {
 		sameObjects(t, "ListSplit "+name, got, want)
 	}
 
+	// fn's error and the caller's cancellation end it (nothing waits on
+	// ranges never started).
+	stop := errors.New("stop")
+	splits := []string{want[99].Path, want[199].Path, want[299].Path, want[399].Path, want[499].Path, want[599].Path}
+	if err := b.ListSplit(t.Context(), splits, func(storage.ObjectInfo) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("ListSplit with fn failing: %v, want fn's error", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.ListSplit(ctx, splits, func(storage.ObjectInfo) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ListSplit cancelled: %v, want context.Canceled", err)
+	}
+
 	// One request a range when each holds up to a page.
 	counted, reqs := env.CountedBackend(t, bucket, "root")
-	splits := []string{want[299].Path, want[599].Path, want[899].Path}
+	splits = []string{want[299].Path, want[599].Path, want[899].Path}
 	if err := counted.(storage.SplitLister).ListSplit(t.Context(), splits, func(storage.ObjectInfo) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

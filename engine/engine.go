@@ -142,19 +142,37 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 	return state{cat: cat, legacy: legacy, version: v}, nil
 }
 
-func listStored(ctx context.Context, root storage.Backend) (map[string]planner.Stored, error) {
+// listStored lists the root. cat (nil: none) tells a SplitLister where
+// to split the listing: at every listSplit-th record.
+func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog) (map[string]planner.Stored, error) {
 	stored := map[string]planner.Stored{}
-	err := root.List(ctx, "", func(o storage.ObjectInfo) error {
+	add := func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
 			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
 		}
 		return nil
-	})
+	}
+	var err error
+	if sl, ok := root.(storage.SplitLister); ok && cat != nil && len(cat.Outputs) >= 2*listSplit {
+		splits := make([]string, 0, len(cat.Outputs)/listSplit)
+		// Not at the last record: the range after it would be one more
+		// request, for the objects past the catalog's (mostly none).
+		for i := listSplit - 1; i < len(cat.Outputs)-1; i += listSplit {
+			splits = append(splits, cat.Outputs[i].Path)
+		}
+		err = sl.ListSplit(ctx, splits, add)
+	} else {
+		err = root.List(ctx, "", add)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	return stored, nil
 }
+
+// listSplit: a split listing reads the records between two splits in one
+// request (S3 answers 1,000 keys a page), if nothing else lies between.
+const listSplit = 1000
 
 // statRatio: a publication whose outputs number less than 1/statRatio of
 // the catalog's records looks its paths up one by one instead of listing
@@ -184,7 +202,8 @@ type listing struct {
 func startListing(ctx context.Context, root storage.Backend) <-chan listing {
 	ch := make(chan listing, 1)
 	go func() {
-		stored, err := listStored(ctx, root)
+		// No catalog yet to split the listing at: one plain listing.
+		stored, err := listStored(ctx, root, nil)
 		ch <- listing{stored, err}
 	}()
 	return ch
@@ -196,7 +215,7 @@ func startListing(ctx context.Context, root storage.Backend) <-chan listing {
 // outputs to a root of a million must not cost a million stats.
 func storedFor(ctx context.Context, root storage.Backend, st state, outs []Output) (map[string]planner.Stored, error) {
 	if lists(st, len(outs)) {
-		return listStored(ctx, root)
+		return listStored(ctx, root, st.cat)
 	}
 	stored := map[string]planner.Stored{}
 	seen := map[string]bool{}
@@ -238,7 +257,7 @@ func storedFor(ctx context.Context, root storage.Backend, st state, outs []Outpu
 		if err != nil {
 			// A path the root refuses (a symlink on the way, say): the
 			// listing skips what it cannot use, as before.
-			return listStored(ctx, root)
+			return listStored(ctx, root, st.cat)
 		}
 	}
 	return stored, nil

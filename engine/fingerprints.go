@@ -227,12 +227,15 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		shards = append(shards, sh)
 	}
 	sort.Strings(shards)
-	for _, sh := range shards {
-		data := f.encode(byShard[sh])
-		if _, err := root.Put(ctx, sh, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true}); err != nil {
-			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
-			return
-		}
+	// At once, like the outputs: on S3 a shard is a request.
+	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
+		data := f.encode(byShard[shards[i]])
+		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true})
+		return err
+	})
+	if err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not save output fingerprints; the next publication hashes the outputs it keeps")
+		return
 	}
 	f.dirty = map[string]bool{}
 	if len(f.retired) > 0 {

@@ -74,6 +74,16 @@ type PutOptions struct {
 	SourceVerified bool
 }
 
+// SplitLister is implemented by backends whose listing is a request per
+// page, one after another (S3: 1,000 keys a page), and that can read
+// several ranges of keys at once when told where to split them.
+type SplitLister interface {
+	// ListSplit is List(ctx, "", fn): the same objects in the same order.
+	// splits are paths in increasing order, hints (they need not exist)
+	// that cut the listing into ranges read at once.
+	ListSplit(ctx context.Context, splits []string, fn func(ObjectInfo) error) error
+}
+
 // Syncer is implemented by backends that honour PutOptions.DeferSync.
 type Syncer interface {
 	// Sync makes every Put that has returned durable.

@@ -1,7 +1,7 @@
 // Command s3server serves an in-memory S3 server (gofakes3) on a free
 // loopback port for the bench harness, in a process of its own so that the
 // objects it holds do not count in the harness's memory (a child the
-// harness starts inherits the harness's peak RSS in getrusage). It prints
+// harness starts inherits the harness's peak RSS in getrusage). With S3SERVER_LOG set it logs every request to stderr. It prints
 // its URL and serves until its stdin closes. Besides S3 it answers
 // POST /_bench/create?bucket=NAME and POST /_bench/drop?bucket=NAME (the
 // bucket with all its objects), which the harness calls between runs.
@@ -29,6 +29,9 @@ func main() {
 	}
 	mem := s3mem.New()
 	s3 := gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	if os.Getenv("S3SERVER_LOG") != "" {
+		s3 = logRequests(s3) // to count and time a tool's requests
+	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !strings.HasPrefix(r.URL.Path, "/_bench/") { // not a bucket name: those start with a letter or digit
@@ -46,6 +49,18 @@ func main() {
 	}()
 	fmt.Printf("http://%s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// logRequests writes a line per request to stderr: the time since the
+// server started, the time the request took, its method and path.
+func logRequests(h http.Handler) http.Handler {
+	start := time.Now()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.Now()
+		h.ServeHTTP(w, r)
+		fmt.Fprintf(os.Stderr, "s3server: %9.1f ms %7.1f ms %s %s?%s\n", float64(time.Since(start).Microseconds())/1000,
+			float64(time.Since(t).Microseconds())/1000, r.Method, r.URL.Path, r.URL.RawQuery)
+	})
 }
 
 // admin creates or drops the bucket named in the query.

@@ -2,6 +2,7 @@ package s3_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -183,4 +184,47 @@ func peakRSS(b *testing.B) int64 {
 	}
 	b.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// BenchmarkStageLarge stages and commits one 320 MiB object (over
+// SinglePutMax: a multipart upload of 8 MiB parts) to a server in a child
+// process, with 1 and 4 parts in flight. It reports the client's peak
+// resident set (run with -benchtime 1x).
+func BenchmarkStageLarge(b *testing.B) {
+	const size = 320 << 20
+	src := func() io.Reader { return io.LimitReader(rand.NewChaCha8([32]byte{7}), size) }
+	h := sha256.New()
+	if _, err := io.Copy(h, src()); err != nil {
+		b.Fatal(err)
+	}
+	digest := fmt.Sprintf("sha256:%x", h.Sum(nil))
+	client := clientFor(startHelperServer(b))
+	if _, err := client.CreateBucket(b.Context(), &s3.CreateBucketInput{Bucket: aws.String("bench")}); err != nil {
+		b.Fatal(err)
+	}
+	for _, inflight := range []int{1, 4} {
+		b.Run(fmt.Sprintf("parts=%d", inflight), func(b *testing.B) {
+			be, err := s3store.NewFromClient(client, "bench", "", s3store.Options{Concurrency: inflight})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(size)
+			var rss int64
+			for b.Loop() {
+				resetPeakRSS(b)
+				st := be.Stage()
+				if _, err := st.Put(b.Context(), "big.bin", src(), size, storage.PutOptions{SHA256: digest, SourceVerified: true}); err != nil {
+					b.Fatal(err)
+				}
+				if err := st.Commit(b.Context(), "big.bin"); err != nil {
+					b.Fatal(err)
+				}
+				if err := st.Close(); err != nil {
+					b.Fatal(err)
+				}
+				rss = max(rss, peakRSS(b))
+			}
+			b.ReportMetric(float64(rss)/1e6, "peak-rss-MB")
+		})
+	}
 }

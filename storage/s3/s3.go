@@ -54,6 +54,11 @@ const (
 	maxUploadParts = 10000
 	// maxDeleteBatch is the DeleteObjects limit per request.
 	maxDeleteBatch = 1000
+	// defaultSinglePutMax: objects with a known sha256 up to this size go
+	// as one streamed PutObject (rclone's upload cutoff is 200 MiB).
+	defaultSinglePutMax = 256 << 20
+	// maxSinglePut is S3's limit for one PutObject.
+	maxSinglePut = 5 << 30
 	// metaSHA256 is stored as x-amz-meta-sha256.
 	metaSHA256 = "sha256"
 	// abortTimeout bounds the clean-up of a failed multipart upload, which
@@ -87,6 +92,11 @@ type Options struct {
 	// own, MemoryBudget/4 beside it; large staged objects stream (no
 	// buffer). The default bounds upload buffers at 64 + 16 MiB.
 	MemoryBudget int64
+	// SinglePutMax: a Put of an object over PartSize and up to this size
+	// whose sha256 is known streams it as one PutObject signed with that
+	// sha256: no part buffers, no completion (default 256 MiB, at most
+	// 5 GiB; negative: never). Larger objects go multipart.
+	SinglePutMax int64
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).
 	Timeouts Timeouts
@@ -104,6 +114,8 @@ type Backend struct {
 	bucket   string
 	prefix   string // "" or ends with "/"
 	partSize int64
+	// singlePutMax: see Options.SinglePutMax.
+	singlePutMax int64
 	// concurrency is the parts in flight per multipart Put; buffers holds
 	// the memory budget in bytes.
 	concurrency int
@@ -192,6 +204,10 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 	if opts.PartSize < minPartSize {
 		return nil, fmt.Errorf("s3 part size %d is below the S3 minimum of %d bytes", opts.PartSize, minPartSize)
 	}
+	if opts.SinglePutMax == 0 {
+		opts.SinglePutMax = defaultSinglePutMax
+	}
+	opts.SinglePutMax = min(opts.SinglePutMax, maxSinglePut)
 	if opts.MemoryBudget == 0 {
 		opts.MemoryBudget = max(defaultMemoryBudget, (1+partsBesideConcurrency)*opts.PartSize)
 	}
@@ -211,7 +227,7 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		o.MultipartUploadThreshold = opts.PartSize
 		o.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
-	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize,
+	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize, singlePutMax: opts.SinglePutMax,
 		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget),
 		stageShare: semaphore.NewWeighted(opts.MemoryBudget / 4), endpoint: endpoint}, nil
 }
@@ -367,8 +383,11 @@ func (b *Backend) Put(ctx context.Context, p string, r io.Reader, size int64, op
 	body.ctx = ctx
 	in := putInput(b, key, opts)
 	put := b.putMultipart
-	if size >= 0 && size <= b.partSize {
+	switch {
+	case size >= 0 && size <= b.partSize:
 		put = b.putSmall
+	case b.streams(size, opts):
+		put = b.putStream
 	}
 	etag, err := put(ctx, in, body, size)
 	if err != nil {
@@ -442,6 +461,40 @@ func (b *Backend) putSmall(ctx context.Context, in *s3.PutObjectInput, body *che
 	}
 	out, err := b.client.PutObject(ctx, in, optFns...)
 	if err != nil {
+		return nil, b.wrapPut(*in.Key, conditional(in), err)
+	}
+	return out.ETag, nil
+}
+
+// streams reports whether a Put of size bytes goes as one streamed
+// PutObject (see Options.SinglePutMax).
+func (b *Backend) streams(size int64, opts storage.PutOptions) bool {
+	return size > b.partSize && size <= b.singlePutMax && opts.SHA256 != ""
+}
+
+// putsWhole reports whether a Put of size bytes is one PutObject (which a
+// stage cannot hold back without holding the bytes).
+func (b *Backend) putsWhole(size int64, opts storage.PutOptions) bool {
+	return size >= 0 && size <= b.partSize || b.streams(size, opts)
+}
+
+// putStream sends the object as one PutObject whose body is the source
+// itself: no buffer, and signed with the object's sha256, so the client
+// hashes nothing for the signature. checkedReader holds back the last
+// bytes until the source has ended and checked out, so a wrong source
+// never completes the request. The SDK cannot resend a stream: a
+// transient failure fails the Put (the caller retries it whole).
+func (b *Backend) putStream(ctx context.Context, in *s3.PutObjectInput, body *checkedReader, size int64) (*string, error) {
+	in.Body = body
+	in.ContentLength = aws.Int64(size)
+	// One attempt: a stream cannot be rewound, and the SDK's retry would
+	// report that instead of the failure itself.
+	once := func(o *s3.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) }
+	out, err := b.client.PutObject(ctx, in, withPayloadHash(in.Metadata[metaSHA256]), once)
+	if err != nil {
+		if body.err != nil && body.err != io.EOF { // the source's own error, not the transport's account of it
+			return nil, fmt.Errorf("put %s: %w", body.where, body.err)
+		}
 		return nil, b.wrapPut(*in.Key, conditional(in), err)
 	}
 	return out.ETag, nil
@@ -545,6 +598,12 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	if c.h != nil {
 		c.h.Write(p[:n])
 	}
+	if err == nil && n > 0 && c.size >= 0 && c.n == c.size {
+		// The last announced byte: a transport stops reading here and the
+		// server then has the whole body, so see the source end (and its
+		// digest checked) before handing these bytes over.
+		err = c.probeEnd()
+	}
 	switch {
 	case c.size >= 0 && c.n > c.size:
 		err = fmt.Errorf("source has more than the announced %d bytes", c.size)
@@ -559,8 +618,29 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		c.err = err
+		if err != io.EOF {
+			return 0, err // withheld: the request must not complete with them
+		}
 	}
 	return n, err
+}
+
+// probeEnd reads past the announced size: io.EOF when the source ends
+// there (a verifying source checked its digest on the way), else the
+// source's error or a byte too many (counted, so Read reports it).
+func (c *checkedReader) probeEnd() error {
+	var one [1]byte
+	for range 100 { // a Read may return nothing and no error; not forever
+		m, err := c.r.Read(one[:])
+		c.n += int64(m)
+		if m > 0 || err != nil {
+			if m > 0 && err == nil {
+				err = errors.New("more bytes") // replaced by the size check
+			}
+			return err
+		}
+	}
+	return io.ErrNoProgress
 }
 
 // Delete removes the objects with DeleteObjects, 1000 keys a request;
@@ -613,23 +693,44 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 		}
 	}
 	full := b.prefix + prefix
-	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(full)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	in := &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(full)}
+	for {
+		page, err := b.listPage(ctx, in)
 		if err != nil {
 			return b.wrap("list", full, err)
 		}
-		for _, o := range page.Contents {
-			p, ok := strings.CutPrefix(aws.ToString(o.Key), b.prefix)
+		for _, o := range page.objects {
+			p, ok := strings.CutPrefix(o.key, b.prefix)
 			if !ok || strings.HasSuffix(p, "/") || catalog.ValidatePath(p) != nil {
 				continue
 			}
-			if err := fn(storage.ObjectInfo{Path: p, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified), Fingerprint: aws.ToString(o.ETag)}); err != nil {
+			if err := fn(storage.ObjectInfo{Path: p, Size: o.size, ModTime: o.modTime, Fingerprint: o.etag}); err != nil {
 				return err
 			}
 		}
+		if !page.truncated || page.next == "" {
+			return nil
+		}
+		in.ContinuationToken = aws.String(page.next)
 	}
-	return nil
+}
+
+// listPage sends one ListObjectsV2 request; its body is read by fastList
+// when it can, by the SDK otherwise.
+func (b *Backend) listPage(ctx context.Context, in *s3.ListObjectsV2Input) (listPage, error) {
+	var page listPage
+	out, err := b.client.ListObjectsV2(ctx, in, func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, withFastList(&page))
+	})
+	if err != nil || page.ok {
+		return page, err
+	}
+	page = listPage{truncated: aws.ToBool(out.IsTruncated), next: aws.ToString(out.NextContinuationToken)}
+	for _, o := range out.Contents {
+		page.objects = append(page.objects, listedObject{key: aws.ToString(o.Key), etag: aws.ToString(o.ETag),
+			size: aws.ToInt64(o.Size), modTime: aws.ToTime(o.LastModified)})
+	}
+	return page, nil
 }
 
 // ReadVersion reads the whole object and its ETag, the version that
@@ -682,7 +783,8 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 	} else {
 		in.IfMatch = aws.String(string(want))
 	}
-	out, err := b.client.PutObject(ctx, in)
+	// Signed with the sum just taken: the SDK would hash the data again.
+	out, err := b.client.PutObject(ctx, in, withPayloadHash(in.Metadata[metaSHA256]))
 	if err != nil {
 		// 412 PreconditionFailed, 409 ConditionalRequestConflict (AWS, a
 		// concurrent write), and for If-Match 404 (AWS, versitygw: the

@@ -2,25 +2,31 @@ package s3
 
 // Staged writes (storage.Stager). A publication stages every output,
 // hashing the bundle's bytes as they pass, and names them only once all
-// are verified, so each bundle byte is read once and a damaged bundle
-// leaves nothing visible:
+// are verified, so a damaged bundle leaves nothing visible:
 //
 //   - An object of up to stageSmallMax bytes is read into memory (checked)
 //     and sent with one conditional PutObject at Commit, while the
 //     Backend's share for staged objects (MemoryBudget/4) lasts.
-//   - A larger one, up to 5 GiB, with its SHA256 known, is streamed at Put
-//     as the single part of a multipart upload: no buffer, and the part's
-//     SigV4 payload hash is the object's SHA256, so the client hashes
-//     nothing more (AWS checks the body against it). Parts stay invisible
-//     until CompleteMultipartUpload, which Commit sends with the write's
-//     condition, after checking it with a HEAD: gofakes3 ignores
-//     conditions on completion (AWS honours them).
-//   - Anything else (no digest, over 5 GiB, no staging memory left) is
+//   - An object that Backend.Put sends as one PutObject (up to PartSize,
+//     or with its SHA256 known up to SinglePutMax, 256 MiB by default) is
 //     read and checked to its end, and Put returns storage.ErrNotStaged:
-//     the caller writes it with Backend.Put.
+//     the caller writes it with Backend.Put once all are verified (its
+//     bytes are read twice). A multipart upload would hold no memory and
+//     read them once, but its completion is where gofakes3 (the bench
+//     server) copies and hashes the whole object again, one upload at a
+//     time: 20 × 64 MiB took 8.5 s that way, against ~4 s as PutObjects
+//     (docs/benchmarks.md). On AWS a completion is cheap either way.
+//   - A larger one with its SHA256 known goes at Put as the parts of a
+//     multipart upload, Concurrency at once, each from a buffer of the
+//     memory budget and signed with its own sha256 (parts.go). Parts stay
+//     invisible until CompleteMultipartUpload, which Commit sends with the
+//     write's condition, after checking it with a HEAD: gofakes3 ignores
+//     conditions on completion (AWS honours them).
+//   - Anything else (no digest, no staging memory left) is read and
+//     checked to its end: storage.ErrNotStaged.
 //
 // gofakes3 answers CompleteMultipartUpload with the multipart-style ETag
-// ("<md5 of the part md5s>-1") but lists and HEADs the object with the
+// ("<md5 of the part md5s>-<parts>") but lists and HEADs the object with the
 // MD5 of its bytes; AWS returns the same ETag everywhere. On gofakes3 the
 // fingerprint recorded at commit thus does not vouch for the object on
 // the next publication, which reads its sha256 metadata once (a HEAD)
@@ -48,11 +54,8 @@ import (
 
 const (
 	// stageSmallMax: objects up to this size are staged in memory (one
-	// request at Commit); larger ones as a one-part multipart upload
-	// (three requests and a HEAD, but no buffer).
+	// request at Commit).
 	stageSmallMax = 1 << 20
-	// maxPartSize is S3's limit for one part.
-	maxPartSize = 5 << 30
 )
 
 var (
@@ -78,8 +81,8 @@ type stagedObject struct {
 	opts      storage.PutOptions
 	data      []byte // small: the checked bytes (held from the share)
 	held      int64
-	uploadID  string // large: the multipart upload and its one part's ETag
-	partETag  string
+	uploadID  string // large: the multipart upload and its parts
+	parts     []types.CompletedPart
 	committed bool
 }
 
@@ -100,8 +103,8 @@ func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts
 	case size >= 0 && size <= stageSmallMax && s.b.stageShare.TryAcquire(size):
 		o.held = size
 		err = s.readSmall(o, body)
-	case size > stageSmallMax && size <= maxPartSize && opts.SHA256 != "":
-		err = s.uploadPart(ctx, o, body)
+	case size > stageSmallMax && opts.SHA256 != "" && !s.b.putsWhole(size, opts):
+		err = s.uploadParts(ctx, o, body)
 	default:
 		if _, err = io.Copy(io.Discard, body); err == nil {
 			err = storage.ErrNotStaged
@@ -144,53 +147,25 @@ func (s *stage) readSmall(o *stagedObject, body *checkedReader) error {
 	return nil
 }
 
-// uploadPart streams a large object as the one part of a new multipart
-// upload; any failure aborts it.
-func (s *stage) uploadPart(ctx context.Context, o *stagedObject, body *checkedReader) error {
-	in := &s3.CreateMultipartUploadInput{Bucket: &s.b.bucket, Key: &o.key, Metadata: map[string]string{metaSHA256: o.opts.SHA256}}
-	if o.opts.ContentType != "" {
-		in.ContentType = aws.String(o.opts.ContentType)
-	}
-	created, err := s.b.client.CreateMultipartUpload(ctx, in)
-	if err != nil {
-		return fmt.Errorf("stage %s: %w", body.where, s.b.wrap("start upload", o.key, err))
-	}
-	o.uploadID = aws.ToString(created.UploadId)
-	part, err := s.b.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.b.bucket, Key: &o.key, UploadId: &o.uploadID,
-		PartNumber: aws.Int32(1), Body: body, ContentLength: aws.Int64(o.size)}, withPayloadHash(o.opts.SHA256))
-	srcErr := body.err
-	if srcErr == nil && err == nil {
-		// The transport may stop reading at the announced length: read on
-		// to the source's end (where the size and digest are checked).
-		_, srcErr = io.Copy(io.Discard, body)
-	}
-	if srcErr == io.EOF {
-		srcErr = nil
-	}
-	if srcErr != nil || err != nil {
-		if srcErr != nil { // the source's own error, not the transport's account of it
-			err = srcErr
-		} else {
-			err = s.b.wrap("upload", o.key, err)
-		}
-		return fmt.Errorf("stage %s: %w", body.where, s.b.abortAfter(ctx, o.key, o.uploadID, err))
-	}
-	o.partETag = aws.ToString(part.ETag)
-	return nil
-}
-
 // withPayloadHash signs a request with the given sha256 ("sha256:<hex>")
 // as its payload hash instead of hashing the body, over plain http (over
 // https the SDK sends the payload unsigned and hashes nothing anyway).
 // Only for bodies checked against that digest.
 func withPayloadHash(digest string) func(*s3.Options) {
 	sum, _ := catalog.DigestSum(digest)
-	h := hex.EncodeToString(sum)
+	if len(sum) == 0 {
+		return func(*s3.Options) {}
+	}
+	return withPayloadHashHex(hex.EncodeToString(sum))
+}
+
+// withPayloadHashHex is withPayloadHash for a hex sha256.
+func withPayloadHashHex(h string) func(*s3.Options) {
 	return func(o *s3.Options) {
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("distributorPayloadHash",
 				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					if req, ok := in.Request.(*smithyhttp.Request); ok && !req.IsHTTPS() && len(sum) != 0 {
+					if req, ok := in.Request.(*smithyhttp.Request); ok && !req.IsHTTPS() {
 						ctx = v4.SetPayloadHash(ctx, h)
 					}
 					return next.HandleFinalize(ctx, in)
@@ -268,7 +243,7 @@ func (s *stage) complete(ctx context.Context, o *stagedObject) (string, error) {
 		}
 	}
 	in := &s3.CompleteMultipartUploadInput{Bucket: &s.b.bucket, Key: &o.key, UploadId: &o.uploadID,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: aws.String(o.partETag), PartNumber: aws.Int32(1)}}}}
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: o.parts}}
 	switch {
 	case o.opts.IfAbsent:
 		in.IfNoneMatch = aws.String("*")

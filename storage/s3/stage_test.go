@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,11 +50,15 @@ func stageBackend(t *testing.T, env *testenv.S3, bucket string, opts s3store.Opt
 // A large staged object is one streamed part of a multipart upload: it
 // stays invisible until Commit, is signed with its own sha256 (the client
 // hashes nothing more), and leaves no upload behind.
+// multipartStaged: objects over one 5 MiB part are staged as multipart
+// uploads (no single PutObject), so that tests reach that path with a few MB.
+var multipartStaged = s3store.Options{PartSize: 5 << 20, SinglePutMax: -1}
+
 func TestStageLargeObject(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
-	b, seen := stageBackend(t, env, bucket, s3store.Options{})
-	data := bytes.Repeat([]byte("large staged object\n"), 200_000) // 4 MB: over the in-memory limit
+	b, seen := stageBackend(t, env, bucket, multipartStaged)
+	data := bytes.Repeat([]byte("large staged object\n"), 300_000) // 6 MB: over a part
 	digest := sha(data)
 	st := b.Stage()
 	defer st.Close()
@@ -80,9 +85,16 @@ func TestStageLargeObject(t *testing.T) {
 		t.Fatalf("Stat = %+v, %v; want the sha256 metadata %s", si, err, digest)
 	}
 	wantNoUploads(t, env.Client, bucket)
-	hex := strings.TrimPrefix(digest, "sha256:")
-	if s := seen(); len(s) != 1 || !strings.HasSuffix(s[0], " "+hex) {
-		t.Fatalf("requests with a body: %q, want the one part signed with the object's sha256 %s", s, hex)
+	// Two parts (5 MiB and the rest), each signed with its own sha256.
+	var want []string
+	for _, part := range [][]byte{data[:5<<20], data[5<<20:]} {
+		want = append(want, "/"+bucket+"/big/a.bin "+strings.TrimPrefix(sha(part), "sha256:"))
+	}
+	s := seen()
+	slices.Sort(s)
+	slices.Sort(want)
+	if !slices.Equal(s, want) {
+		t.Fatalf("requests with a body: %q, want the two parts signed with their sha256 %q", s, want)
 	}
 }
 
@@ -114,8 +126,8 @@ func TestStageSmallObjectIsOneRequest(t *testing.T) {
 func TestStageLargeConditionsAndClose(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
-	b := newBackend(t, env.Client, bucket, "", s3store.Options{})
-	data := bytes.Repeat([]byte{'x'}, 2<<20)
+	b := newBackend(t, env.Client, bucket, "", multipartStaged)
+	data := bytes.Repeat([]byte{'x'}, 6<<20)
 	v1, err := b.Put(t.Context(), "m.bin", strings.NewReader("v1"), 2, storage.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +172,8 @@ func TestStageLargeConditionsAndClose(t *testing.T) {
 func TestStageChecksContent(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
-	b := newBackend(t, env.Client, bucket, "", s3store.Options{})
-	for _, n := range []int{1000, 3 << 20} {
+	b := newBackend(t, env.Client, bucket, "", multipartStaged)
+	for _, n := range []int{1000, 3 << 20, 6 << 20} {
 		data := bytes.Repeat([]byte{'d'}, n)
 		st := b.Stage()
 		for _, c := range []struct {

@@ -586,6 +586,7 @@ func flipByte(t *testing.T, root storage.Backend, p string) {
 }
 
 func TestBackendMatrixRootsAreFreshAndKeyed(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot func(t *testing.T) (storage.Backend, config.Destination)) {
 		r1, d1 := newRoot(t)
 		r2, d2 := newRoot(t)

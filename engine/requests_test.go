@@ -66,6 +66,7 @@ func sortedPaths(items []planner.Item) []string {
 // 1000 objects), one fingerprint shard read and rewritten (the index of a
 // root of 1000 outputs is one shard), the catalog's conditional write.
 func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	shard := s3Prefix + engine.FingerprintsFile("", engine.FingerprintShards(n))
 	fixed := []string{

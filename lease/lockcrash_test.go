@@ -21,6 +21,7 @@ import (
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 // A crash of the machine can leave an unsynced lock object torn: empty, or
@@ -137,7 +138,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childRootEnv); dir != "" {
 		os.Exit(child(dir, os.Getenv(childModeEnv), os.Getenv(childMarkEnv)))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.RunParallel(m, 8))
 }
 
 // child runs as another process on the same root. "contend": several

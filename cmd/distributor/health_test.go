@@ -14,6 +14,7 @@ import (
 // prints the body (so /metrics can be read through it), and exits 1 with
 // the status and /readyz's one-line reason otherwise.
 func TestHealthProbe(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -57,6 +58,7 @@ func TestHealthProbe(t *testing.T) {
 
 // TestHealthProbeNothingListening names the address and the flag to check.
 func TestHealthProbeNothingListening(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +75,7 @@ func TestHealthProbeNothingListening(t *testing.T) {
 // TestHealthProbeFollowsTheConfiguration: without --addr the probe dials
 // http.listen of --config, as serve with that file listens.
 func TestHealthProbeFollowsTheConfiguration(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok " + r.URL.Path + "\n"))
 	}))

@@ -326,6 +326,7 @@ func readFile(t *testing.T, path string) string {
 var bundleOne = map[string]string{"report.md": "# one\n", "data.csv": "a,b\n1,2\n"}
 
 func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -412,6 +413,7 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 }
 
 func TestReplayAfterCollision(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -510,6 +512,7 @@ func TestReplayAfterCollision(t *testing.T) {
 }
 
 func TestReplayTakeOwnershipAdoptsCollidingPath(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -579,6 +582,7 @@ func backdate(t *testing.T, root string) {
 }
 
 func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {
@@ -627,6 +631,7 @@ func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
 }
 
 func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
+	t.Parallel()
 	e, _ := newOfflineEnv(t)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {
@@ -702,6 +707,7 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 // line naming the fix, and a NATS server or a silent listener on
 // nats.listen (a stranger's) is not dialled.
 func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
+	t.Parallel()
 	cmds := []struct {
 		args []string
 		want string
@@ -761,6 +767,7 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 // A managed file that becomes a folder: the publication is published and
 // its result event reports the displaced file as deleted.
 func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	for _, b := range []string{
 		e.makeBundle(t, "b1", "src.v1", map[string]string{"docs": "file\n"}),
@@ -790,6 +797,7 @@ func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
 // run with exactly the sets of docs/nats-permissions.md; the operator's
 // publish collides and its replay --take-ownership adopts.
 func TestReplayTakeOwnershipWithDocumentedPermissions(t *testing.T) {
+	t.Parallel()
 	users := testenv.NATSUsersFromDoc(t, "../../docs/nats-permissions.md")
 	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, users...))
 	e := writeNATSConfig(t, "  url: "+n.URL+"\n  user: serve\n  password: serve-secret\n")

@@ -148,6 +148,7 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 // JWT credentials, so `serve` says to use an external server instead of
 // running one that accepts anybody.
 func TestServeEmbeddedServerRefusesCreds(t *testing.T) {
+	t.Parallel()
 	e := embeddedEnv(t, freeAddr(t), "  creds: "+filepath.Join(t.TempDir(), "user.creds")+"\n")
 	code, stdout, stderr := e.cmd(t, "serve")
 	want := "distributor: nats.creds needs an external NATS server: set nats.url, or use nats.token, nats.user/password or nats.nkey_seed with the embedded server\n"
@@ -167,6 +168,7 @@ func TestServeEmbeddedServerRefusesCreds(t *testing.T) {
 // publish with each secret and checks that no log line, output or event
 // carries it, and that a URL's user information is redacted in errors.
 func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
+	t.Parallel()
 	seedFile, seed := writeSeed(t, t.TempDir(), "serve.nk")
 	tests := []struct{ name, auth, secret string }{
 		{"token", "  token: tok-4f9a1c\n", "tok-4f9a1c"},

@@ -70,6 +70,7 @@ var (
 // exactly what was published and no label holds a path or an event id;
 // the logs are JSON lines with RFC 3339 times and the event's keys.
 func TestServeObserve(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	addr := freeAddr(t)
 	start := time.Now()
@@ -214,6 +215,7 @@ func TestServeObserve(t *testing.T) {
 // TestReadyz: /readyz says why serve is not ready, one line each:
 // connecting, a stream or the lease bucket unreachable, draining.
 func TestReadyz(t *testing.T) {
+	t.Parallel()
 	n := testenv.NewNATS(t)
 	js := n.JetStream(t)
 	ctx := context.Background()
@@ -246,6 +248,7 @@ func TestReadyz(t *testing.T) {
 // first connection with back-off (logged at warn), is alive but not ready
 // meanwhile, and publishes once the server is up.
 func TestServeWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	natsAddr := freeAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+natsAddr+"\n")
 	httpAddr := freeAddr(t)
@@ -312,6 +315,7 @@ func TestServeWaitsForNATS(t *testing.T) {
 
 // TestServeConnectTimeout: --connect-timeout bounds the retries.
 func TestServeConnectTimeout(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+addr+"\n")
 	start := time.Now()
@@ -345,6 +349,7 @@ func waitFor(t *testing.T, s *serveHandle, what string) {
 
 // TestServeHTTPAddr: a used or malformed address is one line naming the fix.
 func TestServeHTTPAddr(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {

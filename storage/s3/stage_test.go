@@ -50,6 +50,7 @@ func stageBackend(t *testing.T, env *testenv.S3, bucket string, opts s3store.Opt
 // stays invisible until Commit, is signed with its own sha256 (the client
 // hashes nothing more), and leaves no upload behind.
 func TestStageLargeObject(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b, seen := stageBackend(t, env, bucket, s3store.Options{})
@@ -89,6 +90,7 @@ func TestStageLargeObject(t *testing.T) {
 // A small staged object is sent at Commit in one PutObject, signed with
 // its sha256.
 func TestStageSmallObjectIsOneRequest(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b, seen := stageBackend(t, env, bucket, s3store.Options{})
@@ -112,6 +114,7 @@ func TestStageSmallObjectIsOneRequest(t *testing.T) {
 // Conditions of a large staged object are checked at Commit; a refused
 // or discarded one leaves no upload.
 func TestStageLargeConditionsAndClose(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{})
@@ -158,6 +161,7 @@ func TestStageLargeConditionsAndClose(t *testing.T) {
 // Bytes that are not the announced ones fail the staged Put, large or
 // small, and leave nothing: no object, no upload.
 func TestStageChecksContent(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{})
@@ -196,6 +200,7 @@ func TestStageChecksContent(t *testing.T) {
 // small object is read and checked but not kept: ErrNotStaged. Memory is
 // given back at Commit and Close.
 func TestStageMemoryShare(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, MemoryBudget: 20 << 20}) // share: 5 MiB

@@ -382,6 +382,7 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 	t.Parallel()
 	for _, staged := range []bool{false, true} {
 		t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
+			t.Parallel()
 			crashAtEveryStep(t, staged)
 		})
 	}
@@ -398,6 +399,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 	}
 	for _, sc := range crashScenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			prepare := func() string {
 				root := t.TempDir()
 				if sc.before != nil {

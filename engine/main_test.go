@@ -7,7 +7,8 @@ import (
 	"github.com/distributor/distributor/testenv"
 )
 
-// Many tests wait on fsync, the S3 server or a lease: let more of the waits overlap.
+// The tests wait on the local backend's fsyncs (hence temporary folders in
+// memory), the S3 server and leases: let more of the waits overlap.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunParallel(m, 4))
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 4, TempInMemory: true}))
 }

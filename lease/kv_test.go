@@ -320,7 +320,7 @@ func TestKVTTLTooShort(t *testing.T) {
 // it must still end with one holder and the others refused with ErrHeld.
 // The server reports their lost compare-and-swap as 10164, not 10071.
 func TestKVRaceOnReplicatedBucket(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the cluster gets the CPU while it elects its leaders.
 	cl := testenv.NewCluster(t)
 	js := cl.JetStream(t)
 	// Retried: a fresh cluster on a busy machine may still be settling.

@@ -140,7 +140,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childRootEnv); dir != "" {
 		os.Exit(child(dir, os.Getenv(childModeEnv), os.Getenv(childMarkEnv)))
 	}
-	os.Exit(testenv.RunParallel(m, 8))
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8, TempInMemory: true}))
 }
 
 // child runs as another process on the same root. "contend": several

@@ -9,5 +9,5 @@ import (
 
 // The cluster tests wait on elections and restarts: let the waits overlap.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunParallel(m, 8))
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8}))
 }

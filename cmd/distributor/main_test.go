@@ -7,7 +7,8 @@ import (
 	"github.com/distributor/distributor/testenv"
 )
 
-// Many tests wait on NATS, S3, child processes or a lease: let more of the waits overlap.
+// Many tests wait on NATS, S3, child processes, leases and the local
+// backend's fsyncs: overlap the waits, keep temporary folders in memory.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunParallel(m, 8))
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8, TempInMemory: true}))
 }

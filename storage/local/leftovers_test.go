@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	if root := os.Getenv(envKillRoot); root != "" {
 		os.Exit(killedWrite(root))
 	}
-	os.Exit(testenv.RunParallel(m, 8))
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8}))
 }
 
 // killingReader yields n bytes, then kills its own process.

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		serveHelper()
 		return
 	}
-	os.Exit(testenv.RunParallel(m, 8))
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8}))
 }
 
 // serveHelper serves gofakes3 on a free port, prints the URL, and stops

@@ -60,6 +60,7 @@ const releaseStamp = "v9.8.7-test"
 // TestBuiltBinary builds the binary once, with a release stamp, for the
 // tests that run it as a process.
 func TestBuiltBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -181,8 +181,14 @@ func TestNATSPermissionsDoc(t *testing.T) {
 
 	// Downstream listens live from here on.
 	downJS := jsAs("downstream")
-	live, err := n.ConnAs(t, "downstream").SubscribeSync(subj.ResultFilter("", "", ""))
+	downNC := n.ConnAs(t, "downstream")
+	live, err := downNC.SubscribeSync(subj.ResultFilter("", "", ""))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The server has the subscription once a flush returns; without it a
+	// busy machine published the first result before it did.
+	if err := downNC.Flush(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/distributor/distributor/testenv"
 )
 
 // TestHealthProbe: the container health check exits 0 on a 2xx answer and
@@ -59,12 +61,7 @@ func TestHealthProbe(t *testing.T) {
 // TestHealthProbeNothingListening names the address and the flag to check.
 func TestHealthProbeNothingListening(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)
 	_, stderr, code := runCLI(t, "health", "--addr", addr)
 	if code != 1 || !strings.HasPrefix(stderr, "distributor: health check http://"+addr+"/healthz: ") ||
 		!strings.HasSuffix(stderr, "connection refused (is serve running with its HTTP listener on this address? see serve --http-addr)\n") {

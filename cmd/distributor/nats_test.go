@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,7 +71,7 @@ func newNATSEnv(t *testing.T) *natsEnv {
 // a free port nothing listens on: no NATS is reachable.
 func newOfflineEnv(t *testing.T) (*natsEnv, string) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	return writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n"), addr
 }
 
@@ -95,20 +94,6 @@ func writeNATSConfig(t *testing.T, natsBlock string) *natsEnv {
 		t.Fatal(err)
 	}
 	return e
-}
-
-// freeAddr returns a 127.0.0.1 address that nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // makeBundle writes files into a new folder and runs `bundle create` on it.
@@ -758,7 +743,7 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 		}
 	})
 	// With nats.url set, a server that is not there is named.
-	e := writeNATSConfig(t, "  url: nats://"+freeAddr(t)+"\n")
+	e := writeNATSConfig(t, "  url: nats://"+testenv.FreeAddr(t)+"\n")
 	if code, _, stderr := e.cmd(t, "events", "tail"); code != exitFailed || !strings.HasPrefix(stderr, "distributor: connect to NATS at nats://") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("events tail with an unreachable nats.url: exit %d, stderr %q", code, stderr)
 	}

@@ -82,7 +82,7 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := testenv.FreeAddr(t)
 			e := embeddedEnv(t, addr, tt.auth)
 			startServe(t, e.cfg)
 			b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -149,14 +149,14 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 // running one that accepts anybody.
 func TestServeEmbeddedServerRefusesCreds(t *testing.T) {
 	t.Parallel()
-	e := embeddedEnv(t, freeAddr(t), "  creds: "+filepath.Join(t.TempDir(), "user.creds")+"\n")
+	e := embeddedEnv(t, testenv.FreeAddr(t), "  creds: "+filepath.Join(t.TempDir(), "user.creds")+"\n")
 	code, stdout, stderr := e.cmd(t, "serve")
 	want := "distributor: nats.creds needs an external NATS server: set nats.url, or use nats.token, nats.user/password or nats.nkey_seed with the embedded server\n"
 	if code != exitUsage || stdout != "" || stderr != want {
 		t.Errorf("serve with creds and no nats.url: exit %d, stdout %q, stderr %q; want %d, %q", code, stdout, stderr, exitUsage, want)
 	}
 	notSeed := e.cfg
-	e = embeddedEnv(t, freeAddr(t), "  nkey_seed: "+notSeed+"\n")
+	e = embeddedEnv(t, testenv.FreeAddr(t), "  nkey_seed: "+notSeed+"\n")
 	code, _, stderr = e.cmd(t, "serve")
 	want = "distributor: nats.nkey_seed " + notSeed + ": nkeys: no nkey seed found: the file must hold a user seed (SU…), as `nk -gen user` writes\n"
 	if code != exitUsage || stderr != want {
@@ -177,7 +177,7 @@ func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := embeddedEnv(t, freeAddr(t), tt.auth)
+			e := embeddedEnv(t, testenv.FreeAddr(t), tt.auth)
 			s := startServe(t, e.cfg, "--log-level", "debug")
 			b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 			var outputs []string
@@ -211,7 +211,7 @@ func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
 
 	// A URL with user information, an unreachable server: the error names
 	// the server, never the credentials.
-	e := writeNATSConfig(t, "  url: nats://serve:pw-77e0b2@"+freeAddr(t)+",nats://tok-4f9a1c@"+freeAddr(t)+"\n")
+	e := writeNATSConfig(t, "  url: nats://serve:pw-77e0b2@"+testenv.FreeAddr(t)+",nats://tok-4f9a1c@"+testenv.FreeAddr(t)+"\n")
 	b := e.makeBundle(t, "b", "src.one", bundleOne)
 	code, stdout, stderr := e.cmd(t, "publish", "--pipeline", "p.one", "--bundle", b)
 	if code == 0 || strings.Contains(stdout+stderr, "pw-77e0b2") || strings.Contains(stdout+stderr, "tok-4f9a1c") || !strings.Contains(stderr, "nats://REDACTED@127.0.0.1:") {

@@ -72,7 +72,7 @@ var (
 func TestServeObserve(t *testing.T) {
 	t.Parallel()
 	e := newNATSEnv(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	start := time.Now()
 	s := startServe(t, e.cfg, "--http-addr", addr)
 	base := "http://" + addr
@@ -249,9 +249,9 @@ func TestReadyz(t *testing.T) {
 // meanwhile, and publishes once the server is up.
 func TestServeWaitsForNATS(t *testing.T) {
 	t.Parallel()
-	natsAddr := freeAddr(t)
+	natsAddr := testenv.FreeAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+natsAddr+"\n")
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &testenv.SyncBuffer{}}
 	go func() {
@@ -316,7 +316,7 @@ func TestServeWaitsForNATS(t *testing.T) {
 // TestServeConnectTimeout: --connect-timeout bounds the retries.
 func TestServeConnectTimeout(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+addr+"\n")
 	start := time.Now()
 	code, _, stderr := e.cmd(t, "serve", "--http-addr", "off", "--connect-timeout", "600ms", "--log-level", "error")

@@ -156,7 +156,10 @@ func TestKilledConsumerRedelivered(t *testing.T) {
 	g.waitEntered(t)
 
 	var bCommits atomic.Int32
-	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: time.Second, wrap: func(d config.Destination, b storage.Backend) storage.Backend {
+	// b's lease need not expire: a TTL with slack keeps a loaded machine
+	// (tests in parallel, -race) from costing b its lease and the event an
+	// attempt.
+	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: 5 * time.Second, wrap: func(d config.Destination, b storage.Backend) storage.Backend {
 		return &hooked{Backend: b, commits: &bCommits}
 	}})
 	g.dead.Store(true)
@@ -213,7 +216,10 @@ func TestStalledHolderLosesLease(t *testing.T) {
 
 	// a stops fetching (so the retry goes to b) and wakes up.
 	var bCommits atomic.Int32
-	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: time.Second, wrap: func(_ config.Destination, b storage.Backend) storage.Backend {
+	// b's lease need not expire: a TTL with slack keeps a loaded machine
+	// (tests in parallel, -race) from costing b its lease and the event an
+	// attempt.
+	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: 5 * time.Second, wrap: func(_ config.Destination, b storage.Backend) storage.Backend {
 		return &hooked{Backend: b, commits: &bCommits}
 	}})
 	a.cancel() // stop calls it again, a no-op, and waits for Run

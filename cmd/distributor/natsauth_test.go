@@ -82,6 +82,9 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.name != "token" { // it sets the environment (below)
+				t.Parallel()
+			}
 			addr := testenv.FreeAddr(t)
 			e := embeddedEnv(t, addr, tt.auth)
 			startServe(t, e.cfg)

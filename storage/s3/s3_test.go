@@ -805,6 +805,7 @@ func TestFrozenServerTimesOut(t *testing.T) {
 	endpoint := "S3 endpoint " + proxy.URL
 	// Two attempts, each bounded by one limit, plus back-off and slack.
 	const bound = 2*limit + 3*time.Second // generous: CI machines may be loaded; a hang is minutes
+	var wg sync.WaitGroup
 	for _, c := range []struct {
 		name, want string
 		op         func() error
@@ -832,17 +833,21 @@ func TestFrozenServerTimesOut(t *testing.T) {
 			return err
 		}},
 	} {
-		start := time.Now()
-		err := c.op()
-		took := time.Since(start)
-		if !errors.Is(err, storage.ErrUnavailable) || !strings.Contains(err.Error(), endpoint+" "+c.want) {
-			t.Errorf("%s against a frozen server: %v, want ErrUnavailable with %q", c.name, err, endpoint+" "+c.want)
-		}
-		if took > bound+limit { // the download first drains what the kernel buffered
-			t.Errorf("%s against a frozen server took %v, want under %v", c.name, took, bound+limit)
-		}
-		t.Logf("%s: %v after %v", c.name, err, took.Round(time.Millisecond))
+		// The calls are independent: their timeouts run at once.
+		wg.Go(func() {
+			start := time.Now()
+			err := c.op()
+			took := time.Since(start)
+			if !errors.Is(err, storage.ErrUnavailable) || !strings.Contains(err.Error(), endpoint+" "+c.want) {
+				t.Errorf("%s against a frozen server: %v, want ErrUnavailable with %q", c.name, err, endpoint+" "+c.want)
+			}
+			if took > bound+limit { // the download first drains what the kernel buffered
+				t.Errorf("%s against a frozen server took %v, want under %v", c.name, took, bound+limit)
+			}
+			t.Logf("%s: %v after %v", c.name, err, took.Round(time.Millisecond))
+		})
 	}
+	wg.Wait()
 
 	proxy.Unfreeze()
 	if oi, err := b.Stat(ctx, "big"); err != nil || oi.Size != int64(len(big)) {

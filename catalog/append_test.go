@@ -9,6 +9,7 @@ import (
 // AppendOutputs writes exactly the outputs array of Marshal, escapes,
 // generated records and sub-second times included.
 func TestAppendOutputsMatchesMarshal(t *testing.T) {
+	t.Parallel()
 	created := time.Date(2026, 12, 3, 7, 0, 0, 123456789, time.UTC)
 	digest := "sha256:" + string(bytes.Repeat([]byte("ab"), 32))
 	rec := func(p string) Output {

@@ -89,6 +89,7 @@ func assertSameCatalog(t tester, got, want *catalog.Catalog) {
 }
 
 func TestParseValidV4SeedExample(t *testing.T) {
+	t.Parallel()
 	cat, legacy, err := catalog.Parse(testenv.CatalogFixture(t, testenv.SeedExample))
 	if err != nil || legacy {
 		t.Fatalf("Parse = legacy %v, err %v; want a valid v4 catalog", legacy, err)
@@ -97,6 +98,7 @@ func TestParseValidV4SeedExample(t *testing.T) {
 }
 
 func TestParseAcceptsOffsetTimesAsUTC(t *testing.T) {
+	t.Parallel()
 	doc := strings.Replace(string(testenv.CatalogFixture(t, testenv.SeedExample)),
 		`"created_at": "2026-06-19T12:00:00Z"`, `"created_at": "2026-06-19T14:00:00.5+02:00"`, 1)
 	cat, _, err := catalog.Parse([]byte(doc))
@@ -109,6 +111,7 @@ func TestParseAcceptsOffsetTimesAsUTC(t *testing.T) {
 }
 
 func TestParseSortsOutputsByPath(t *testing.T) {
+	t.Parallel()
 	doc := seedDoc(t)
 	first := doc["outputs"].([]any)[0].(map[string]any)
 	second := cloneMap(first)
@@ -126,6 +129,7 @@ func TestParseSortsOutputsByPath(t *testing.T) {
 // Only versions that existed (1-3) are legacy state, which a replacement run
 // may clear; 0 or a negative number is damage: invalid, never overwritten.
 func TestParseNonexistentVersionIsInvalid(t *testing.T) {
+	t.Parallel()
 	for _, data := range []string{`{"schema_version": 0, "whatever": [1, 2]}`, `{"schema_version": -3}`} {
 		if _, legacy, err := catalog.Parse([]byte(data)); legacy || !errors.Is(err, catalog.ErrInvalid) {
 			t.Errorf("Parse(%s) = legacy %v, %v; want ErrInvalid", data, legacy, err)
@@ -134,6 +138,7 @@ func TestParseNonexistentVersionIsInvalid(t *testing.T) {
 }
 
 func TestParseLegacy(t *testing.T) {
+	t.Parallel()
 	cases := map[string][]byte{
 		"seed history v2 single_owner": testenv.CatalogFixture(t, testenv.LegacyV2SingleOwner),
 		"seed history v3 shared_root":  testenv.CatalogFixture(t, testenv.LegacyV3SharedRoot),
@@ -151,6 +156,7 @@ func TestParseLegacy(t *testing.T) {
 }
 
 func TestParseNewer(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"5", "6", "100"} {
 		t.Run(v, func(t *testing.T) {
 			// A newer document may have any shape: the version alone decides.
@@ -338,6 +344,7 @@ func invalidCases() []invalidCase {
 }
 
 func TestParseInvalid(t *testing.T) {
+	t.Parallel()
 	for _, tc := range invalidCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := seedDoc(t)
@@ -348,6 +355,7 @@ func TestParseInvalid(t *testing.T) {
 }
 
 func TestParseInvalidJSON(t *testing.T) {
+	t.Parallel()
 	valid := string(testenv.CatalogFixture(t, testenv.SeedExample))
 	cases := map[string]string{
 		"empty":              "",
@@ -374,6 +382,7 @@ func TestParseInvalidJSON(t *testing.T) {
 // encoding/json would keep the last one, so "schema_version": 4,
 // "schema_version": 3 would otherwise read as legacy state.
 func TestParseDuplicateKeys(t *testing.T) {
+	t.Parallel()
 	valid := string(testenv.CatalogFixture(t, testenv.SeedExample))
 	const fix = ": a key may appear once per object; fix the file by hand (which value is meant cannot be guessed)"
 	for _, tc := range []struct {
@@ -433,6 +442,7 @@ func assertInvalid(t *testing.T, data []byte, want string) {
 }
 
 func TestParseInvalidPathWrapsErrBadPath(t *testing.T) {
+	t.Parallel()
 	doc := seedDoc(t)
 	out0(doc)["path"] = "../x"
 	_, _, err := catalog.Parse(encode(t, doc))
@@ -442,6 +452,7 @@ func TestParseInvalidPathWrapsErrBadPath(t *testing.T) {
 }
 
 func TestMarshalGoldenSeedExample(t *testing.T) {
+	t.Parallel()
 	golden := testenv.CatalogFixture(t, testenv.SeedExample)
 	got, err := catalog.Marshal(seedExample(t))
 	if err != nil {
@@ -464,6 +475,7 @@ func TestMarshalGoldenSeedExample(t *testing.T) {
 }
 
 func TestMarshalShape(t *testing.T) {
+	t.Parallel()
 	east := time.FixedZone("east", 2*3600)
 	c := &catalog.Catalog{
 		CreatedAt: time.Date(2026, 6, 19, 14, 0, 0, 0, east),
@@ -539,6 +551,7 @@ func TestMarshalShape(t *testing.T) {
 }
 
 func TestMarshalEmptyCatalog(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 	got, err := catalog.Marshal(&catalog.Catalog{CreatedAt: at, UpdatedAt: at})
 	if err != nil {
@@ -555,6 +568,7 @@ func TestMarshalEmptyCatalog(t *testing.T) {
 // published_at, workflow, owners or sources at the top; owner ids stay two
 // separate fields on each record.
 func TestCatalogTopLevelHasOnlySeedFields(t *testing.T) {
+	t.Parallel()
 	got, err := catalog.Marshal(seedExample(t))
 	if err != nil {
 		t.Fatal(err)
@@ -597,6 +611,7 @@ func sameSet(a, b []string) bool {
 }
 
 func TestMarshalRefusesWhatWouldNotReadBack(t *testing.T) {
+	t.Parallel()
 	cases := map[string]func(c *catalog.Catalog){
 		"duplicate path":           func(c *catalog.Catalog) { c.Outputs = append(c.Outputs, c.Outputs[0]) },
 		"zero created_at":          func(c *catalog.Catalog) { c.CreatedAt = time.Time{} },
@@ -624,6 +639,7 @@ func TestMarshalRefusesWhatWouldNotReadBack(t *testing.T) {
 }
 
 func TestLookupAndIndex(t *testing.T) {
+	t.Parallel()
 	c := seedExample(t)
 	second := c.Outputs[0]
 	second.Path = "a.html"
@@ -653,6 +669,7 @@ func TestLookupAndIndex(t *testing.T) {
 }
 
 func TestSameContent(t *testing.T) {
+	t.Parallel()
 	base := seedExample(t).Outputs[0]
 	later := base
 	later.CreatedAt = base.CreatedAt.Add(time.Hour)

@@ -17,6 +17,7 @@ import (
 // bytes of the encoding/json writer the format was defined with, escapes,
 // optional fields and empty catalogs included.
 func TestMarshalMatchesReference(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		c := catalogGen.Draw(t, "catalog")
 		want, err := catalog.MarshalReference(c)
@@ -41,6 +42,7 @@ func TestMarshalMatchesReference(t *testing.T) {
 // fast reader takes the input (it is not always falling back) and returns
 // exactly what the encoding/json reader returns.
 func TestParseFastMatchesReference(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		c := catalogGen.Draw(t, "catalog")
 		written, err := catalog.Marshal(c)
@@ -71,6 +73,7 @@ func TestParseFastMatchesReference(t *testing.T) {
 // decide (they mean something else to encoding/json, or are errors whose
 // message it owns) give the reference decoder's answer.
 func TestParseLeavesOddInputToReference(t *testing.T) {
+	t.Parallel()
 	const rec = `{"path":"a","pipeline_id":"p","destination_id":"d","source":{"id":"s","digest":"sha256:` + hex64 + `","created":"2026-06-19T12:00:00Z"},"kind":"source","sha256":"sha256:` + hex64 + `","size":1,"created_at":"2026-06-19T12:00:00Z","updated_at":"2026-06-19T12:00:00Z"%s}`
 	doc := func(extra, record string) string {
 		return `{"schema_version":4,"created_at":"2026-06-19T12:00:00Z","updated_at":"2026-06-19T12:00:00Z","state":{"mode":"catalog"}` + extra + `,"outputs":[` + record + `]}`
@@ -139,6 +142,7 @@ func (c *chunkCounter) Write(p []byte) (int, error) {
 // and grown by new records, goes out in bounded chunks, byte for byte what
 // Marshal returns.
 func TestMarshalToStreams(t *testing.T) {
+	t.Parallel()
 	data, err := catalog.Marshal(benchCat(20_000))
 	if err != nil {
 		t.Fatal(err)

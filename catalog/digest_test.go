@@ -10,6 +10,7 @@ import (
 )
 
 func TestDigestRoundTrip(t *testing.T) {
+	t.Parallel()
 	sum := sha256.Sum256([]byte("hello\n"))
 	d := catalog.Digest(sum[:])
 	const want = "sha256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
@@ -23,6 +24,7 @@ func TestDigestRoundTrip(t *testing.T) {
 }
 
 func TestDigestSumRefusesInvalid(t *testing.T) {
+	t.Parallel()
 	for _, d := range []string{
 		"",
 		"md5:abc",

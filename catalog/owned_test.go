@@ -19,6 +19,7 @@ import (
 // copied from the input only where a record still holds what was read and
 // was written canonically.
 func TestMarshalOfOwnedCatalogMatchesReference(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		c := catalogGen.Draw(t, "catalog")
 		data, err := catalog.Marshal(c)
@@ -82,6 +83,7 @@ func TestMarshalOfOwnedCatalogMatchesReference(t *testing.T) {
 // written with an offset (valid, not Marshal's form) is written in
 // Marshal's form, not copied.
 func TestMarshalRewritesRecordsReadInAnotherForm(t *testing.T) {
+	t.Parallel()
 	want, err := catalog.Marshal(seedExample(t))
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +101,7 @@ func TestMarshalRewritesRecordsReadInAnotherForm(t *testing.T) {
 // TestParseOwnedReadsAsParse: the owned reader returns the records Parse
 // returns, for every input the fuzz seeds and the invalid cases hold.
 func TestParseOwnedReadsAsParse(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		data, err := catalog.Marshal(catalogGen.Draw(t, "catalog"))
 		if err != nil {
@@ -117,6 +120,7 @@ func TestParseOwnedReadsAsParse(t *testing.T) {
 // Marshal writes take the template scan; a bad value in one is refused as
 // the reference reader refuses it, owned or not.
 func TestParseRefusesBadValuesInMarshalsLayout(t *testing.T) {
+	t.Parallel()
 	good, err := catalog.Marshal(seedExample(t))
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +161,7 @@ func assertOwnedAsParse(t tester, data []byte) {
 // TestInOrder: records as ParseOwned read them are in order; another
 // slice of them is checked, in order or not.
 func TestInOrder(t *testing.T) {
+	t.Parallel()
 	data, err := catalog.Marshal(benchCat(50))
 	if err != nil {
 		t.Fatal(err)

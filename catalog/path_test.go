@@ -9,6 +9,7 @@ import (
 )
 
 func TestValidatePath(t *testing.T) {
+	t.Parallel()
 	valid := []string{
 		"a", "report.md", "tomorrow/index.html", "a/b/c/d.txt", ".hidden", "a/.hidden/b",
 		"...", "a..b", "..a", "a.", "with space", "ünïcødé/日本語.md", "emoji😀", "<b>&amp;",
@@ -53,6 +54,7 @@ func TestValidatePath(t *testing.T) {
 }
 
 func TestIsReserved(t *testing.T) {
+	t.Parallel()
 	reserved := []string{
 		".distributor.json", ".distributor", ".distributor/", ".distributor/lock", ".distributor/a/b",
 		".distributor.json/x", ".DISTRIBUTOR.JSON", ".Distributor/intent",
@@ -74,6 +76,7 @@ func TestIsReserved(t *testing.T) {
 }
 
 func TestValidateOutputPath(t *testing.T) {
+	t.Parallel()
 	if err := catalog.ValidateOutputPath("a/.distributor.json"); err != nil {
 		t.Fatalf("a nested .distributor.json is an ordinary output: %v", err)
 	}

@@ -78,6 +78,7 @@ var catalogGen = rapid.Custom(func(t *rapid.T) *catalog.Catalog {
 // TestRoundTripProperty: any valid catalog → Marshal → Parse → the same
 // catalog, and Marshal does not depend on the order of the outputs.
 func TestRoundTripProperty(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		c := catalogGen.Draw(t, "catalog")
 		b, err := catalog.Marshal(c)

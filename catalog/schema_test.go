@@ -17,6 +17,7 @@ const catalogSchema = "catalog-v4.json"
 // TestCatalogSchemaFixtures: the v4 fixtures match docs/schema/catalog-v4.json;
 // legacy ones (which Parse reads as legacy, not v4) do not.
 func TestCatalogSchemaFixtures(t *testing.T) {
+	t.Parallel()
 	s := schematest.New(t)
 	for _, f := range testenv.CatalogFixtureNames(t) {
 		data := testenv.CatalogFixture(t, f)
@@ -50,6 +51,7 @@ var beyondSchema = map[string]bool{
 // TestCatalogSchemaRejectsWhatParseRejects: every invalid document of
 // TestParseInvalid fails the schema too, except the few rules above.
 func TestCatalogSchemaRejectsWhatParseRejects(t *testing.T) {
+	t.Parallel()
 	s := schematest.New(t)
 	seen := map[string]bool{}
 	for _, tc := range invalidCases() {
@@ -80,6 +82,7 @@ func TestCatalogSchemaRejectsWhatParseRejects(t *testing.T) {
 // TestCatalogSchemaAcceptsEveryMarshalledCatalog: whatever Marshal writes
 // matches the schema.
 func TestCatalogSchemaAcceptsEveryMarshalledCatalog(t *testing.T) {
+	t.Parallel()
 	s := schematest.New(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		c := catalogGen.Draw(rt, "catalog")
@@ -96,6 +99,7 @@ func TestCatalogSchemaAcceptsEveryMarshalledCatalog(t *testing.T) {
 // TestOutputPathSchemaAgreesWithValidateOutputPath: the path pattern of
 // docs/schema accepts exactly the paths ValidateOutputPath accepts.
 func TestOutputPathSchemaAgreesWithValidateOutputPath(t *testing.T) {
+	t.Parallel()
 	s := schematest.New(t)
 	const pathSchema = "defs.json#/$defs/output_path"
 	s.Schema(t, pathSchema)

@@ -61,6 +61,7 @@ func (e *env) publishRaw(subject string, ev events.BundleReady) {
 // writes nothing; the same request on the admin subject adopts. A durable
 // made by an older serve (one filter subject) is updated to consume both.
 func TestRuleOperatorFlagsOnlyOnAdminSubject(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, siteYAML, false)
 	subj := e.streams.Subjects
 	if _, err := e.js.CreateOrUpdateConsumer(e.ctx, subj.BundlesStream(), jetstream.ConsumerConfig{
@@ -152,6 +153,7 @@ func checkAdopted(t *testing.T, res []events.Result, id string, adopted []string
 // reaches the stream; serve sets up and publishes; the operator's
 // take_ownership request adopts; downstream reads the results.
 func TestNATSPermissionsDoc(t *testing.T) {
+	t.Parallel()
 	// The env's own connection (setup checks, result collector) is a user
 	// without limits; every role below uses only its documented set.
 	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, testenv.NATSUsersFromDoc(t, "../docs/nats-permissions.md")...))
@@ -179,8 +181,14 @@ func TestNATSPermissionsDoc(t *testing.T) {
 
 	// Downstream listens live from here on.
 	downJS := jsAs("downstream")
-	live, err := n.ConnAs(t, "downstream").SubscribeSync(subj.ResultFilter("", "", ""))
+	downNC := n.ConnAs(t, "downstream")
+	live, err := downNC.SubscribeSync(subj.ResultFilter("", "", ""))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The server has the subscription once a flush returns; without it a
+	// busy machine published the first result before it did.
+	if err := downNC.Flush(); err != nil {
 		t.Fatal(err)
 	}
 

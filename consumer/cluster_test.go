@@ -45,6 +45,7 @@ func clusterYAML() string {
 // events stream), every catalog is valid and describes its root's files,
 // and no root was ever leased twice at once (fencing tokens only grow).
 func TestClusterLosesStreamLeader(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster test")
 	}

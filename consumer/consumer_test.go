@@ -72,6 +72,7 @@ func written(path, content, url string) events.OutputRef {
 // exact counts and outputs → catalog and files on disk; then a second
 // version updates, adds and (replacement) deletes.
 func TestEndToEndLocal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	e.start(nodeConfig{opts: fastOptions()})
 	loc, digest := e.bundle("weather.tomorrow", v1)
@@ -158,6 +159,7 @@ func checkFiles(t *testing.T, b storage.Backend, want map[string]string) {
 
 // TestEndToEndS3: the same flow with the bundle and one destination on S3.
 func TestEndToEndS3(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `
 pipelines:
   - id: weather.daily
@@ -208,6 +210,7 @@ destinations:
 // reason, is never retried, leaves nothing pending, and the consumer stays
 // healthy.
 func TestPoisonInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	e.start(nodeConfig{opts: fastOptions()})
 	loc, digest := e.bundle("weather.tomorrow", v1)
@@ -284,6 +287,7 @@ func TestPoisonInput(t *testing.T) {
 // TestBundleLocationMissing: a bundle folder that does not exist is a
 // terminal bundle_missing failure, not an internal error.
 func TestBundleLocationMissing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	e.start(nodeConfig{opts: fastOptions()})
 	gone := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: filepath.Join(e.base, "no-such-bundle"),
@@ -318,6 +322,7 @@ func flaky(n int32, failures *atomic.Int32) func(d config.Destination, b storage
 // twice is retried with a delay and published on the third delivery; the
 // other destination is reported once.
 func TestTransientFailureRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var calls atomic.Int32
 	opts := fastOptions()
@@ -358,6 +363,7 @@ func TestTransientFailureRetried(t *testing.T) {
 // failed event with reason max_deliveries, after exactly MaxDeliver tries
 // (the durable on the server says the same), spaced by the back-off.
 func TestMaxDeliveries(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		max     int
 		backoff []time.Duration
@@ -416,6 +422,7 @@ func TestMaxDeliveries(t *testing.T) {
 // with other options; one warn line names both, and events are failed on
 // the server's last delivery (not left unreported past it).
 func TestDurableKeepsOperatorSettings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var logs testenv.SyncBuffer
 	subj := e.streams.Subjects
@@ -467,6 +474,7 @@ func TestDurableKeepsOperatorSettings(t *testing.T) {
 // destination with a collision event carrying the original; after the file
 // is removed, a replay (as `distributor replay` publishes it) is published.
 func TestCollisionThenReplay(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	e.start(nodeConfig{opts: fastOptions()})
 	stray := filepath.Join(e.roots["archive"], "report.md")

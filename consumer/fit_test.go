@@ -35,6 +35,7 @@ func (e *env) publishBundleReady(ev events.BundleReady) uint64 {
 // gets exactly one failed/invalid_event result naming the limit at its
 // first delivery and is terminated: nothing stays pending.
 func TestOversizedEventFailsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	e.start(nodeConfig{opts: fastOptions()})
 	dests := func(n int) []string {
@@ -100,6 +101,7 @@ func TestOversizedEventFailsOnce(t *testing.T) {
 // published, with a reference to the stored bundle-ready message instead of
 // the embedded original, at the first delivery.
 func TestOversizedResultCarriesReference(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	opts := fastOptions()
 	opts.MaxResultBytes = 4096
@@ -134,6 +136,7 @@ func TestOversizedResultCarriesReference(t *testing.T) {
 // bundle-ready message takes its place and the message is terminated at
 // its first delivery.
 func TestUnpublishableResultBecomesFailure(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		maxResult int
@@ -177,6 +180,7 @@ func TestUnpublishableResultBecomesFailure(t *testing.T) {
 // gone), the last delivery still ends the message: it is terminated, not
 // left unacknowledged.
 func TestNoResultStreamLastDeliveryTerminates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	opts := fastOptions()
 	opts.MaxDeliver = 3

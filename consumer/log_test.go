@@ -22,6 +22,7 @@ import (
 // once a destination's lease is held); a retry is logged at warn, a failed
 // result (here max_deliveries) at error, a published one at info.
 func TestEventLogLines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var logs testenv.SyncBuffer
 	var calls atomic.Int32
@@ -117,6 +118,7 @@ func (r *recorder) Observe(o consumer.Observation) {
 // numbers: redeliveries), each retry and each reported outcome with what
 // the engine did, and the in-flight count returns to zero.
 func TestObserverSeesOutcomes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var calls atomic.Int32
 	rec := &recorder{}

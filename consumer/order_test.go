@@ -46,6 +46,7 @@ destinations:
 // published or superseded (by a newer version, changing nothing), never
 // failed; the newest one's is published.
 func TestNewestVersionWinsWhateverTheOrder(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	orders := []struct {
 		name string

@@ -36,6 +36,7 @@ destinations:
 // is published twice, the second time as a no-op; the same id announced
 // twice is stored and published once.
 func TestDuplicateAnnouncements(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	e.start(nodeConfig{opts: fastOptions()})
 	loc, digest := e.bundle("weather.tomorrow", v1)
@@ -143,6 +144,7 @@ func (g *gate) waitEntered(t *testing.T) {
 // redelivered to another consumer once the ack wait and the lease expire,
 // which recovers the root and publishes; exactly one result event.
 func TestKilledConsumerRedelivered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.AckWait = time.Second
@@ -154,7 +156,10 @@ func TestKilledConsumerRedelivered(t *testing.T) {
 	g.waitEntered(t)
 
 	var bCommits atomic.Int32
-	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: time.Second, wrap: func(d config.Destination, b storage.Backend) storage.Backend {
+	// b's lease need not expire: a TTL with slack keeps a loaded machine
+	// (tests in parallel, -race) from costing b its lease and the event an
+	// attempt.
+	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: 5 * time.Second, wrap: func(d config.Destination, b storage.Backend) storage.Backend {
 		return &hooked{Backend: b, commits: &bCommits}
 	}})
 	g.dead.Store(true)
@@ -190,6 +195,7 @@ func TestKilledConsumerRedelivered(t *testing.T) {
 // it must not commit: its run ends with a lease-lost error and the event is
 // retried (not lost); the next holder commits the catalog exactly once.
 func TestStalledHolderLosesLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.ShutdownTimeout = 20 * time.Second
@@ -210,7 +216,10 @@ func TestStalledHolderLosesLease(t *testing.T) {
 
 	// a stops fetching (so the retry goes to b) and wakes up.
 	var bCommits atomic.Int32
-	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: time.Second, wrap: func(_ config.Destination, b storage.Backend) storage.Backend {
+	// b's lease need not expire: a TTL with slack keeps a loaded machine
+	// (tests in parallel, -race) from costing b its lease and the event an
+	// attempt.
+	e.start(nodeConfig{name: "b", opts: opts, leaseTTL: 5 * time.Second, wrap: func(_ config.Destination, b storage.Backend) storage.Backend {
 		return &hooked{Backend: b, commits: &bCommits}
 	}})
 	a.cancel() // stop calls it again, a no-op, and waits for Run
@@ -273,6 +282,7 @@ func (k *keptLocker) lost() bool {
 // intent. Its published event must still report them as written: they are
 // this bundle event's changes, and downstream learns of them only there.
 func TestRetryReportsRecoveredWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.AckWait = time.Second
@@ -317,6 +327,7 @@ func TestRetryReportsRecoveredWrites(t *testing.T) {
 // TestGracefulShutdown: cancelling Run while a slow publication is in flight
 // lets it finish within ShutdownTimeout; Run returns and the lease is gone.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.ShutdownTimeout = 10 * time.Second
@@ -357,6 +368,7 @@ func TestGracefulShutdown(t *testing.T) {
 // result is reported for it, and the event is redelivered and published by
 // the next consumer.
 func TestShutdownAbandonsSlowWork(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.ShutdownTimeout = 200 * time.Millisecond
@@ -393,6 +405,7 @@ func TestShutdownAbandonsSlowWork(t *testing.T) {
 // reached, the event is retried like any transient failure and, when that
 // lasts, ends in max_deliveries, not in a terminal internal error.
 func TestLeaseStoreUnavailableIsTransient(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	opts := fastOptions()
 	opts.MaxDeliver = 3
@@ -411,6 +424,7 @@ func TestLeaseStoreUnavailableIsTransient(t *testing.T) {
 // (the events stream is gone) must not be lost: the bundle event is retried
 // and its result published once the stream is back.
 func TestResultPublishFailureRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, archiveYAML, false)
 	if err := e.js.DeleteStream(e.ctx, e.streams.Subjects.EventsStream()); err != nil {
 		t.Fatal(err)
@@ -478,6 +492,7 @@ func readResults(t *testing.T, e *env) []events.Result {
 // newer one published meanwhile (its result event is dropped as a
 // duplicate), or contradicts an earlier published event with a failed one.
 func TestRetrySkipsReportedDestinations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var failures atomic.Int32
 	opts := fastOptions()

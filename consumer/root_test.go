@@ -50,6 +50,7 @@ func tree(t *testing.T, dir string) map[string]string {
 // root is reported once as failed/root_missing, and the moved folder is
 // never written again. No restart.
 func TestServeFollowsTheConfiguredRoot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `
 pipelines:
   - id: weather.daily
@@ -154,6 +155,7 @@ func (s *swapOnce) CheckRoot(ctx context.Context) error { return storage.CheckRo
 // into the moved folder; the event is retried and published into the new
 // one.
 func TestServeRetriesAPublicationWhoseRootWasSwappedMidway(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `
 pipelines:
   - id: weather.daily

@@ -126,6 +126,7 @@ func (l *recordedLease) Release(ctx context.Context) error {
 // published event per destination; no root is ever leased twice at once;
 // the final catalogs and files equal a serial run of the same events.
 func TestScale(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("scale test")
 	}

@@ -30,6 +30,7 @@ import (
 // through the real publisher and validates what lands in the events stream
 // against docs/schema.
 func TestResultEventsMatchSchemas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schemas := schematest.New(t)
 	n := testenv.NewNATS(t)

@@ -38,6 +38,7 @@ func failingWrites(errno syscall.Errno, n int32, failures *atomic.Int32) func(d 
 // TestFullDiskRetried: a destination whose disk is full is retried with
 // back-off (space may be freed) and published once it has room again.
 func TestFullDiskRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var failures atomic.Int32
 	opts := fastOptions()
@@ -60,6 +61,7 @@ func TestFullDiskRetried(t *testing.T) {
 // failed/storage_denied event saying to remount it, at the first attempt:
 // retrying cannot help until an operator acts.
 func TestReadOnlyDestinationDenied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, weatherYAML, false)
 	var failures atomic.Int32
 	e.start(nodeConfig{opts: fastOptions(), wrap: failingWrites(syscall.EROFS, 1000, &failures)})

@@ -54,6 +54,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, newRoot func(t *testing.
 func forEachBackendEnv(t *testing.T, fn func(t *testing.T, env backendEnv)) {
 	t.Helper()
 	t.Run("local", func(t *testing.T) {
+		t.Parallel()
 		fn(t, backendEnv{
 			NewRoot: func(t *testing.T) (storage.Backend, config.Destination) {
 				dir := filepath.Join(t.TempDir(), "root")
@@ -76,6 +77,7 @@ func forEachBackendEnv(t *testing.T, fn func(t *testing.T, env backendEnv)) {
 		})
 	})
 	t.Run("s3", func(t *testing.T) {
+		t.Parallel()
 		srv := testenv.NewS3(t)
 		fn(t, backendEnv{
 			NewRoot: func(t *testing.T) (storage.Backend, config.Destination) {
@@ -586,6 +588,7 @@ func flipByte(t *testing.T, root storage.Backend, p string) {
 }
 
 func TestBackendMatrixRootsAreFreshAndKeyed(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot func(t *testing.T) (storage.Backend, config.Destination)) {
 		r1, d1 := newRoot(t)
 		r2, d2 := newRoot(t)

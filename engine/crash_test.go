@@ -379,8 +379,10 @@ func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testi
 // never collides with distributor's own bytes, and the end state is byte for
 // byte what an uninterrupted run produces.
 func TestCrashAtEveryStepConverges(t *testing.T) {
+	t.Parallel()
 	for _, staged := range []bool{false, true} {
 		t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
+			t.Parallel()
 			crashAtEveryStep(t, staged)
 		})
 	}
@@ -397,6 +399,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 	}
 	for _, sc := range crashScenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			prepare := func() string {
 				root := t.TempDir()
 				if sc.before != nil {
@@ -478,6 +481,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 // the first run dies right after writing a new output, before the catalog
 // knows it. Without the intent, the retry would see an unmanaged file.
 func TestRetryAfterCrashDoesNotCollideWithItsOwnBytes(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	lb, _ := local.New(root)
 	files := map[string]string{"data/a.csv": "a\n"}
@@ -528,6 +532,7 @@ func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64
 // downstream hears of each change exactly once, from the attempt that
 // finishes.
 func TestRetryOfSameEventReportsWritesOfTheFailedAttempt(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	lb, _ := local.New(root)
 	flaky := &failOncePut{Backend: lb, path: "b.txt"}

@@ -160,6 +160,7 @@ func (h *harness) staleRace(t *testing.T, plain storage.Backend, d config.Destin
 // create a new path): the stale writes are refused, verify passes, the
 // newer holder's bytes are live.
 func TestStaleWriterNeverLandsOnANewerHoldersWrites(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		for _, staged := range []bool{false, true} {
 			t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
@@ -225,6 +226,7 @@ func staleWriterNeverLands(t *testing.T, newRoot newRootFunc, staged bool) {
 // other bytes. The next publication notices without rehashing the root and
 // rewrites exactly that output.
 func TestStaleWriteOnAnUnchangedPathIsRepairedByTheNextPublication(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		for _, staged := range []bool{false, true} {
 			t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 // whole (the old layout's files are removed), and the next publication
 // still vouches for every output it keeps without reading any back.
 func TestFingerprintIndexFollowsTheRootSizeWithoutLosingEntries(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)

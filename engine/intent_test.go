@@ -13,6 +13,7 @@ import (
 // The intent splices the catalog codec's records into its own document:
 // whatever it writes reads back as exactly what was recorded.
 func TestIntentReadsBackAsWritten(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	rec := func(p string) catalog.Output {
 		return catalog.Output{Path: p, PipelineID: "p.x", DestinationID: "site", Kind: catalog.KindSource,

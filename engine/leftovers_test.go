@@ -78,6 +78,7 @@ func crashAfterIntent(t *testing.T, root storage.Backend, files map[string]strin
 // write that may still be in flight). A publication that recovers nothing
 // does not look for them (no walk of the root).
 func TestRecoveryRemovesOldTempFilesOnly(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	lb, _ := local.New(root)
 	v1 := map[string]string{"data/a.csv": "a\n", "report.md": "# Today\n"}
@@ -114,6 +115,7 @@ func TestRecoveryRemovesOldTempFilesOnly(t *testing.T) {
 
 // LeftoverAge sets the threshold.
 func TestLeftoverAgeIsConfigurable(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	lb, _ := local.New(root)
 	plantTemp(t, root, "x/"+catalog.TempPrefix+"A", time.Now().Add(-10*time.Minute))
@@ -134,6 +136,7 @@ func TestLeftoverAgeIsConfigurable(t *testing.T) {
 // On S3 the leftovers are unfinished multipart uploads under the root's
 // prefix: recovery aborts those old enough, never one outside the prefix.
 func TestRecoveryAbortsUnfinishedUploads(t *testing.T) {
+	t.Parallel()
 	srv := testenv.NewS3(t)
 	bucket := srv.Bucket(t)
 	root := srv.Backend(t, bucket, s3Prefix)
@@ -223,6 +226,7 @@ func leaveLeftover(t *testing.T, root storage.Backend, base config.Destination, 
 // verify reports the leftovers of the whole root and stays OK;
 // reconcile-state --dry-run reports them, reconcile-state removes them.
 func TestVerifyAndReconcileLeftoversOnBothBackends(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, base := twoOwners(t, newRoot)
 		h.runner.Engine.LeftoverAge = time.Minute

@@ -105,6 +105,7 @@ func twoOwners(t *testing.T, newRoot newRootFunc) (*harness, storage.Backend, co
 }
 
 func TestPruneAgeBoundary(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		cutoff := t1.Add(time.Hour)
@@ -127,6 +128,7 @@ func TestPruneAgeBoundary(t *testing.T) {
 }
 
 func TestPruneIsOwnerScoped(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, base := twoOwners(t, newRoot)
 		// Same pipeline, other destination: another owner too.
@@ -152,6 +154,7 @@ func TestPruneIsOwnerScoped(t *testing.T) {
 }
 
 func TestPruneDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
@@ -176,6 +179,7 @@ func TestPruneDryRunChangesNothing(t *testing.T) {
 }
 
 func TestPruneHonoursMaxDeletes(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
@@ -196,6 +200,7 @@ func TestPruneHonoursMaxDeletes(t *testing.T) {
 }
 
 func TestReconcileRemovesRecordsOfMissingFiles(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
@@ -233,6 +238,7 @@ func TestReconcileRemovesRecordsOfMissingFiles(t *testing.T) {
 }
 
 func TestReconcileReportsSizeMismatchAndRefreshes(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "bravo"})
@@ -273,6 +279,7 @@ func TestReconcileReportsSizeMismatchAndRefreshes(t *testing.T) {
 }
 
 func TestVerifyFindsDamagedAndMissingOutputs(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, base := twoOwners(t, newRoot)
 		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "alpha", "b.txt": "bravo", "c.txt": "charlie"})
@@ -325,6 +332,7 @@ func TestVerifyFindsDamagedAndMissingOutputs(t *testing.T) {
 }
 
 func TestMaintenanceRefusesLegacyCatalog(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		legacy := putLegacyCatalog(t, root)
@@ -354,6 +362,7 @@ func TestMaintenanceRefusesLegacyCatalog(t *testing.T) {
 }
 
 func TestPruneKilledAtEveryStepConverges(t *testing.T) {
+	t.Parallel()
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ func rootState(t *testing.T, root storage.Backend) (map[string]string, string, s
 }
 
 func TestOlderBundleAfterNewerChangesNothingUnlessAllowOlder(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -91,6 +92,7 @@ func TestOlderBundleAfterNewerChangesNothingUnlessAllowOlder(t *testing.T) {
 // With equal created times the greater manifest digest wins, so the end
 // state is the same whichever arrives first.
 func TestEqualCreatedGreaterDigestWinsInEitherOrder(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		x, _ := makeBundleAt(t, "weatherreporter.today", t0, map[string]string{"a.txt": "x"})
 		y, _ := makeBundleAt(t, "weatherreporter.today", t0, map[string]string{"a.txt": "y"})

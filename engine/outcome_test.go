@@ -26,6 +26,7 @@ import (
 // event built from it carries the same type and reason, and exits the
 // same way when `publish` reads it back.
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	const (
 		published  = events.TypePublished
 		superseded = events.TypeSuperseded

@@ -7,6 +7,7 @@ import (
 )
 
 func TestOutputURL(t *testing.T) {
+	t.Parallel()
 	base := "https://reports.example.com/weather/"
 	cases := []struct {
 		links config.Links
@@ -32,6 +33,7 @@ func TestOutputURL(t *testing.T) {
 }
 
 func TestSelected(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		include, exclude []string
 		path             string

@@ -66,6 +66,7 @@ func sortedPaths(items []planner.Item) []string {
 // 1000 objects), one fingerprint shard read and rewritten (the index of a
 // root of 1000 outputs is one shard), the catalog's conditional write.
 func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	shard := s3Prefix + engine.FingerprintsFile("", engine.FingerprintShards(n))
 	fixed := []string{
@@ -77,6 +78,7 @@ func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
 		"HEAD " + s3Prefix + lease.LockPath, "DELETE " + s3Prefix + lease.LockPath + " if-match",
 	}
 	t.Run("1% changed", func(t *testing.T) {
+		t.Parallel()
 		got, changed := s3RepublishRequests(t, n, 100)
 		want := append(fixed, "PUT "+s3Prefix+engine.IntentPath, "DELETE-BATCH", "PUT "+shard)
 		for _, p := range changed {
@@ -86,6 +88,7 @@ func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
 		wantStrings(t, "requests", got, want)
 	})
 	t.Run("nothing changed", func(t *testing.T) {
+		t.Parallel()
 		// The records change (a new bundle), the objects do not.
 		got, _ := s3RepublishRequests(t, n, 0)
 		want := append([]string(nil), fixed...)

@@ -16,6 +16,7 @@ import (
 // updated in place without a write (new source identity for the same
 // bytes), deleted, and names adopted paths.
 func TestFillCountsListsWrittenUpdatedDeletedAndAdopted(t *testing.T) {
+	t.Parallel()
 	src := catalog.Source{ID: "weatherreporter.tomorrow", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	rec := func(p string) catalog.Output {
 		return catalog.Output{Path: p, Source: src, SHA256: "sha256:aa", Size: 3, URL: "https://x/" + p}
@@ -56,6 +57,7 @@ func TestFillCountsListsWrittenUpdatedDeletedAndAdopted(t *testing.T) {
 // The event's source is the published one, not that of a deleted record
 // (in path order a delete may come first).
 func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
+	t.Parallel()
 	older := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	newer := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
 	res := Result{Plan: planner.Plan{Items: []planner.Item{
@@ -72,6 +74,7 @@ func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
 // A superseded destination gets a superseded event naming both versions:
 // terminal, not a failure, nothing to replay.
 func TestResultEventSuperseded(t *testing.T) {
+	t.Parallel()
 	lost := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	won := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
 	err := &SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
@@ -93,6 +96,7 @@ func TestResultEventSuperseded(t *testing.T) {
 // equivalent bundle-ready event: a failure carries that event, with the
 // opened bundle's digest, so that it can be replayed through serve.
 func TestResultEventOfDirectRun(t *testing.T) {
+	t.Parallel()
 	digest := "sha256:" + strings.Repeat("c", 64)
 	req := Request{PipelineID: "p", Bundle: "/b", Destinations: []string{"d"}, BundleEventID: "apply.1", TakeOwnership: true}
 	d := req.Direct(digest)

@@ -50,6 +50,7 @@ func mkBundle(t *testing.T, files map[string]string) string {
 // landed; d2 runs in between. d2 must not report d1's file, and d1's retry
 // must still report both of its files (the pending report survives d2).
 func TestSharedRootRetryReportsOnlyItsOwnWrites(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	lb, _ := local.New(root)
@@ -82,6 +83,7 @@ func TestSharedRootRetryReportsOnlyItsOwnWrites(t *testing.T) {
 // commit (a crash, or the intent delete failing), recovering it must not
 // put the earlier attempt's record back.
 func TestStaleIntentNeverRevertsANewerRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	lb, _ := local.New(root)
@@ -124,6 +126,7 @@ func (k *keepIntent) Delete(ctx context.Context, paths ...string) error {
 // A retry that rewrites a path an earlier attempt landed (the bundle was
 // rebuilt) reports it once, with the bytes that are there now.
 func TestRetryReportsARewrittenPathOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	lb, _ := local.New(root)
@@ -150,6 +153,7 @@ func TestRetryReportsARewrittenPathOnce(t *testing.T) {
 // An output an earlier attempt wrote whose record this retry only updates
 // (the links base changed) is reported once, as written, not also as updated.
 func TestCarriedOutputIsNotAlsoReportedAsUpdated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	lb, _ := local.New(root)

@@ -56,6 +56,7 @@ func exists(t *testing.T, p string) bool {
 // no catalog claiming the writes; the retry, on a backend opened afresh
 // (what the stores package does), publishes into the new folder.
 func TestRootSwappedMidPublicationCommitsNothingIntoTheMovedFolder(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}
 	for _, tc := range []struct {
 		name    string
@@ -121,6 +122,7 @@ func TestRootSwappedMidPublicationCommitsNothingIntoTheMovedFolder(t *testing.T)
 // change does not commit, yet it says the configured root holds the
 // bundle; through a handle on a folder moved away that would be false.
 func TestUnchangedIsNotReportedFromAMovedRoot(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{"a.txt": "a\n"}
 	root := filepath.Join(t.TempDir(), "root")
 	must(t, os.Mkdir(root, 0o755))

@@ -80,6 +80,7 @@ func wantContents(t *testing.T, root storage.Backend, want map[string]string) {
 }
 
 func TestReplacementDeletesOwnersUnplannedOutputsKeepsOtherOwners(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -108,6 +109,7 @@ func TestReplacementDeletesOwnersUnplannedOutputsKeepsOtherOwners(t *testing.T) 
 }
 
 func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -131,6 +133,7 @@ func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
 }
 
 func TestOwnerChangeKeepsCreatedAt(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -161,6 +164,7 @@ func TestOwnerChangeKeepsCreatedAt(t *testing.T) {
 }
 
 func TestRedeliveryIsANoOp(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -203,6 +207,7 @@ func TestRedeliveryIsANoOp(t *testing.T) {
 }
 
 func TestCollisionBlocksTheWholePublication(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -247,6 +252,7 @@ func putLegacyCatalog(t *testing.T, root storage.Backend) []byte {
 }
 
 func TestLegacyFirstRunAdditiveOverwritesPlannedPathsOnly(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -284,6 +290,7 @@ func TestLegacyFirstRunAdditiveOverwritesPlannedPathsOnly(t *testing.T) {
 }
 
 func TestLegacyFirstRunReplacementClearsOnlyInsideTheRoot(t *testing.T) {
+	t.Parallel()
 	forEachBackendEnv(t, func(t *testing.T, env backendEnv) {
 		h := newHarness(t)
 		root, base := env.NewRoot(t)
@@ -316,6 +323,7 @@ func TestLegacyFirstRunReplacementClearsOnlyInsideTheRoot(t *testing.T) {
 }
 
 func TestEmptyReplacementIsRefused(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -336,6 +344,7 @@ func TestEmptyReplacementIsRefused(t *testing.T) {
 }
 
 func TestMaxDeletesAbortsThePublication(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -362,6 +371,7 @@ func TestMaxDeletesAbortsThePublication(t *testing.T) {
 }
 
 func TestTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -394,6 +404,7 @@ func TestTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
 // and compares the whole catalog file with the seed's, byte for byte, once
 // the digests and size (which depend on the rendered bytes) are filled in.
 func TestGeneratedHTMLRecordHasTheSeedShape(t *testing.T) {
+	t.Parallel()
 	seed := testenv.CatalogFixture(t, testenv.SeedExample)
 	const (
 		seedSourceDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -490,6 +501,7 @@ func jsonKeys(t *testing.T, data []byte) []string {
 }
 
 func TestRepublishingOneChangedFileCostsOnePut(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		for _, staged := range []bool{false, true} {
 			t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
@@ -582,6 +594,7 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) 
 }
 
 func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -627,6 +640,7 @@ func flipFileByte(t *testing.T, name string) {
 }
 
 func TestDamagedBundleFileNeverLands(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -669,6 +683,7 @@ func TestDamagedBundleFileNeverLands(t *testing.T) {
 // Missing bundle files are reported all at once, whether the backend stages
 // the writes (sizes checked only after a failure) or checks them up front.
 func TestMissingBundleFilesAreNamedTogether(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -694,6 +709,7 @@ func TestMissingBundleFilesAreNamedTogether(t *testing.T) {
 }
 
 func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
@@ -814,6 +830,7 @@ func (r *racingBackend) WriteIfVersion(ctx context.Context, p string, data []byt
 }
 
 func TestLostCatalogCompareAndSwapIsAnErrorAndARerunConverges(t *testing.T) {
+	t.Parallel()
 	v1 := map[string]string{"a.txt": "a1", "b.txt": "b1"}
 	v2 := map[string]string{"a.txt": "a2", "c.txt": "c2"}
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {

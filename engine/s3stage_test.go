@@ -20,6 +20,7 @@ import (
 // and the next publication of the same bytes finds them unchanged although
 // gofakes3 lists them with another ETag than the one the commit returned.
 func TestS3LargeOutputsAreStaged(t *testing.T) {
+	t.Parallel()
 	srv := testenv.NewS3(t)
 	bucket := srv.Bucket(t)
 	root := srv.Backend(t, bucket, s3Prefix)

@@ -14,6 +14,7 @@ import (
 // is in their way: an unmanaged file below a wanted path blocks it, an
 // unmanaged file where a wanted path needs a folder blocks it too.
 func TestSmallPublicationToLargeRootStatsOnlyItsPaths(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)

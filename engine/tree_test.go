@@ -76,6 +76,7 @@ func (o *orderBackend) take() []string {
 // in the way is deleted after the intent and before the writes, reported
 // as deleted, and its record leaves the catalog.
 func TestManagedFileBecomesFolderAndBack(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		for _, wf := range []planner.Workflow{planner.Replacement, planner.Additive} {
 			t.Run(string(wf), func(t *testing.T) {
@@ -116,6 +117,7 @@ func TestManagedFileBecomesFolderAndBack(t *testing.T) {
 // publication may overwrite managed outputs); the replacement deletes of
 // the publishing owner still run after the writes.
 func TestOtherOwnersOutputInTheWayIsDisplaced(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -153,6 +155,7 @@ func TestOtherOwnersOutputInTheWayIsDisplaced(t *testing.T) {
 // --take-ownership or not, and the message says to remove it rather than
 // to adopt it. Nothing is written or deleted.
 func TestUnmanagedContentInTheWayBlocks(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		for _, tc := range []struct {
 			name      string
@@ -208,6 +211,7 @@ func TestUnmanagedContentInTheWayBlocks(t *testing.T) {
 // the retry of the same event reports the delete, so downstream hears of
 // it from the attempt that finishes.
 func TestRetryAfterFailedWriteReportsTheDisplacedDelete(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -240,6 +244,7 @@ func TestRetryAfterFailedWriteReportsTheDisplacedDelete(t *testing.T) {
 // the writes (rather than blocking the one run that writes a catalog).
 // Replacement clears the rest as before; additive keeps it.
 func TestLegacyContentInTheWayIsDisplaced(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		for _, wf := range []planner.Workflow{planner.Replacement, planner.Additive} {
 			t.Run(string(wf), func(t *testing.T) {

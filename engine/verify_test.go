@@ -46,6 +46,7 @@ func (r *readOnlyRoot) DeleteIfVersion(_ context.Context, p string, _ storage.Ve
 // checks a read-only root; an interrupted publication there is reported
 // as a pending recovery and left for the next run, which finishes it.
 func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		ctx := context.Background()
 		root, _ := newRoot(t)
@@ -121,6 +122,7 @@ func (r *racingRoot) Open(ctx context.Context, p string) (io.ReadCloser, error) 
 // publication that commits while it reads would look like damage; verify
 // notices the catalog changed and fails transiently instead.
 func TestVerifyDuringPublicationAsksToRunAgain(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		root, _ := newRoot(t)
 		if _, err := publish(t, root, planner.Additive, map[string]string{"a.txt": "a1\n"}, fixedNow); err != nil {

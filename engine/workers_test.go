@@ -11,6 +11,7 @@ import (
 // forEach runs every index exactly once, on no more workers than asked
 // for or than there is work, and stops handing out work after a failure.
 func TestForEach(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ workers, n, wantMax int }{
 		{4, 100, 4}, {4, 2, 2}, {1, 10, 1}, {0, 10, 4}, {4, 0, 0},
 	} {

@@ -29,6 +29,7 @@ func sampleBundle() events.BundleReady {
 }
 
 func TestBundleReadyRoundTrip(t *testing.T) {
+	t.Parallel()
 	ev := sampleBundle()
 	data, err := ev.Encode()
 	if err != nil {
@@ -59,6 +60,7 @@ func TestBundleReadyRoundTrip(t *testing.T) {
 }
 
 func TestResultRoundTrip(t *testing.T) {
+	t.Parallel()
 	orig := sampleBundle()
 	r := events.Result{
 		SchemaVersion: 1,
@@ -111,6 +113,7 @@ func TestResultRoundTrip(t *testing.T) {
 }
 
 func TestDecodeBundleReadyErrors(t *testing.T) {
+	t.Parallel()
 	valid := `{"schema_version":1,"type":"bundle.ready","id":"e1","pipeline_id":"w.daily","bundle":"/b","manifest_digest":"` + digest + `"}`
 	if _, err := events.DecodeBundleReady([]byte(valid)); err != nil {
 		t.Fatalf("valid event: %v", err)
@@ -165,6 +168,7 @@ func TestDecodeBundleReadyErrors(t *testing.T) {
 // Rule: a bundle-ready event over a size limit is invalid, with a message
 // naming the limit and the value; an event at the limit decodes.
 func TestBundleReadyLimits(t *testing.T) {
+	t.Parallel()
 	base := events.BundleReady{SchemaVersion: 1, Type: events.TypeBundleReady, ID: "e1", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest}
 	ids := func(n, size int) []string {
 		out := make([]string, n)
@@ -234,6 +238,7 @@ func TestBundleReadyLimits(t *testing.T) {
 }
 
 func TestDecodeResultErrors(t *testing.T) {
+	t.Parallel()
 	valid := `{"schema_version":1,"type":"failed","id":"r1","time":"2026-06-19T12:00:00Z","reason":"storage","written":0,"unchanged":0,"deleted":0}`
 	if _, err := events.DecodeResult([]byte(valid)); err != nil {
 		t.Fatalf("valid result: %v", err)
@@ -262,6 +267,7 @@ func TestDecodeResultErrors(t *testing.T) {
 }
 
 func TestSubjects(t *testing.T) {
+	t.Parallel()
 	var def events.Subjects // zero value: "distributor"
 	acme := events.Subjects{Prefix: "acme-dist"}
 	cases := []struct{ got, want string }{
@@ -309,6 +315,7 @@ func TestSubjects(t *testing.T) {
 }
 
 func TestValidateIDs(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"weatherreporter.daily", "a", "a-b_c.d", "report/2"} {
 		if err := events.ValidatePipelineID(id); err != nil {
 			t.Errorf("ValidatePipelineID(%q): %v", id, err)
@@ -332,6 +339,7 @@ func TestValidateIDs(t *testing.T) {
 }
 
 func TestNewEventID(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	prev := ""
 	for i := 0; i < 1000; i++ {
@@ -360,6 +368,7 @@ func TestNewEventID(t *testing.T) {
 // A superseded result decodes, names the version that won, and gets the
 // deterministic id that keeps a redelivery from reporting it twice.
 func TestSupersededResult(t *testing.T) {
+	t.Parallel()
 	lost := &events.SourceRef{ID: "w", Digest: digest, Created: time.Date(2026, 6, 19, 11, 0, 0, 0, time.UTC)}
 	won := &events.SourceRef{ID: "w", Digest: "sha256:" + strings.Repeat("f", 64), Created: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
 	r := events.Result{SchemaVersion: 1, Type: events.TypeSuperseded, BundleEventID: "b1", DestinationID: "latest-html",
@@ -384,6 +393,7 @@ func TestSupersededResult(t *testing.T) {
 // TestOutputRefSize: an output with a digest always says its size, 0 for
 // an empty file; a deleted path without a record says neither.
 func TestOutputRefSize(t *testing.T) {
+	t.Parallel()
 	digest := "sha256:" + strings.Repeat("e", 64)
 	for _, tc := range []struct {
 		ref  events.OutputRef

@@ -27,6 +27,7 @@ func setup(t *testing.T) (jetstream.JetStream, *events.Streams) {
 }
 
 func TestSetupIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js := testenv.NewNATS(t).JetStream(t)
 	cfg := events.SetupConfig{Subjects: events.Subjects{Prefix: "acme"}}
@@ -87,6 +88,7 @@ func TestSetupIdempotent(t *testing.T) {
 }
 
 func TestAnnounceBundleDedup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	now := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
@@ -145,6 +147,7 @@ func TestAnnounceBundleDedup(t *testing.T) {
 // Rule: a bundles stream made before the admin subject existed is extended
 // by Setup to capture it, keeping its messages; Setup stays idempotent.
 func TestSetupAddsAdminSubjectToExistingStream(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js := testenv.NewNATS(t).JetStream(t)
 	old, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DISTRIBUTOR_BUNDLES", Subjects: []string{"distributor.bundle.ready.>"},
@@ -175,6 +178,7 @@ func TestSetupAddsAdminSubjectToExistingStream(t *testing.T) {
 // Rule: the producer API cannot carry operator flags; AnnounceAsOperator
 // puts them on the admin subject.
 func TestAnnounceOperatorFlags(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	p := events.NewPublisher(js, st.Subjects)
@@ -212,6 +216,7 @@ func TestAnnounceOperatorFlags(t *testing.T) {
 }
 
 func TestAnnounceWithoutStreams(t *testing.T) {
+	t.Parallel()
 	js := testenv.NewNATS(t).JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -230,6 +235,7 @@ func published(bundleID, dest, pipeline string) events.Result {
 }
 
 func TestPublishResultDeterministicID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	p := events.NewPublisher(js, st.Subjects)
@@ -307,6 +313,7 @@ func TestPublishResultDeterministicID(t *testing.T) {
 }
 
 func TestResultFilterMatchesStream(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	p := events.NewPublisher(js, st.Subjects)
@@ -352,6 +359,7 @@ func TestResultFilterMatchesStream(t *testing.T) {
 }
 
 func TestResultTruncation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	const limit = 4096
@@ -432,6 +440,7 @@ func TestResultTruncation(t *testing.T) {
 // bundle-ready message, then its message is cut; without a reference the
 // original stays and only the message is cut.
 func TestResultOverLimitKeepsReference(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	const limit = 4096
@@ -498,6 +507,7 @@ func TestResultOverLimitKeepsReference(t *testing.T) {
 // Rule: a producer cannot announce an event over the limits: the announce
 // fails with ErrInvalidEvent naming the limit and stores nothing.
 func TestAnnounceBundleRefusesOversizedEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js, st := setup(t)
 	p := events.NewPublisher(js, st.Subjects)

@@ -50,6 +50,7 @@ func properties(t *testing.T, s *schematest.Set, paths ...string) []string {
 // TestSchemasNameEveryField: a field added to an event type (or removed from
 // it) without the same change in docs/schema fails here.
 func TestSchemasNameEveryField(t *testing.T) {
+	t.Parallel()
 	s := schematest.New(t)
 	for _, tc := range []struct {
 		goType  any
@@ -80,6 +81,7 @@ func TestSchemasNameEveryField(t *testing.T) {
 // TestBundleReadySchemaAgreesWithDecoder: the admin variant of
 // bundle-ready.json accepts exactly what DecodeBundleReady accepts.
 func TestBundleReadySchemaAgreesWithDecoder(t *testing.T) {
+	t.Parallel()
 	s := schematest.New(t)
 	valid := `{"schema_version":1,"type":"bundle.ready","id":"e1","pipeline_id":"w.daily","bundle":"/b","manifest_digest":"` + digest + `"}`
 	repl := func(old, new string) string {
@@ -148,6 +150,7 @@ func TestBundleReadySchemaAgreesWithDecoder(t *testing.T) {
 // store in the bundle stream matches bundle-ready.json (the producer form)
 // and its admin variant; operator flags fail the producer form.
 func TestAnnouncedEventsMatchSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := schematest.New(t)
 	js := testenv.NewNATS(t).JetStream(t)

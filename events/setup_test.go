@@ -40,6 +40,7 @@ func warnLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 // server: Setup keeps the server's value and logs one warn line per stream
 // naming the setting, the server's value and the configured one.
 func TestSetupKeepsOperatorChanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js := testenv.NewNATS(t).JetStream(t)
 	cfg := events.SetupConfig{}
@@ -91,6 +92,7 @@ func TestSetupKeepsOperatorChanges(t *testing.T) {
 // Rule: a missing stream is created with the configured settings, and a
 // max age of NoMaxAge (the configuration's 0) means no limit.
 func TestSetupCreatesMissingWithConfiguredSettings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js := testenv.NewNATS(t).JetStream(t)
 	if _, err := events.Setup(ctx, js, events.SetupConfig{}); err != nil {
@@ -127,6 +129,7 @@ func TestSetupCreatesMissingWithConfiguredSettings(t *testing.T) {
 // Rule: a lease bucket without per-key TTLs (a lease in it would never
 // expire) gets them turned on, and nothing else changed; one warn line says so.
 func TestSetupTurnsOnLeaseTTLs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	js := testenv.NewNATS(t).JetStream(t)
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "DISTRIBUTOR_LEASES", History: 1, MaxBytes: 1 << 20}); err != nil {
@@ -155,6 +158,7 @@ func TestSetupTurnsOnLeaseTTLs(t *testing.T) {
 
 // StreamDifferences compares exactly the tuned settings.
 func TestStreamDifferences(t *testing.T) {
+	t.Parallel()
 	base := jetstream.StreamConfig{MaxAge: 7 * 24 * time.Hour, Duplicates: 2 * time.Minute, Replicas: 1, Storage: jetstream.FileStorage, Discard: jetstream.DiscardOld}
 	tests := []struct {
 		name   string

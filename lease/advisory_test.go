@@ -26,6 +26,7 @@ func advisoryRoot(t *testing.T) Root {
 // lose the run's lease (the lock object fences it), another holder taking
 // the key does.
 func TestAdvisoryLeaseSurvivesNATSButNotTakeover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := testenv.NewNATS(t)
 	js := n.JetStream(t)

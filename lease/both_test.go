@@ -12,6 +12,7 @@ import (
 // A holder of the combined lease excludes a direct-mode run that only takes
 // the lock object, and the other way round.
 func TestBothExcludesLockOnlyHolders(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := localRoot(t)
 	other := lease.NewStorageLocker("other", time.Minute, lease.WithProcess("elsewhere", 1, func(int) bool { return true }))

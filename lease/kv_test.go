@@ -46,6 +46,7 @@ func token(t *testing.T, l Lease) uint64 {
 }
 
 func TestKVKey(t *testing.T) {
+	t.Parallel()
 	k := KVKey("s3://reports/weather/archive/")
 	if len(k) != 64 || strings.Trim(k, "0123456789abcdef") != "" {
 		t.Fatalf("KVKey = %q, want 64 lowercase hex digits", k)
@@ -306,6 +307,7 @@ func TestKVContextEndStopsRenewal(t *testing.T) {
 }
 
 func TestKVTTLTooShort(t *testing.T) {
+	t.Parallel()
 	env := newKVEnv(t)
 	_, err := env.locker("a", 500*time.Millisecond).Acquire(context.Background(), Root{Key: "file:///e/"})
 	if err == nil || !strings.Contains(err.Error(), "below the 1s") {
@@ -318,6 +320,7 @@ func TestKVTTLTooShort(t *testing.T) {
 // it must still end with one holder and the others refused with ErrHeld.
 // The server reports their lost compare-and-swap as 10164, not 10071.
 func TestKVRaceOnReplicatedBucket(t *testing.T) {
+	// Not parallel: the cluster gets the CPU while it elects its leaders.
 	cl := testenv.NewCluster(t)
 	js := cl.JetStream(t)
 	// Retried: a fresh cluster on a busy machine may still be settling.

@@ -37,6 +37,7 @@ func (c *clock) add(d time.Duration) {
 }
 
 func TestStorageLockExcludesSecondHolder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := localRoot(t)
 	a := lease.NewStorageLocker("a", time.Minute)
@@ -65,6 +66,7 @@ func TestStorageLockExcludesSecondHolder(t *testing.T) {
 }
 
 func TestStorageLockConcurrentAcquireHasOneWinner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := localRoot(t)
 	var wins atomic.Int32
@@ -88,6 +90,7 @@ func TestStorageLockConcurrentAcquireHasOneWinner(t *testing.T) {
 }
 
 func TestStorageLockExpiredIsTakenOverAndStaleHolderLosesIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := localRoot(t)
 	clk := &clock{t: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
@@ -136,6 +139,7 @@ func TestStorageLockExpiredIsTakenOverAndStaleHolderLosesIt(t *testing.T) {
 }
 
 func TestStorageLockOfDeadProcessOnSameHostIsTakenOver(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := localRoot(t)
 	dead := func(pid int) bool { return pid != 100 }

@@ -21,12 +21,14 @@ import (
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 // A crash of the machine can leave an unsynced lock object torn: empty, or
 // cut anywhere. Several contenders then race for the root; exactly one
 // takes it over, every other one gets ErrHeld.
 func TestStorageLockLeftUnreadableByACrashIsTakenOverByOne(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := localRoot(t)
 	full, _ := json.Marshal(map[string]any{"holder": "crashed", "host": "h", "pid": 1, "generation": 7})
@@ -102,6 +104,7 @@ func (d durableRefused) DeleteIfVersion(ctx context.Context, p string, want stor
 }
 
 func TestStorageLockWritesWithoutFlushWhereTheBackendAllows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, err := local.New(t.TempDir())
 	if err != nil {
@@ -137,7 +140,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childRootEnv); dir != "" {
 		os.Exit(child(dir, os.Getenv(childModeEnv), os.Getenv(childMarkEnv)))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8, TempInMemory: true}))
 }
 
 // child runs as another process on the same root. "contend": several
@@ -247,6 +250,7 @@ func childCmd(t *testing.T, dir, mode, mark string) *exec.Cmd {
 // Two processes, several goroutines each, take the same root's lock in
 // turns: never two holders at once.
 func TestStorageLockExcludesAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mark := filepath.Join(t.TempDir(), "held")
 	cmds := []*exec.Cmd{childCmd(t, dir, "contend", mark), childCmd(t, dir, "contend", mark)}
@@ -268,6 +272,7 @@ func TestStorageLockExcludesAcrossProcesses(t *testing.T) {
 // A torn lock raced for by two processes of several goroutines each: one
 // of them all takes it over.
 func TestStorageLockLeftUnreadableIsTakenOverByOneOfTwoProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := local.New(dir)
@@ -330,6 +335,7 @@ func TestStorageLockLeftUnreadableIsTakenOverByOneOfTwoProcesses(t *testing.T) {
 // A holder killed while holding the lock leaves it behind; the next run
 // on the same host sees its process gone and takes the root over.
 func TestStorageLockOfAKilledProcessIsTakenOver(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	cmd := childCmd(t, dir, "hold", "")

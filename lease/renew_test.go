@@ -104,6 +104,7 @@ func TestStorageLockTakenOver(t *testing.T) {
 // A backend that hangs makes the lease lost (with the reason), never a
 // takeover, and never blocks Release beyond one bounded renewal.
 func TestStorageLockHungBackendIsLostNotTakenOver(t *testing.T) {
+	t.Parallel()
 	root := localRoot(t)
 	store := &renewStore{Backend: root.Store}
 	store.fault = func(ctx context.Context, _ int, _ func() (storage.Version, error)) (storage.Version, error) {

@@ -3,7 +3,6 @@ package testenv
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -67,7 +66,7 @@ func tryCluster(t testing.TB) (*Cluster, error) {
 	const name = "distributor-test"
 	// Fixed ports, chosen now: a restarted node must come back on the same
 	// addresses so that routes and clients find it again.
-	clientPorts, routePorts := freePorts(t, ClusterSize), freePorts(t, ClusterSize)
+	clientPorts, routePorts := FreePorts(t, ClusterSize), FreePorts(t, ClusterSize)
 	c := &Cluster{t: t}
 	var urls []string
 	for i := range ClusterSize {
@@ -109,25 +108,6 @@ func tryCluster(t testing.TB) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("testenv: free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
 }
 
 func (c *Cluster) start(i int) error {
@@ -370,7 +350,7 @@ func (c *Cluster) startRetrying(i int, wait time.Duration) error {
 // route from the node itself, clients its new URL from the servers' gossip,
 // and the other nodes' options are updated for their own restarts.
 func (c *Cluster) movePorts(i int) {
-	ports := freePorts(c.t, 2)
+	ports := FreePorts(c.t, 2)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.nodes[i]

@@ -15,6 +15,7 @@ import (
 // holds fails its start at once, naming the port, instead of waiting out
 // clusterReady; NewCluster then starts again on fresh ports.
 func TestNodeOnTakenPortFailsFast(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,7 @@ func TestNodeOnTakenPortFailsFast(t *testing.T) {
 // took meanwhile (as a reconnecting client's ephemeral port can) comes back
 // on fresh ports as the same JetStream peer, and new connections find it.
 func TestRestartOnTakenPort(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster test")
 	}

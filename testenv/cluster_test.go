@@ -17,6 +17,7 @@ import (
 // serving messages when its leader is killed, and the restarted node
 // rejoins and catches up.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	c := testenv.NewCluster(t)
 	t.Logf("3-node cluster ready in %s", time.Since(start))

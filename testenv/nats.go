@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,8 +112,10 @@ func NATSUsersFromDoc(t *testing.T, doc string) []*server.User {
 	if !ok || !ok2 {
 		t.Fatalf("testenv: %s has no ```conf block", doc)
 	}
+	// Substituted in the text rather than set in the environment, so that
+	// the tests that call this can run in parallel.
 	for _, role := range []string{"producer", "serve", "operator", "downstream"} {
-		t.Setenv(strings.ToUpper(role)+"_PASSWORD", role+"-secret")
+		block = strings.ReplaceAll(block, "$"+strings.ToUpper(role)+"_PASSWORD", strconv.Quote(role+"-secret"))
 	}
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	if err := os.WriteFile(conf, []byte(block), 0o644); err != nil {

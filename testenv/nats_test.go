@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewNATS(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	n := testenv.NewNATS(t)
 	t.Logf("NATS with TCP listener ready in %s", time.Since(start))
@@ -49,6 +50,7 @@ func TestNewNATS(t *testing.T) {
 }
 
 func TestNewNATSIsolated(t *testing.T) {
+	t.Parallel()
 	a, b := testenv.NewNATS(t), testenv.NewNATS(t)
 	if a.URL == b.URL {
 		t.Fatalf("two servers share URL %s", a.URL)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestNewS3(t *testing.T) {
+	t.Parallel()
 	s := NewS3(t)
 	if want := os.Getenv(EnvS3Endpoint) != ""; s.External != want {
 		t.Fatalf("External = %v, want %v", s.External, want)
@@ -52,6 +53,7 @@ func TestNewS3(t *testing.T) {
 
 // TestNewS3Isolated: two servers do not share buckets.
 func TestNewS3Isolated(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(EnvS3Endpoint) != "" {
 		t.Skip("external endpoint: one server")
 	}

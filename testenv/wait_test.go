@@ -11,6 +11,7 @@ import (
 // TestRetry: an operation that fails is called again until it succeeds,
 // and Retry returns then, not at the timeout.
 func TestRetry(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	start := time.Now()
 	testenv.Retry(t, time.Minute, func() error {

@@ -46,6 +46,7 @@ func (e *cliEnv) legacyRoot(root string, schema int) {
 // Rule: planned outputs are written to their resolved destination paths
 // (layout prefix) and recorded with the publication's owner and source.
 func TestRulePlannedOutputsWrittenAtResolvedPaths(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -188,6 +189,7 @@ func TestRuleOwnerChangeKeepsCreatedAt(t *testing.T) {
 // planned (bytes, emptied folders and records); additive retains them. Both
 // keep the records of other owners on the same root, unchanged.
 func TestRuleUnplannedManagedOutputs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		workflow    string
 		wantDeleted bool
@@ -239,6 +241,7 @@ func TestRuleUnplannedManagedOutputs(t *testing.T) {
 // Rule: the workflow is runtime policy from the configuration, not state:
 // the catalog does not record it and a changed workflow applies at once.
 func TestRuleWorkflowIsConfigurationNotState(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		from, to    string
 		wantDeleted bool
@@ -272,6 +275,7 @@ func TestRuleWorkflowIsConfigurationNotState(t *testing.T) {
 // not even the catalog (same bytes, same mtime and inode), no timestamp
 // changes. plan and apply --json report it as unchanged.
 func TestRuleRedeliveryChangesNothing(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -310,6 +314,7 @@ func TestRuleRedeliveryChangesNothing(t *testing.T) {
 // is written or deleted, the catalog is unchanged, stderr is one line
 // naming the path.
 func TestRuleUnmanagedCollisionBlocksPublication(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		for _, managed := range []bool{false, true} {
 			name := wf + "/fresh-root"
@@ -352,6 +357,7 @@ func TestRuleUnmanagedCollisionBlocksPublication(t *testing.T) {
 // (inside the root only). Both write a v4 catalog of exactly the planned
 // outputs.
 func TestRuleLegacyFirstRun(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		for _, schema := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s/v%d", wf, schema), func(t *testing.T) {
@@ -419,6 +425,7 @@ func TestRuleLegacyFirstRun(t *testing.T) {
 // has outputs (or a legacy root has content) is refused with exit 3 and
 // nothing changes; additive with nothing to publish changes nothing either.
 func TestRuleEmptyReplacementRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		workflow string
@@ -471,6 +478,7 @@ func TestRuleEmptyReplacementRefused(t *testing.T) {
 // (exit 3) with nothing deleted or written; legacy clearing counts; additive
 // never deletes.
 func TestRuleMaxDeletesAbortsWithNothingDeleted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		workflow string
@@ -527,6 +535,7 @@ func TestRuleMaxDeletesAbortsWithNothingDeleted(t *testing.T) {
 // Rule: --take-ownership adopts exactly the colliding paths, names them in
 // the output, and leaves other unmanaged content unmanaged and untouched.
 func TestRuleTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -560,6 +569,7 @@ func TestRuleTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
 // omit source_path and transform; generated HTML carries them; url only
 // with links.base_url. The file is the deterministic Marshal form.
 func TestRuleCatalogShape(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		for _, links := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/links=%t", wf, links), func(t *testing.T) {
@@ -657,6 +667,7 @@ func keysOf[V any](m map[string]V) string {
 // fingerprint (inode, size, mtime) and repairs it, while a file replaced by
 // the very same bytes is hashed once and left alone.
 func TestRuleBytesRewrittenOnlyWhenDigestOrSizeDiffers(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -713,6 +724,7 @@ func TestRuleBytesRewrittenOnlyWhenDigestOrSizeDiffers(t *testing.T) {
 // not even read from the bundle: their bundle copies are removed after
 // `bundle create`, so any read or stat of them would fail the run.
 func TestRuleRepublishWritesOnlyChangedFiles(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -777,6 +789,7 @@ func TestRuleRepublishWritesOnlyChangedFiles(t *testing.T) {
 // plan computes without changing anything: not even the lock object or the
 // reserved folder appears in a fresh root. A collision shows in the plan.
 func TestPlanChangesNothing(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -805,6 +818,7 @@ func TestPlanChangesNothing(t *testing.T) {
 
 // Bad configuration and usage: exit 2, one exact line, the root untouched.
 func TestBadConfigAndUsageChangeNothing(t *testing.T) {
+	t.Parallel()
 	const head = "nats:\n  listen: 127.0.0.1:1\npipelines:\n  - id: weatherreporter.daily\n    destinations: [latest]\ndestinations:\n  - id: latest\n    backend: local\n    path: %q\n"
 	for _, tc := range []struct {
 		name  string
@@ -865,6 +879,7 @@ func TestBadConfigAndUsageChangeNothing(t *testing.T) {
 // An invalid or newer catalog refuses every publication (exit 3) and is
 // never overwritten; plan and catalog show refuse it too.
 func TestUnreadableCatalogRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		edit func(valid string) string
@@ -925,6 +940,7 @@ func TestUnreadableCatalogRefused(t *testing.T) {
 // catalog show prints the root's catalog (filtered by owner) as a table or
 // as the catalog's own JSON; config validate summarises the configuration.
 func TestCatalogShowAndConfigValidate(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root, empty := e.root("shared"), e.root("empty")
 	e.writeConfig(
@@ -992,6 +1008,7 @@ func TestCatalogShowAndConfigValidate(t *testing.T) {
 // catalog. Unmanaged content in the way still blocks, with
 // --take-ownership too, and the message says to remove it.
 func TestRuleManagedFileBecomesFolderAndBack(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		t.Run(wf, func(t *testing.T) {
 			e := newCLIEnv(t)
@@ -1039,6 +1056,7 @@ func TestRuleManagedFileBecomesFolderAndBack(t *testing.T) {
 // of its source the destination holds changes nothing: plan and apply say
 // so in one line and exit 3; --allow-older rolls back on purpose.
 func TestRuleOlderBundleIsSuperseded(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "replacement"})

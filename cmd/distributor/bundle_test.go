@@ -18,6 +18,7 @@ import (
 )
 
 func TestBundleCreateAndVerify(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	b := e.bundle("b", "weatherreporter.today", map[string]string{"report.md": "# Today\n", "data/wind.csv": "n,3\n"})
 
@@ -97,6 +98,7 @@ func TestBundleCreateAndVerify(t *testing.T) {
 // bundle create refuses what could never be published: the catalog's name,
 // the reserved folder, symlinks.
 func TestBundleCreateRefusesReservedAndSymlinks(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	for _, tc := range []struct {
 		name  string
@@ -133,6 +135,7 @@ func TestBundleCreateRefusesReservedAndSymlinks(t *testing.T) {
 // code, and the destination root (which holds an earlier publication)
 // exactly as it was.
 func TestBadBundleChangesNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		manifest string            // testdata/manifests/NAME.json copied in; "" = bundle create
@@ -218,6 +221,7 @@ func TestBadBundleChangesNothing(t *testing.T) {
 // skipped, and the catalog stays valid and true to the bytes on disk. Once
 // the bundle is repaired, a retry converges.
 func TestSameSizeDamageNeverLands(t *testing.T) {
+	t.Parallel()
 	for _, wf := range bothWorkflows {
 		for _, earlier := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/earlier=%t", wf, earlier), func(t *testing.T) {
@@ -275,6 +279,7 @@ func TestSameSizeDamageNeverLands(t *testing.T) {
 // A symlink in the root is never written through: whatever it points at
 // outside the root stays as it was.
 func TestSymlinkInRootNeverWritesOutside(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, link, target string }{
 		{"file-at-planned-path", "a.txt", "target.txt"},
 		{"folder-above-planned-path", "sub", "."},
@@ -309,6 +314,7 @@ func TestSymlinkInRootNeverWritesOutside(t *testing.T) {
 // create, the write fails (exit 1) and the intent stays behind: every later
 // run fails in recovery until the link is removed, even --take-ownership.
 func TestSymlinkAtPlannedPathIsACollision(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	outside := filepath.Join(e.dir, "outside")
@@ -333,6 +339,7 @@ func TestSymlinkAtPlannedPathIsACollision(t *testing.T) {
 // path itself, but it is not planned as a collision: the write fails with
 // exit 1 after other outputs may have landed.
 func TestUnmanagedFileWhereFolderIsPlannedIsACollision(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.writeFile(filepath.Join(root, "sub"), "a file, not a folder\n")
@@ -354,6 +361,7 @@ func TestUnmanagedFileWhereFolderIsPlannedIsACollision(t *testing.T) {
 // apply --json reports the outcome of every destination even when one fails;
 // the exit code is the first error's.
 func TestApplyJSONReportsEveryDestination(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	good, bad := e.root("good"), e.root("bad")
 	e.writeConfig([]pipeSpec{{pipeDaily, []string{"good", "bad"}}},

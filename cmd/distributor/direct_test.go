@@ -70,6 +70,7 @@ func (b *hookBackend) Put(ctx context.Context, p string, r io.Reader, size int64
 // written, the KV lease can no longer be renewed, but the lock object still
 // fences the root: the run finishes, commits its catalog and exits 0.
 func TestDirectApplyOutlivesNATS(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	files := map[string]string{}
 	for i := range 20 {
@@ -152,6 +153,7 @@ func applyTimed(t *testing.T, e *natsEnv, a *app, out, errb *testenv.SyncBuffer)
 // never answers) is not dialled: apply publishes at once with the lock
 // object. Before, apply waited 5 s for the INFO handshake and failed.
 func TestDirectIgnoresTCPListener(t *testing.T) {
+	t.Parallel()
 	addr, accepted := silentListener(t)
 	e := writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
 	var out, errb testenv.SyncBuffer
@@ -172,6 +174,7 @@ func TestDirectIgnoresTCPListener(t *testing.T) {
 // advertisement lies in the store folder: none, a dead serve's, another
 // configuration's, or one naming another server (the address was reused).
 func TestDirectIgnoresForeignNATS(t *testing.T) {
+	t.Parallel()
 	dead := exec.Command(os.Args[0], "-test.run=^$")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
@@ -228,6 +231,7 @@ func TestDirectIgnoresForeignNATS(t *testing.T) {
 // workers see it) and publishes its result event; when serve stops, its
 // advertisement goes with it.
 func TestDirectUsesAdvertisedServe(t *testing.T) {
+	t.Parallel()
 	e, addr := newOfflineEnv(t)
 	s := startServe(t, e.cfg)
 	nc, err := nats.Connect("nats://" + addr)

@@ -27,6 +27,7 @@ func runTTY(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // On a terminal a big apply lists the first maxListed changes and a
 // summary line; --verbose lists every change; a pipe always gets them all.
 func TestTerminalApplyListsAtMostMaxListed(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
@@ -61,6 +62,7 @@ func TestTerminalApplyListsAtMostMaxListed(t *testing.T) {
 // The progress bar is drawn on stderr when both streams are terminals, and
 // never with --quiet or into a pipe.
 func TestProgressOnlyOnATerminal(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
@@ -98,6 +100,7 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 // written in human output and error lines; --json keeps the absolute root
 // and adds root_as_written.
 func TestRootsShownAsWritten(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	abs := filepath.Join(e.dir, "site", "latest")
 	e.writeFile(e.cfg, "nats:\n  listen: 127.0.0.1:1\npipelines:\n  - id: "+pipeDaily+"\n    destinations: [latest]\n"+

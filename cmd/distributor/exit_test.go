@@ -13,6 +13,7 @@ import (
 // lease lost to another run is refused like a held one), and cobra's own
 // usage errors exit 2.
 func TestExitCodeFollowsClassify(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		code int

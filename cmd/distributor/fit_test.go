@@ -19,6 +19,7 @@ import (
 // its stream sequence and re-announces it; once the original is gone from
 // the stream, replay says so.
 func TestReplayResolvesOriginalReference(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	users := testenv.NATSUsersFromDoc(t, "../../docs/nats-permissions.md")
 	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, users...))

@@ -18,6 +18,7 @@ import (
 
 // A malformed --digest is bad usage (exit 2), not a mismatch.
 func TestMalformedDigestIsUsage(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
@@ -36,6 +37,7 @@ func TestMalformedDigestIsUsage(t *testing.T) {
 
 // A relative --bundle is resolved against the working directory.
 func TestRelativeBundleLocationIsResolved(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
@@ -61,6 +63,7 @@ func TestRelativeBundleLocationIsResolved(t *testing.T) {
 // itself when given a bad one. Before, --since took only Go durations
 // while prune took "30d".
 func TestDurationFlagsTakeOneForm(t *testing.T) {
+	t.Parallel()
 	forms := map[string]time.Duration{
 		"7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour, "90m": 90 * time.Minute,
 		"1h30m": 90 * time.Minute, "1d12h": 36 * time.Hour,
@@ -103,6 +106,7 @@ func TestDurationFlagsTakeOneForm(t *testing.T) {
 
 // TestSinceInDays: events tail and replay take --since 7d end to end.
 func TestSinceInDays(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	for _, args := range [][]string{{"events", "tail", "--since", "7d"}, {"replay", "--since", "7d", "--dry-run"}} {
 		if code, stdout, stderr := e.cmd(t, args...); code != 0 {
@@ -114,6 +118,7 @@ func TestSinceInDays(t *testing.T) {
 // TestMisspelledFlagSuggestsOne: an unknown flag within two edits of one
 // the command takes (its own or inherited) names it; exit 2, one line.
 func TestMisspelledFlagSuggestsOne(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		want string
@@ -134,6 +139,7 @@ func TestMisspelledFlagSuggestsOne(t *testing.T) {
 
 // TestUnknownPipelineListsKnown: the error names the configured pipelines.
 func TestUnknownPipelineListsKnown(t *testing.T) {
+	t.Parallel()
 	e, _ := newOfflineEnv(t)
 	b := e.makeBundle(t, "b", "src.one", bundleOne)
 	for _, cmd := range []string{"plan", "apply"} {
@@ -178,6 +184,7 @@ func TestNoAWSCredentialsNamesTheFix(t *testing.T) {
 // The hidden --cpuprofile writes a pprof profile of the run, for the
 // benchmarks; --help does not show it.
 func TestCPUProfileFlag(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})

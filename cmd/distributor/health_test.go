@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/distributor/distributor/testenv"
 )
 
 // TestHealthProbe: the container health check exits 0 on a 2xx answer and
 // prints the body (so /metrics can be read through it), and exits 1 with
 // the status and /readyz's one-line reason otherwise.
 func TestHealthProbe(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -57,12 +60,8 @@ func TestHealthProbe(t *testing.T) {
 
 // TestHealthProbeNothingListening names the address and the flag to check.
 func TestHealthProbeNothingListening(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	t.Parallel()
+	addr := testenv.FreeAddr(t)
 	_, stderr, code := runCLI(t, "health", "--addr", addr)
 	if code != 1 || !strings.HasPrefix(stderr, "distributor: health check http://"+addr+"/healthz: ") ||
 		!strings.HasSuffix(stderr, "connection refused (is serve running with its HTTP listener on this address? see serve --http-addr)\n") {
@@ -73,6 +72,7 @@ func TestHealthProbeNothingListening(t *testing.T) {
 // TestHealthProbeFollowsTheConfiguration: without --addr the probe dials
 // http.listen of --config, as serve with that file listens.
 func TestHealthProbeFollowsTheConfiguration(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok " + r.URL.Path + "\n"))
 	}))

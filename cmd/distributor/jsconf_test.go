@@ -19,6 +19,7 @@ import (
 // server keeps the operator's value and serve logs one warn line naming the
 // setting, the server's value and the configured one.
 func TestServeKeepsOperatorStreamSettings(t *testing.T) {
+	t.Parallel()
 	n := newNATSEnv(t)
 	e := writeNATSConfig(t, "  url: "+n.url+"\n  event_max_age: 10d\n  max_deliveries: 7\n  redelivery_backoff: [250ms, 2s]\n")
 	ctx := context.Background()
@@ -76,6 +77,7 @@ func TestServeKeepsOperatorStreamSettings(t *testing.T) {
 // consumerOptions carries the redelivery settings, and a configured max
 // age of 0 is no limit.
 func TestConsumerOptionsFromConfig(t *testing.T) {
+	t.Parallel()
 	c, err := config.Parse([]byte("nats: {max_deliveries: 3, redelivery_backoff: [100ms, 1m], replicas: 1, bundle_max_age: 0}\n"), "")
 	if err != nil {
 		t.Fatal(err)

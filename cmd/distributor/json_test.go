@@ -28,6 +28,7 @@ func decodeJSON(t *testing.T, what, stdout string, v any) {
 // with --json (docs/cli.md): publish, replay, prune and reconcile-state
 // here; plan, apply and verify in their own tests.
 func TestJSONOfPublishReplayPruneReconcile(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)

@@ -16,6 +16,7 @@ import (
 // JSON), reconcile-state --dry-run names it, reconcile-state removes it;
 // a temp file younger than an hour (maybe a write in flight) stays.
 func TestVerifyReportsAndReconcileRemovesLeftovers(t *testing.T) {
+	t.Parallel()
 	e, _ := newOfflineEnv(t)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {

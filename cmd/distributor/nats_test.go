@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,7 +71,7 @@ func newNATSEnv(t *testing.T) *natsEnv {
 // a free port nothing listens on: no NATS is reachable.
 func newOfflineEnv(t *testing.T) (*natsEnv, string) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	return writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n"), addr
 }
 
@@ -95,20 +94,6 @@ func writeNATSConfig(t *testing.T, natsBlock string) *natsEnv {
 		t.Fatal(err)
 	}
 	return e
-}
-
-// freeAddr returns a 127.0.0.1 address that nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // makeBundle writes files into a new folder and runs `bundle create` on it.
@@ -326,6 +311,7 @@ func readFile(t *testing.T, path string) string {
 var bundleOne = map[string]string{"report.md": "# one\n", "data.csv": "a,b\n1,2\n"}
 
 func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -412,6 +398,7 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 }
 
 func TestReplayAfterCollision(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -510,6 +497,7 @@ func TestReplayAfterCollision(t *testing.T) {
 }
 
 func TestReplayTakeOwnershipAdoptsCollidingPath(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -579,6 +567,7 @@ func backdate(t *testing.T, root string) {
 }
 
 func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {
@@ -627,6 +616,7 @@ func TestMaintenanceWithNATSPublishesEvents(t *testing.T) {
 }
 
 func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
+	t.Parallel()
 	e, _ := newOfflineEnv(t)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.one", "--bundle", b1); code != 0 {
@@ -702,6 +692,7 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 // line naming the fix, and a NATS server or a silent listener on
 // nats.listen (a stranger's) is not dialled.
 func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
+	t.Parallel()
 	cmds := []struct {
 		args []string
 		want string
@@ -752,7 +743,7 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 		}
 	})
 	// With nats.url set, a server that is not there is named.
-	e := writeNATSConfig(t, "  url: nats://"+freeAddr(t)+"\n")
+	e := writeNATSConfig(t, "  url: nats://"+testenv.FreeAddr(t)+"\n")
 	if code, _, stderr := e.cmd(t, "events", "tail"); code != exitFailed || !strings.HasPrefix(stderr, "distributor: connect to NATS at nats://") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("events tail with an unreachable nats.url: exit %d, stderr %q", code, stderr)
 	}
@@ -761,6 +752,7 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 // A managed file that becomes a folder: the publication is published and
 // its result event reports the displaced file as deleted.
 func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	for _, b := range []string{
 		e.makeBundle(t, "b1", "src.v1", map[string]string{"docs": "file\n"}),
@@ -790,6 +782,7 @@ func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
 // run with exactly the sets of docs/nats-permissions.md; the operator's
 // publish collides and its replay --take-ownership adopts.
 func TestReplayTakeOwnershipWithDocumentedPermissions(t *testing.T) {
+	t.Parallel()
 	users := testenv.NATSUsersFromDoc(t, "../../docs/nats-permissions.md")
 	n := testenv.NewNATSWithUsers(t, append([]*server.User{{Username: "test", Password: "test"}}, users...))
 	e := writeNATSConfig(t, "  url: "+n.URL+"\n  user: serve\n  password: serve-secret\n")

@@ -82,7 +82,10 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			if tt.name != "token" { // it sets the environment (below)
+				t.Parallel()
+			}
+			addr := testenv.FreeAddr(t)
 			e := embeddedEnv(t, addr, tt.auth)
 			startServe(t, e.cfg)
 			b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -148,14 +151,15 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 // JWT credentials, so `serve` says to use an external server instead of
 // running one that accepts anybody.
 func TestServeEmbeddedServerRefusesCreds(t *testing.T) {
-	e := embeddedEnv(t, freeAddr(t), "  creds: "+filepath.Join(t.TempDir(), "user.creds")+"\n")
+	t.Parallel()
+	e := embeddedEnv(t, testenv.FreeAddr(t), "  creds: "+filepath.Join(t.TempDir(), "user.creds")+"\n")
 	code, stdout, stderr := e.cmd(t, "serve")
 	want := "distributor: nats.creds needs an external NATS server: set nats.url, or use nats.token, nats.user/password or nats.nkey_seed with the embedded server\n"
 	if code != exitUsage || stdout != "" || stderr != want {
 		t.Errorf("serve with creds and no nats.url: exit %d, stdout %q, stderr %q; want %d, %q", code, stdout, stderr, exitUsage, want)
 	}
 	notSeed := e.cfg
-	e = embeddedEnv(t, freeAddr(t), "  nkey_seed: "+notSeed+"\n")
+	e = embeddedEnv(t, testenv.FreeAddr(t), "  nkey_seed: "+notSeed+"\n")
 	code, _, stderr = e.cmd(t, "serve")
 	want = "distributor: nats.nkey_seed " + notSeed + ": nkeys: no nkey seed found: the file must hold a user seed (SU…), as `nk -gen user` writes\n"
 	if code != exitUsage || stderr != want {
@@ -167,6 +171,7 @@ func TestServeEmbeddedServerRefusesCreds(t *testing.T) {
 // publish with each secret and checks that no log line, output or event
 // carries it, and that a URL's user information is redacted in errors.
 func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
+	t.Parallel()
 	seedFile, seed := writeSeed(t, t.TempDir(), "serve.nk")
 	tests := []struct{ name, auth, secret string }{
 		{"token", "  token: tok-4f9a1c\n", "tok-4f9a1c"},
@@ -175,7 +180,7 @@ func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := embeddedEnv(t, freeAddr(t), tt.auth)
+			e := embeddedEnv(t, testenv.FreeAddr(t), tt.auth)
 			s := startServe(t, e.cfg, "--log-level", "debug")
 			b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 			var outputs []string
@@ -209,7 +214,7 @@ func TestCredentialsStayOutOfLogsAndEvents(t *testing.T) {
 
 	// A URL with user information, an unreachable server: the error names
 	// the server, never the credentials.
-	e := writeNATSConfig(t, "  url: nats://serve:pw-77e0b2@"+freeAddr(t)+",nats://tok-4f9a1c@"+freeAddr(t)+"\n")
+	e := writeNATSConfig(t, "  url: nats://serve:pw-77e0b2@"+testenv.FreeAddr(t)+",nats://tok-4f9a1c@"+testenv.FreeAddr(t)+"\n")
 	b := e.makeBundle(t, "b", "src.one", bundleOne)
 	code, stdout, stderr := e.cmd(t, "publish", "--pipeline", "p.one", "--bundle", b)
 	if code == 0 || strings.Contains(stdout+stderr, "pw-77e0b2") || strings.Contains(stdout+stderr, "tok-4f9a1c") || !strings.Contains(stderr, "nats://REDACTED@127.0.0.1:") {

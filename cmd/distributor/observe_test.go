@@ -70,8 +70,9 @@ var (
 // exactly what was published and no label holds a path or an event id;
 // the logs are JSON lines with RFC 3339 times and the event's keys.
 func TestServeObserve(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	start := time.Now()
 	s := startServe(t, e.cfg, "--http-addr", addr)
 	base := "http://" + addr
@@ -214,6 +215,7 @@ func TestServeObserve(t *testing.T) {
 // TestReadyz: /readyz says why serve is not ready, one line each:
 // connecting, a stream or the lease bucket unreachable, draining.
 func TestReadyz(t *testing.T) {
+	t.Parallel()
 	n := testenv.NewNATS(t)
 	js := n.JetStream(t)
 	ctx := context.Background()
@@ -246,9 +248,10 @@ func TestReadyz(t *testing.T) {
 // first connection with back-off (logged at warn), is alive but not ready
 // meanwhile, and publishes once the server is up.
 func TestServeWaitsForNATS(t *testing.T) {
-	natsAddr := freeAddr(t)
+	t.Parallel()
+	natsAddr := testenv.FreeAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+natsAddr+"\n")
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &serveHandle{cancel: cancel, done: make(chan int, 1), stderr: &testenv.SyncBuffer{}}
 	go func() {
@@ -312,7 +315,8 @@ func TestServeWaitsForNATS(t *testing.T) {
 
 // TestServeConnectTimeout: --connect-timeout bounds the retries.
 func TestServeConnectTimeout(t *testing.T) {
-	addr := freeAddr(t)
+	t.Parallel()
+	addr := testenv.FreeAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+addr+"\n")
 	start := time.Now()
 	code, _, stderr := e.cmd(t, "serve", "--http-addr", "off", "--connect-timeout", "600ms", "--log-level", "error")
@@ -345,6 +349,7 @@ func waitFor(t *testing.T, s *serveHandle, what string) {
 
 // TestServeHTTPAddr: a used or malformed address is one line naming the fix.
 func TestServeHTTPAddr(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // copy of it (the same state), and compares the counts of the two --json
 // reports, and both with the exact expected counts.
 func TestPlanCountsEqualApplyCounts(t *testing.T) {
+	t.Parallel()
 	scenarios := []struct {
 		name     string
 		workflow string

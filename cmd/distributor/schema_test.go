@@ -22,6 +22,7 @@ import (
 // the producer subject), a reconcile and a prune, then checks every message
 // in both streams and every catalog written against docs/schema.
 func TestEventsAndCatalogsMatchSchemas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schemas := schematest.New(t)
 	e := newNATSEnv(t)

@@ -27,6 +27,7 @@ import (
 )
 
 func TestServePublishWait(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	s := startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -151,6 +152,7 @@ func TestServePublishWait(t *testing.T) {
 
 // TestPublishWaitWithoutServe: the event is announced, but nobody publishes.
 func TestPublishWaitWithoutServe(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--timeout", "300ms", "--pipeline", "p.one", "--bundle", b1)
@@ -181,6 +183,7 @@ func TestPublishWaitWithoutServe(t *testing.T) {
 }
 
 func TestServeListenInUse(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +203,7 @@ func TestServeListenInUse(t *testing.T) {
 // TestServeReplicasNeedCluster: the embedded server is a single node, so
 // nats.replicas above 1 without nats.url is refused before anything starts.
 func TestServeReplicasNeedCluster(t *testing.T) {
+	t.Parallel()
 	e := writeNATSConfig(t, "  replicas: 3\n  listen: 127.0.0.1:0\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
 	code, stdout, stderr := e.cmd(t, "serve", "--log-level", "error")
 	if code != exitUsage || stdout != "" {
@@ -214,6 +218,9 @@ func TestServeReplicasNeedCluster(t *testing.T) {
 // nats.replicas 3, serve and publish put both streams, the lease bucket and
 // the durable on three replicas, and a publication goes through.
 func TestServeOnCluster(t *testing.T) {
+	// Not parallel: a cluster starved of CPU re-elects stream leaders, and
+	// publish --wait's reader does not yet ride out a "no responders"
+	// from a fetch (seen once with this test in parallel).
 	cl := testenv.NewCluster(t)
 	ctx := context.Background()
 	js := cl.JetStream(t)
@@ -261,6 +268,7 @@ func TestServeOnCluster(t *testing.T) {
 // TestServeEmbeddedServer: without nats.url, serve embeds a server on
 // nats.listen and the other commands find it there.
 func TestServeEmbeddedServer(t *testing.T) {
+	t.Parallel()
 	e, addr := newOfflineEnv(t)
 	s := startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
@@ -476,6 +484,7 @@ func twoServeProcessesShareWork(t *testing.T, bin string) {
 // announce, on a slow machine) reports "interrupted" or "timed out", never
 // the reader's raw context error.
 func TestWaitResultsEndedBeforeReading(t *testing.T) {
+	t.Parallel()
 	e := newNATSEnv(t)
 	streams, err := events.Setup(context.Background(), e.nats.JetStream(t), events.SetupConfig{})
 	if err != nil {

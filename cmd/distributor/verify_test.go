@@ -15,6 +15,7 @@ import (
 // non-root user the root really is read-only (root ignores permissions:
 // then the unchanged snapshot is the proof).
 func TestVerifyReadOnlyWithPendingRecovery(t *testing.T) {
+	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
 	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})

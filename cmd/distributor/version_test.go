@@ -13,6 +13,7 @@ import (
 )
 
 func TestResolveVersion(t *testing.T) {
+	t.Parallel()
 	vcs := func(rev, modified string) []debug.BuildSetting {
 		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
 	}
@@ -40,6 +41,7 @@ func TestResolveVersion(t *testing.T) {
 
 // TestVersionCommandAndFlag: both print the same one line.
 func TestVersionCommandAndFlag(t *testing.T) {
+	t.Parallel()
 	want := "distributor " + version
 	if revision != "" {
 		want += " revision " + revision
@@ -58,6 +60,7 @@ const releaseStamp = "v9.8.7-test"
 // TestBuiltBinary builds the binary once, with a release stamp, for the
 // tests that run it as a process.
 func TestBuiltBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -14,6 +14,7 @@ import (
 
 // The contract holds on the general path too (kernels without openat2).
 func TestContractWithoutOpenat2(t *testing.T) {
+	t.Parallel()
 	storagetest.Run(t, func(t *testing.T) storage.Backend {
 		b := newBackend(t)
 		b.noOpenat2.Store(true)
@@ -23,6 +24,7 @@ func TestContractWithoutOpenat2(t *testing.T) {
 
 // A FIFO where an object is read is refused at once, never waited on.
 func TestOpenRefusesAFIFOWithoutWaiting(t *testing.T) {
+	t.Parallel()
 	for _, general := range []bool{false, true} {
 		b := newBackend(t)
 		b.noOpenat2.Store(general)
@@ -50,6 +52,7 @@ func TestOpenRefusesAFIFOWithoutWaiting(t *testing.T) {
 // A file where a folder of the path would be means the object is not
 // there, on both paths.
 func TestStatThroughAFileIsNotExist(t *testing.T) {
+	t.Parallel()
 	for _, general := range []bool{false, true} {
 		b := newBackend(t)
 		b.noOpenat2.Store(general)

@@ -18,6 +18,7 @@ import (
 // answers EAGAIN is switched to blocking reads, not failed: a pipe stands
 // in for a file system that would honour the flag.
 func TestFdFileReadBlocksAfterEAGAIN(t *testing.T) {
+	t.Parallel()
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
@@ -56,6 +57,7 @@ func TestFdFileReadBlocksAfterEAGAIN(t *testing.T) {
 // there, in as many reads as the data needs: nothing is lost when the
 // buffer is larger or smaller than the file, and an empty file ends at once.
 func TestFdFileReadsToItsSize(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	for _, size := range []int{0, 1, 4096, 5000} {
 		data := bytes.Repeat([]byte{'x'}, size)

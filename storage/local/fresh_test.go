@@ -48,6 +48,7 @@ func put(t *testing.T, b *Backend, p string, opts storage.PutOptions) {
 }
 
 func TestDurablePutSyncsTheParentsOfTheFoldersItMade(t *testing.T) {
+	t.Parallel()
 	b, l := newSyncLogged(t)
 	put(t, b, "a/b/c.txt", storage.PutOptions{})
 	// The file, its folder, and the entries of a/b (in a) and of a (in the root).
@@ -62,6 +63,7 @@ func TestDurablePutSyncsTheParentsOfTheFoldersItMade(t *testing.T) {
 }
 
 func TestSyncCoversTheFoldersDeferredWritesMade(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, l := newSyncLogged(t)
 	put(t, b, "x/y.txt", storage.PutOptions{DeferSync: true})
@@ -79,6 +81,7 @@ func TestSyncCoversTheFoldersDeferredWritesMade(t *testing.T) {
 }
 
 func TestReservedFolderMadeByTheLockIsSyncedByTheFirstDurableWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, l := newSyncLogged(t)
 	v, err := b.WriteIfVersionNoSync(ctx, ".distributor/lock", []byte("a"), "")

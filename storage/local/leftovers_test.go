@@ -17,6 +17,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/storagetest"
+	"github.com/distributor/distributor/testenv"
 )
 
 // The kill helper: the test binary re-run with these set writes to a root
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	if root := os.Getenv(envKillRoot); root != "" {
 		os.Exit(killedWrite(root))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8}))
 }
 
 // killingReader yields n bytes, then kills its own process.
@@ -78,6 +79,7 @@ func killDuringPut(t *testing.T, root, p string, size int64, ifAbsent bool) {
 }
 
 func TestLeftoverContract(t *testing.T) {
+	t.Parallel()
 	storagetest.RunLeftovers(t, func(t *testing.T) storage.Backend { return newBackend(t) },
 		func(t *testing.T, b storage.Backend, p string, size int64) {
 			killDuringPut(t, b.String(), p, size, false)
@@ -87,6 +89,7 @@ func TestLeftoverContract(t *testing.T) {
 // Temp files of every kind are found wherever they are, never through a
 // symlink, and objects never are.
 func TestLeftoversEverywhere(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	root := b.String()
 	old := time.Now().Add(-2 * time.Hour)
@@ -160,6 +163,7 @@ func TestLeftoversEverywhere(t *testing.T) {
 // new outputs) killed half-way leaves nothing at all in the tree: the
 // bytes went to an unnamed file (O_TMPFILE), named only when complete.
 func TestKilledNewPathWriteLeavesNothing(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	if b.noTmpfile.Load() {
 		t.Skip("this filesystem has no O_TMPFILE")

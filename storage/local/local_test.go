@@ -34,6 +34,7 @@ func newBackend(t testing.TB) *Backend {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	storagetest.Run(t, func(t *testing.T) storage.Backend { return newBackend(t) })
 }
 
@@ -65,6 +66,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestSymlinksRefused(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
 	outside := t.TempDir()
@@ -131,6 +133,7 @@ func TestSymlinksRefused(t *testing.T) {
 }
 
 func TestDotDotRefused(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	root := filepath.Join(parent, "root")
 	must(t, os.Mkdir(root, 0o755))
@@ -152,6 +155,7 @@ func TestDotDotRefused(t *testing.T) {
 }
 
 func TestDeleteRemovesEmptiedFolders(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
 	for _, p := range []string{"a/b/c/f", "a/g", "top"} {
@@ -215,6 +219,7 @@ func (r *failAfter) Read(p []byte) (int, error) {
 }
 
 func TestTempFilesNeverListed(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
 	_, err := b.Put(ctx, "f", &failAfter{n: 100 << 10}, 200<<10, storage.PutOptions{})
@@ -248,6 +253,7 @@ func TestTempFilesNeverListed(t *testing.T) {
 }
 
 func TestPutSizeMismatch(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	_, err := b.Put(t.Context(), "short", strings.NewReader("abc"), 4, storage.PutOptions{})
 	want := fmt.Sprintf(`put "short" in %s: the source gave 3 bytes, expected 4`, b.root)
@@ -260,6 +266,7 @@ func TestPutSizeMismatch(t *testing.T) {
 }
 
 func TestVersionIsContentDigest(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	data := []byte("catalog bytes")
 	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, "")
@@ -282,6 +289,7 @@ func umask() os.FileMode {
 // TestLockExcludesOtherHolders holds the lock file the way another process
 // would (its own open file description) and checks that CAS waits for it.
 func TestLockExcludesOtherHolders(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	other, err := New(b.root) // a second backend on the same root
 	must(t, err)
@@ -311,6 +319,7 @@ func TestLockExcludesOtherHolders(t *testing.T) {
 }
 
 func TestOpenStreamsFile(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	data := bytes.Repeat([]byte("x"), 1<<20)
 	_, err := b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{})
@@ -348,6 +357,7 @@ func must(t testing.TB, err error) {
 }
 
 func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, err := New(t.TempDir())
 	if err != nil {
@@ -427,6 +437,7 @@ func waitSettled(t *testing.T, b *Backend, p string) {
 // against that version lands, and the file just written is versioned by
 // its stamp at once (no settling, no hash), read back the same.
 func TestSettledLargeFileCASByStat(t *testing.T) {
+	t.Parallel()
 	b, data := settledLarge(t)
 	got, v, err := b.ReadVersion(t.Context(), catalog.FileName)
 	must(t, err)
@@ -452,6 +463,7 @@ func TestSettledLargeFileCASByStat(t *testing.T) {
 // conflict for both compare-and-swap operations; deleting against the
 // current version works.
 func TestStatVersionSeesEveryChange(t *testing.T) {
+	t.Parallel()
 	for name, change := range map[string]func(t *testing.T, path string, data []byte){
 		"same bytes in place": func(t *testing.T, path string, data []byte) {
 			must(t, os.WriteFile(path, data, 0o644))
@@ -491,6 +503,7 @@ func TestStatVersionSeesEveryChange(t *testing.T) {
 // copy (same bytes, even with the attribute copied), rewritten in place with
 // other bytes, or written again by WriteIfVersion with the same bytes.
 func TestStampVersionSeesEveryChange(t *testing.T) {
+	t.Parallel()
 	for name, change := range map[string]func(t *testing.T, b *Backend, path string, data []byte, v storage.Version){
 		"replaced by a copy with its stamp": func(t *testing.T, _ *Backend, path string, data []byte, _ storage.Version) {
 			stamp := make([]byte, stampLen)
@@ -531,6 +544,7 @@ func TestStampVersionSeesEveryChange(t *testing.T) {
 // feeds fails (here: cancelled halfway), WriteIfVersionFrom returns that
 // failure, not the stopped stream's, and the old object stays.
 func TestStreamedWriteReportsTheWritesOwnFailure(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("old"), "")
 	must(t, err)

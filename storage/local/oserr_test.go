@@ -16,6 +16,7 @@ import (
 // the storage sentinels, keep the OS error and say what to do; others pass
 // unchanged.
 func TestClassifyOSErrors(t *testing.T) {
+	t.Parallel()
 	const root = "/srv/site"
 	for _, tc := range []struct {
 		errno syscall.Errno
@@ -65,6 +66,7 @@ func TestClassifyOSErrors(t *testing.T) {
 // Root ignores permissions, so this runs only as another user (the
 // mapping itself is TestClassifyOSErrors).
 func TestReadOnlyRootIsDenied(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("running as root: permissions are not enforced")
 	}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestNewOnAMissingRootIsErrRootMissing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := New(filepath.Join(dir, "missing")); !errors.Is(err, storage.ErrRootMissing) {
 		t.Fatalf("New(missing) = %v, want ErrRootMissing", err)
@@ -24,6 +25,7 @@ func TestNewOnAMissingRootIsErrRootMissing(t *testing.T) {
 // TestCheckRoot swaps the folder a backend's path names in every way an
 // operator can and checks what CheckRoot says, by device and inode.
 func TestCheckRoot(t *testing.T) {
+	t.Parallel()
 	missing := func(root string) string {
 		return "destination root " + root + " does not exist (moved or deleted?): recreate the folder or fix the destination's path"
 	}
@@ -106,6 +108,7 @@ func TestCheckRoot(t *testing.T) {
 // TestCheckRootAfterReopen: a backend opened on the new folder passes,
 // which is what the stores package does on ErrRootChanged.
 func TestCheckRootAfterReopen(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "root")
 	must(t, os.Mkdir(root, 0o755))
 	old, err := New(root)

@@ -18,6 +18,7 @@ import (
 // The stage contract, with unnamed files, with temp names once the
 // unnamed-file share is used up, and on a filesystem without O_TMPFILE.
 func TestStagerContract(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		tune func(b *Backend)
@@ -63,6 +64,7 @@ func tree(t *testing.T, root string) []string {
 // A stage closed without commits leaves the root exactly as it was: no
 // file, temp name or folder of its own; folders that were there stay.
 func TestStageCloseLeavesTheTreeAsItWas(t *testing.T) {
+	t.Parallel()
 	for _, maxUnnamed := range []int64{1 << 20, 0} {
 		b := newBackend(t)
 		b.maxUnnamed = maxUnnamed
@@ -85,6 +87,7 @@ func TestStageCloseLeavesTheTreeAsItWas(t *testing.T) {
 // A Delete that removes a folder emptied meanwhile does not fail a staged
 // write into it: its Commit makes the folder again.
 func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
 	st := b.Stage()
@@ -110,6 +113,7 @@ func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
 // A stage never writes through a symlinked folder, even one that appears
 // after the root was opened, and never names an object onto a link.
 func TestStageRefusesSymlinks(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
 	outside := t.TempDir()
@@ -146,6 +150,7 @@ func TestStageRefusesSymlinks(t *testing.T) {
 // Past the unnamed-file share, staged writes take temp names: never
 // listed, and gone after Close.
 func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	b.maxUnnamed = 1
 	ctx := t.Context()
@@ -178,6 +183,7 @@ func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
 // writebackChunk bytes): the bytes named are exactly the bytes given, of
 // a known size or not, across chunk boundaries.
 func TestStageLargeDeferredObjects(t *testing.T) {
+	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
 	data := make([]byte, 2*writebackChunk+12345)

@@ -22,6 +22,7 @@ import (
 // (writes answered 403 AccessDenied, as S3 does) gives storage.ErrDenied
 // naming the object and the fix; reads keep working.
 func TestAccessDeniedIsErrDenied(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	if _, err := env.Backend(t, bucket, "site").Put(t.Context(), "a.txt", strings.NewReader("a\n"), 2, storage.PutOptions{}); err != nil {

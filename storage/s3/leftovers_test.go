@@ -49,6 +49,7 @@ func openUploads(t *testing.T, client *s3.Client, bucket string) []string {
 // bucket also holds unfinished uploads outside the prefix: they are never
 // listed nor aborted.
 func TestLeftoverContract(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	var bucket string
 	neighbours := []string{"dest/root-sibling", "dest/rootx/y", "other/root/z"}

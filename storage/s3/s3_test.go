@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		serveHelper()
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m, testenv.MainOptions{Parallel: 8}))
 }
 
 // serveHelper serves gofakes3 on a free port, prints the URL, and stops
@@ -156,6 +156,7 @@ func sha(data []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(dat
 // TestContract runs the storage contract on a prefixed root whose bucket
 // also holds neighbours that must stay invisible to it.
 func TestContract(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	storagetest.Run(t, func(t *testing.T) storage.Backend {
 		bucket := env.Bucket(t)
@@ -167,6 +168,7 @@ func TestContract(t *testing.T) {
 }
 
 func TestString(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	for prefix, want := range map[string]string{"": "s3://bk/", "a/b": "s3://bk/a/b/", "/a/b/": "s3://bk/a/b/"} {
 		if got := newBackend(t, env.Client, "bk", prefix, s3store.Options{}).String(); got != want {
@@ -176,6 +178,7 @@ func TestString(t *testing.T) {
 }
 
 func TestPrefixRejected(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	for _, prefix := range []string{"..", "a/../b", "../a", "a/..", "a//b", "a/./b", `a\b`} {
 		_, err := s3store.New(t.Context(), s3store.Options{Bucket: "bk", Prefix: prefix, Endpoint: env.URL})
@@ -190,6 +193,7 @@ func TestPrefixRejected(t *testing.T) {
 
 // TestKeysUnderPrefix checks where the bytes land and what List hides.
 func TestKeysUnderPrefix(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "/pub/site/", s3store.Options{})
@@ -216,6 +220,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 // TestConditionalWriteRace: 8 writers race on create-if-absent and then on
 // If-Match, round after round; exactly one wins each time.
 func TestConditionalWriteRace(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	b := env.Backend(t, env.Bucket(t), "race")
 	const writers, rounds = 8, 10
@@ -259,6 +264,7 @@ func TestConditionalWriteRace(t *testing.T) {
 // TestIfMatchOnMissingIsConflict: gofakes3 answers 412 here, AWS and
 // versitygw 404; both mean the object changed under the writer.
 func TestIfMatchOnMissingIsConflict(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := env.Backend(t, bucket, "")
@@ -289,6 +295,7 @@ func TestIfMatchOnMissingIsConflict(t *testing.T) {
 // TestMetadata: the sha256 and content type reach S3 as object metadata,
 // for single-request and multipart writes.
 func TestMetadata(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "m", s3store.Options{PartSize: 5 << 20, Concurrency: 2})
@@ -327,6 +334,7 @@ func TestMetadata(t *testing.T) {
 // TestPutChecksContent: bytes that do not match the announced size or
 // sha256 never become an object, on either upload path.
 func TestPutChecksContent(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, Concurrency: 2})
@@ -362,6 +370,7 @@ func TestPutChecksContent(t *testing.T) {
 // cancelled in the middle of a multipart upload leaves the old object (or
 // none) and no unfinished upload.
 func TestMultipartFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, Concurrency: 2})
@@ -538,6 +547,7 @@ func TestConcurrentPutsShareTheMemoryBudget(t *testing.T) {
 }
 
 func TestMemoryBudgetBelowFourParts(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	_, err := s3store.NewFromClient(env.Client, "b", "", s3store.Options{PartSize: 8 << 20, MemoryBudget: 31 << 20})
 	if err == nil || !strings.Contains(err.Error(), "s3 memory budget 32505856 bytes is below 4 parts of 8388608 bytes: raise the budget or lower the part size") {
@@ -584,6 +594,7 @@ func measureHeap(fn func() error) (peak, total uint64, err error) {
 // TestMissingBucket: every operation names the bucket; nothing reads as
 // "object missing".
 func TestMissingBucket(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	b := newBackend(t, env.Client, "no-such-bucket-here", "p", s3store.Options{})
 	err := b.CheckBucket(t.Context())
@@ -616,6 +627,7 @@ func TestMissingBucket(t *testing.T) {
 
 // TestEndpointDown: a closed port is ErrUnavailable, quickly.
 func TestEndpointDown(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -675,6 +687,7 @@ func slowDownServer(t *testing.T, target string, n int32) (endpoint string, slow
 }
 
 func TestSlowDownIsRetried(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 
@@ -797,6 +810,7 @@ func TestFrozenServerTimesOut(t *testing.T) {
 	endpoint := "S3 endpoint " + proxy.URL
 	// Two attempts, each bounded by one limit, plus back-off and slack.
 	const bound = 2*limit + 3*time.Second // generous: CI machines may be loaded; a hang is minutes
+	var wg sync.WaitGroup
 	for _, c := range []struct {
 		name, want string
 		op         func() error
@@ -829,17 +843,21 @@ func TestFrozenServerTimesOut(t *testing.T) {
 			return err
 		}},
 	} {
-		start := time.Now()
-		err := c.op()
-		took := time.Since(start)
-		if !errors.Is(err, storage.ErrUnavailable) || !strings.Contains(err.Error(), endpoint+" "+c.want) {
-			t.Errorf("%s against a frozen server: %v, want ErrUnavailable with %q", c.name, err, endpoint+" "+c.want)
-		}
-		if took > bound+limit { // the download first drains what the kernel buffered
-			t.Errorf("%s against a frozen server took %v, want under %v", c.name, took, bound+limit)
-		}
-		t.Logf("%s: %v after %v", c.name, err, took.Round(time.Millisecond))
+		// The calls are independent: their timeouts run at once.
+		wg.Go(func() {
+			start := time.Now()
+			err := c.op()
+			took := time.Since(start)
+			if !errors.Is(err, storage.ErrUnavailable) || !strings.Contains(err.Error(), endpoint+" "+c.want) {
+				t.Errorf("%s against a frozen server: %v, want ErrUnavailable with %q", c.name, err, endpoint+" "+c.want)
+			}
+			if took > bound+limit { // the download first drains what the kernel buffered
+				t.Errorf("%s against a frozen server took %v, want under %v", c.name, took, bound+limit)
+			}
+			t.Logf("%s: %v after %v", c.name, err, took.Round(time.Millisecond))
+		})
 	}
+	wg.Wait()
 
 	proxy.Unfreeze()
 	if oi, err := b.Stat(ctx, "big"); err != nil || oi.Size != int64(len(big)) {
@@ -853,6 +871,7 @@ func TestFrozenServerTimesOut(t *testing.T) {
 // The stage contract on S3: small objects held in memory, and (below) the
 // large ones staged as multipart uploads.
 func TestStagerContract(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	storagetest.RunStager(t, func(t *testing.T) storage.Backend {
 		return env.Backend(t, env.Bucket(t), "dest/root")

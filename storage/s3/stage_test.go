@@ -55,6 +55,7 @@ func stageBackend(t *testing.T, env *testenv.S3, bucket string, opts s3store.Opt
 var multipartStaged = s3store.Options{PartSize: 5 << 20, SinglePutMax: -1}
 
 func TestStageLargeObject(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b, seen := stageBackend(t, env, bucket, multipartStaged)
@@ -101,6 +102,7 @@ func TestStageLargeObject(t *testing.T) {
 // A small staged object is sent at Commit in one PutObject, signed with
 // its sha256.
 func TestStageSmallObjectIsOneRequest(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b, seen := stageBackend(t, env, bucket, s3store.Options{})
@@ -124,6 +126,7 @@ func TestStageSmallObjectIsOneRequest(t *testing.T) {
 // Conditions of a large staged object are checked at Commit; a refused
 // or discarded one leaves no upload.
 func TestStageLargeConditionsAndClose(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", multipartStaged)
@@ -170,6 +173,7 @@ func TestStageLargeConditionsAndClose(t *testing.T) {
 // Bytes that are not the announced ones fail the staged Put, large or
 // small, and leave nothing: no object, no upload.
 func TestStageChecksContent(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", multipartStaged)
@@ -208,6 +212,7 @@ func TestStageChecksContent(t *testing.T) {
 // small object is read and checked but not kept: ErrNotStaged. Memory is
 // given back at Commit and Close.
 func TestStageMemoryShare(t *testing.T) {
+	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, MemoryBudget: 20 << 20}) // share: 5 MiB

@@ -23,8 +23,9 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// Run runs every contract subtest. newBackend must return a fresh, empty
-// root for each call (it is called once per subtest, with the subtest's t).
+// Run runs every contract subtest, in parallel. newBackend must return a
+// fresh, empty root for each call (it is called once per subtest, with the
+// subtest's t, possibly concurrently).
 func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	tests := []struct {
 		name string
@@ -61,6 +62,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own root; their waits (fsyncs, requests)
+			// overlap.
+			t.Parallel()
 			b := newBackend(t)
 			if b.String() == "" {
 				t.Fatal("String() is empty; it must name the root")
@@ -1122,7 +1126,7 @@ func testRemoveNeverTouchesObjects(t *testing.T, b storage.Backend, c storage.Le
 // RunStager checks the storage.Stager contract: staged objects are
 // invisible until committed, their conditions are checked at Commit, and
 // Close discards the rest. newBackend must return a fresh, empty root that
-// implements storage.Stager.
+// implements storage.Stager; the subtests run in parallel.
 func RunStager(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	tests := []struct {
 		name string
@@ -1136,6 +1140,7 @@ func RunStager(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			b := newBackend(t)
 			s, ok := b.(storage.Stager)
 			if !ok {

@@ -1,0 +1,86 @@
+package testenv
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// MainOptions tunes a package's test run; see Main.
+type MainOptions struct {
+	// Parallel is how many parallel tests run at once unless the command
+	// line sets -parallel. Go's default is GOMAXPROCS, two on the CI
+	// machine; a package whose tests mostly wait (a lease's TTL, a
+	// cluster's election, a child process) finishes sooner when more of
+	// those waits overlap. 0 keeps Go's default.
+	Parallel int
+	// TempInMemory puts the tests' temporary folders (t.TempDir) on the
+	// memory filesystem /dev/shm, unless TMPDIR is set or /dev/shm is not
+	// a tmpfs with room. The local backend fsyncs every write and syncs
+	// the whole filesystem per publication; on a shared disk those waits
+	// were most of the engine's test time. The assertions do not depend
+	// on the disk (no test cuts the power); storage/local's own tests stay
+	// on the disk's filesystem.
+	TempInMemory bool
+}
+
+// Main runs m as o says and returns m.Run's exit code; call it from
+// TestMain: os.Exit(testenv.Main(m, testenv.MainOptions{...})).
+func Main(m *testing.M, o MainOptions) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if o.Parallel > 0 && !flagGiven("test.parallel") {
+		if err := flag.Set("test.parallel", strconv.Itoa(o.Parallel)); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: set -test.parallel:", err)
+			return 2
+		}
+	}
+	if o.TempInMemory {
+		if dir := memoryTempDir(); dir != "" {
+			defer os.RemoveAll(dir)
+			// Child processes of the tests inherit it as well.
+			if err := os.Setenv("TMPDIR", dir); err != nil {
+				fmt.Fprintln(os.Stderr, "testenv: set TMPDIR:", err)
+				return 2
+			}
+		}
+	}
+	return m.Run()
+}
+
+// flagGiven reports whether the flag name was on the command line.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}
+
+// memoryMinFree is the room /dev/shm must have for the tests' folders
+// (they hold small files; a container's default 64 MiB is too tight).
+const memoryMinFree = 1 << 30
+
+// memoryTempDir makes a fresh folder on /dev/shm, or returns "" where the
+// tests should keep the default temporary folder.
+func memoryTempDir() string {
+	if os.Getenv("TMPDIR") != "" {
+		return ""
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC || st.Bavail*uint64(st.Bsize) < memoryMinFree {
+		return ""
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "distributor-test-")
+	if err != nil {
+		return ""
+	}
+	return dir
+}

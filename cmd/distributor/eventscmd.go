@@ -73,16 +73,11 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 			if ctx.Err() != nil {
 				return nil
 			}
-			// While a replicated stream elects a leader (a node restarting,
-			// a fresh cluster), its API has no responder for a moment:
-			// someone waiting for results waits on.
-			if follow && errors.Is(err, nats.ErrNoResponders) {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(100 * time.Millisecond):
-				}
+			if follow && waitThroughElection(ctx, err) {
 				continue
+			}
+			if ctx.Err() != nil {
+				return nil
 			}
 			return err
 		}
@@ -106,11 +101,35 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 			if ctx.Err() != nil {
 				return nil
 			}
+			// The election can also end a pull already under way.
+			if follow && waitThroughElection(ctx, err) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 		if ctx.Err() != nil || (!follow && n == 0) {
 			return nil
 		}
+	}
+}
+
+// waitThroughElection reports whether a follower should pull again after
+// err: while a replicated stream elects a leader (a node restarting, a
+// fresh cluster), its API has no responder for a moment, and someone
+// waiting for results waits on. It pauses briefly first; false when err is
+// anything else or ctx ended.
+func waitThroughElection(ctx context.Context, err error) bool {
+	if !errors.Is(err, nats.ErrNoResponders) {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(100 * time.Millisecond):
+		return true
 	}
 }
 

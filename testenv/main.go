@@ -24,7 +24,7 @@ type MainOptions struct {
 	// the whole filesystem per publication; on a shared disk those waits
 	// were most of the engine's test time. The assertions do not depend
 	// on the disk (no test cuts the power); storage/local's own tests stay
-	// on the disk's filesystem.
+	// on the disk's filesystem, and so does a run with -bench.
 	TempInMemory bool
 }
 
@@ -40,7 +40,8 @@ func Main(m *testing.M, o MainOptions) int {
 			return 2
 		}
 	}
-	if o.TempInMemory {
+	// Benchmarks measure the disk the product writes to: never in memory.
+	if o.TempInMemory && !benchmarking() {
 		if dir := memoryTempDir(); dir != "" {
 			defer os.RemoveAll(dir)
 			// Child processes of the tests inherit it as well.
@@ -51,6 +52,12 @@ func Main(m *testing.M, o MainOptions) int {
 		}
 	}
 	return m.Run()
+}
+
+// benchmarking reports whether -test.bench asks for any benchmark.
+func benchmarking() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && f.Value.String() != ""
 }
 
 // flagGiven reports whether the flag name was on the command line.

@@ -57,15 +57,7 @@ func forEachBackendEnv(t *testing.T, fn func(t *testing.T, env backendEnv)) {
 		t.Parallel()
 		fn(t, backendEnv{
 			NewRoot: func(t *testing.T) (storage.Backend, config.Destination) {
-				dir := filepath.Join(t.TempDir(), "root")
-				if err := os.Mkdir(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				b, err := local.New(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b, config.Destination{Backend: config.BackendLocal, Path: dir}
+				return newLocalRoot(t)
 			},
 			Outside: func(t *testing.T, d config.Destination) storage.Backend {
 				b, err := local.New(filepath.Dir(d.Path))
@@ -610,4 +602,19 @@ func TestBackendMatrixRootsAreFreshAndKeyed(t *testing.T) {
 			t.Fatalf("fresh root holds %v", got)
 		}
 	})
+}
+
+// newLocalRoot is an empty local root (a folder "root" in a fresh
+// temporary folder, so that its parent can hold things outside it).
+func newLocalRoot(t *testing.T) (*local.Backend, config.Destination) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, config.Destination{Backend: config.BackendLocal, Path: dir}
 }

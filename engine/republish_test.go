@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,15 +30,8 @@ func (s *syncCounting) Sync(ctx context.Context) error {
 
 func newSyncCounting(t *testing.T) (*syncCounting, config.Destination) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := local.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &syncCounting{Backend: b}, config.Destination{Backend: config.BackendLocal, Path: dir}
+	b, d := newLocalRoot(t)
+	return &syncCounting{Backend: b}, d
 }
 
 // A republish that only updates records (a new source version with the

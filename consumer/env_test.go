@@ -210,6 +210,9 @@ type nodeConfig struct {
 	// splitLock gives the leases their own connection, so a test can cut
 	// renewals without cutting the consumer.
 	splitLock bool
+	// open opens the node's backends (default: a stores.Opener of its own,
+	// as serve has).
+	open *stores.Opener
 	log       zerolog.Logger
 }
 
@@ -264,10 +267,13 @@ func (e *env) start(nc nodeConfig) *node {
 	if nc.wrapLocker != nil {
 		locker = nc.wrapLocker(locker)
 	}
+	if nc.open == nil {
+		nc.open = stores.New(e.cfg)
+	}
 	runner := &engine.Runner{
 		Engine:    &engine.Engine{Version: "test", Log: nc.log},
 		Config:    e.cfg,
-		Stores:    &testStores{open: stores.New(e.cfg), s3: e.s3, wrap: nc.wrap},
+		Stores:    &testStores{open: nc.open, s3: e.s3, wrap: nc.wrap},
 		Locker:    locker,
 		LeaseWait: max(nc.leaseWait, 0),
 	}

@@ -213,7 +213,7 @@ type nodeConfig struct {
 	// open opens the node's backends (default: a stores.Opener of its own,
 	// as serve has).
 	open *stores.Opener
-	log       zerolog.Logger
+	log  zerolog.Logger
 }
 
 // fastOptions are consumer options scaled for tests.

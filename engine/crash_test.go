@@ -157,6 +157,37 @@ func (s *dyingStage) Commit(ctx context.Context, p string) error {
 	return s.Stage.Commit(ctx, p)
 }
 
+// PrepareVersion (the catalog's bytes written before the barrier) and the
+// prepared commit are mutating calls too.
+func (d dyingStager) PrepareVersion(ctx context.Context, p string, data []byte) (storage.PreparedVersion, error) {
+	if err := d.mutate(); err != nil {
+		return nil, err
+	}
+	pv, err := d.Backend.(storage.VersionPreparer).PrepareVersion(ctx, p, data)
+	if err != nil {
+		return nil, err
+	}
+	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
+}
+
+type dyingPrepared struct {
+	storage.PreparedVersion
+	d *dyingBackend
+	p string
+}
+
+func (pv *dyingPrepared) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
+	if err := pv.d.mutate(); err != nil {
+		return "", err
+	}
+	if pv.p == catalog.FileName {
+		pv.d.mu.Lock()
+		pv.d.committedAt = pv.d.calls
+		pv.d.mu.Unlock()
+	}
+	return pv.PreparedVersion.CommitIfVersion(ctx, v)
+}
+
 // heldLease is a lease that is always held (the crash tests are about
 // storage order, not lease expiry).
 type heldLease struct{}

@@ -107,6 +107,26 @@ func (f *flushOrder) WriteIfVersionFrom(ctx context.Context, p string, write fun
 	return f.Backend.WriteIfVersionFrom(ctx, p, write, v)
 }
 
+// PrepareVersion: a prepared catalog is checked when it is committed.
+func (f *flushOrder) PrepareVersion(ctx context.Context, p string, data []byte) (storage.PreparedVersion, error) {
+	pv, err := f.Backend.PrepareVersion(ctx, p, data)
+	if err != nil {
+		return nil, err
+	}
+	return preparedOrder{PreparedVersion: pv, f: f, p: p}, nil
+}
+
+type preparedOrder struct {
+	storage.PreparedVersion
+	f *flushOrder
+	p string
+}
+
+func (o preparedOrder) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
+	o.f.commit(o.p)
+	return o.PreparedVersion.CommitIfVersion(ctx, v)
+}
+
 func hasIntent(paths []string) bool {
 	for _, p := range paths {
 		if p == engine.IntentPath {

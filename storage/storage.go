@@ -151,6 +151,27 @@ type VersionStreamer interface {
 	WriteIfVersionFrom(ctx context.Context, path string, write func(io.Writer) error, want Version) (Version, error)
 }
 
+// VersionPreparer is implemented by backends that can write a
+// compare-and-swap object in two steps: its bytes first, without a flush,
+// then its name, under the condition. A publication prepares its catalog
+// before the barrier (Sync) that makes its outputs durable, so that one
+// barrier covers the catalog's bytes too and the commit is left with
+// naming them.
+type VersionPreparer interface {
+	// PrepareVersion writes data as the future object at path, invisible
+	// until committed. The caller must Close the result.
+	PrepareVersion(ctx context.Context, path string, data []byte) (PreparedVersion, error)
+}
+
+// PreparedVersion is an object written by PrepareVersion.
+type PreparedVersion interface {
+	// CommitIfVersion is WriteIfVersion of the prepared bytes: durable on
+	// return, whether or not a Sync ran since the prepare.
+	CommitIfVersion(ctx context.Context, want Version) (Version, error)
+	// Close drops the bytes if they were not committed.
+	Close() error
+}
+
 // Stager is implemented by backends that can write objects no reader sees
 // until they are committed (local: unnamed files). A publication stages
 // every output, hashing the bundle's bytes as they pass, and names them

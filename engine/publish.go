@@ -281,7 +281,7 @@ func (r *publication) finish(ctx context.Context) error {
 		if err := storage.Sync(ctx, r.root); err != nil {
 			return fmt.Errorf("sync %s: %w", r.root, err)
 		}
-	} else if err := storage.SyncDeleted(ctx, r.root, IntentPath); err != nil {
+	} else if err := syncDroppedIntent(ctx, r.root); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}
 	if len(later) > 0 {

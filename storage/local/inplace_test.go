@@ -12,11 +12,21 @@ import (
 // The intent's file is created durably once (the file, its folder and the
 // new folder's entry), then rewritten in place with one flush of the file
 // and none of its folder, emptied without a flush, and the emptying made
-// durable with one flush of the file.
+// durable with one flush of the file; with openat2 and without.
 func TestInPlaceRewriteFlushesTheFileOnly(t *testing.T) {
 	t.Parallel()
+	for _, general := range []bool{false, true} {
+		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
+			t.Parallel()
+			inPlaceRewrite(t, general)
+		})
+	}
+}
+
+func inPlaceRewrite(t *testing.T, general bool) {
 	ctx := context.Background()
 	b, l := newSyncLogged(t)
+	b.noOpenat2.Store(general)
 	const p = ".distributor/intent.json"
 	read := func() string {
 		data, err := os.ReadFile(filepath.Join(b.root, filepath.FromSlash(p)))
@@ -58,11 +68,22 @@ func TestInPlaceRewriteFlushesTheFileOnly(t *testing.T) {
 	}
 }
 
-// A link where the file goes is refused, never written through.
+// A link where the file goes, or on its way, is refused, never written
+// through; with openat2 and without.
 func TestInPlaceRewriteRefusesALink(t *testing.T) {
 	t.Parallel()
+	for _, general := range []bool{false, true} {
+		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
+			t.Parallel()
+			inPlaceRefusesLinks(t, general)
+		})
+	}
+}
+
+func inPlaceRefusesLinks(t *testing.T, general bool) {
 	ctx := context.Background()
 	b, _ := newSyncLogged(t)
+	b.noOpenat2.Store(general)
 	outside := filepath.Join(t.TempDir(), "target")
 	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
@@ -70,9 +91,15 @@ func TestInPlaceRewriteRefusesALink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(b.root, "intent.json")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(b.root, "dir")); err != nil {
+		t.Fatal(err)
+	}
 	for name, run := range map[string]func() error{
-		"overwrite": func() error { return b.OverwriteSync(ctx, "intent.json", []byte("x")) },
-		"empty":     func() error { return b.EmptyDeferSync(ctx, "intent.json") },
+		"overwrite":                  func() error { return b.OverwriteSync(ctx, "intent.json", []byte("x")) },
+		"empty":                      func() error { return b.EmptyDeferSync(ctx, "intent.json") },
+		"sync":                       func() error { return b.SyncEmptied(ctx, "intent.json") },
+		"overwrite through a folder": func() error { return b.OverwriteSync(ctx, "dir/target", []byte("x")) },
+		"empty through a folder":     func() error { return b.EmptyDeferSync(ctx, "dir/target") },
 	} {
 		if err := run(); !errors.Is(err, ErrOutsideRoot) {
 			t.Errorf("%s through a link: %v, want it refused", name, err)

@@ -106,7 +106,7 @@ func BenchmarkThroughput(b *testing.B) {
 		serveLock             bool
 	}{
 		{50, 1, 4, false}, {16, 1, 0, false}, {50, 1, 0, false}, {50, 3, 0, false}, {16, 1, 0, true},
-		{16, 1, 16, false}, {50, 1, 16, false},
+		{16, 1, 16, false}, {50, 1, 16, false}, {16, 1, 4, false}, {16, 1, 4, true},
 	} {
 		name := fmt.Sprintf("roots=%d/consumers=%d/workers=%d", c.roots, c.nodes, c.workers)
 		if c.serveLock {

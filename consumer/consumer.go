@@ -46,7 +46,8 @@ import (
 
 // Options tune the consumer. Zero values take the defaults.
 type Options struct {
-	// Workers is how many bundle events are processed at once (default 4).
+	// Workers is how many bundle events are processed at once (default
+	// DefaultWorkers).
 	Workers int
 	// MaxDeliver bounds deliveries of one event (default 5).
 	MaxDeliver int
@@ -103,6 +104,15 @@ type Observation struct {
 	LeaseLost bool
 }
 
+// DefaultWorkers is how many bundle events a consumer processes at once
+// unless told otherwise. A publication into a local root mostly waits for
+// its flushes, which overlap across roots (and share their syncfs), so 16
+// publish more than 4 on two cores; the S3 upload memory no longer grows
+// with them (one budget per process, stores.Opener.S3Budget), and events
+// for one root queue in process (engine.Runner) instead of racing for its
+// lease.
+const DefaultWorkers = 16
+
 // Retry is Observation.Type of a transient failure that is retried.
 const Retry = "retry"
 
@@ -114,7 +124,7 @@ func (nopObserver) Observe(Observation) {}
 
 func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
-		o.Workers = 4
+		o.Workers = DefaultWorkers
 	}
 	if o.MaxDeliver <= 0 {
 		o.MaxDeliver = 5

@@ -210,7 +210,10 @@ type nodeConfig struct {
 	// splitLock gives the leases their own connection, so a test can cut
 	// renewals without cutting the consumer.
 	splitLock bool
-	log       zerolog.Logger
+	// open opens the node's backends (default: a stores.Opener of its own,
+	// as serve has).
+	open *stores.Opener
+	log  zerolog.Logger
 }
 
 // fastOptions are consumer options scaled for tests.
@@ -264,10 +267,13 @@ func (e *env) start(nc nodeConfig) *node {
 	if nc.wrapLocker != nil {
 		locker = nc.wrapLocker(locker)
 	}
+	if nc.open == nil {
+		nc.open = stores.New(e.cfg)
+	}
 	runner := &engine.Runner{
 		Engine:    &engine.Engine{Version: "test", Log: nc.log},
 		Config:    e.cfg,
-		Stores:    &testStores{open: stores.New(e.cfg), s3: e.s3, wrap: nc.wrap},
+		Stores:    &testStores{open: nc.open, s3: e.s3, wrap: nc.wrap},
 		Locker:    locker,
 		LeaseWait: max(nc.leaseWait, 0),
 	}
@@ -596,6 +602,9 @@ func files(t testing.TB, b storage.Backend) map[string]string {
 	out := map[string]string{}
 	err := b.List(ctx, "", func(o storage.ObjectInfo) error {
 		if o.Path == casLock || strings.HasPrefix(o.Path, engine.FingerprintsDir+"/") { // kept indexes, not leftovers
+			return nil
+		}
+		if o.Path == engine.IntentPath && o.Size == 0 { // a local root's intent file, emptied: none
 			return nil
 		}
 		rc, err := b.Open(ctx, o.Path)

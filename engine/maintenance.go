@@ -261,13 +261,17 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 	return rep, nil
 }
 
-// versions are the catalog's and the intent's versions ("" = absent).
+// versions are the catalog's and the intent's versions ("" = absent or
+// empty).
 type versions struct{ catalog, intent storage.Version }
 
 func stateVersions(ctx context.Context, root storage.Backend) (versions, error) {
-	_, iv, err := root.ReadVersion(ctx, IntentPath)
+	intent, iv, err := root.ReadVersion(ctx, IntentPath)
 	if err != nil {
 		return versions{}, fmt.Errorf("read intent in %s: %w", root, err)
+	}
+	if len(intent) == 0 {
+		iv = "" // emptied in place: none
 	}
 	_, cv, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {

@@ -260,6 +260,15 @@ func (r *publication) write(ctx context.Context) error {
 func (r *publication) finish(ctx context.Context) error {
 	p := r.pl.Plan
 	later := without(r.deletes, r.displaced)
+	// The catalog's bytes go out before the barrier, which then makes
+	// them durable with the outputs'.
+	prep, err := r.e.prepareCatalog(ctx, r.root, p.Next)
+	if err != nil {
+		return err
+	}
+	if prep != nil {
+		defer prep.Close()
+	}
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
 	// and displaced nothing and found no interrupted run has nothing to
@@ -272,7 +281,7 @@ func (r *publication) finish(ctx context.Context) error {
 		if err := storage.Sync(ctx, r.root); err != nil {
 			return fmt.Errorf("sync %s: %w", r.root, err)
 		}
-	} else if err := storage.SyncDeleted(ctx, r.root, IntentPath); err != nil {
+	} else if err := syncDroppedIntent(ctx, r.root); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}
 	if len(later) > 0 {
@@ -301,7 +310,7 @@ func (r *publication) finish(ctx context.Context) error {
 			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
-	if err := r.e.commit(ctx, r.root, r.l, p.Next, r.pl.st.version); err != nil {
+	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
 		return err
 	}
 	if len(r.writes)+len(r.deletes) > 0 {

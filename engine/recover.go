@@ -31,10 +31,17 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 	if err != nil {
 		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
 	}
-	if data == nil {
+	if len(data) == 0 { // none, or emptied in place (dropIntent)
 		return recovery{}, nil
 	}
 	doc, err := decodeIntent(data)
+	if _, inPlace := root.(storage.InPlaceWriter); inPlace && errors.Is(err, errTornIntent) {
+		// A crash in the middle of its rewrite, before its flush returned:
+		// no output of it was named yet, and the intent it replaced was
+		// committed and emptied first. Nothing to roll forward.
+		e.Log.Warn().Str("root", root.String()).Msg("ignored an intent torn by a crash while it was written; nothing of it had been applied")
+		return recovery{}, nil
+	}
 	if err != nil {
 		return recovery{}, fmt.Errorf("%s: %w", root, err)
 	}

@@ -129,6 +129,24 @@ func SyncDeleted(ctx context.Context, b Backend, paths ...string) error {
 	return nil
 }
 
+// InPlaceWriter is implemented by backends that can rewrite a small file
+// in place (local): the intent of a local root is one file rewritten by
+// each publication with one data flush and no new name (so no folder
+// flush), and emptied when the publication is done.
+type InPlaceWriter interface {
+	// OverwriteSync replaces path's bytes with data, durably on return;
+	// a missing path is created durably. A crash before it returns may
+	// leave path with any mix of its old and new bytes, or zeros: what is
+	// written this way must let a reader recognise a torn copy
+	// (engine: the intent's checksum).
+	OverwriteSync(ctx context.Context, path string, data []byte) error
+	// EmptyDeferSync truncates path to no bytes without waiting for that
+	// to be durable; a missing path is not an error.
+	EmptyDeferSync(ctx context.Context, path string) error
+	// SyncEmptied makes an earlier EmptyDeferSync of path durable.
+	SyncEmptied(ctx context.Context, path string) error
+}
+
 // Unsynced is implemented by backends that can compare-and-swap an object
 // without making the change durable (local: no fsync), for objects that
 // need not survive a crash, such as the direct-mode lock. After a crash of
@@ -149,6 +167,27 @@ type VersionStreamer interface {
 	// writes. When write fails, nothing changes and its error is returned
 	// (wrapped).
 	WriteIfVersionFrom(ctx context.Context, path string, write func(io.Writer) error, want Version) (Version, error)
+}
+
+// VersionPreparer is implemented by backends that can write a
+// compare-and-swap object in two steps: its bytes first, without a flush,
+// then its name, under the condition. A publication prepares its catalog
+// before the barrier (Sync) that makes its outputs durable, so that one
+// barrier covers the catalog's bytes too and the commit is left with
+// naming them.
+type VersionPreparer interface {
+	// PrepareVersion writes data as the future object at path, invisible
+	// until committed. The caller must Close the result.
+	PrepareVersion(ctx context.Context, path string, data []byte) (PreparedVersion, error)
+}
+
+// PreparedVersion is an object written by PrepareVersion.
+type PreparedVersion interface {
+	// CommitIfVersion is WriteIfVersion of the prepared bytes: durable on
+	// return, whether or not a Sync ran since the prepare.
+	CommitIfVersion(ctx context.Context, want Version) (Version, error)
+	// Close drops the bytes if they were not committed.
+	Close() error
 }
 
 // Stager is implemented by backends that can write objects no reader sees

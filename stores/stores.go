@@ -28,16 +28,23 @@ type Opener struct {
 	cache map[string]storage.Backend
 	// syncs lets the local roots share their syncfs barriers (group commit).
 	syncs *local.SyncGroup
+	// budget is the upload memory of every S3 backend it opens, together.
+	budget *s3.Budget
 }
 
 // New returns an Opener using cfg's S3 defaults.
 func New(cfg *config.Config) *Opener {
-	o := &Opener{syncs: local.NewSyncGroup()}
+	o := &Opener{syncs: local.NewSyncGroup(), budget: s3.NewBudget(0)}
 	if cfg != nil {
 		o.S3 = cfg.S3
 	}
 	return o
 }
+
+// S3Budget is the upload memory budget that every S3 backend this Opener
+// opens shares (64 MiB for buffers, 16 MiB for staged small objects): the
+// bound holds for all workers and destinations of the process together.
+func (o *Opener) S3Budget() *s3.Budget { return o.budget }
 
 // Destination opens a destination's root.
 func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
@@ -45,7 +52,7 @@ func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage
 	case "local":
 		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path, local.WithSyncGroup(o.syncs)) })
 	case "s3":
-		opts := s3.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle}
+		opts := s3.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle, Budget: o.budget}
 		withTimeouts(&opts, d.Timeouts)
 		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return s3.New(ctx, opts) })
 	}
@@ -76,7 +83,7 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 		}
 		return b, nil
 	case "s3":
-		opts := s3.Options{Bucket: loc.Bucket, Prefix: loc.Prefix, Region: o.S3.Region, Endpoint: o.S3.Endpoint, PathStyle: o.S3.PathStyle}
+		opts := s3.Options{Bucket: loc.Bucket, Prefix: loc.Prefix, Region: o.S3.Region, Endpoint: o.S3.Endpoint, PathStyle: o.S3.PathStyle, Budget: o.budget}
 		withTimeouts(&opts, o.S3.Timeouts)
 		return s3.New(ctx, opts)
 	}

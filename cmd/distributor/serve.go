@@ -62,7 +62,7 @@ func (a *app) serveCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
-	cmd.Flags().IntVar(&workers, "workers", 4, "bundle events processed at once")
+	cmd.Flags().IntVar(&workers, "workers", consumer.DefaultWorkers, "bundle events processed at once")
 	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
 	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url, e.g. 2m or 1h (default 0: until stopped)")
 	return cmd

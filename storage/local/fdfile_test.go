@@ -23,7 +23,15 @@ func TestFdFileReadBlocksAfterEAGAIN(t *testing.T) {
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(p[1])
+	// The write end is closed once, below, or here on an early failure:
+	// a second close could close another test's file that reused the
+	// number (parallel tests saw "not a directory" from a stage's folder).
+	writer := p[1]
+	defer func() {
+		if writer >= 0 {
+			unix.Close(writer)
+		}
+	}()
 	f := newFdFile(p[0], "pipe")
 	defer f.Close()
 	type result struct {
@@ -47,7 +55,8 @@ func TestFdFileReadBlocksAfterEAGAIN(t *testing.T) {
 	if r := <-got; r.err != nil || r.b != "bytes" {
 		t.Fatalf("Read = %q, %v; want the bytes written", r.b, r.err)
 	}
-	unix.Close(p[1])
+	unix.Close(writer)
+	writer = -1
 	if n, err := f.Read(make([]byte, 8)); n != 0 || err != io.EOF {
 		t.Fatalf("Read after the writer closed = %d, %v; want 0, EOF", n, err)
 	}

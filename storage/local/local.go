@@ -94,7 +94,12 @@ type Backend struct {
 	// and the folder (tests).
 	onSync func(kind, dir string)
 	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
-	group     *SyncGroup
+	group *SyncGroup
+	// syncCalls numbers the calls of Sync as they begin; syncedThrough is
+	// the highest number of one that succeeded. A write that returned
+	// while syncCalls was n is durable once syncedThrough > n (prepare.go).
+	syncCalls, syncedThrough atomic.Uint64
+
 	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
 	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
 }
@@ -104,6 +109,7 @@ var (
 	_ storage.RootChecker     = (*Backend)(nil)
 	_ storage.Unsynced        = (*Backend)(nil)
 	_ storage.DeferredDeleter = (*Backend)(nil)
+	_ storage.VersionPreparer = (*Backend)(nil)
 )
 
 // Option tunes a Backend made by New.
@@ -366,6 +372,7 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 		return err
 	}
 	made := b.freshFolders()
+	n := b.syncCalls.Add(1)
 	if b.group != nil {
 		if err := b.group.sync(ctx, b.rootFD); err != nil {
 			return fmt.Errorf("sync %s: %w", b.root, err)
@@ -374,6 +381,8 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 		return fmt.Errorf("sync %s: %w", b.root, err)
 	}
 	b.forgetFresh(made) // syncfs flushed their entries too
+	for v := b.syncedThrough.Load(); v < n && !b.syncedThrough.CompareAndSwap(v, n); v = b.syncedThrough.Load() {
+	}
 	return nil
 }
 

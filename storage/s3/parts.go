@@ -34,10 +34,10 @@ func (s *stage) uploadParts(ctx context.Context, o *stagedObject, body *checkedR
 		buffers = max(2, s.b.budget/partSize)
 	}
 	weight := min(s.b.budget, buffers*partSize)
-	if err := s.b.buffers.Acquire(ctx, weight); err != nil {
+	if err := s.b.mem.acquire(ctx, weight); err != nil {
 		return fmt.Errorf("stage %s: %w", body.where, err)
 	}
-	defer s.b.buffers.Release(weight)
+	defer s.b.mem.release(weight)
 	in := &s3.CreateMultipartUploadInput{Bucket: &s.b.bucket, Key: &o.key, Metadata: map[string]string{metaSHA256: o.opts.SHA256}}
 	if o.opts.ContentType != "" {
 		in.ContentType = aws.String(o.opts.ContentType)

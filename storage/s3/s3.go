@@ -30,7 +30,6 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -90,8 +89,15 @@ type Options struct {
 	// gets larger parts and then takes the whole budget. Staged writes
 	// (Stage) hold small objects until their commit in a share of their
 	// own, MemoryBudget/4 beside it; large staged objects stream (no
-	// buffer). The default bounds upload buffers at 64 + 16 MiB.
+	// buffer). The default bounds upload buffers at 64 + 16 MiB. Ignored
+	// when Budget is set.
 	MemoryBudget int64
+	// Budget, when set, is the upload memory this Backend shares with
+	// every other Backend given the same one (stores.Opener gives all of a
+	// process's S3 roots one): the bound then holds for all of them
+	// together, however many workers publish at once. Nil: a Budget of
+	// MemoryBudget of its own.
+	Budget *Budget
 	// SinglePutMax: a Put of an object over PartSize and up to this size
 	// whose sha256 is known streams it as one PutObject signed with that
 	// sha256: no part buffers, no completion (default 256 MiB, at most
@@ -116,15 +122,12 @@ type Backend struct {
 	partSize int64
 	// singlePutMax: see Options.SinglePutMax.
 	singlePutMax int64
-	// concurrency is the parts in flight per multipart Put; buffers holds
-	// the memory budget in bytes.
+	// concurrency is the parts in flight per multipart Put; mem is the
+	// upload memory budget (Options.Budget), budget its size in bytes.
 	concurrency int
 	budget      int64
-	buffers     *semaphore.Weighted
-	// stageShare bounds the small objects stages hold until their commit
-	// (MemoryBudget/4, beside the budget, so a Put never waits on them).
-	stageShare *semaphore.Weighted
-	endpoint   string // for messages
+	mem         *Budget
+	endpoint    string // for messages
 	// bucketSeen: HeadBucket succeeded once, so a 404 from HeadObject
 	// means a missing key.
 	bucketSeen atomic.Bool
@@ -208,6 +211,9 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		opts.SinglePutMax = defaultSinglePutMax
 	}
 	opts.SinglePutMax = min(opts.SinglePutMax, maxSinglePut)
+	if opts.Budget != nil {
+		opts.MemoryBudget = opts.Budget.Size()
+	}
 	if opts.MemoryBudget == 0 {
 		opts.MemoryBudget = max(defaultMemoryBudget, (1+partsBesideConcurrency)*opts.PartSize)
 	}
@@ -216,6 +222,10 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		return nil, fmt.Errorf("s3 memory budget %d bytes is below 4 parts of %d bytes: raise the budget or lower the part size", opts.MemoryBudget, opts.PartSize)
 	}
 	opts.Concurrency = int(min(int64(opts.Concurrency), fit))
+	mem := opts.Budget
+	if mem == nil {
+		mem = NewBudget(opts.MemoryBudget)
+	}
 	co := client.Options()
 	endpoint := aws.ToString(co.BaseEndpoint)
 	if endpoint == "" {
@@ -228,8 +238,7 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		o.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
 	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize, singlePutMax: opts.SinglePutMax,
-		concurrency: opts.Concurrency, budget: opts.MemoryBudget, buffers: semaphore.NewWeighted(opts.MemoryBudget),
-		stageShare: semaphore.NewWeighted(opts.MemoryBudget / 4), endpoint: endpoint}, nil
+		concurrency: opts.Concurrency, budget: opts.MemoryBudget, mem: mem, endpoint: endpoint}, nil
 }
 
 // cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".
@@ -438,10 +447,10 @@ func (b *Backend) putSmall(ctx context.Context, in *s3.PutObjectInput, body *che
 	// seekable body, which the SDK needs over plain http.
 	// Reading into size+1 bytes makes checkedReader see either EOF
 	// (and check size and digest) or the excess byte.
-	if err := b.buffers.Acquire(ctx, size+1); err != nil {
+	if err := b.mem.acquire(ctx, size+1); err != nil {
 		return nil, fmt.Errorf("put %s: %w", body.where, err)
 	}
-	defer b.buffers.Release(size + 1)
+	defer b.mem.release(size + 1)
 	data := make([]byte, size+1)
 	n, err := io.ReadFull(body, data)
 	switch {
@@ -511,10 +520,10 @@ func (b *Backend) putMultipart(ctx context.Context, in *s3.PutObjectInput, body 
 		partSize = size/int64(maxUploadParts) + 1
 	}
 	weight := min(b.budget, int64(b.concurrency+partsBesideConcurrency)*partSize)
-	if err := b.buffers.Acquire(ctx, weight); err != nil {
+	if err := b.mem.acquire(ctx, weight); err != nil {
 		return nil, fmt.Errorf("put %s: %w", body.where, err)
 	}
-	defer b.buffers.Release(weight)
+	defer b.mem.release(weight)
 	out, err := b.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: in.Bucket, Key: in.Key, Body: in.Body,
 		ContentType: in.ContentType, Metadata: in.Metadata, IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch}, func(o *transfermanager.Options) {
 		o.PartSizeBytes = partSize

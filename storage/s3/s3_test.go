@@ -546,6 +546,55 @@ func TestConcurrentPutsShareTheMemoryBudget(t *testing.T) {
 	}
 }
 
+// TestBackendsGivenOneBudgetShareIt: Puts on many Backends that share one
+// Budget (a process's destinations, stores.Opener) buffer within it
+// together: 16 roots each uploading a 4 MiB object at once hold at most the
+// one 32 MiB budget, where a budget per Backend would allow 64 MiB.
+func TestBackendsGivenOneBudgetShareIt(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation and slows the server: run without -race")
+	}
+	client := clientFor(startHelperServer(t))
+	bucket := "shared"
+	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	const roots, size, budget = 16, 4 << 20, 32 << 20
+	shared := s3store.NewBudget(budget)
+	backends := make([]*s3store.Backend, roots)
+	for i := range backends {
+		backends[i] = newBackend(t, client, bucket, fmt.Sprintf("r%d/", i), s3store.Options{PartSize: 5 << 20, Budget: shared})
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	peak, _, err := measureHeap(func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, roots)
+		for i, b := range backends {
+			wg.Go(func() {
+				src := io.LimitReader(rand.NewChaCha8([32]byte{byte(i)}), size)
+				_, errs[i] = b.Put(t.Context(), "o", src, size, storage.PutOptions{})
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d roots: budget peak %.1f MiB, heap peak +%.1f MiB (budget %d MiB)", roots, float64(shared.Peak())/(1<<20), float64(peak)/(1<<20), budget>>20)
+	if p := shared.Peak(); p > budget || p < size {
+		t.Errorf("budget peak = %d bytes, want between %d and %d", p, size, budget)
+	}
+	if bound := int64(budget*5/4 + 8<<20); int64(peak) > bound {
+		t.Errorf("peak heap grew by %d MiB, want at most %d MiB", peak>>20, bound>>20)
+	}
+	for i, b := range backends {
+		if oi, err := b.Stat(t.Context(), "o"); err != nil || oi.Size != size {
+			t.Errorf("root %d: Stat = %+v, %v; want size %d", i, oi, err, size)
+		}
+	}
+}
+
 func TestMemoryBudgetBelowFourParts(t *testing.T) {
 	t.Parallel()
 	env := testenv.NewS3(t)

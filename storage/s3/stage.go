@@ -100,7 +100,7 @@ func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts
 	body.ctx = ctx
 	o := &stagedObject{path: p, key: key, size: size, opts: opts}
 	switch {
-	case size >= 0 && size <= stageSmallMax && s.b.stageShare.TryAcquire(size):
+	case size >= 0 && size <= stageSmallMax && s.b.mem.tryStage(size):
 		o.held = size
 		err = s.readSmall(o, body)
 	case size > stageSmallMax && opts.SHA256 != "" && !s.b.putsWhole(size, opts):
@@ -286,7 +286,7 @@ func (s *stage) discard(ctx context.Context, o *stagedObject) error {
 
 func (s *stage) release(o *stagedObject) {
 	if o.held > 0 {
-		s.b.stageShare.Release(o.held)
+		s.b.mem.releaseStage(o.held)
 		o.held, o.data = 0, nil
 	}
 }

@@ -1,0 +1,81 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
+)
+
+// callOrder is a local root that logs its barriers and catalog writes.
+type callOrder struct {
+	*local.Backend
+	mu  sync.Mutex
+	log []string
+}
+
+func (c *callOrder) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, s)
+}
+
+func (c *callOrder) Sync(ctx context.Context) error {
+	c.add("sync")
+	return c.Backend.Sync(ctx)
+}
+
+func (c *callOrder) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+	c.add("write " + p)
+	return c.Backend.WriteIfVersion(ctx, p, data, v)
+}
+
+func (c *callOrder) PrepareVersion(ctx context.Context, p string, data []byte) (storage.PreparedVersion, error) {
+	c.add("prepare " + p)
+	pv, err := c.Backend.PrepareVersion(ctx, p, data)
+	if err != nil {
+		return nil, err
+	}
+	return preparedLog{pv, c, p}, nil
+}
+
+type preparedLog struct {
+	storage.PreparedVersion
+	c *callOrder
+	p string
+}
+
+func (p preparedLog) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
+	p.c.add("commit " + p.p)
+	return p.PreparedVersion.CommitIfVersion(ctx, v)
+}
+
+// TestCatalogBytesGoOutBeforeThePublicationsFlush: a publication into a
+// local root writes its catalog's bytes before the one syncfs that makes
+// its outputs durable, and only names them after it, so that flush covers
+// them too (no fsync of the catalog file); the catalog is never written
+// whole after the flush.
+func TestCatalogBytesGoOutBeforeThePublicationsFlush(t *testing.T) {
+	b, err := local.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := &callOrder{Backend: b}
+	for i, files := range []map[string]string{dropFiles, {"data/a.csv": "a2\n", "data/c.csv": "c\n"}} {
+		root.log = nil
+		if _, err := publish(t, root, planner.Replacement, files, fixedNow.Add(time.Duration(i-3)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"prepare " + catalog.FileName, "sync", "commit " + catalog.FileName}
+		if !slices.Equal(root.log, want) {
+			t.Fatalf("publication %d: %q, want %q", i+1, root.log, want)
+		}
+		assertDescribesStorage(t, root)
+	}
+}

@@ -1,0 +1,148 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/distributor/distributor/storage"
+)
+
+var _ storage.InPlaceWriter = (*Backend)(nil)
+
+// OverwriteSync writes data over p's bytes in place and flushes them
+// (fdatasync: the data and the size) before it returns: one flush, no new
+// name, so no folder to flush. A missing p is created durably (Put). A
+// crash before it returns may leave p holding any mix of its old and new
+// bytes, or neither (storage.InPlaceWriter): the caller recognises that.
+func (b *Backend) OverwriteSync(ctx context.Context, p string, data []byte) (err error) {
+	defer b.classifyTo(&err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = b.writable(p, func(fd int) error {
+		if err := pwriteAll(fd, data); err != nil {
+			return err
+		}
+		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
+			return err
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		b.synced("file", path.Dir(p))
+		return nil
+	})
+	if missing(err) {
+		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{})
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("overwrite %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
+
+// EmptyDeferSync truncates p to nothing without a flush; a missing p is
+// not an error. Sync, SyncEmptied or the next OverwriteSync of p (the
+// same file) makes it durable.
+func (b *Backend) EmptyDeferSync(ctx context.Context, p string) (err error) {
+	defer b.classifyTo(&err)
+	err = b.writable(p, func(fd int) error { return unix.Ftruncate(fd, 0) })
+	if missing(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("empty %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
+
+// SyncEmptied makes an earlier EmptyDeferSync of p durable (fdatasync of
+// the file: its size).
+func (b *Backend) SyncEmptied(ctx context.Context, p string) (err error) {
+	defer b.classifyTo(&err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = b.writable(p, func(fd int) error {
+		if err := unix.Fdatasync(fd); err != nil {
+			return err
+		}
+		b.synced("file", path.Dir(p))
+		return nil
+	})
+	if missing(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sync %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
+
+func missing(err error) bool { return isMissing(err) || errors.Is(err, storage.ErrNotExist) }
+
+// writable runs fn on p opened for writing: a regular file below the
+// root, never reached through a link. One openat2 where the kernel has it
+// (no walk, no poller set-up: this runs twice per publication); the
+// general path otherwise, which also explains a refusal.
+func (b *Backend) writable(p string, fn func(fd int) error) error {
+	// O_NONBLOCK: opening a FIFO must not wait for a reader (refused
+	// below); it changes nothing for a regular file.
+	fd, ok, err := b.openBeneath(p, unix.O_WRONLY|unix.O_NONBLOCK)
+	if ok && err != nil {
+		return err
+	}
+	if ok {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			defer unix.Close(fd)
+			return fn(fd)
+		}
+		unix.Close(fd)
+	}
+	f, err := b.openRegular(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fn(int(f.Fd()))
+}
+
+// pwriteAll writes data at offset 0 of fd.
+func pwriteAll(fd int, data []byte) error {
+	for off := 0; off < len(data); {
+		n, err := unix.Pwrite(fd, data[off:], int64(off))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// openRegular opens p for writing, refusing anything but a regular file
+// (never through a link).
+func (b *Backend) openRegular(p string) (*os.File, error) {
+	r, err := b.open(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := r.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%q is not a regular file", p)
+	}
+	return r.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+}

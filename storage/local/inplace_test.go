@@ -1,0 +1,111 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The intent's file is created durably once (the file, its folder and the
+// new folder's entry), then rewritten in place with one flush of the file
+// and none of its folder, emptied without a flush, and the emptying made
+// durable with one flush of the file; with openat2 and without.
+func TestInPlaceRewriteFlushesTheFileOnly(t *testing.T) {
+	t.Parallel()
+	for _, general := range []bool{false, true} {
+		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
+			t.Parallel()
+			inPlaceRewrite(t, general)
+		})
+	}
+}
+
+func inPlaceRewrite(t *testing.T, general bool) {
+	ctx := context.Background()
+	b, l := newSyncLogged(t)
+	b.noOpenat2.Store(general)
+	const p = ".distributor/intent.json"
+	read := func() string {
+		data, err := os.ReadFile(filepath.Join(b.root, filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	steps := []struct {
+		name    string
+		run     func() error
+		content string
+		synced  []string
+	}{
+		{"create", func() error { return b.OverwriteSync(ctx, p, []byte("first, longer")) }, "first, longer",
+			[]string{"file .distributor", "folder .", "folder .distributor"}},
+		{"rewrite shorter", func() error { return b.OverwriteSync(ctx, p, []byte("second")) }, "second", []string{"file .distributor"}},
+		{"empty", func() error { return b.EmptyDeferSync(ctx, p) }, "", nil},
+		{"sync the emptying", func() error { return b.SyncEmptied(ctx, p) }, "", []string{"file .distributor"}},
+		{"rewrite into the empty file", func() error { return b.OverwriteSync(ctx, p, []byte("third")) }, "third", []string{"file .distributor"}},
+	}
+	for _, s := range steps {
+		if err := s.run(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := read(); got != s.content {
+			t.Fatalf("%s: file holds %q, want %q", s.name, got, s.content)
+		}
+		if got := l.take(); !slices.Equal(got, s.synced) {
+			t.Fatalf("%s: synced %q, want %q", s.name, got, s.synced)
+		}
+	}
+	// Emptying or syncing a missing file is nothing.
+	if err := b.EmptyDeferSync(ctx, "missing.json"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SyncEmptied(ctx, "missing.json"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A link where the file goes, or on its way, is refused, never written
+// through; with openat2 and without.
+func TestInPlaceRewriteRefusesALink(t *testing.T) {
+	t.Parallel()
+	for _, general := range []bool{false, true} {
+		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
+			t.Parallel()
+			inPlaceRefusesLinks(t, general)
+		})
+	}
+}
+
+func inPlaceRefusesLinks(t *testing.T, general bool) {
+	ctx := context.Background()
+	b, _ := newSyncLogged(t)
+	b.noOpenat2.Store(general)
+	outside := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(b.root, "intent.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(b.root, "dir")); err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func() error{
+		"overwrite":                  func() error { return b.OverwriteSync(ctx, "intent.json", []byte("x")) },
+		"empty":                      func() error { return b.EmptyDeferSync(ctx, "intent.json") },
+		"sync":                       func() error { return b.SyncEmptied(ctx, "intent.json") },
+		"overwrite through a folder": func() error { return b.OverwriteSync(ctx, "dir/target", []byte("x")) },
+		"empty through a folder":     func() error { return b.EmptyDeferSync(ctx, "dir/target") },
+	} {
+		if err := run(); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("%s through a link: %v, want it refused", name, err)
+		}
+	}
+	if data, _ := os.ReadFile(outside); string(data) != "keep" {
+		t.Fatalf("the link's target changed to %q", data)
+	}
+}

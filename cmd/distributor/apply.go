@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,7 +75,11 @@ func (a *app) planCommand() *cobra.Command {
 			// Planning reads only: no lease, no NATS.
 			r := &engine.Runner{Engine: &engine.Engine{Version: version, Log: a.log}, Config: cfg, Stores: stores.New(cfg)}
 			// A plan that apply would refuse exits like apply (3).
-			plan := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
+			plan := func(ctx context.Context, req engine.Request, ob *openedBundle, d config.Destination) (engine.Result, error) {
+				b, err := ob.get(ctx)
+				if err != nil {
+					return engine.Result{}, err
+				}
 				res, err := r.Plan(ctx, req, b, d)
 				if err == nil && res.Plan.Superseded != nil {
 					err = superseded(req, b, d, res)
@@ -115,8 +120,12 @@ func (a *app) applyCommand() *cobra.Command {
 			// With NATS there, downstream hears of this publication like of
 			// any other: one result event per destination.
 			req.BundleEventID = "apply." + events.NewEventID()
-			publish := func(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
-				res, err := s.runner.Publish(ctx, req, b, d)
+			publish := func(ctx context.Context, req engine.Request, ob *openedBundle, d config.Destination) (engine.Result, error) {
+				// The manifest is read and parsed while the lease is taken.
+				res, b, err := s.runner.PublishOpening(ctx, req, ob.get, d)
+				if b == nil {
+					return res, err // an unusable bundle: no destination ran
+				}
 				if s.publisher != nil {
 					s.report(ctx, a, engine.ResultEvent(d.ID, res, err, req.Direct(b.Digest)))
 				}
@@ -141,24 +150,52 @@ type eachOptions struct {
 	asJSON, planOnly bool
 }
 
-// eachDestination opens the bundle once and runs step for every destination,
-// printing each result. The first error decides the exit code.
-func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, o eachOptions, step func(context.Context, engine.Request, *bundle.Bundle, config.Destination) (engine.Result, error)) error {
+// openedBundle is the bundle of one command, opened once by the first
+// step that asks for it (every later one gets the same answer).
+type openedBundle struct {
+	once   sync.Once
+	open   func(context.Context) (*bundle.Bundle, error)
+	opened bool
+	b      *bundle.Bundle
+	err    error
+}
+
+func (o *openedBundle) get(ctx context.Context) (*bundle.Bundle, error) {
+	o.once.Do(func() { o.opened = true; o.b, o.err = o.open(ctx) })
+	return o.b, o.err
+}
+
+// failed is the error of a bundle that was asked for (the steps run one
+// after the other: a step's call has returned when it has) and could not
+// be opened.
+func (o *openedBundle) failed() error {
+	if !o.opened {
+		return nil
+	}
+	return o.err
+}
+
+// eachDestination runs step for every destination, printing each result;
+// the bundle is opened once, by the first step (apply reads the manifest
+// while it takes the first root's lease). A bundle that cannot be opened
+// fails the command before any result is printed. The first error
+// decides the exit code.
+func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, o eachOptions, step func(context.Context, engine.Request, *openedBundle, config.Destination) (engine.Result, error)) error {
 	dests, err := r.Destinations(req)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	b, err := r.OpenBundle(ctx, req)
-	if err != nil {
-		return err
-	}
+	ob := &openedBundle{open: func(ctx context.Context) (*bundle.Bundle, error) { return r.OpenBundle(ctx, req) }}
 	var first error
 	var failed []string // "dest: error" of every failure after the first
 	var reports []resultJSON
 	for _, d := range dests {
 		pctx, done := a.withProgress(ctx, d.ID)
-		res, err := step(pctx, req, b, d)
+		res, err := step(pctx, req, ob, d)
 		done()
+		if berr := ob.failed(); berr != nil {
+			return berr
+		}
 		if o.asJSON {
 			reports = append(reports, a.toResultJSON(d, res, err, o.planOnly))
 		} else {

@@ -143,9 +143,13 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 }
 
 // listStored lists the root. cat (nil: none) tells a SplitLister where
-// to split the listing: at every listSplit-th record.
-func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog) (map[string]planner.Stored, error) {
-	stored := map[string]planner.Stored{}
+// to split the listing: at every listSplit-th record. The map is sized
+// for cat's records, or else for hint objects.
+func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog, hint int) (map[string]planner.Stored, error) {
+	if cat != nil {
+		hint = len(cat.Outputs)
+	}
+	stored := make(map[string]planner.Stored, hint)
 	add := func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
 			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
@@ -205,11 +209,11 @@ type listing struct {
 
 // startListing lists the root in the background; the channel yields the
 // result once.
-func startListing(ctx context.Context, root storage.Backend) <-chan listing {
+func startListing(ctx context.Context, root storage.Backend, hint int) <-chan listing {
 	ch := make(chan listing, 1)
 	go func() {
 		// No catalog yet to split the listing at: one plain listing.
-		stored, err := listStored(ctx, root, nil)
+		stored, err := listStored(ctx, root, nil, hint)
 		ch <- listing{stored, err}
 	}()
 	return ch
@@ -221,7 +225,7 @@ func startListing(ctx context.Context, root storage.Backend) <-chan listing {
 // outputs to a root of a million must not cost a million stats.
 func storedFor(ctx context.Context, root storage.Backend, st state, outs []Output) (map[string]planner.Stored, error) {
 	if lists(st, len(outs)) {
-		return listStored(ctx, root, st.cat)
+		return listStored(ctx, root, st.cat, 0)
 	}
 	stored := map[string]planner.Stored{}
 	seen := map[string]bool{}
@@ -263,7 +267,7 @@ func storedFor(ctx context.Context, root storage.Backend, st state, outs []Outpu
 		if err != nil {
 			// A path the root refuses (a symlink on the way, say): the
 			// listing skips what it cannot use, as before.
-			return listStored(ctx, root, st.cat)
+			return listStored(ctx, root, st.cat, 0)
 		}
 	}
 	return stored, nil
@@ -313,7 +317,8 @@ func readAndList(ctx context.Context, root storage.Backend, count func() (int, e
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := startListing(lctx, root)
+	// Sized for the records the catalog's bytes suggest (~550 bytes each).
+	ch := startListing(lctx, root, len(data)/512)
 	p := <-parsed
 	st, err := p.st, p.err
 	if err == nil {

@@ -135,6 +135,13 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if len(f.entries) == 0 { // sized once: growing it rehashed every entry a few times
+		n := 0
+		for _, m := range parsed {
+			n += len(m)
+		}
+		f.entries = make(map[string]known, n)
+	}
 	for i, sh := range shards {
 		for p, k := range parsed[i] {
 			f.entries[p] = k

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -27,7 +28,10 @@ type Bundle struct {
 	Location string
 
 	store storage.Backend
-	index map[string]int
+	// index is built on the first lookup: a publication that copies
+	// nothing (a republish of unchanged files) never looks one up.
+	indexOnce sync.Once
+	index     map[string]int
 }
 
 // Open reads and parses manifest.json from store. wantDigest "" accepts any
@@ -61,15 +65,17 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", location, err)
 	}
-	b := &Bundle{Manifest: m, Digest: digest, Location: location, store: store, index: make(map[string]int, len(m.Files))}
-	for i, f := range m.Files {
-		b.index[f.Path] = i
-	}
-	return b, nil
+	return &Bundle{Manifest: m, Digest: digest, Location: location, store: store}, nil
 }
 
 // File returns the manifest entry for path.
 func (b *Bundle) File(path string) (File, bool) {
+	b.indexOnce.Do(func() {
+		b.index = make(map[string]int, len(b.Manifest.Files))
+		for i, f := range b.Manifest.Files {
+			b.index[f.Path] = i
+		}
+	})
 	i, ok := b.index[path]
 	if !ok {
 		return File{}, false

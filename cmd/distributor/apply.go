@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -268,14 +269,19 @@ const maxListed = 20
 
 func (a *app) printResult(d config.Destination, res engine.Result, err error, planOnly bool) {
 	p := res.Plan
-	fmt.Fprintf(a.stdout, "%s (%s, %s)\n", d.ID, a.showRoot(res.Root), d.Workflow)
+	// One write per 64 KiB, not per line: a republish that updates 10,000
+	// records lists them all when stdout is not a terminal, and a write
+	// each to a pipe cost more than the publication (~130 ms of CPU).
+	out := bufio.NewWriterSize(a.stdout, 64<<10)
+	defer out.Flush()
+	fmt.Fprintf(out, "%s (%s, %s)\n", d.ID, a.showRoot(res.Root), d.Workflow)
 	if errors.Is(err, engine.ErrSuperseded) {
 		// Nothing was planned: the one line says why and what to do.
-		fmt.Fprintf(a.stdout, "  %s\n", oneLine(err.Error()))
+		fmt.Fprintf(out, "  %s\n", oneLine(err.Error()))
 		return
 	}
 	if res.Recovered {
-		fmt.Fprintf(a.stdout, "  recovered an interrupted earlier run\n")
+		fmt.Fprintf(out, "  recovered an interrupted earlier run\n")
 	}
 	limit := -1
 	if a.stdoutIsTerminal() && !a.verbose {
@@ -288,7 +294,7 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 			return
 		}
 		listed++
-		fmt.Fprintf(a.stdout, format, args...)
+		fmt.Fprintf(out, format, args...)
 	}
 	for _, it := range p.Items {
 		mark := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}[it.Action]
@@ -317,21 +323,21 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 		}
 	}
 	if hidden > 0 {
-		fmt.Fprintf(a.stdout, "  … and %d more (--verbose lists every change, --json prints them all)\n", hidden)
+		fmt.Fprintf(out, "  … and %d more (--verbose lists every change, --json prints them all)\n", hidden)
 	}
 	if planOnly {
 		c := planCounts(p)
-		fmt.Fprintf(a.stdout, "  would create %d, update %d, delete %d; %d unchanged, %d collision\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision)
+		fmt.Fprintf(out, "  would create %d, update %d, delete %d; %d unchanged, %d collision\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision)
 		if err != nil {
-			fmt.Fprintf(a.stdout, "  apply would write nothing\n")
+			fmt.Fprintf(out, "  apply would write nothing\n")
 		}
 		return
 	}
 	c := resultCounts(res)
-	fmt.Fprintf(a.stdout, "  %d create, %d update, %d unchanged, %d delete, %d collision\n", c.Create, c.Update, c.Unchanged, c.Delete, c.Collision)
+	fmt.Fprintf(out, "  %d create, %d update, %d unchanged, %d delete, %d collision\n", c.Create, c.Update, c.Unchanged, c.Delete, c.Collision)
 	if err != nil {
 		// The error itself goes to stderr, once.
-		fmt.Fprintf(a.stdout, "  failed\n")
+		fmt.Fprintf(out, "  failed\n")
 	}
 }
 

@@ -296,8 +296,9 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 		listed++
 		fmt.Fprintf(out, format, args...)
 	}
+	marks := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}
 	for _, it := range p.Items {
-		mark := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}[it.Action]
+		mark := marks[it.Action]
 		// A blocked publication changes nothing: only what blocks it is news.
 		if it.Action == planner.Unchanged || (p.Blocked() && it.Action != planner.Collision) {
 			continue

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"strings"
+	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -27,7 +29,10 @@ type Bundle struct {
 	Location string
 
 	store storage.Backend
-	index map[string]int
+	// index is built on the first lookup: a publication that copies
+	// nothing (a republish of unchanged files) never looks one up.
+	indexOnce sync.Once
+	index     map[string]int
 }
 
 // Open reads and parses manifest.json from store. wantDigest "" accepts any
@@ -45,7 +50,7 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 		return nil, fmt.Errorf("bundle %s: read %s: %w", location, ManifestName, err)
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, MaxManifestSize+1))
+	data, err := readAll(rc)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: read %s: %w", location, ManifestName, err)
 	}
@@ -61,15 +66,44 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", location, err)
 	}
-	b := &Bundle{Manifest: m, Digest: digest, Location: location, store: store, index: make(map[string]int, len(m.Files))}
-	for i, f := range m.Files {
-		b.index[f.Path] = i
+	return &Bundle{Manifest: m, Digest: digest, Location: location, store: store}, nil
+}
+
+// readAll reads up to MaxManifestSize+1 bytes of rc into one buffer sized
+// by its Stat when it has one (a local file): growing by doubling copied a
+// 10,000-file manifest several times over.
+func readAll(rc io.Reader) ([]byte, error) {
+	size := int64(512)
+	if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = min(fi.Size(), MaxManifestSize) + 1 // +1: the read that sees the end
+		}
 	}
-	return b, nil
+	r := io.LimitReader(rc, MaxManifestSize+1)
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // more than its Stat said
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // File returns the manifest entry for path.
 func (b *Bundle) File(path string) (File, bool) {
+	b.indexOnce.Do(func() {
+		b.index = make(map[string]int, len(b.Manifest.Files))
+		for i, f := range b.Manifest.Files {
+			b.index[f.Path] = i
+		}
+	})
 	i, ok := b.index[path]
 	if !ok {
 		return File{}, false

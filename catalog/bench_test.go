@@ -116,3 +116,31 @@ func BenchmarkParseOwned(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMarshalTo streams a catalog whose every record changed (a
+// republish of a newer bundle updates them all) as the engine commits a
+// large one: encoded on up to four goroutines.
+func BenchmarkMarshalTo(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		c := benchCat(n)
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var w countingDiscard
+			for b.Loop() {
+				w = 0
+				if err := catalog.MarshalTo(&w, c); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(w))
+		})
+	}
+}
+
+// countingDiscard counts the bytes written to it.
+type countingDiscard int
+
+func (d *countingDiscard) Write(p []byte) (int, error) {
+	*d += countingDiscard(len(p))
+	return len(p), nil
+}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"hash/maphash"
+	"sort"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -71,6 +72,15 @@ func (g *origin) verbatim(o *Output, k *int) ([]byte, bool) {
 		return nil, false
 	}
 	return g.data[s.start:s.end], true
+}
+
+// cursor is the verbatim cursor for records from path on: the first span
+// not before it.
+func (g *origin) cursor(path string) int {
+	if g == nil {
+		return 0
+	}
+	return sort.Search(len(g.spans), func(i int) bool { return g.spans[i].path >= path })
 }
 
 // canonScan reads one record in Marshal's exact form.

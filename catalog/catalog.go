@@ -231,6 +231,12 @@ func (o Output) Validate() error {
 	if err := ValidateOutputPath(o.Path); err != nil {
 		return err
 	}
+	return o.ValidateFields()
+}
+
+// ValidateFields is Validate but for the path: for a record whose path
+// was checked already (the planner checks each desired path first).
+func (o Output) ValidateFields() error {
 	switch {
 	case o.PipelineID == "":
 		return fmt.Errorf("%q: pipeline_id is required", o.Path)

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -249,43 +252,24 @@ func once2(seen *int, bit int) {
 // (a catalog of a million records is half a gigabyte) and the result is
 // nil; an error may come after some chunks were written.
 func marshalFast(c *Catalog, w io.Writer) ([]byte, error) {
+	if w != nil && len(c.Outputs) >= parallelMin && runtime.GOMAXPROCS(0) > 1 {
+		return nil, marshalParallel(c, w)
+	}
 	var t timeCache
 	b := make([]byte, 0, 512)
 	if w != nil {
 		b = make([]byte, 0, flushSize+64<<10)
 	}
-	b = append(b, "{\n  \"schema_version\": "...)
-	b = strconv.AppendInt(b, SchemaVersion, 10)
-	if c.DistributorVersion != "" {
-		b = append(b, ",\n  \"distributor_version\": "...)
-		b = appendString(b, c.DistributorVersion)
-	}
-	b = append(b, ",\n  \"created_at\": "...)
-	b = appendTime(b, c.CreatedAt)
-	b = append(b, ",\n  \"updated_at\": "...)
-	b = appendTime(b, c.UpdatedAt)
-	b = append(b, ",\n  \"state\": {\n    \"mode\": \""+ModeCatalog+"\"\n  },\n  \"outputs\": ["...)
+	b = appendHead(b, c)
 	if len(c.Outputs) == 0 {
 		return flushed(append(b, "]\n}\n"...), w)
 	}
 	k := 0 // cursor of c.origin's spans
 	for i := range c.Outputs {
-		o := &c.Outputs[i]
 		start := len(b)
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, "\n    "...)
-		if raw, ok := c.origin.verbatim(o, &k); ok {
-			b = append(b, raw...)
-		} else {
-			if err := o.Validate(); err != nil {
-				return nil, fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
-			}
-			b = t.appendOutput(b, o)
-		}
-		if i > 0 && c.Outputs[i-1].Path == o.Path {
-			return nil, fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
+		var err error
+		if b, err = appendRecord(b, c, i, &t, &k); err != nil {
+			return nil, err
 		}
 		switch {
 		case w != nil && len(b) >= flushSize:
@@ -300,6 +284,132 @@ func marshalFast(c *Catalog, w io.Writer) ([]byte, error) {
 		}
 	}
 	return flushed(append(b, "\n  ]\n}\n"...), w)
+}
+
+// appendHead appends the document up to the first record.
+func appendHead(b []byte, c *Catalog) []byte {
+	b = append(b, "{\n  \"schema_version\": "...)
+	b = strconv.AppendInt(b, SchemaVersion, 10)
+	if c.DistributorVersion != "" {
+		b = append(b, ",\n  \"distributor_version\": "...)
+		b = appendString(b, c.DistributorVersion)
+	}
+	b = append(b, ",\n  \"created_at\": "...)
+	b = appendTime(b, c.CreatedAt)
+	b = append(b, ",\n  \"updated_at\": "...)
+	b = appendTime(b, c.UpdatedAt)
+	return append(b, ",\n  \"state\": {\n    \"mode\": \""+ModeCatalog+"\"\n  },\n  \"outputs\": ["...)
+}
+
+// appendRecord appends record i with what precedes it: its bytes as read
+// when c.origin has them (k is a cursor of its spans), else encoded and
+// validated.
+func appendRecord(b []byte, c *Catalog, i int, t *timeCache, k *int) ([]byte, error) {
+	o := &c.Outputs[i]
+	if i > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, "\n    "...)
+	if raw, ok := c.origin.verbatim(o, k); ok {
+		b = append(b, raw...)
+	} else {
+		if err := o.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: outputs[%d]: %w", ErrInvalid, i, err)
+		}
+		b = t.appendOutput(b, o)
+	}
+	if i > 0 && c.Outputs[i-1].Path == o.Path {
+		return nil, fmt.Errorf("%w: outputs[%d]: duplicate path %q", ErrInvalid, i, o.Path)
+	}
+	return b, nil
+}
+
+// parallelMin is the number of records from which MarshalTo encodes on
+// several goroutines (a republish that updates every record of 10,000
+// spent ~18 ms encoding them on one core); chunkRecords is the records
+// one goroutine encodes at a time (~0.5 MiB).
+const (
+	parallelMin  = 4096
+	chunkRecords = 1024
+	maxEncoders  = 4
+)
+
+// marshalParallel is marshalFast to w with the records encoded in chunks
+// on up to maxEncoders goroutines and written in order. At most two
+// chunks per goroutine are ahead of the writer, so memory stays bounded
+// whatever the catalog's size. The bytes, and the error of the first
+// invalid record, are marshalFast's.
+func marshalParallel(c *Catalog, w io.Writer) error {
+	if _, err := w.Write(appendHead(make([]byte, 0, 512), c)); err != nil {
+		return err
+	}
+	n := len(c.Outputs)
+	chunks := (n + chunkRecords - 1) / chunkRecords
+	workers := min(runtime.GOMAXPROCS(0), maxEncoders, chunks)
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	out := make([]chan chunk, chunks)
+	for j := range out {
+		out[j] = make(chan chunk, 1)
+	}
+	// A slot is taken before a chunk's index: the chunks taken and not yet
+	// written are always the next ones the writer waits for.
+	slots := make(chan struct{}, 2*workers)
+	free := make(chan []byte, 2*workers)
+	stop := make(chan struct{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var t timeCache
+			for {
+				select {
+				case slots <- struct{}{}:
+				case <-stop:
+					return
+				}
+				j := int(next.Add(1) - 1)
+				if j >= chunks {
+					return
+				}
+				var b []byte
+				select {
+				case b = <-free:
+				default:
+					b = make([]byte, 0, chunkRecords*640)
+				}
+				from, to := j*chunkRecords, min(n, (j+1)*chunkRecords)
+				k := c.origin.cursor(c.Outputs[from].Path)
+				var err error
+				for i := from; i < to && err == nil; i++ {
+					b, err = appendRecord(b, c, i, &t, &k)
+				}
+				out[j] <- chunk{b, err}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for j := range chunks {
+		ch := <-out[j]
+		<-slots
+		if ch.err != nil {
+			return ch.err
+		}
+		// Written in flushSize pieces, as marshalFast writes.
+		for b := ch.b; len(b) > 0; b = b[min(len(b), flushSize):] {
+			if _, err := w.Write(b[:min(len(b), flushSize)]); err != nil {
+				return err
+			}
+		}
+		select {
+		case free <- ch.b[:0]: // w keeps nothing it was given (io.Writer)
+		default:
+		}
+	}
+	_, err := w.Write([]byte("\n  ]\n}\n"))
+	return err
 }
 
 // flushSize is how many bytes marshalFast gathers before a write to w.

@@ -181,3 +181,60 @@ func successorAdding10(cur *catalog.Catalog) *catalog.Catalog {
 	next.Sort()
 	return next
 }
+
+// TestMarshalToInParallelIsMarshal: from 4,096 records MarshalTo encodes
+// chunks of 1,024 on several goroutines; its bytes are Marshal's for any
+// mix of records copied as read and records encoded, at and around the
+// chunk and size boundaries, and its error is Marshal's: the first
+// invalid record's, a duplicate across two chunks included.
+func TestMarshalToInParallelIsMarshal(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{4095, 4096, 4097, 5120, 10_000} {
+		data, err := catalog.Marshal(benchCat(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, _, err := catalog.ParseOwned(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := cur.Successor()
+		next.Outputs = append(next.Outputs, cur.Outputs...)
+		for i := 0; i < n; i += 7 { // every 7th record changed: encoded again
+			next.Outputs[i].Size++
+		}
+		next.Outputs[n-1].URL = "https://example.org/\u2028<&>" // escapes
+		sameAsMarshal(t, fmt.Sprintf("records=%d", n), next)
+
+		bad := func(edit func([]catalog.Output)) *catalog.Catalog {
+			c := next.Successor()
+			c.Outputs = append([]catalog.Output(nil), next.Outputs...)
+			edit(c.Outputs)
+			return c
+		}
+		for name, c := range map[string]*catalog.Catalog{
+			"invalid digests in chunks 2 and 3": bad(func(o []catalog.Output) { o[2100].SHA256, o[3000].SHA256 = "x", "y" }),
+			"duplicate across chunks":           bad(func(o []catalog.Output) { o[1024].Path = o[1023].Path }),
+			"invalid in the last chunk":         bad(func(o []catalog.Output) { o[n-1].Kind = "other" }),
+		} {
+			sameAsMarshal(t, fmt.Sprintf("records=%d, %s", n, name), c)
+		}
+	}
+}
+
+// sameAsMarshal fails unless MarshalTo ends as Marshal does: the same
+// bytes, or the same error.
+func sameAsMarshal(t *testing.T, name string, c *catalog.Catalog) {
+	t.Helper()
+	want, werr := catalog.Marshal(c)
+	var got bytes.Buffer
+	gerr := catalog.MarshalTo(&got, c)
+	switch {
+	case werr != nil || gerr != nil:
+		if werr == nil || gerr == nil || gerr.Error() != werr.Error() {
+			t.Errorf("%s: MarshalTo error %v, Marshal error %v", name, gerr, werr)
+		}
+	case !bytes.Equal(got.Bytes(), want):
+		t.Errorf("%s: MarshalTo wrote %d bytes that differ from Marshal's %d", name, got.Len(), len(want))
+	}
+}

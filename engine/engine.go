@@ -143,9 +143,13 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 }
 
 // listStored lists the root. cat (nil: none) tells a SplitLister where
-// to split the listing: at every listSplit-th record.
-func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog) (map[string]planner.Stored, error) {
-	stored := map[string]planner.Stored{}
+// to split the listing: at every listSplit-th record. The map is sized
+// for cat's records, or else for hint objects.
+func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog, hint int) (map[string]planner.Stored, error) {
+	if cat != nil {
+		hint = len(cat.Outputs)
+	}
+	stored := make(map[string]planner.Stored, hint)
 	add := func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
 			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
@@ -191,6 +195,12 @@ func listsAnyway(n, size int, exists bool) bool {
 	return !exists || n*statRatio >= size/minRecordBytes
 }
 
+// parsedState is a catalog parsed in the background.
+type parsedState struct {
+	st  state
+	err error
+}
+
 // listing is a listing of the root run while the catalog is parsed.
 type listing struct {
 	stored map[string]planner.Stored
@@ -199,11 +209,11 @@ type listing struct {
 
 // startListing lists the root in the background; the channel yields the
 // result once.
-func startListing(ctx context.Context, root storage.Backend) <-chan listing {
+func startListing(ctx context.Context, root storage.Backend, hint int) <-chan listing {
 	ch := make(chan listing, 1)
 	go func() {
 		// No catalog yet to split the listing at: one plain listing.
-		stored, err := listStored(ctx, root, nil)
+		stored, err := listStored(ctx, root, nil, hint)
 		ch <- listing{stored, err}
 	}()
 	return ch
@@ -215,7 +225,7 @@ func startListing(ctx context.Context, root storage.Backend) <-chan listing {
 // outputs to a root of a million must not cost a million stats.
 func storedFor(ctx context.Context, root storage.Backend, st state, outs []Output) (map[string]planner.Stored, error) {
 	if lists(st, len(outs)) {
-		return listStored(ctx, root, st.cat)
+		return listStored(ctx, root, st.cat, 0)
 	}
 	stored := map[string]planner.Stored{}
 	seen := map[string]bool{}
@@ -257,7 +267,7 @@ func storedFor(ctx context.Context, root storage.Backend, st state, outs []Outpu
 		if err != nil {
 			// A path the root refuses (a symlink on the way, say): the
 			// listing skips what it cannot use, as before.
-			return listStored(ctx, root, st.cat)
+			return listStored(ctx, root, st.cat, 0)
 		}
 	}
 	return stored, nil
@@ -282,19 +292,35 @@ func nextSlash(p string, i int) int {
 // is parsed and whileListing runs on the state read (two cores: the
 // listing's system calls and the parse overlap). stored is nil when the
 // caller must still find what is stored.
-func readAndList(ctx context.Context, root storage.Backend, n int, whileListing func(state) error) (state, map[string]planner.Stored, error) {
+// count gives n once the catalog is read: a bundle still being opened is
+// waited for only then.
+func readAndList(ctx context.Context, root storage.Backend, count func() (int, error), whileListing func(state) error) (state, map[string]planner.Stored, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
 		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	if !listsAnyway(n, len(data), v != "") {
+	// The parse starts at once: a bundle still being opened (count waits
+	// for it) is the other core's work meanwhile.
+	parsed := make(chan parsedState, 1)
+	go func() {
 		st, err := parseState(root, data, v)
-		return st, nil, err
+		parsed <- parsedState{st, err}
+	}()
+	n, err := count()
+	if err != nil {
+		<-parsed // nothing outlives the call
+		return state{}, nil, err
+	}
+	if !listsAnyway(n, len(data), v != "") {
+		p := <-parsed
+		return p.st, nil, p.err
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := startListing(lctx, root)
-	st, err := parseState(root, data, v)
+	// Sized for the records the catalog's bytes suggest (~550 bytes each).
+	ch := startListing(lctx, root, len(data)/512)
+	p := <-parsed
+	st, err := p.st, p.err
 	if err == nil {
 		err = whileListing(st)
 	}
@@ -312,7 +338,7 @@ func readAndList(ctx context.Context, root storage.Backend, n int, whileListing 
 
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	pl, err := e.plan(ctx, root, pub)
+	pl, err := e.plan(ctx, root, &pub, nil)
 	return pl.Plan, err
 }
 
@@ -326,9 +352,19 @@ type planned struct {
 	fps *fingerprints
 }
 
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication) (planned, error) {
+// plan plans *pub. await, when set, completes *pub (its bundle was still
+// being opened): it is called once the catalog is read.
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error) (planned, error) {
 	var pl planned
 	var err error
+	count := func() (int, error) {
+		if await != nil {
+			if err := await(); err != nil {
+				return 0, err
+			}
+		}
+		return len(pub.Outputs), nil
+	}
 	// The index layout follows the catalog read. A publication of many
 	// outputs reads every shard anyway (it keeps outputs in all of them):
 	// it reads them while the root is listed.
@@ -346,7 +382,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 		}
 		return nil
 	}
-	if pl.st, pl.stored, err = readAndList(ctx, root, len(pub.Outputs), preload); err != nil {
+	if pl.st, pl.stored, err = readAndList(ctx, root, count, preload); err != nil {
 		return pl, err
 	}
 	if pl.stored == nil {
@@ -357,18 +393,38 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 			return pl, err
 		}
 	}
-	if err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps); err != nil {
-		return pl, fmt.Errorf("check stored outputs in %s: %w", root, err)
-	}
 	desired := make([]planner.Desired, len(pub.Outputs))
 	for i, o := range pub.Outputs {
 		desired[i] = o.Desired
 	}
-	pl.Plan, err = planner.Build(planner.Input{
+	in := planner.Input{
 		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
 		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),
 		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder, DistributorVersion: e.Version,
-	})
+	}
+	// The kept outputs are checked on the other core while the plan is
+	// made: a damaged one (rare: a stale writer or a hand edit) is marked
+	// and the plan made again, so that it rewrites it.
+	var damaged []string
+	kept := make(chan error, 1)
+	go func() {
+		var err error
+		damaged, err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps)
+		kept <- err
+	}()
+	pl.Plan, err = planner.Build(in)
+	if kerr := <-kept; kerr != nil {
+		pl.Plan = planner.Plan{}
+		return pl, fmt.Errorf("check stored outputs in %s: %w", root, kerr)
+	}
+	if len(damaged) > 0 {
+		for _, p := range damaged {
+			s := pl.stored[p]
+			s.Damaged = true
+			pl.stored[p] = s
+		}
+		pl.Plan, err = planner.Build(in)
+	}
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", root, err)
 	}
@@ -378,8 +434,13 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 // Publish runs the publication on root under l. See intent.go for the order
 // of writes and why it survives a crash at any point.
 func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication) (Result, error) {
+	return e.publish(ctx, root, l, pub, nil)
+}
+
+// publish is Publish of pub, which await (when set) completes.
+func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, await func() (Publication, error)) (Result, error) {
 	var spent string
-	res, err := e.publish(ctx, root, l, pub, &spent)
+	res, err := e.run(ctx, root, l, pub, await, &spent)
 	// A successful result reports what earlier attempts changed: their
 	// pending report is spent. A failed attempt leaves it for the next.
 	if err == nil && spent != "" {

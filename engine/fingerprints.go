@@ -135,6 +135,13 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if len(f.entries) == 0 { // sized once: growing it rehashed every entry a few times
+		n := 0
+		for _, m := range parsed {
+			n += len(m)
+		}
+		f.entries = make(map[string]known, n)
+	}
 	for i, sh := range shards {
 		for p, k := range parsed[i] {
 			f.entries[p] = k
@@ -324,12 +331,13 @@ func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerpr
 }
 
 // checkKept finds the outputs a plan would keep in place whose bytes are
-// not vouched for, checks them, and marks the ones that differ from their
-// catalog record as damaged in stored (so the planner rewrites them). The
-// ones that match are recorded in f.
-func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catalog.Catalog, desired []Output, stored map[string]planner.Stored, f *fingerprints) error {
+// not vouched for, checks them, and returns the ones that differ from their
+// catalog record (to be marked damaged in stored, so the planner rewrites
+// them). The ones that match are recorded in f. It only reads stored: the
+// planner may read it meanwhile.
+func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catalog.Catalog, desired []Output, stored map[string]planner.Stored, f *fingerprints) ([]string, error) {
 	if cat == nil {
-		return nil
+		return nil, nil
 	}
 	find := cat.Ascending() // a manifest lists its paths sorted
 	// The kept outputs by path and recorded digest (equal to the desired
@@ -344,10 +352,10 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		paths, sums = append(paths, d.Path), append(sums, d.SHA256)
 	}
 	if len(paths) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := e.loadFingerprints(ctx, root, f, paths); err != nil {
-		return err
+		return nil, err
 	}
 	var suspects []catalog.Output
 	var lookup func(string) (catalog.Output, bool)
@@ -361,7 +369,7 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		}
 	}
 	if len(suspects) == 0 {
-		return nil
+		return nil, nil
 	}
 	matches := make([]bool, len(suspects))
 	g, gctx := errgroup.WithContext(ctx)
@@ -374,22 +382,19 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return nil, err
 	}
-	damaged := 0
+	var damaged []string
 	for i, rec := range suspects {
-		s := stored[rec.Path]
 		if matches[i] {
-			f.set(rec.Path, known{fingerprint: s.Fingerprint, sha256: rec.SHA256})
+			f.set(rec.Path, known{fingerprint: stored[rec.Path].Fingerprint, sha256: rec.SHA256})
 			continue
 		}
-		s.Damaged = true
-		stored[rec.Path] = s
-		damaged++
+		damaged = append(damaged, rec.Path)
 	}
-	if damaged > 0 {
-		e.Log.Warn().Str("root", root.String()).Int("outputs", damaged).
+	if len(damaged) > 0 {
+		e.Log.Warn().Str("root", root.String()).Int("outputs", len(damaged)).
 			Msg("stored bytes differ from the catalog (a stale writer or a hand edit); this publication rewrites them")
 	}
-	return nil
+	return damaged, nil
 }

@@ -140,7 +140,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
-	stored, err := listStored(ctx, root, st.cat)
+	stored, err := listStored(ctx, root, st.cat, 0)
 	if err != nil {
 		return res, err
 	}

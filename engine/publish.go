@@ -34,16 +34,42 @@ type publication struct {
 	displaced []string
 	content   map[string][]byte
 	stg       *staged
+	// await, when set, completes pub: its bundle is still being opened
+	// (Runner.PublishOpening). Nil once called.
+	await func() (Publication, error)
 }
 
-func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
-	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}}
+func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, await func() (Publication, error), spent *string) (Result, error) {
+	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}, await: await}
 	err := r.run(ctx)
 	*spent = r.spent
 	return r.res, err
 }
 
+// awaitBundle waits for the bundle still being opened, if any.
+func (r *publication) awaitBundle() error {
+	if r.await == nil {
+		return nil
+	}
+	pub, err := r.await()
+	r.await = nil
+	if err != nil {
+		return err
+	}
+	r.pub = pub
+	return nil
+}
+
 func (r *publication) run(ctx context.Context) error {
+	// A bundle that turns out unusable changes nothing: an interrupted
+	// run's recovery (a write) waits until the bundle is known good.
+	if r.await != nil {
+		if _, err := r.root.Stat(ctx, IntentPath); !errors.Is(err, storage.ErrNotExist) {
+			if err := r.awaitBundle(); err != nil {
+				return err
+			}
+		}
+	}
 	rec, err := r.e.recover(ctx, r.root, r.l, true)
 	if err != nil {
 		return err
@@ -93,7 +119,7 @@ func (r *publication) run(ctx context.Context) error {
 // plan plans the publication and refuses a superseded or blocked one.
 func (r *publication) plan(ctx context.Context) error {
 	var err error
-	r.pl, err = r.e.plan(ctx, r.root, r.pub)
+	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle)
 	p := r.pl.Plan
 	r.res.Plan = p
 	if err != nil {

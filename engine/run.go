@@ -129,16 +129,85 @@ func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d c
 		return res, err
 	}
 	err = r.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
-		// The engine's lines carry the caller's fields (WithLog) and the
-		// lease token.
-		eng := *r.Engine
-		eng.Log = LogFrom(ctx, r.Engine.Log).With().Str("lease_token", l.Token()).Logger()
 		var err error
-		res, err = eng.Publish(ctx, root, l, pub)
+		res, err = r.engineFor(ctx, l).publish(ctx, root, l, pub, nil)
 		res.LeaseToken = l.Token()
 		return err
 	})
 	return res, err
+}
+
+// engineFor is the engine of one publication under l: its lines carry
+// the caller's fields (WithLog) and the lease token.
+func (r *Runner) engineFor(ctx context.Context, l lease.Lease) *Engine {
+	eng := *r.Engine
+	eng.Log = LogFrom(ctx, r.Engine.Log).With().Str("lease_token", l.Token()).Logger()
+	return &eng
+}
+
+// PublishOpening is Publish of a bundle still being opened: open runs
+// in the background while the root's lease is taken and its catalog read
+// (the manifest's read and parse leave the critical path), and the
+// publication waits for it only when it needs the outputs, or before
+// recovering an interrupted run. It returns the bundle open gave (nil if
+// it failed) and, when open failed, open's error: a bundle that cannot be
+// used changes nothing but the lease's own lock object, and only in a
+// root that already holds a catalog — a fresh root (no lease objects
+// yet) is not touched before the bundle is known good.
+func (r *Runner) PublishOpening(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination) (Result, *bundle.Bundle, error) {
+	res := Result{Root: d.RootKey()}
+	root, err := r.Stores.Destination(ctx, d)
+	if err != nil {
+		// The bundle's error first, as when it is opened first.
+		b, berr := open(ctx)
+		if berr != nil {
+			return res, nil, berr
+		}
+		return res, b, err
+	}
+	if _, err := root.Stat(ctx, catalog.FileName); err != nil {
+		b, err := open(ctx)
+		if err != nil {
+			return res, nil, err
+		}
+		res, err = r.Publish(ctx, req, b, d)
+		return res, b, err
+	}
+	var b *bundle.Bundle
+	var berr error
+	var full Publication
+	var perr error
+	opened := make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(opened)
+		if b, berr = open(ctx); berr != nil {
+			cancel() // no point waiting for a held lease
+			return
+		}
+		full, perr = r.Publication(ctx, req, b, d)
+	}()
+	await := func() (Publication, error) {
+		<-opened
+		if berr != nil {
+			return Publication{}, berr
+		}
+		return full, perr
+	}
+	pub := Publication{Owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID}, Workflow: d.Workflow,
+		BundleEventID: req.BundleEventID, MaxDeletes: d.MaxDeletes, TakeOwnership: req.TakeOwnership, AllowOlder: req.AllowOlder}
+	err = r.withLeaseOn(lctx, d, root, func(root storage.Backend, l lease.Lease) error {
+		var err error
+		res, err = r.engineFor(ctx, l).publish(lctx, root, l, pub, await)
+		res.LeaseToken = l.Token()
+		return err
+	})
+	<-opened
+	if berr != nil {
+		return Result{Root: d.RootKey()}, nil, berr // the bundle's error, as when it is opened first
+	}
+	return res, b, err
 }
 
 // WithLease opens d's root, holds the root's lease while fn runs, and
@@ -148,6 +217,11 @@ func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(ro
 	if err != nil {
 		return err
 	}
+	return r.withLeaseOn(ctx, d, root, fn)
+}
+
+// withLeaseOn is WithLease on the opened root.
+func (r *Runner) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, fn func(root storage.Backend, l lease.Lease) error) error {
 	start := time.Now()
 	// Waiting for this process's own holder counts toward LeaseWait; past
 	// it, the lease is asked for anyway and reports who holds it.

@@ -309,7 +309,7 @@ func indexDesired(in Input) (map[string]*Desired, error) {
 		}
 		// Refuse here what the next catalog could not hold (bad digest,
 		// kind, source identity), rather than failing after the writes.
-		if err := record(in, d).Validate(); err != nil {
+		if err := record(in, d).ValidateFields(); err != nil { // the path is checked above
 			return nil, fmt.Errorf("planner: desired output %w", err)
 		}
 		desired[d.Path] = d
@@ -595,12 +595,26 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 		j := sort.SearchStrings(recs, p)
 		return j < len(recs) && recs[j] == p
 	}
+	// Paths next to each other share their folders: the answer for the
+	// folder at each depth is kept for the next path.
+	var seen []folderSeen
+	belowRecs := seeker{s: recs}
 	out := map[string][]string{}
 	for _, p := range desired {
+		depth := 0
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
-			if _, ok := stored[p[:i]]; ok || recorded(p[:i]) {
-				out[p] = append(out[p], p[:i])
+			f := p[:i]
+			if depth == len(seen) {
+				seen = append(seen, folderSeen{})
 			}
+			if sf := &seen[depth]; sf.folder != f || !sf.set {
+				_, ok := stored[f]
+				*sf = folderSeen{folder: f, set: true, taken: ok || recorded(f)}
+			}
+			if seen[depth].taken {
+				out[p] = append(out[p], f)
+			}
+			depth++
 		}
 		// Objects below p: stored or recorded, in path order, once each.
 		below := p + "/"
@@ -611,7 +625,7 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 		if folders[p] {
 			j = sort.SearchStrings(keys, below)
 		}
-		k := sort.SearchStrings(recs, below)
+		k := belowRecs.find(below)
 	merge:
 		for {
 			a := j < len(keys) && strings.HasPrefix(keys[j], below)
@@ -632,6 +646,36 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 		}
 	}
 	return out
+}
+
+// folderSeen is whether the folder of a path is taken by an object.
+type folderSeen struct {
+	folder     string
+	set, taken bool
+}
+
+// seeker finds where strings go in sorted s, starting from its previous
+// answer: asked in ascending order (sorted desired paths), it steps a few
+// places instead of searching all of s each time.
+type seeker struct {
+	s  []string
+	at int
+}
+
+func (k *seeker) find(x string) int {
+	i := k.at
+	if i > 0 && k.s[i-1] >= x {
+		i = 0 // asked out of order: search from the start
+	}
+	for n := 0; i < len(k.s) && k.s[i] < x; n++ {
+		if n == 4 {
+			i += sort.SearchStrings(k.s[i:], x)
+			break
+		}
+		i++
+	}
+	k.at = i
+	return i
 }
 
 // storedFolders is the set of folders that hold a stored object, at any

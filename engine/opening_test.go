@@ -1,0 +1,194 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
+)
+
+// everything is every file below root, .distributor/ included, with its
+// bytes: a run that changes nothing leaves it equal.
+func everything(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		out[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// openingHarness is a harness with one local destination of pipeA.
+func openingHarness(t *testing.T) (*harness, config.Destination, string) {
+	t.Helper()
+	h := newHarness(t)
+	root, d := newLocalRoot(t)
+	d.ID, d.Workflow = "latest", "replacement"
+	return h, h.addDest(d, root, pipeA), d.Path
+}
+
+// publishOpening runs Runner.PublishOpening of the bundle in dir, as apply
+// does.
+func (h *harness) publishOpening(ctx context.Context, d config.Destination, dir string) (engine.Result, *bundle.Bundle, error) {
+	req := engine.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + filepath.Base(dir)}
+	open := func(ctx context.Context) (*bundle.Bundle, error) { return h.runner.OpenBundle(ctx, req) }
+	return h.runner.PublishOpening(ctx, req, open, d)
+}
+
+// brokenBundle is a bundle folder whose manifest is not JSON, and the error
+// opening it gives.
+func (h *harness) brokenBundle() (string, error) {
+	dir := h.t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, bundle.ManifestName), []byte("{not json"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	_, err := h.runner.OpenBundle(context.Background(), engine.Request{Bundle: dir})
+	if err == nil {
+		h.t.Fatal("the broken bundle opens")
+	}
+	return dir, err
+}
+
+// A publication whose manifest is read while the lease is taken ends
+// exactly like one whose bundle was opened first.
+func TestPublishOpeningEndsLikePublish(t *testing.T) {
+	files := map[string]string{"a.txt": "a\n", "data/b.csv": "b\n"}
+	dir, _ := makeBundle(t, "weatherreporter.today", files)
+	var results [2]engine.Result
+	var roots [2]map[string]string
+	for i := range 2 {
+		h, d, root := openingHarness(t)
+		h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "old\n", "gone.txt": "x\n"})
+		h.clock.Set(t2)
+		var err error
+		if i == 0 {
+			results[i], err = h.publish(t2, pipeA, d.ID, dir)
+		} else {
+			var b *bundle.Bundle
+			results[i], b, err = h.publishOpening(context.Background(), d, dir)
+			if b == nil {
+				t.Error("PublishOpening returned no bundle")
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The next catalog is compared as the file it became (roots).
+		results[i].Root, results[i].LeaseToken, results[i].Plan.Next = "", "", nil
+		roots[i] = snapshot(t, root)
+	}
+	if !reflect.DeepEqual(results[0], results[1]) {
+		t.Errorf("results differ:\nPublish        %+v\nPublishOpening %+v", results[0], results[1])
+	}
+	if d := diff(roots[0], roots[1]); d != "" {
+		t.Errorf("roots differ:\n%s", d)
+	}
+	if len(results[1].Written) != 2 || len(results[1].Deleted) != 1 {
+		t.Errorf("written %d, deleted %d; want 2 and 1", len(results[1].Written), len(results[1].Deleted))
+	}
+}
+
+// A bundle that cannot be opened fails the publication with its own error
+// and changes nothing: an interrupted run's intent is not rolled forward
+// (which would remove it) before the bundle is known good, and a fresh
+// root gets no lease objects.
+func TestPublishOpeningUnusableBundleChangesNothing(t *testing.T) {
+	for _, managed := range []bool{true, false} {
+		h, d, root := openingHarness(t)
+		if managed {
+			h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+			if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath)), []byte(emptyIntent), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := everything(t, root)
+		dir, want := h.brokenBundle()
+		_, b, err := h.publishOpening(context.Background(), d, dir)
+		if err == nil || err.Error() != want.Error() || b != nil {
+			t.Errorf("managed=%t: err %v, bundle %v; want the bundle's error %q and no bundle", managed, err, b, want)
+		}
+		if d := diff(before, everything(t, root)); d != "" {
+			t.Errorf("managed=%t: the root changed:\n%s", managed, d)
+		}
+		if !managed && len(before) != 0 {
+			t.Errorf("the fresh root holds %v", before)
+		}
+	}
+}
+
+// emptyIntent is an interrupted run's intent that changed nothing yet:
+// recovering it removes it.
+const emptyIntent = `{"version": 1, "writes": [], "deletes": []}`
+
+// With the intent there and a good bundle, the recovery runs first.
+func TestPublishOpeningRecoversOnceTheBundleIsGood(t *testing.T) {
+	h, d, root := openingHarness(t)
+	h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	intent := filepath.Join(root, filepath.FromSlash(engine.IntentPath))
+	if err := os.WriteFile(intent, []byte(emptyIntent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a2\n"})
+	res, b, err := h.publishOpening(context.Background(), d, dir)
+	if err != nil || b == nil {
+		t.Fatalf("err %v, bundle %v", err, b)
+	}
+	if !res.Recovered || len(res.Written) != 1 {
+		t.Errorf("recovered %t, written %d; want true and 1", res.Recovered, len(res.Written))
+	}
+	if intentPending(t, root) {
+		t.Error("an intent is still pending after the recovery")
+	}
+}
+
+func mustRoot(t *testing.T, h *harness, d config.Destination) storage.Backend {
+	t.Helper()
+	root, err := h.stores.Destination(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// A bundle that cannot be opened ends the wait for a held lease at once,
+// with the bundle's error.
+func TestPublishOpeningUnusableBundleEndsTheLeaseWait(t *testing.T) {
+	h, d, _ := openingHarness(t)
+	h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	other := lease.NewStorageLocker("other-holder", time.Hour)
+	l, err := other.Acquire(context.Background(), lease.Root{Key: d.RootKey(), Store: mustRoot(t, h, d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	h.runner.LeaseWait = time.Hour
+	dir, want := h.brokenBundle()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, err = h.publishOpening(ctx, d, dir)
+	if err == nil || err.Error() != want.Error() || errors.Is(err, lease.ErrHeld) {
+		t.Errorf("err %v, want the bundle's %q", err, want)
+	}
+	if ctx.Err() != nil {
+		t.Error("the publication waited for the held lease")
+	}
+}

@@ -17,18 +17,8 @@ import (
 // allow 16 times that. Every destination is opened the production way
 // (stores.Opener with an endpoint) against the in-process S3 server.
 func TestS3UploadMemoryIsOneBudgetForAllWorkers(t *testing.T) {
-	// The production opener reads credentials from the standard chain.
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	e := newEnv(t, "", true)
-	if e.s3.External {
-		t.Skip("the external endpoint's credentials are not the standard chain's here")
-	}
+	e.s3.UseStandardChain(t) // the production opener reads the standard chain
 	const roots = 16
 	var yaml strings.Builder
 	yaml.WriteString("pipelines:\n")

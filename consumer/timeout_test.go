@@ -18,19 +18,8 @@ import (
 // timeouts as a transient failure and is retried with back-off; once the
 // server runs again, the retry publishes.
 func TestFrozenS3DestinationIsRetried(t *testing.T) {
-	// The production opener reads credentials from the standard chain.
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-
 	e := newEnv(t, "", true)
-	if e.s3.External {
-		t.Skip("the external endpoint's credentials are not the standard chain's here")
-	}
+	e.s3.UseStandardChain(t) // the production opener reads the standard chain
 	proxy := testenv.NewFreezableProxy(t, e.s3.URL)
 	e.cfg = e.parse(`
 pipelines:

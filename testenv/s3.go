@@ -216,3 +216,29 @@ func (s *S3) CountedBackend(t testing.TB, bucket, prefix string) (storage.Backen
 	}
 	return b, reqs
 }
+
+// UseStandardChain points the AWS SDK's standard credential chain at this
+// server's credentials only (no profile, no shared files, no instance
+// metadata), for tests of code that opens S3 the production way. It sets
+// environment variables, so the test must not be parallel.
+func (s *S3) UseStandardChain(t testing.TB) {
+	t.Helper()
+	access, secret := "test", "test"
+	if s.External {
+		access, secret = os.Getenv(EnvS3AccessKey), os.Getenv(EnvS3SecretKey)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	if os.Getenv("AWS_CA_BUNDLE") == "" {
+		if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
+			t.Setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+		}
+	}
+}

@@ -54,7 +54,7 @@ func partFaultServer(t *testing.T, target string, n int32, hang bool) (endpoint 
 // timeouts, and the upload is aborted: nothing visible, no parts left.
 func TestStagedPartsFaults(t *testing.T) {
 	env := testenv.NewS3(t)
-	defaultChainEnv(t, env)
+	env.UseStandardChain(t)
 	data := bytes.Repeat([]byte("parts of a large object\n"), (16<<20)/24) // 4 parts of 5 MiB
 	digest := sha(data)
 	const limit = 300 * time.Millisecond

@@ -769,7 +769,7 @@ func TestSlowDownIsRetried(t *testing.T) {
 func TestNewFromDefaultChain(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
-	defaultChainEnv(t, env)
+	env.UseStandardChain(t)
 	b, err := s3store.New(t.Context(), s3store.Options{Bucket: bucket, Prefix: "p/", Endpoint: env.URL, Region: os.Getenv(testenv.EnvS3Region)})
 	if err != nil {
 		t.Fatal(err)
@@ -797,30 +797,6 @@ func TestNewFromDefaultChain(t *testing.T) {
 	}
 }
 
-// defaultChainEnv points the standard AWS chain at env's credentials only,
-// with AWS_CA_BUNDLE set as on the CI machines.
-func defaultChainEnv(t *testing.T, env *testenv.S3) {
-	t.Helper()
-	access, secret := "test", "test"
-	if env.External {
-		access, secret = os.Getenv(testenv.EnvS3AccessKey), os.Getenv(testenv.EnvS3SecretKey)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_DEFAULT_REGION", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	if os.Getenv("AWS_CA_BUNDLE") == "" {
-		if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err == nil {
-			t.Setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
-		}
-	}
-}
-
 // TestFrozenServerTimesOut: a server that accepts connections but answers
 // nothing (stopped with SIGSTOP) fails each call within the configured
 // timeouts, as ErrUnavailable naming the limit; once it runs again, the
@@ -829,7 +805,7 @@ func TestFrozenServerTimesOut(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	proxy := testenv.NewFreezableProxy(t, env.URL)
-	defaultChainEnv(t, env)
+	env.UseStandardChain(t)
 	const limit = 300 * time.Millisecond
 	b, err := s3store.New(t.Context(), s3store.Options{
 		Bucket: bucket, Prefix: "p/", Endpoint: proxy.URL, Region: os.Getenv(testenv.EnvS3Region),

@@ -1,0 +1,107 @@
+package fakes3
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+)
+
+// The listings this server answers itself are byte for byte gofakes3's,
+// on the same backend; those it does not know are gofakes3's own answer.
+func TestListingIsGofakes3s(t *testing.T) {
+	t.Parallel()
+	fast := New()
+	plain := gofakes3.New(fast.Mem).Server()
+	fastSrv, plainSrv := httptest.NewServer(fast), httptest.NewServer(plain)
+	t.Cleanup(fastSrv.Close)
+	t.Cleanup(plainSrv.Close)
+	client := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("k", "s", ""),
+		BaseEndpoint: aws.String(fastSrv.URL), UsePathStyle: true})
+	for _, b := range []string{"full", "empty"} {
+		if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Keys encoding/xml escapes or leaves alone, and enough for pages.
+	keys := []string{"a&b", "c<d>e", `q"uote`, "it's", "tab\tkey", "new\nline", "cr\rkey", "été/ü", "dir/x", "dir/y", "z~!*()"}
+	for i := range 25 {
+		keys = append(keys, fmt.Sprintf("p/%03d.bin", i))
+	}
+	for _, k := range keys {
+		if _, err := client.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("full"), Key: aws.String(k),
+			Body: strings.NewReader("body of " + k)}); err != nil {
+			t.Fatalf("put %q: %v", k, err)
+		}
+	}
+
+	own := []string{
+		"/full?list-type=2", "/full?list-type=2&prefix=", "/full?list-type=2&prefix=p/&max-keys=10",
+		"/full?list-type=2&max-keys=3&start-after=c%3Cd%3Ee", "/full?list-type=2&start-after=p/010.bin&max-keys=5&prefix=",
+		"/full?list-type=2&prefix=nothing", "/full?list-type=2&max-keys=0", "/full?list-type=2&max-keys=5000",
+		"/full?list-type=2&max-keys=-1", "/full?list-type=2&continuation-token=", "/empty?list-type=2&prefix=",
+	}
+	for _, q := range own {
+		compare(t, fast, fastSrv.URL, plainSrv.URL, q, true)
+	}
+	// Follow the continuation tokens of a paged listing.
+	next := "/full?list-type=2&prefix=&max-keys=7"
+	for pages := 0; next != ""; pages++ {
+		body := compare(t, fast, fastSrv.URL, plainSrv.URL, next, true)
+		m := regexp.MustCompile(`<NextContinuationToken>([^<]*)<`).FindSubmatch(body)
+		next = ""
+		if m != nil && bytes.Contains(body, []byte("<IsTruncated>true<")) {
+			next = "/full?list-type=2&prefix=&max-keys=7&continuation-token=" + string(m[1])
+		}
+		if pages > 10 {
+			t.Fatal("more than 10 pages of 7 keys")
+		}
+	}
+	theirs := []string{
+		"/full?list-type=2&delimiter=/", "/full?list-type=2&fetch-owner=true", "/full?list-type=2&encoding-type=url",
+		"/full?list-type=2&continuation-token=%21%21", "/full?list-type=2&max-keys=x", "/missing?list-type=2", "/full",
+		"/full?prefix=p/&marker=p/003.bin", "/full/a%26b",
+	}
+	for _, q := range theirs {
+		compare(t, fast, fastSrv.URL, plainSrv.URL, q, false)
+	}
+}
+
+// compare GETs query from both servers and wants the same status, content
+// type and body; own says whether this package (not gofakes3) answered.
+func compare(t *testing.T, fast *Server, fastURL, plainURL, query string, own bool) []byte {
+	t.Helper()
+	before := fast.requestID.Load()
+	got, gotType, gotStatus := get(t, fastURL+query)
+	if answered := fast.requestID.Load() != before; answered != own {
+		t.Errorf("GET %s: answered here = %v, want %v", query, answered, own)
+	}
+	want, wantType, wantStatus := get(t, plainURL+query)
+	if gotStatus != wantStatus || gotType != wantType || !bytes.Equal(got, want) {
+		t.Errorf("GET %s:\n got %d %s\n%s\nwant %d %s\n%s", query, gotStatus, gotType, got, wantStatus, wantType, want)
+	}
+	return got
+}
+
+func get(t *testing.T, url string) (body []byte, contentType string, status int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body, resp.Header.Get("Content-Type"), resp.StatusCode
+}

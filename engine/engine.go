@@ -197,13 +197,12 @@ type listing struct {
 	err    error
 }
 
-// startListing lists the root in the background; the channel yields the
-// result once.
-func startListing(ctx context.Context, root storage.Backend) <-chan listing {
+// startListing lists the root in the background, split at cat's records
+// (nil: one plain listing); the channel yields the result once.
+func startListing(ctx context.Context, root storage.Backend, cat *catalog.Catalog) <-chan listing {
 	ch := make(chan listing, 1)
 	go func() {
-		// No catalog yet to split the listing at: one plain listing.
-		stored, err := listStored(ctx, root, nil)
+		stored, err := listStored(ctx, root, cat)
 		ch <- listing{stored, err}
 	}()
 	return ch
@@ -293,14 +292,26 @@ func readAndList(ctx context.Context, root storage.Backend, n int, whileListing 
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := startListing(lctx, root)
+	// A SplitLister (S3: a request per page) waits for the parse: split
+	// at the catalog's records, its pages are read 4 at once instead of
+	// one after another, which costs more than the parse it overlapped.
+	_, split := root.(storage.SplitLister)
+	var ch <-chan listing
+	if !split {
+		ch = startListing(lctx, root, nil)
+	}
 	st, err := parseState(root, data, v)
+	if err == nil && split {
+		ch = startListing(lctx, root, st.cat)
+	}
 	if err == nil {
 		err = whileListing(st)
 	}
 	if err != nil {
 		cancel()
-		<-ch // nothing outlives the call
+		if ch != nil {
+			<-ch // nothing outlives the call
+		}
 		return state{}, nil, err
 	}
 	// Should the bound have been loose (the catalog holds more than n *

@@ -143,7 +143,8 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 }
 
 // listStored lists the root. cat (nil: none) tells a SplitLister where
-// to split the listing: at every listSplit-th record.
+// to split the listing: at every listSplit-th record, from the middle of
+// the first page.
 func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog) (map[string]planner.Stored, error) {
 	stored := map[string]planner.Stored{}
 	add := func(o storage.ObjectInfo) error {
@@ -154,10 +155,14 @@ func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog)
 	}
 	var err error
 	if sl, ok := root.(storage.SplitLister); ok && cat != nil && len(cat.Outputs) >= 2*listSplit {
-		splits := make([]string, 0, len(cat.Outputs)/listSplit)
-		// Not at the last record: the range after it would be one more
-		// request, for the objects past the catalog's (mostly none).
-		for i := listSplit - 1; i < len(cat.Outputs)-1; i += listSplit {
+		splits := make([]string, 0, len(cat.Outputs)/listSplit+1)
+		// The first split after half a page of records: the reserved files
+		// (.distributor…) sort before them, and a first range of a whole
+		// page of records would take a second request, which the ranges
+		// after it wait for. Not at the last record: the range after it
+		// would be one more request, for the objects past the catalog's
+		// (mostly none).
+		for i := listSplit/2 - 1; i < len(cat.Outputs)-1; i += listSplit {
 			splits = append(splits, cat.Outputs[i].Path)
 		}
 		err = sl.ListSplit(ctx, splits, add)

@@ -12,7 +12,6 @@ package s3
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -48,7 +47,7 @@ func withFastList(page *listPage) func(*middleware.Stack) error {
 				if err != nil || !isHTTP || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 					return out, md, err
 				}
-				body, rerr := readBody(resp)
+				body, rerr := readSized(resp.Body, resp.ContentLength)
 				_ = resp.Body.Close()
 				if rerr != nil {
 					return out, md, fmt.Errorf("read listing: %w", rerr)
@@ -64,24 +63,6 @@ func withFastList(page *listPage) func(*middleware.Stack) error {
 				return out, md, nil
 			}), "OperationDeserializer", middleware.After)
 	}
-}
-
-// readBody reads a response body whole, into a buffer of its announced
-// length when there is one (io.ReadAll grows and copies a page of ~300 KB
-// several times).
-func readBody(resp *smithyhttp.Response) ([]byte, error) {
-	if n := resp.ContentLength; n > 0 && n <= 64<<20 {
-		b := make([]byte, n)
-		if _, err := io.ReadFull(resp.Body, b); err != nil {
-			return nil, err
-		}
-		// Whatever follows the announced length is the transport's error.
-		if extra, err := io.ReadAll(resp.Body); err != nil || len(extra) > 0 {
-			return nil, errors.Join(err, errors.New("listing longer than its Content-Length"))
-		}
-		return b, nil
-	}
-	return io.ReadAll(resp.Body)
 }
 
 // parseListPage scans a ListBucketResult; false: not in the plain form

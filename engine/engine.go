@@ -143,9 +143,14 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 }
 
 // listStored lists the root. cat (nil: none) tells a SplitLister where
-// to split the listing: at every listSplit-th record, from the middle of
-// the first page.
+// to split the listing (catalogSplits).
 func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog) (map[string]planner.Stored, error) {
+	return listStoredSplit(ctx, root, catalogSplits(cat))
+}
+
+// listStoredSplit lists the root, a SplitLister in the ranges between
+// splits (none: one plain listing).
+func listStoredSplit(ctx context.Context, root storage.Backend, splits []string) (map[string]planner.Stored, error) {
 	stored := map[string]planner.Stored{}
 	add := func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
@@ -154,17 +159,7 @@ func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog)
 		return nil
 	}
 	var err error
-	if sl, ok := root.(storage.SplitLister); ok && cat != nil && len(cat.Outputs) >= 2*listSplit {
-		splits := make([]string, 0, len(cat.Outputs)/listSplit+1)
-		// The first split after half a page of records: the reserved files
-		// (.distributor…) sort before them, and a first range of a whole
-		// page of records would take a second request, which the ranges
-		// after it wait for. Not at the last record: the range after it
-		// would be one more request, for the objects past the catalog's
-		// (mostly none).
-		for i := listSplit/2 - 1; i < len(cat.Outputs)-1; i += listSplit {
-			splits = append(splits, cat.Outputs[i].Path)
-		}
+	if sl, ok := root.(storage.SplitLister); ok && len(splits) > 0 {
 		err = sl.ListSplit(ctx, splits, add)
 	} else {
 		err = root.List(ctx, "", add)
@@ -173,6 +168,43 @@ func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog)
 		return nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	return stored, nil
+}
+
+// listSplits picks, of n paths in order, every listSplit-th from the
+// middle of the first page: the reserved files (.distributor…) sort
+// before the outputs, and a first range of a whole page of outputs would
+// take a second request, which the ranges after it wait for. Not the last
+// path: the range after it would be one more request, for the objects
+// past it (mostly none). None under two pages.
+func listSplits(n int, path func(int) string) []string {
+	if n < 2*listSplit {
+		return nil
+	}
+	splits := make([]string, 0, n/listSplit+1)
+	for i := listSplit/2 - 1; i < n-1; i += listSplit {
+		splits = append(splits, path(i))
+	}
+	return splits
+}
+
+// catalogSplits: listSplits of the catalog's records (nil: none).
+func catalogSplits(cat *catalog.Catalog) []string {
+	if cat == nil {
+		return nil
+	}
+	return listSplits(len(cat.Outputs), func(i int) string { return cat.Outputs[i].Path })
+}
+
+// outputSplits: listSplits of the publication's paths, in order.
+func outputSplits(outs []Output) []string {
+	paths := make([]string, len(outs))
+	for i, o := range outs {
+		paths[i] = o.Path
+	}
+	if !slices.IsSorted(paths) {
+		slices.Sort(paths)
+	}
+	return listSplits(len(paths), func(i int) string { return paths[i] })
 }
 
 // listSplit: a split listing reads the records between two splits in one
@@ -202,12 +234,12 @@ type listing struct {
 	err    error
 }
 
-// startListing lists the root in the background, split at cat's records
-// (nil: one plain listing); the channel yields the result once.
-func startListing(ctx context.Context, root storage.Backend, cat *catalog.Catalog) <-chan listing {
+// startListing lists the root in the background, split at splits (none:
+// one plain listing); the channel yields the result once.
+func startListing(ctx context.Context, root storage.Backend, splits []string) <-chan listing {
 	ch := make(chan listing, 1)
 	go func() {
-		stored, err := listStored(ctx, root, cat)
+		stored, err := listStoredSplit(ctx, root, splits)
 		ch <- listing{stored, err}
 	}()
 	return ch
@@ -281,12 +313,13 @@ func nextSlash(p string, i int) int {
 	return i + 1 + j
 }
 
-// readAndList reads the catalog and, when a publication of n outputs
-// lists the root whatever the catalog holds, lists it while the catalog
-// is parsed and whileListing runs on the state read (two cores: the
+// readAndList reads the catalog and, when a publication of outs lists
+// the root whatever the catalog holds, lists it while the catalog is
+// parsed and whileListing runs on the state read (two cores: the
 // listing's system calls and the parse overlap). stored is nil when the
 // caller must still find what is stored.
-func readAndList(ctx context.Context, root storage.Backend, n int, whileListing func(state) error) (state, map[string]planner.Stored, error) {
+func readAndList(ctx context.Context, root storage.Backend, outs []Output, whileListing func(state) error) (state, map[string]planner.Stored, error) {
+	n := len(outs)
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
 		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
@@ -297,17 +330,24 @@ func readAndList(ctx context.Context, root storage.Backend, n int, whileListing 
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// A SplitLister (S3: a request per page) waits for the parse: split
-	// at the catalog's records, its pages are read 4 at once instead of
-	// one after another, which costs more than the parse it overlapped.
+	// A SplitLister (S3: a request per page) reads ranges 4 at once
+	// instead of pages one after another. When the catalog holds at most
+	// about twice the publication's outputs (the replacement of a root,
+	// say; a record takes 256 bytes at least, ~500 in practice) it splits
+	// at their paths and starts now; else it waits for the parse and
+	// splits at the catalog's records: the publication's paths may sit
+	// together in a much larger root. No catalog: nothing to split.
 	_, split := root.(storage.SplitLister)
 	var ch <-chan listing
-	if !split {
+	switch {
+	case !split || v == "":
 		ch = startListing(lctx, root, nil)
+	case n >= 2*listSplit && len(data)/minRecordBytes <= 4*n:
+		ch = startListing(lctx, root, outputSplits(outs))
 	}
 	st, err := parseState(root, data, v)
-	if err == nil && split {
-		ch = startListing(lctx, root, st.cat)
+	if err == nil && ch == nil {
+		ch = startListing(lctx, root, catalogSplits(st.cat))
 	}
 	if err == nil {
 		err = whileListing(st)
@@ -362,7 +402,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 		}
 		return nil
 	}
-	if pl.st, pl.stored, err = readAndList(ctx, root, len(pub.Outputs), preload); err != nil {
+	if pl.st, pl.stored, err = readAndList(ctx, root, pub.Outputs, preload); err != nil {
 		return pl, err
 	}
 	if pl.stored == nil {

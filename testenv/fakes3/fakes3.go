@@ -131,7 +131,9 @@ func appendList(b []byte, bucket string, q map[string][]string, prefix string, m
 		b = append(b, "\n  <Contents>"...)
 		b = element(b, "\n    ", "Key", c.Key)
 		if !c.LastModified.IsZero() {
-			b = element(b, "\n    ", "LastModified", c.LastModified.UTC().Format("2006-01-02T15:04:05.999Z"))
+			b = append(b, "\n    <LastModified>"...)
+			b = c.LastModified.UTC().AppendFormat(b, "2006-01-02T15:04:05.999Z")
+			b = append(b, "</LastModified>"...)
 		}
 		b = element(b, "\n    ", "ETag", c.ETag)
 		b = element(b, "\n    ", "Size", strconv.FormatInt(c.Size, 10))
@@ -168,23 +170,30 @@ func element(b []byte, indent, name, text string) []byte {
 	return append(b, '>')
 }
 
-// escape appends s escaped; plain text (the usual key) is copied as is.
+// escape appends s escaped as encoding/xml escapes it: printable ASCII
+// by hand (an ETag's quotes are &#34;), anything else through
+// xml.EscapeText.
 func escape(b []byte, s string) []byte {
-	if !strings.ContainsAny(s, "\"'&<>\t\n\r") && isPlainASCII(s) {
-		return append(b, s...)
-	}
-	var sb strings.Builder
-	_ = xml.EscapeText(&sb, []byte(s))
-	return append(b, sb.String()...)
-}
-
-// isPlainASCII: printable ASCII only, which encoding/xml never rewrites
-// (beyond the characters escape checks for).
-func isPlainASCII(s string) bool {
+	start := len(b)
 	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] >= 0x7f {
-			return false
+		switch c := s[i]; {
+		case c == '"':
+			b = append(b, "&#34;"...)
+		case c == '\'':
+			b = append(b, "&#39;"...)
+		case c == '&':
+			b = append(b, "&amp;"...)
+		case c == '<':
+			b = append(b, "&lt;"...)
+		case c == '>':
+			b = append(b, "&gt;"...)
+		case c < 0x20 || c >= 0x7f:
+			var sb strings.Builder
+			_ = xml.EscapeText(&sb, []byte(s))
+			return append(b[:start], sb.String()...)
+		default:
+			b = append(b, c)
 		}
 	}
-	return true
+	return b
 }

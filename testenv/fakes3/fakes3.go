@@ -39,21 +39,23 @@ func New(opts ...gofakes3.Option) *Server {
 }
 
 // listKeys are the query keys of the listings answered here.
-var listKeys = map[string]bool{"list-type": true, "prefix": true, "start-after": true, "continuation-token": true, "max-keys": true}
+var listKeys = map[string]bool{"list-type": true, "prefix": true, "delimiter": true, "marker": true,
+	"start-after": true, "continuation-token": true, "max-keys": true}
 
-// ServeHTTP answers a plain ListObjectsV2 itself, anything else through gofakes3.
+// ServeHTTP answers plain listings itself, anything else through gofakes3.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.list(w, r) {
 		s.gofakes.ServeHTTP(w, r)
 	}
 }
 
-// list answers a ListObjectsV2 of a bucket, or returns false (nothing
-// written) for gofakes3 to answer.
+// list answers a ListObjects (v1 or v2) of a bucket, or returns false
+// (nothing written) for gofakes3 to answer.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) bool {
 	bucket := strings.TrimPrefix(r.URL.Path, "/")
 	q := r.URL.Query()
-	if r.Method != http.MethodGet || bucket == "" || strings.Contains(bucket, "/") || q.Get("list-type") != "2" {
+	v2 := first(q, "list-type") == "2"
+	if r.Method != http.MethodGet || bucket == "" || strings.Contains(bucket, "/") || (q.Has("list-type") && !v2) {
 		return false
 	}
 	for k := range q {
@@ -65,13 +67,20 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	prefix := gofakes3.Prefix{Prefix: q.Get("prefix")}
-	prefix.HasPrefix = prefix.Prefix != ""
-	objects, err := s.Mem.ListBucket(bucket, &prefix, page)
-	if err != nil {
+	l := listing{bucket: bucket, v2: v2, q: q, prefix: first(q, "prefix"), delimiter: first(q, "delimiter"), page: page}
+	var err error
+	switch l.delimiter {
+	case "":
+		l.objects, err = s.Mem.ListBucket(bucket, &gofakes3.Prefix{HasPrefix: l.prefix != "", Prefix: l.prefix}, page)
+	case "/":
+		l.objects, ok, err = s.delimited(bucket, l.prefix, page)
+	default:
+		return false
+	}
+	if err != nil || !ok {
 		return false // gofakes3 says why, in its words
 	}
-	body := appendList(make([]byte, 0, 512+300*len(objects.Contents)), bucket, q, prefix.Prefix, page.MaxKeys, objects)
+	body := l.append(make([]byte, 0, 512+300*len(l.objects.Contents)+100*len(l.objects.CommonPrefixes)))
 	id := fmt.Sprintf("%016X", s.requestID.Add(1))
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
@@ -87,7 +96,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // pageFromQuery is gofakes3's reading of max-keys (clamped to 0–1000),
-// continuation-token (its base64 of the marker) and start-after.
+// marker, continuation-token (its base64 of the marker) and start-after.
 func pageFromQuery(q map[string][]string) (gofakes3.ListBucketPage, bool) {
 	page := gofakes3.ListBucketPage{MaxKeys: gofakes3.DefaultMaxBucketKeys}
 	if v := first(q, "max-keys"); v != "" {
@@ -97,7 +106,9 @@ func pageFromQuery(q map[string][]string) (gofakes3.ListBucketPage, bool) {
 		}
 		page.MaxKeys = min(max(n, 0), gofakes3.MaxBucketKeys)
 	}
-	if _, ok := q["continuation-token"]; ok {
+	if _, ok := q["marker"]; ok {
+		page.HasMarker, page.Marker = true, first(q, "marker")
+	} else if _, ok := q["continuation-token"]; ok {
 		m, err := base64.URLEncoding.DecodeString(first(q, "continuation-token"))
 		if err != nil {
 			return page, false
@@ -116,45 +127,75 @@ func first(q map[string][]string, k string) string {
 	return ""
 }
 
-// appendList appends the XML gofakes3 writes for a ListObjectsV2 answer
-// (encoding/xml, two-space indent) without a delimiter or owners.
-func appendList(b []byte, bucket string, q map[string][]string, prefix string, maxKeys int64, objects *gofakes3.ObjectList) []byte {
+// listing is one listing request and its answer.
+type listing struct {
+	bucket            string
+	v2                bool
+	q                 map[string][]string
+	prefix, delimiter string
+	page              gofakes3.ListBucketPage
+	objects           *gofakes3.ObjectList
+}
+
+// append appends the XML gofakes3 writes for the answer (encoding/xml,
+// two-space indent; no owners).
+func (l *listing) append(b []byte) []byte {
 	b = append(b, xml.Header...)
 	b = append(b, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`...)
-	b = element(b, "\n  ", "Name", bucket)
-	b = element(b, "\n  ", "IsTruncated", strconv.FormatBool(objects.IsTruncated))
-	b = element(b, "\n  ", "Prefix", prefix)
-	if maxKeys != 0 {
-		b = element(b, "\n  ", "MaxKeys", strconv.FormatInt(maxKeys, 10))
+	b = element(b, "\n  ", "Name", l.bucket)
+	b = element(b, "\n  ", "IsTruncated", strconv.FormatBool(l.objects.IsTruncated))
+	if l.delimiter != "" {
+		b = element(b, "\n  ", "Delimiter", l.delimiter)
 	}
-	for _, c := range objects.Contents {
-		b = append(b, "\n  <Contents>"...)
-		b = element(b, "\n    ", "Key", c.Key)
-		if !c.LastModified.IsZero() {
-			b = append(b, "\n    <LastModified>"...)
-			b = c.LastModified.UTC().AppendFormat(b, "2006-01-02T15:04:05.999Z")
-			b = append(b, "</LastModified>"...)
-		}
-		b = element(b, "\n    ", "ETag", c.ETag)
-		b = element(b, "\n    ", "Size", strconv.FormatInt(c.Size, 10))
-		if c.StorageClass != "" {
-			b = element(b, "\n    ", "StorageClass", string(c.StorageClass))
-		}
-		b = append(b, "\n  </Contents>"...)
+	b = element(b, "\n  ", "Prefix", l.prefix)
+	if l.page.MaxKeys != 0 {
+		b = element(b, "\n  ", "MaxKeys", strconv.FormatInt(l.page.MaxKeys, 10))
 	}
-	if v := first(q, "continuation-token"); v != "" {
+	for _, p := range l.objects.CommonPrefixes {
+		b = append(b, "\n  <CommonPrefixes>"...)
+		b = element(b, "\n    ", "Prefix", p.Prefix)
+		b = append(b, "\n  </CommonPrefixes>"...)
+	}
+	for _, c := range l.objects.Contents {
+		b = appendContent(b, c)
+	}
+	if !l.v2 {
+		b = element(b, "\n  ", "Marker", l.page.Marker)
+		if l.delimiter != "" && l.objects.NextMarker != "" {
+			b = element(b, "\n  ", "NextMarker", l.objects.NextMarker)
+		}
+		return append(b, "\n</ListBucketResult>"...)
+	}
+	if v := first(l.q, "continuation-token"); v != "" {
 		b = element(b, "\n  ", "ContinuationToken", v)
 	}
-	if n := len(objects.Contents) + len(objects.CommonPrefixes); n != 0 {
+	if n := len(l.objects.Contents) + len(l.objects.CommonPrefixes); n != 0 {
 		b = element(b, "\n  ", "KeyCount", strconv.Itoa(n))
 	}
-	if objects.NextMarker != "" {
-		b = element(b, "\n  ", "NextContinuationToken", base64.URLEncoding.EncodeToString([]byte(objects.NextMarker)))
+	if l.objects.NextMarker != "" {
+		b = element(b, "\n  ", "NextContinuationToken", base64.URLEncoding.EncodeToString([]byte(l.objects.NextMarker)))
 	}
-	if v := first(q, "start-after"); v != "" {
+	if v := first(l.q, "start-after"); v != "" {
 		b = element(b, "\n  ", "StartAfter", v)
 	}
 	return append(b, "\n</ListBucketResult>"...)
+}
+
+// appendContent appends one <Contents> element.
+func appendContent(b []byte, c *gofakes3.Content) []byte {
+	b = append(b, "\n  <Contents>"...)
+	b = element(b, "\n    ", "Key", c.Key)
+	if !c.LastModified.IsZero() {
+		b = append(b, "\n    <LastModified>"...)
+		b = c.LastModified.UTC().AppendFormat(b, "2006-01-02T15:04:05.999Z")
+		b = append(b, "</LastModified>"...)
+	}
+	b = element(b, "\n    ", "ETag", c.ETag)
+	b = element(b, "\n    ", "Size", strconv.FormatInt(c.Size, 10))
+	if c.StorageClass != "" {
+		b = element(b, "\n    ", "StorageClass", string(c.StorageClass))
+	}
+	return append(b, "\n  </Contents>"...)
 }
 
 // element appends indent<name>text</name>, text escaped as encoding/xml

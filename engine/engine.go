@@ -143,12 +143,18 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 }
 
 // listStored lists the root. cat (nil: none) tells a SplitLister where
-// to split the listing: at every listSplit-th record. The map is sized
-// for cat's records, or else for hint objects.
+// to split the listing (catalogSplits). The map is sized for cat's
+// records, or else for hint objects.
 func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog, hint int) (map[string]planner.Stored, error) {
 	if cat != nil {
 		hint = len(cat.Outputs)
 	}
+	return listStoredSplit(ctx, root, catalogSplits(cat), hint)
+}
+
+// listStoredSplit lists the root, a SplitLister in the ranges between
+// splits (none: one plain listing), into a map sized for hint objects.
+func listStoredSplit(ctx context.Context, root storage.Backend, splits []string, hint int) (map[string]planner.Stored, error) {
 	stored := make(map[string]planner.Stored, hint)
 	add := func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
@@ -157,13 +163,7 @@ func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog,
 		return nil
 	}
 	var err error
-	if sl, ok := root.(storage.SplitLister); ok && cat != nil && len(cat.Outputs) >= 2*listSplit {
-		splits := make([]string, 0, len(cat.Outputs)/listSplit)
-		// Not at the last record: the range after it would be one more
-		// request, for the objects past the catalog's (mostly none).
-		for i := listSplit - 1; i < len(cat.Outputs)-1; i += listSplit {
-			splits = append(splits, cat.Outputs[i].Path)
-		}
+	if sl, ok := root.(storage.SplitLister); ok && len(splits) > 0 {
 		err = sl.ListSplit(ctx, splits, add)
 	} else {
 		err = root.List(ctx, "", add)
@@ -172,6 +172,43 @@ func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog,
 		return nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	return stored, nil
+}
+
+// listSplits picks, of n paths in order, every listSplit-th from the
+// middle of the first page: the reserved files (.distributor…) sort
+// before the outputs, and a first range of a whole page of outputs would
+// take a second request, which the ranges after it wait for. Not the last
+// path: the range after it would be one more request, for the objects
+// past it (mostly none). None under two pages.
+func listSplits(n int, path func(int) string) []string {
+	if n < 2*listSplit {
+		return nil
+	}
+	splits := make([]string, 0, n/listSplit+1)
+	for i := listSplit/2 - 1; i < n-1; i += listSplit {
+		splits = append(splits, path(i))
+	}
+	return splits
+}
+
+// catalogSplits: listSplits of the catalog's records (nil: none).
+func catalogSplits(cat *catalog.Catalog) []string {
+	if cat == nil {
+		return nil
+	}
+	return listSplits(len(cat.Outputs), func(i int) string { return cat.Outputs[i].Path })
+}
+
+// outputSplits: listSplits of the publication's paths, in order.
+func outputSplits(outs []Output) []string {
+	paths := make([]string, len(outs))
+	for i, o := range outs {
+		paths[i] = o.Path
+	}
+	if !slices.IsSorted(paths) {
+		slices.Sort(paths)
+	}
+	return listSplits(len(paths), func(i int) string { return paths[i] })
 }
 
 // listSplit: a split listing reads the records between two splits in one
@@ -207,13 +244,12 @@ type listing struct {
 	err    error
 }
 
-// startListing lists the root in the background; the channel yields the
-// result once.
-func startListing(ctx context.Context, root storage.Backend, hint int) <-chan listing {
+// startListing lists the root in the background, split at splits (none:
+// one plain listing); the channel yields the result once.
+func startListing(ctx context.Context, root storage.Backend, splits []string, hint int) <-chan listing {
 	ch := make(chan listing, 1)
 	go func() {
-		// No catalog yet to split the listing at: one plain listing.
-		stored, err := listStored(ctx, root, nil, hint)
+		stored, err := listStoredSplit(ctx, root, splits, hint)
 		ch <- listing{stored, err}
 	}()
 	return ch
@@ -287,26 +323,27 @@ func nextSlash(p string, i int) int {
 	return i + 1 + j
 }
 
-// readAndList reads the catalog and, when a publication of n outputs
-// lists the root whatever the catalog holds, lists it while the catalog
-// is parsed and whileListing runs on the state read (two cores: the
+// readAndList reads the catalog and, when a publication of outs lists
+// the root whatever the catalog holds, lists it while the catalog is
+// parsed and whileListing runs on the state read (two cores: the
 // listing's system calls and the parse overlap). stored is nil when the
 // caller must still find what is stored.
-// count gives n once the catalog is read: a bundle still being opened is
-// waited for only then.
-func readAndList(ctx context.Context, root storage.Backend, count func() (int, error), whileListing func(state) error) (state, map[string]planner.Stored, error) {
+// outputs gives the publication's outputs once the catalog is read: a
+// bundle still being opened is waited for only then.
+func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileListing func(state) error) (state, map[string]planner.Stored, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
 		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	// The parse starts at once: a bundle still being opened (count waits
+	// The parse starts at once: a bundle still being opened (outputs waits
 	// for it) is the other core's work meanwhile.
 	parsed := make(chan parsedState, 1)
 	go func() {
 		st, err := parseState(root, data, v)
 		parsed <- parsedState{st, err}
 	}()
-	n, err := count()
+	outs, err := outputs()
+	n := len(outs)
 	if err != nil {
 		<-parsed // nothing outlives the call
 		return state{}, nil, err
@@ -318,15 +355,35 @@ func readAndList(ctx context.Context, root storage.Backend, count func() (int, e
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Sized for the records the catalog's bytes suggest (~550 bytes each).
-	ch := startListing(lctx, root, len(data)/512)
+	hint := len(data) / 512
+	// A SplitLister (S3: a request per page) reads ranges 4 at once
+	// instead of pages one after another. When the catalog holds at most
+	// about twice the publication's outputs (the replacement of a root,
+	// say; a record takes 256 bytes at least, ~500 in practice) it splits
+	// at their paths and starts now; else it waits for the parse and
+	// splits at the catalog's records: the publication's paths may sit
+	// together in a much larger root. No catalog: nothing to split.
+	_, split := root.(storage.SplitLister)
+	var ch <-chan listing
+	switch {
+	case !split || v == "":
+		ch = startListing(lctx, root, nil, hint)
+	case n >= 2*listSplit && len(data)/minRecordBytes <= 4*n:
+		ch = startListing(lctx, root, outputSplits(outs), hint)
+	}
 	p := <-parsed
 	st, err := p.st, p.err
+	if err == nil && ch == nil {
+		ch = startListing(lctx, root, catalogSplits(st.cat), hint)
+	}
 	if err == nil {
 		err = whileListing(st)
 	}
 	if err != nil {
 		cancel()
-		<-ch // nothing outlives the call
+		if ch != nil {
+			<-ch // nothing outlives the call
+		}
 		return state{}, nil, err
 	}
 	// Should the bound have been loose (the catalog holds more than n *
@@ -357,13 +414,13 @@ type planned struct {
 func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error) (planned, error) {
 	var pl planned
 	var err error
-	count := func() (int, error) {
+	outputs := func() ([]Output, error) {
 		if await != nil {
 			if err := await(); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
-		return len(pub.Outputs), nil
+		return pub.Outputs, nil
 	}
 	// The index layout follows the catalog read. A publication of many
 	// outputs reads every shard anyway (it keeps outputs in all of them):
@@ -382,7 +439,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		}
 		return nil
 	}
-	if pl.st, pl.stored, err = readAndList(ctx, root, count, preload); err != nil {
+	if pl.st, pl.stored, err = readAndList(ctx, root, outputs, preload); err != nil {
 		return pl, err
 	}
 	if pl.stored == nil {

@@ -19,11 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/distributor/distributor/storage"
 	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/testenv/fakes3"
 )
 
 // Environment variables that point the S3 tests at an external server
@@ -46,7 +44,8 @@ type S3 struct {
 	External bool
 }
 
-// NewS3 starts an in-process gofakes3 server (memory backend, plain http;
+// NewS3 starts an in-process gofakes3 server (memory backend, plain http,
+// listings encoded by package fakes3;
 // gofakes3 over https stores the SDK's aws-chunked framing as the body), or
 // uses the endpoint in DISTRIBUTOR_TEST_S3_ENDPOINT when set. The server
 // stops when the test ends.
@@ -61,7 +60,7 @@ func NewS3(t testing.TB) *S3 {
 			region = r
 		}
 	} else {
-		srv := httptest.NewUnstartedServer(gofakes3.New(s3mem.New()).Server())
+		srv := httptest.NewUnstartedServer(fakes3.New())
 		// gofakes3 writes headers twice on requests the client abandoned.
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 		srv.Start()
@@ -147,7 +146,8 @@ func (s *S3) Backend(t testing.TB, bucket, prefix string) storage.Backend {
 }
 
 // Requests records the HTTP requests of a client, one line each: the
-// method, "LIST" for a listing, the key (without bucket), and
+// method, "LIST" for a listing (with " after=KEY" for its start-after),
+// the key (without bucket), and
 // " if-match"/" if-none-match" for a conditional request.
 type Requests struct {
 	mu    sync.Mutex
@@ -175,6 +175,9 @@ func (r *Requests) record(req *http.Request, bucket string) {
 	switch {
 	case req.Method == http.MethodGet && q.Has("list-type"):
 		line = "LIST " + q.Get("prefix")
+		if a := q.Get("start-after"); a != "" {
+			line += " after=" + a
+		}
 	case req.Method == http.MethodPost && q.Has("delete"):
 		line = "DELETE-BATCH"
 	}

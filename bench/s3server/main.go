@@ -1,7 +1,9 @@
-// Command s3server serves an in-memory S3 server (gofakes3) on a free
+// Command s3server serves an in-memory S3 server (gofakes3, with the
+// listings of testenv/fakes3, as the tests use it) on a free
 // loopback port for the bench harness, in a process of its own so that the
 // objects it holds do not count in the harness's memory (a child the
-// harness starts inherits the harness's peak RSS in getrusage). With S3SERVER_LOG set it logs every request to stderr. It prints
+// harness starts inherits the harness's peak RSS in getrusage). With S3SERVER_LOG set it logs every request to stderr;
+// S3SERVER_CPUPROFILE=FILE writes a CPU profile of it until stdin closes. It prints
 // its URL and serves until its stdin closes. Besides S3 it answers
 // POST /_bench/create?bucket=NAME and POST /_bench/drop?bucket=NAME (the
 // bucket with all its objects), which the harness calls between runs.
@@ -14,11 +16,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/distributor/distributor/testenv/fakes3"
 )
 
 func main() {
@@ -27,8 +32,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "s3server:", err)
 		os.Exit(1)
 	}
-	mem := s3mem.New()
-	s3 := gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	fake := fakes3.New(gofakes3.WithLogger(gofakes3.DiscardLog()))
+	mem := fake.Mem
+	var s3 http.Handler = fake
 	if os.Getenv("S3SERVER_LOG") != "" {
 		s3 = logRequests(s3) // to count and time a tool's requests
 	}
@@ -47,19 +53,45 @@ func main() {
 	go func() {
 		_ = srv.Serve(ln)
 	}()
+	stop := startProfile(os.Getenv("S3SERVER_CPUPROFILE"))
 	fmt.Printf("http://%s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	stop()
 }
 
-// logRequests writes a line per request to stderr: the time since the
-// server started, the time the request took, its method and path.
+// startProfile writes a CPU profile of the server to path (none when
+// empty) until the returned function is called: the server's CPU per
+// request counts, as it shares the cores with the client.
+func startProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "s3server: cpuprofile:", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
+// logRequests writes a line per request to stderr: the time of day it
+// ended (to line up with a client's own clock), the time since the server
+// started, the time the request took, its method and path.
 func logRequests(h http.Handler) http.Handler {
 	start := time.Now()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := time.Now()
 		h.ServeHTTP(w, r)
-		fmt.Fprintf(os.Stderr, "s3server: %9.1f ms %7.1f ms %s %s?%s\n", float64(time.Since(start).Microseconds())/1000,
-			float64(time.Since(t).Microseconds())/1000, r.Method, r.URL.Path, r.URL.RawQuery)
+		now := time.Now()
+		fmt.Fprintf(os.Stderr, "s3server: %s %9.1f ms %7.1f ms %s %s?%s\n", now.UTC().Format("15:04:05.000000"),
+			float64(now.Sub(start).Microseconds())/1000,
+			float64(now.Sub(t).Microseconds())/1000, r.Method, r.URL.Path, r.URL.RawQuery)
 	})
 }
 

@@ -47,7 +47,7 @@ func withFastList(page *listPage) func(*middleware.Stack) error {
 				if err != nil || !isHTTP || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 					return out, md, err
 				}
-				body, rerr := io.ReadAll(resp.Body)
+				body, rerr := readSized(resp.Body, resp.ContentLength)
 				_ = resp.Body.Close()
 				if rerr != nil {
 					return out, md, fmt.Errorf("read listing: %w", rerr)
@@ -78,27 +78,29 @@ func parseListPage(b []byte, page *listPage) bool {
 		case !ok:
 			return false
 		case end:
-			return name == "ListBucketResult" && x.rest()
-		case name == "Contents":
+			return string(name) == "ListBucketResult" && x.rest()
+		case string(name) == "Contents":
 			o, ok := x.contents()
 			if !ok {
 				return false
 			}
 			page.objects = append(page.objects, o)
-		case name == "IsTruncated":
-			t, ok := x.text(name)
-			if !ok || (t != "true" && t != "false") {
+		case string(name) == "IsTruncated":
+			t, ok := x.text("IsTruncated")
+			if !ok || (string(t) != "true" && string(t) != "false") {
 				return false
 			}
-			page.truncated = t == "true"
-		case name == "NextContinuationToken":
-			t, ok := x.text(name)
+			page.truncated = string(t) == "true"
+		case string(name) == "NextContinuationToken":
+			t, ok := x.text("NextContinuationToken")
 			if !ok {
 				return false
 			}
-			page.next = t
+			if page.next, ok = unescapeXML(t); !ok {
+				return false
+			}
 		default:
-			if !x.skip(name) {
+			if !x.skip() {
 				return false
 			}
 		}
@@ -140,57 +142,82 @@ func (x *xmlScan) rest() bool {
 // open reads the start tag of the named element (attributes skipped).
 func (x *xmlScan) open(want string) bool {
 	name, end, ok := x.element()
-	return ok && !end && name == want
+	return ok && !end && string(name) == want
 }
 
 // element reads the next tag after white space: its name, and whether it
 // is an end tag. Comments, CDATA, processing instructions and
-// self-closing tags are refused.
-func (x *xmlScan) element() (name string, end, ok bool) {
+// self-closing tags are refused. name points into the page (compared,
+// not kept: no allocation per tag).
+func (x *xmlScan) element() (name []byte, end, ok bool) {
 	x.space()
 	if x.i >= len(x.b) || x.b[x.i] != '<' {
-		return "", false, false
+		return nil, false, false
 	}
 	x.i++
 	if x.i < len(x.b) && x.b[x.i] == '/' {
 		end = true
 		x.i++
 	}
-	j := bytes.IndexByte(x.b[x.i:], '>')
-	if j < 0 {
-		return "", false, false
-	}
-	tag := x.b[x.i : x.i+j]
-	x.i += j + 1
-	if len(tag) == 0 || tag[len(tag)-1] == '/' || tag[0] == '!' || tag[0] == '?' {
-		return "", false, false
-	}
-	if k := bytes.IndexAny(tag, " \t\n"); k >= 0 {
-		if end {
-			return "", false, false
+	// One loop for the '>' and the first white space: tags are short, and
+	// bytes.IndexByte's setup costs more than it saves on them.
+	start, space := x.i, -1
+	for x.i < len(x.b) && x.b[x.i] != '>' {
+		if c := x.b[x.i]; space < 0 && (c == ' ' || c == '\t' || c == '\n') {
+			space = x.i
 		}
-		tag = tag[:k] // attributes (xmlns) are not needed
+		x.i++
 	}
-	return string(tag), end, true
+	if x.i == len(x.b) {
+		return nil, false, false
+	}
+	tag := x.b[start:x.i]
+	x.i++
+	if len(tag) == 0 || tag[len(tag)-1] == '/' || tag[0] == '!' || tag[0] == '?' {
+		return nil, false, false
+	}
+	if space >= 0 {
+		if end {
+			return nil, false, false
+		}
+		tag = tag[:space-start] // attributes (xmlns) are not needed
+	}
+	return tag, end, true
 }
 
-// text reads an element's text up to its end tag, entities resolved.
-func (x *xmlScan) text(name string) (string, bool) {
-	j := bytes.IndexByte(x.b[x.i:], '<')
-	if j < 0 {
-		return "", false
+// text reads an element's raw text up to its end tag (unescapeXML
+// resolves it; plainText for values that are not kept).
+func (x *xmlScan) text(name string) ([]byte, bool) {
+	start := x.i
+	for x.i < len(x.b) && x.b[x.i] != '<' {
+		x.i++
 	}
-	raw := x.b[x.i : x.i+j]
-	x.i += j
-	if n, end, ok := x.element(); !ok || !end || n != name {
-		return "", false
+	if x.i == len(x.b) {
+		return nil, false
 	}
-	return unescapeXML(raw)
+	raw := x.b[start:x.i]
+	if n, end, ok := x.element(); !ok || !end || string(n) != name {
+		return nil, false
+	}
+	return raw, true
+}
+
+// plainText is raw with its entities resolved, raw itself when it has none.
+func plainText(raw []byte) ([]byte, bool) {
+	plain := true
+	for _, c := range raw {
+		plain = plain && c != '&' && c != '\r'
+	}
+	if plain {
+		return raw, true
+	}
+	t, ok := unescapeXML(raw)
+	return []byte(t), ok
 }
 
 // skip passes over an element whose start tag was read, children
 // included.
-func (x *xmlScan) skip(name string) bool {
+func (x *xmlScan) skip() bool {
 	depth := 1
 	for depth > 0 {
 		j := bytes.IndexByte(x.b[x.i:], '<')
@@ -225,47 +252,138 @@ func (x *xmlScan) contents() (listedObject, bool) {
 			return o, false
 		}
 		if end {
-			return o, name == "Contents" && haveKey && haveSize
+			return o, string(name) == "Contents" && haveKey && haveSize
 		}
-		switch name {
-		case "Key", "ETag", "Size", "LastModified":
-			t, ok := x.text(name)
-			if !ok {
+		switch string(name) {
+		case "Key":
+			o.key, haveKey = x.textString("Key")
+			if !haveKey {
 				return o, false
 			}
-			switch name {
-			case "Key":
-				o.key, haveKey = t, true
-			case "ETag":
-				o.etag = t
-			case "Size":
-				n, err := strconv.ParseInt(t, 10, 64)
-				if err != nil {
-					return o, false
-				}
-				o.size, haveSize = n, true
-			case "LastModified":
-				tm, err := time.Parse(time.RFC3339Nano, t)
-				if err != nil {
-					return o, false
-				}
-				o.modTime = tm
+		case "ETag":
+			if o.etag, ok = x.textString("ETag"); !ok {
+				return o, false
+			}
+		case "Size":
+			if o.size, ok = textValue(x, "Size", parseSize); !ok {
+				return o, false
+			}
+			haveSize = true
+		case "LastModified":
+			if o.modTime, ok = textValue(x, "LastModified", parseTime); !ok {
+				return o, false
 			}
 		default:
-			if !x.skip(name) {
+			if !x.skip() {
 				return o, false
 			}
 		}
 	}
 }
 
+// textString reads the element's text, entities resolved.
+func (x *xmlScan) textString(name string) (string, bool) {
+	raw, ok := x.text(name)
+	if !ok {
+		return "", false
+	}
+	return unescapeXML(raw)
+}
+
+// textValue reads the element's text, entities resolved, through parse.
+func textValue[T any](x *xmlScan, name string, parse func([]byte) (T, bool)) (T, bool) {
+	var zero T
+	raw, ok := x.text(name)
+	if ok {
+		raw, ok = plainText(raw)
+	}
+	if !ok {
+		return zero, false
+	}
+	return parse(raw)
+}
+
+// parseSize reads a decimal size: plain digits by hand, anything else as
+// strconv.ParseInt reads it.
+func parseSize(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		n, err := strconv.ParseInt(string(b), 10, 64)
+		return n, err == nil
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			n, err := strconv.ParseInt(string(b), 10, 64)
+			return n, err == nil
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// parseTime reads an RFC 3339 time: S3's form (2006-01-02T15:04:05.000Z)
+// by hand, anything else as time.Parse reads it.
+func parseTime(b []byte) (time.Time, bool) {
+	if t, ok := parseUTC(b); ok {
+		return t, true
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b))
+	return t, err == nil
+}
+
+// parseUTC reads YYYY-MM-DDTHH:MM:SS[.fraction]Z; false for any other form
+// and for a day past the 28th (time.Parse checks it against the month).
+func parseUTC(b []byte) (time.Time, bool) {
+	if len(b) < 20 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[len(b)-1] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(s []byte) int {
+		n := 0
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	y, mo, d, h, mi, sec := num(b[0:4]), num(b[5:7]), num(b[8:10]), num(b[11:13]), num(b[14:16]), num(b[17:19])
+	if y < 0 || mo < 1 || mo > 12 || d < 1 || d > 28 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59 {
+		return time.Time{}, false
+	}
+	ns := 0
+	if frac := b[19 : len(b)-1]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		if ns = num(frac[1:]); ns < 0 {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			ns *= 10
+		}
+	}
+	return time.Date(y, time.Month(mo), d, h, mi, sec, ns, time.UTC), true
+}
+
 // unescapeXML resolves the five named entities and character references;
 // a carriage return (which XML rewrites) or anything else refuses.
 func unescapeXML(raw []byte) (string, bool) {
-	if bytes.IndexByte(raw, '\r') >= 0 || bytes.IndexByte(raw, '>') >= 0 && bytes.Contains(raw, []byte("]]>")) {
+	amp, gt := false, false
+	for _, c := range raw { // one pass: keys and ETags are short
+		switch c {
+		case '\r':
+			return "", false
+		case '&':
+			amp = true
+		case '>':
+			gt = true
+		}
+	}
+	if gt && bytes.Contains(raw, []byte("]]>")) {
 		return "", false
 	}
-	if bytes.IndexByte(raw, '&') < 0 {
+	if !amp {
 		return string(raw), true
 	}
 	out := make([]byte, 0, len(raw))
@@ -279,9 +397,11 @@ func unescapeXML(raw []byte) (string, bool) {
 		if j < 0 {
 			return "", false
 		}
-		ent := string(raw[i+1 : i+j])
+		ent := raw[i+1 : i+j]
 		i += j + 1
-		switch ent {
+		switch string(ent) {
+		case "#34": // the quotes of every ETag, as encoding/xml writes them
+			out = append(out, '"')
 		case "amp":
 			out = append(out, '&')
 		case "lt":
@@ -293,7 +413,7 @@ func unescapeXML(raw []byte) (string, bool) {
 		case "apos":
 			out = append(out, '\'')
 		default:
-			r, ok := charRef(ent)
+			r, ok := charRef(string(ent))
 			if !ok {
 				return "", false
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,61 @@ func TestParseListPage(t *testing.T) {
 		`<IsTruncated>false</IsTruncated></ListBucketResult>`), &p)
 	if !ok || len(p.objects) != 1 || p.objects[0].key != "kAB" || p.objects[0].etag != `"e"` || p.objects[0].size != 7 || p.truncated {
 		t.Fatalf("parse = %v, %+v", ok, p)
+	}
+}
+
+// The hand-written readers of a listing's Size and LastModified agree
+// with strconv.ParseInt and time.Parse(time.RFC3339Nano) on every input.
+func TestListValuesReadAsTheStandardLibraryReadsThem(t *testing.T) {
+	for _, s := range []string{"", "0", "7", "007", "4096", "+5", "-1", "12a", " 1", "922337203685477580",
+		"9223372036854775807", "9223372036854775808", "99999999999999999999"} {
+		got, ok := parseSize([]byte(s))
+		want, err := strconv.ParseInt(s, 10, 64)
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("parseSize(%q) = %d, %v; ParseInt = %d, %v", s, got, ok, want, err)
+		}
+	}
+	for _, s := range []string{"2026-12-03T11:38:16.158Z", "2026-12-03T11:38:16.16Z", "2026-12-03T11:38:16Z",
+		"2026-12-03T11:38:16.123456789Z", "2026-12-03T11:38:16.1234567891Z", "2026-12-03T11:38:16.Z",
+		"2024-02-29T00:00:00Z", "2026-02-29T00:00:00Z", "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z",
+		"2026-12-03T24:00:00Z", "2026-12-03T11:60:00Z", "2026-12-03T11:38:60Z", "2026-12-03T11:38:16+02:00",
+		"2026-12-03t11:38:16Z", "2026-12-03T11:38:16.158z", "0000-01-01T00:00:00Z", "2026-1-03T11:38:16Z", "x"} {
+		got, ok := parseTime([]byte(s))
+		want, err := time.Parse(time.RFC3339Nano, s)
+		if ok != (err == nil) || (ok && (!got.Equal(want) || got.Location() != want.Location())) {
+			t.Errorf("parseTime(%q) = %v, %v; time.Parse = %v, %v", s, got, ok, want, err)
+		}
+	}
+}
+
+// BenchmarkParseListPage: one page of 1,000 keys as gofakes3 writes it.
+func BenchmarkParseListPage(b *testing.B) {
+	mem := s3mem.New()
+	if err := mem.CreateBucket("b"); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1000 {
+		k := fmt.Sprintf("dir%02d/file%06d.bin", i%50, i)
+		if _, err := mem.PutObject("b", k, map[string]string{}, strings.NewReader(k), int64(len(k)), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(gofakes3.New(mem).Server())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/b?list-type=2")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var page listPage
+		if !parseListPage(body, &page) || len(page.objects) != 1000 {
+			b.Fatal("parseListPage refused the page")
+		}
 	}
 }

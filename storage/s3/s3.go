@@ -758,7 +758,7 @@ func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Ve
 		return nil, "", err
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	data, err := readSized(out.Body, aws.ToInt64(out.ContentLength))
 	if err != nil {
 		return nil, "", b.wrap("read", key, err)
 	}
@@ -767,6 +767,30 @@ func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Ve
 		return nil, "", fmt.Errorf("s3 read s3://%s/%s: the server returned no ETag, which compare-and-swap needs", b.bucket, key)
 	}
 	return data, storage.Version(etag), nil
+}
+
+// readSized reads r to its end into a buffer of the size announced (a
+// response's Content-Length; 0 or less: unknown): io.ReadAll grows a
+// catalog of megabytes through a score of copies. A body longer than
+// announced is still read whole.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > 1<<30 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: the read that meets the end needs room
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: grow
+		}
+	}
 }
 
 // WriteIfVersion is a compare-and-swap PutObject: If-None-Match "*" when

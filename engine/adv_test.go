@@ -6,6 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +191,78 @@ func staleHolderNeverEmptiesANewerHoldersIntent(t *testing.T, lose bool) {
 	res, err := publishWith(t, lb, heldLease{}, newer, fixedNow)
 	if err != nil || len(res.Plan.Collisions) != 0 || !res.Recovered {
 		t.Fatalf("retry of the newer holder: %v, collisions %v, recovered %v", err, res.Plan.Collisions, res.Recovered)
+	}
+}
+
+// pausingLease holds its holder at the lease check that precedes the
+// intent's write (putIntent) and then reports the lease as it was when
+// checked: a holder paused right after that check.
+type pausingLease struct {
+	switchLease
+	once           sync.Once
+	paused, resume chan struct{}
+}
+
+func (l *pausingLease) Err() error {
+	err := l.switchLease.Err()
+	pcs := make([]uintptr, 8)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for f, more := frames.Next(); more; f, more = frames.Next() {
+		if strings.HasSuffix(f.Function, "engine.putIntent") {
+			l.once.Do(func() {
+				close(l.paused)
+				<-l.resume
+			})
+			break
+		}
+	}
+	return err
+}
+
+// TestStaleHolderNeverRewritesANewerHoldersIntent: a holder paused past
+// its lease right before it rewrites the intent in place must not replace
+// the intent of the holder that took the root meanwhile and named outputs
+// under it: if that holder dies before its commit, its retry needs its
+// intent or it collides with its own bytes.
+func TestStaleHolderNeverRewritesANewerHoldersIntent(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	lb, _ := local.New(root)
+	if _, err := publishWith(t, lb, heldLease{}, map[string]string{"data/a.csv": "a1\n"}, fixedNow.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sl := &pausingLease{paused: make(chan struct{}), resume: make(chan struct{})}
+	staleDone := make(chan error, 1)
+	go func() {
+		_, err := publishWith(t, lb, sl, map[string]string{"data/a.csv": "a2\n", "data/s.csv": "s\n"}, fixedNow.Add(-30*time.Minute))
+		staleDone <- err
+	}()
+	<-sl.paused
+	newer := map[string]string{"data/a.csv": "a3\n", "data/c.csv": "c\n"}
+	dying := &dyingBackend{Backend: lb, killAt: 4}
+	if _, err := publishWith(t, dying, heldLease{}, newer, fixedNow); !errors.Is(err, errKilled) {
+		t.Fatalf("newer holder: %v, want killed", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "data/c.csv")); err != nil {
+		t.Fatalf("the newer holder's output should have landed: %v", err)
+	}
+	want, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath)))
+	if err != nil || len(want) == 0 {
+		t.Fatalf("the newer holder's intent: %v", err)
+	}
+	sl.lose()
+	close(sl.resume)
+	if err := <-staleDone; err == nil {
+		t.Fatal("the stale holder's publication succeeded")
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); !bytes.Equal(got, want) {
+		t.Fatalf("the stale holder replaced the newer holder's intent:\n%s", got)
+	}
+	res, err := publishWith(t, lb, heldLease{}, newer, fixedNow)
+	if err != nil || len(res.Plan.Collisions) != 0 || !res.Recovered {
+		t.Fatalf("retry of the newer holder: %v, collisions %v, recovered %v", err, res.Plan.Collisions, res.Recovered)
+	}
+	if _, err := os.Stat(filepath.Join(root, "data/s.csv")); err == nil {
+		t.Fatal("the stale holder wrote an output")
 	}
 }

@@ -59,6 +59,17 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 		return nil, err
 	}
 	if w, ok := root.(storage.InPlaceWriter); ok {
+		// Recovery left no intent (removed or emptied): one here now is
+		// another holder's, which took the root while this one was paused
+		// past its lease, and may have named outputs under it. Not
+		// replaced (its retry would collide with its own bytes).
+		cur, _, err := root.ReadVersion(ctx, IntentPath)
+		if err != nil {
+			return nil, fmt.Errorf("read intent in %s: %w", root, err)
+		}
+		if len(cur) > 0 {
+			return nil, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, storage.ErrConflict)
+		}
 		// One file per root, rewritten: one flush, no folder flush. A
 		// crash mid-write leaves a copy whose checksum fails, and no
 		// output was named yet (see decodeIntent).

@@ -66,7 +66,8 @@ func (r *publication) run(ctx context.Context) error {
 	// A bundle that turns out unusable changes nothing: an interrupted
 	// run's recovery (a write) waits until the bundle is known good.
 	if r.await != nil {
-		if _, err := r.root.Stat(ctx, IntentPath); !errors.Is(err, storage.ErrNotExist) {
+		// An intent emptied in place (dropIntent) is none.
+		if info, err := r.root.Stat(ctx, IntentPath); err != nil && !errors.Is(err, storage.ErrNotExist) || err == nil && info.Size > 0 {
 			if err := r.awaitBundle(); err != nil {
 				return err
 			}

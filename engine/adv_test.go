@@ -266,3 +266,80 @@ func TestStaleHolderNeverRewritesANewerHoldersIntent(t *testing.T) {
 		t.Fatal("the stale holder wrote an output")
 	}
 }
+
+// raceAtCommit is a local root where another writer commits the catalog
+// (the same records, updated a second later) after the publication prepared its
+// catalog and before it commits it.
+type raceAtCommit struct{ *local.Backend }
+
+func (r raceAtCommit) PrepareVersion(ctx context.Context, path string, data []byte) (storage.PreparedVersion, error) {
+	pv, err := r.Backend.PrepareVersion(ctx, path, data)
+	if err != nil {
+		return nil, err
+	}
+	return racedPrepared{pv, r.Backend}, nil
+}
+
+type racedPrepared struct {
+	storage.PreparedVersion
+	b *local.Backend
+}
+
+func (pv racedPrepared) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
+	data, v, err := pv.b.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return "", err
+	}
+	cat, _, err := catalog.Parse(data)
+	if err != nil {
+		return "", err
+	}
+	cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
+	if data, err = catalog.Marshal(cat); err != nil {
+		return "", err
+	}
+	if _, err := pv.b.WriteIfVersion(ctx, catalog.FileName, data, v); err != nil {
+		return "", err
+	}
+	return pv.PreparedVersion.CommitIfVersion(ctx, want)
+}
+
+// TestPreparedCatalogLosingTheRaceLeavesNothingAndConverges: a catalog
+// commit that another writer's commit overtook after the prepare fails
+// as a race (retried), leaves no temp file and keeps the intent, and the
+// retry ends byte for byte where an uninterrupted run ends.
+func TestPreparedCatalogLosingTheRaceLeavesNothingAndConverges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := func(t *testing.T) string {
+		root := t.TempDir()
+		b, _ := local.New(root)
+		if _, err := publish(t, b, planner.Replacement, dropFiles, fixedNow.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		return root
+	}
+	ref := first(t)
+	rb, _ := local.New(ref)
+	if _, err := publish(t, rb, planner.Replacement, tornNext, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, ref)
+	root := first(t)
+	b, _ := local.New(root)
+	if _, err := publish(t, raceAtCommit{b}, planner.Replacement, tornNext, fixedNow); !errors.Is(err, engine.ErrCatalogRace) {
+		t.Fatalf("publication overtaken at its commit: %v, want ErrCatalogRace", err)
+	}
+	e := &engine.Engine{Now: func() time.Time { return fixedNow }, Version: "test"}
+	rep, err := e.Verify(ctx, b, all)
+	if err != nil || rep.Leftovers.Count != 0 || !rep.PendingRecovery {
+		t.Fatalf("after the lost race: %+v, %v; want no leftover and the intent pending", rep, err)
+	}
+	res, err := publish(t, b, planner.Replacement, tornNext, fixedNow)
+	if err != nil || !res.Recovered {
+		t.Fatalf("retry: %v, recovered %v", err, res.Recovered)
+	}
+	if d := diff(snapshot(t, root), want); d != "" {
+		t.Fatalf("the retry ends elsewhere:\n%s", d)
+	}
+}

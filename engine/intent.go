@@ -48,27 +48,40 @@ type intentWire struct {
 // putIntent records doc as the root's intent, while the lease holds: from
 // here on a crash is rolled forward by the next run. Publications and prune
 // write it through here.
-func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc) error {
+//
+// It returns the bytes written, for dropIntent.
+func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc) ([]byte, error) {
 	data, err := encodeIntent(doc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := l.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if w, ok := root.(storage.InPlaceWriter); ok {
+		// Recovery left no intent (removed or emptied): one here now is
+		// another holder's, which took the root while this one was paused
+		// past its lease, and may have named outputs under it. Not
+		// replaced (its retry would collide with its own bytes).
+		cur, _, err := root.ReadVersion(ctx, IntentPath)
+		if err != nil {
+			return nil, fmt.Errorf("read intent in %s: %w", root, err)
+		}
+		if len(cur) > 0 {
+			return nil, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, storage.ErrConflict)
+		}
 		// One file per root, rewritten: one flush, no folder flush. A
 		// crash mid-write leaves a copy whose checksum fails, and no
 		// output was named yet (see decodeIntent).
 		if err := w.OverwriteSync(ctx, IntentPath, data); err != nil {
-			return fmt.Errorf("write intent in %s: %w", root, err)
+			return nil, fmt.Errorf("write intent in %s: %w", root, err)
 		}
-		return nil
+		return data, nil
 	}
 	if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
-		return fmt.Errorf("write intent in %s: %w", root, err)
+		return nil, fmt.Errorf("write intent in %s: %w", root, err)
 	}
-	return nil
+	return data, nil
 }
 
 // dropIntent removes the intent of a run that committed. One left behind
@@ -84,10 +97,28 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 // A root rewritten in place (storage.InPlaceWriter) keeps the file and
 // empties it, without a flush either: the same rule holds, since Sync,
 // SyncEmptied and the next intent's own flush cover the emptying.
-func (e *Engine) dropIntent(ctx context.Context, root storage.Backend) {
+//
+// wrote is the intent this run wrote (putIntent). A holder that lost its
+// lease since its commit (paused past it) leaves the intent to the next
+// holder, and an in-place intent is emptied only while it still holds
+// wrote: a newer holder may have taken the root and named outputs under
+// its own intent, which a stale emptying would hide (its retry would then
+// collide with its own bytes).
+func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.Lease, wrote []byte) {
+	if err := l.Err(); err != nil {
+		e.Log.Warn().Err(err).Str("root", root.String()).Msg("left the intent to the next holder")
+		return
+	}
 	var err error
 	if w, ok := root.(storage.InPlaceWriter); ok {
-		err = w.EmptyDeferSync(ctx, IntentPath)
+		var cur []byte
+		if cur, _, err = root.ReadVersion(ctx, IntentPath); err == nil && !bytes.Equal(cur, wrote) {
+			e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
+			return
+		}
+		if err == nil {
+			err = w.EmptyDeferSync(ctx, IntentPath)
+		}
 	} else {
 		err = storage.DeleteDeferSync(ctx, root, IntentPath)
 	}

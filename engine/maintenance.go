@@ -89,7 +89,8 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	}
 	// The same intent as a publication's: a kill after some deletes leaves
 	// records whose bytes are gone, and recovery drops exactly those.
-	if err := putIntent(ctx, root, l, intentDoc{Deletes: paths}); err != nil {
+	wrote, err := putIntent(ctx, root, l, intentDoc{Deletes: paths})
+	if err != nil {
 		return res, err
 	}
 	if err := l.Err(); err != nil {
@@ -107,7 +108,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
 		return res, err
 	}
-	e.dropIntent(ctx, root)
+	e.dropIntent(ctx, root, l, wrote)
 	return res, nil
 }
 

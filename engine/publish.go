@@ -27,6 +27,8 @@ type publication struct {
 	// that this run reports without writing them again.
 	seen    map[string]bool
 	carried []string
+	// intent is the intent this run wrote (putIntent), for dropIntent.
+	intent []byte
 	// spent is the pending report to remove once this run succeeds.
 	spent     string
 	writes    []planner.Item
@@ -64,7 +66,8 @@ func (r *publication) run(ctx context.Context) error {
 	// A bundle that turns out unusable changes nothing: an interrupted
 	// run's recovery (a write) waits until the bundle is known good.
 	if r.await != nil {
-		if _, err := r.root.Stat(ctx, IntentPath); !errors.Is(err, storage.ErrNotExist) {
+		// An intent emptied in place (dropIntent) is none.
+		if info, err := r.root.Stat(ctx, IntentPath); err != nil && !errors.Is(err, storage.ErrNotExist) || err == nil && info.Size > 0 {
 			if err := r.awaitBundle(); err != nil {
 				return err
 			}
@@ -243,8 +246,10 @@ func (r *publication) writeIntent(ctx context.Context) error {
 	for _, it := range r.writes {
 		records = append(records, it.Record)
 	}
-	return putIntent(ctx, r.root, r.l, intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
+	var err error
+	r.intent, err = putIntent(ctx, r.root, r.l, intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
 		Writes: records, Deletes: r.deletes, Reported: r.carried})
+	return err
 }
 
 // makeRoom deletes the managed outputs in the way of a write; the intent
@@ -340,7 +345,7 @@ func (r *publication) finish(ctx context.Context) error {
 		return err
 	}
 	if len(r.writes)+len(r.deletes) > 0 {
-		r.e.dropIntent(ctx, r.root)
+		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
 	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
 	return nil

@@ -35,11 +35,20 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 		return recovery{}, nil
 	}
 	doc, err := decodeIntent(data)
-	if _, inPlace := root.(storage.InPlaceWriter); inPlace && errors.Is(err, errTornIntent) {
+	if w, inPlace := root.(storage.InPlaceWriter); inPlace && errors.Is(err, errTornIntent) {
 		// A crash in the middle of its rewrite, before its flush returned:
 		// no output of it was named yet, and the intent it replaced was
-		// committed and emptied first. Nothing to roll forward.
+		// committed and emptied first. Nothing to roll forward; emptied
+		// (without a flush: a torn copy that comes back is ignored again),
+		// or verify would report it pending after runs that write no
+		// intent of their own.
 		e.Log.Warn().Str("root", root.String()).Msg("ignored an intent torn by a crash while it was written; nothing of it had been applied")
+		if err := l.Err(); err != nil {
+			return recovery{}, err
+		}
+		if err := w.EmptyDeferSync(ctx, IntentPath); err != nil {
+			return recovery{}, fmt.Errorf("remove torn intent in %s: %w", root, err)
+		}
 		return recovery{}, nil
 	}
 	if err != nil {

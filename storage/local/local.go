@@ -95,6 +95,10 @@ type Backend struct {
 	onSync func(kind, dir string)
 	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
 	group *SyncGroup
+	// groupFailures is how many of the group's flushes of the root's
+	// filesystem had failed when the backend last learned of one (see
+	// SyncGroup.sync).
+	groupFailures atomic.Uint64
 	// syncCalls numbers the calls of Sync as they begin; syncedThrough is
 	// the highest number of one that succeeded. A write that returned
 	// while syncCalls was n is durable once syncedThrough > n (prepare.go).
@@ -166,6 +170,11 @@ func New(root string, opts ...Option) (*Backend, error) {
 	b.smallBufs.New = func() any { buf := make([]byte, smallBuf); return &buf }
 	for _, o := range opts {
 		o(b)
+	}
+	if b.group != nil {
+		// The flushes that failed before the backend existed are not its
+		// own (as a handle opened now would not report them).
+		b.group.sample(b.rootFD, &b.groupFailures)
 	}
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
@@ -374,7 +383,7 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 	made := b.freshFolders()
 	n := b.syncCalls.Add(1)
 	if b.group != nil {
-		if err := b.group.sync(ctx, b.rootFD); err != nil {
+		if err := b.group.sync(ctx, b.rootFD, &b.groupFailures); err != nil {
 			return fmt.Errorf("sync %s: %w", b.root, err)
 		}
 	} else if err := unix.Syncfs(b.rootFD); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +38,12 @@ type fsSync struct {
 	// running is the flush in progress (nil: none); next is the one that
 	// starts when it ends, joined by every caller that arrives meanwhile.
 	running, next *syncRound
+	// failures counts the flushes that failed, lastErr is the last one's
+	// error: syncfs reports a writeback error once per open file, and the
+	// group flushes through one, so the group tells each backend itself
+	// (see sync).
+	failures uint64
+	lastErr  error
 }
 
 type syncRound struct {
@@ -46,8 +53,12 @@ type syncRound struct {
 }
 
 // sync makes every write to fd's filesystem that returned before the call
-// durable.
-func (g *SyncGroup) sync(ctx context.Context, fd int) error {
+// durable. seen is the caller's count of the failed flushes it was told
+// of: a flush that failed since may have covered the caller's writes (it
+// arrived while that flush ran, or came later) and the kernel reported its
+// error to that flush's callers only, so this call fails too, once, as a
+// syncfs through the caller's own handle would.
+func (g *SyncGroup) sync(ctx context.Context, fd int, seen *atomic.Uint64) error {
 	s, err := g.forFS(fd)
 	if err != nil {
 		return err
@@ -58,7 +69,7 @@ func (g *SyncGroup) sync(ctx context.Context, fd int) error {
 		s.running = r
 		s.mu.Unlock()
 		s.run(r) // in this caller: no hand-off when nobody else waits
-		return r.err
+		return s.told(r.err, seen)
 	}
 	if s.next == nil {
 		s.next = &syncRound{done: make(chan struct{})}
@@ -68,10 +79,34 @@ func (g *SyncGroup) sync(ctx context.Context, fd int) error {
 	s.mu.Unlock()
 	select {
 	case <-r.done:
-		return r.err
+		return s.told(r.err, seen)
 	case <-ctx.Done():
 		return ctx.Err() // the flush still runs for the others
 	}
+}
+
+// told is err, or the error of a flush that failed since the caller last
+// learned of one; either way the caller has learned of every failure so
+// far.
+func (s *fsSync) told(err error, seen *atomic.Uint64) error {
+	s.mu.Lock()
+	n, last := s.failures, s.lastErr
+	s.mu.Unlock()
+	if old := seen.Swap(n); err == nil && n > old {
+		return fmt.Errorf("an earlier flush of this filesystem failed: %w", last)
+	}
+	return err
+}
+
+// sample sets seen to the failures of fd's filesystem so far.
+func (g *SyncGroup) sample(fd int, seen *atomic.Uint64) {
+	s, err := g.forFS(fd)
+	if err != nil {
+		return // sync reports it
+	}
+	s.mu.Lock()
+	seen.Store(s.failures)
+	s.mu.Unlock()
 }
 
 // run flushes for round r, then starts the round that gathered meanwhile
@@ -81,6 +116,10 @@ func (s *fsSync) run(r *syncRound) {
 		r.err = fmt.Errorf("syncfs: %w", err)
 	}
 	s.mu.Lock()
+	if r.err != nil {
+		s.failures++
+		s.lastErr = r.err
+	}
 	close(r.done)
 	s.running, s.next = s.next, nil
 	next := s.running

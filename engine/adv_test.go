@@ -171,7 +171,7 @@ func staleHolderNeverEmptiesANewerHoldersIntent(t *testing.T, lose bool) {
 	// The newer holder: its intent, then its new output, then killed
 	// before its commit.
 	newer := map[string]string{"data/a.csv": "a2\n", "data/c.csv": "c\n"}
-	dying := &dyingBackend{Backend: lb, killAt: 5}
+	dying := dyingOn(lb, 5)
 	if _, err := publishWith(t, dying, heldLease{}, newer, fixedNow); !errors.Is(err, errKilled) {
 		t.Fatalf("newer holder: %v, want killed", err)
 	}
@@ -239,7 +239,7 @@ func TestStaleHolderNeverRewritesANewerHoldersIntent(t *testing.T) {
 	}()
 	<-sl.paused
 	newer := map[string]string{"data/a.csv": "a3\n", "data/c.csv": "c\n"}
-	dying := &dyingBackend{Backend: lb, killAt: 4}
+	dying := dyingOn(lb, 4)
 	if _, err := publishWith(t, dying, heldLease{}, newer, fixedNow); !errors.Is(err, errKilled) {
 		t.Fatalf("newer holder: %v, want killed", err)
 	}

@@ -620,3 +620,29 @@ func TestRetryOfSameEventReportsWritesOfTheFailedAttempt(t *testing.T) {
 		t.Fatal("intent left after the successful retry")
 	}
 }
+
+// dyingInPlace is a dyingBackend over a root that rewrites its intent in
+// place (local), as the production path sees it.
+type dyingInPlace struct{ *dyingBackend }
+
+func (d dyingInPlace) OverwriteSync(ctx context.Context, p string, data []byte) error {
+	return dyingStager(d).OverwriteSync(ctx, p, data)
+}
+
+func (d dyingInPlace) EmptyDeferSync(ctx context.Context, p string) error {
+	return dyingStager(d).EmptyDeferSync(ctx, p)
+}
+
+func (d dyingInPlace) SyncEmptied(ctx context.Context, p string) error {
+	return dyingStager(d).SyncEmptied(ctx, p)
+}
+
+// dyingOn is a dyingBackend over root that dies at its killAt-th mutating
+// call, keeping root's in-place intent (a local root).
+func dyingOn(root storage.Backend, killAt int) storage.Backend {
+	d := &dyingBackend{Backend: root, killAt: killAt}
+	if _, ok := root.(storage.InPlaceWriter); ok {
+		return dyingInPlace{d}
+	}
+	return d
+}

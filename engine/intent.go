@@ -49,39 +49,74 @@ type intentWire struct {
 // here on a crash is rolled forward by the next run. Publications and prune
 // write it through here.
 //
-// It returns the bytes written, for dropIntent.
-func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc) ([]byte, error) {
+// Recovery leaves no intent before a run writes its own, so one found here
+// is another holder's, which took the root while this one was paused past
+// its lease, and may have named outputs under it: it is never replaced
+// (ErrConflict; its retry would collide with its own bytes).
+//
+// It returns what it wrote, for dropIntent.
+func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc) (writtenIntent, error) {
 	data, err := encodeIntent(doc)
 	if err != nil {
-		return nil, err
+		return writtenIntent{}, err
 	}
 	if err := l.Err(); err != nil {
-		return nil, err
+		return writtenIntent{}, err
 	}
 	if w, ok := root.(storage.InPlaceWriter); ok {
-		// Recovery left no intent (removed or emptied): one here now is
-		// another holder's, which took the root while this one was paused
-		// past its lease, and may have named outputs under it. Not
-		// replaced (its retry would collide with its own bytes).
+		// Emptied in place counts as none.
 		cur, _, err := root.ReadVersion(ctx, IntentPath)
 		if err != nil {
-			return nil, fmt.Errorf("read intent in %s: %w", root, err)
+			return writtenIntent{}, fmt.Errorf("read intent in %s: %w", root, err)
 		}
 		if len(cur) > 0 {
-			return nil, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, storage.ErrConflict)
+			return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, storage.ErrConflict)
 		}
 		// One file per root, rewritten: one flush, no folder flush. A
 		// crash mid-write leaves a copy whose checksum fails, and no
 		// output was named yet (see decodeIntent).
 		if err := w.OverwriteSync(ctx, IntentPath, data); err != nil {
-			return nil, fmt.Errorf("write intent in %s: %w", root, err)
+			return writtenIntent{}, fmt.Errorf("write intent in %s: %w", root, err)
 		}
-		return data, nil
+		return writtenIntent{data: data}, nil
 	}
-	if _, err := root.Put(ctx, IntentPath, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
-		return nil, fmt.Errorf("write intent in %s: %w", root, err)
+	// Written only where none is (S3: If-None-Match: *), removed only while
+	// it is still this version (dropIntent).
+	v, err := root.WriteIfVersion(ctx, IntentPath, data, "")
+	if errors.Is(err, storage.ErrConflict) {
+		v, err = replaceEmptied(ctx, root, data)
 	}
-	return data, nil
+	if errors.Is(err, storage.ErrConflict) {
+		return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, err)
+	}
+	if err != nil {
+		return writtenIntent{}, fmt.Errorf("write intent in %s: %w", root, err)
+	}
+	return writtenIntent{data: data, version: v}, nil
+}
+
+// replaceEmptied writes data over an intent emptied in place (a local root
+// reached through a wrapper that does not rewrite in place): ErrConflict
+// when the intent there is not empty.
+func replaceEmptied(ctx context.Context, root storage.Backend, data []byte) (storage.Version, error) {
+	cur, v, err := root.ReadVersion(ctx, IntentPath)
+	if errors.Is(err, storage.ErrNotExist) {
+		return root.WriteIfVersion(ctx, IntentPath, data, "")
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(cur) > 0 {
+		return "", storage.ErrConflict
+	}
+	return root.WriteIfVersion(ctx, IntentPath, data, v)
+}
+
+// writtenIntent is the intent a run wrote: its bytes (an intent rewritten
+// in place) or its version (one written whole).
+type writtenIntent struct {
+	data    []byte
+	version storage.Version
 }
 
 // dropIntent removes the intent of a run that committed. One left behind
@@ -100,11 +135,11 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 //
 // wrote is the intent this run wrote (putIntent). A holder that lost its
 // lease since its commit (paused past it) leaves the intent to the next
-// holder, and an in-place intent is emptied only while it still holds
+// holder, and the intent is emptied or removed only while it is still
 // wrote: a newer holder may have taken the root and named outputs under
 // its own intent, which a stale emptying would hide (its retry would then
 // collide with its own bytes).
-func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.Lease, wrote []byte) {
+func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.Lease, wrote writtenIntent) {
 	if err := l.Err(); err != nil {
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("left the intent to the next holder")
 		return
@@ -112,15 +147,16 @@ func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.L
 	var err error
 	if w, ok := root.(storage.InPlaceWriter); ok {
 		var cur []byte
-		if cur, _, err = root.ReadVersion(ctx, IntentPath); err == nil && !bytes.Equal(cur, wrote) {
+		if cur, _, err = root.ReadVersion(ctx, IntentPath); err == nil && !bytes.Equal(cur, wrote.data) {
 			e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
 			return
 		}
 		if err == nil {
 			err = w.EmptyDeferSync(ctx, IntentPath)
 		}
-	} else {
-		err = storage.DeleteDeferSync(ctx, root, IntentPath)
+	} else if err = root.DeleteIfVersion(ctx, IntentPath, wrote.version); errors.Is(err, storage.ErrConflict) {
+		e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
+		return
 	}
 	if err != nil {
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")

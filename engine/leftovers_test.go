@@ -65,7 +65,7 @@ func tempFiles(t *testing.T, root string) []string {
 // writing its intent, before any output.
 func crashAfterIntent(t *testing.T, root storage.Backend, files map[string]string) {
 	t.Helper()
-	if _, err := publish(t, &dyingBackend{Backend: root, killAt: 2}, planner.Replacement, files, fixedNow); err == nil {
+	if _, err := publish(t, dyingOn(root, 2), planner.Replacement, files, fixedNow); err == nil {
 		t.Fatal("the crashing publication succeeded")
 	}
 	if _, _, err := root.ReadVersion(t.Context(), engine.IntentPath); err != nil {

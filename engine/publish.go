@@ -28,7 +28,7 @@ type publication struct {
 	seen    map[string]bool
 	carried []string
 	// intent is the intent this run wrote (putIntent), for dropIntent.
-	intent []byte
+	intent writtenIntent
 	// spent is the pending report to remove once this run succeeds.
 	spent     string
 	writes    []planner.Item

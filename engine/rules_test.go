@@ -542,15 +542,18 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) 
 		}
 		// One shard of the fingerprint index is rewritten: f042.txt is a
 		// new version.
-		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.FingerprintsFile("data/f042.txt", 1), engine.IntentPath, "data/f042.txt"})
-		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName})
-		wantStrings(t, "destination Delete", root.Calls("Delete"), []string{engine.IntentPath})
+		wantStrings(t, "destination Put", root.Calls("Put"), []string{engine.FingerprintsFile("data/f042.txt", 1), "data/f042.txt"})
+		// The intent is written only where none is, and removed only while
+		// it is still this run's (a stale holder never replaces or removes
+		// a newer holder's).
+		wantStrings(t, "destination WriteIfVersion", root.Calls("WriteIfVersion"), []string{catalog.FileName, engine.IntentPath})
+		wantStrings(t, "destination Delete", root.Calls("Delete"), nil)
 		wantStrings(t, "destination Open", root.Calls("Open"), nil)
 		// Of the writes only the intent flushes on its own: the output is
 		// covered by the one sync before the commit, the index shard needs
 		// none (it is advisory).
-		wantStrings(t, "durable destination Put", root.Calls("PutDurable"), []string{engine.IntentPath})
-		wantStrings(t, "destination DeleteIfVersion", root.Calls("DeleteIfVersion"), nil)
+		wantStrings(t, "durable destination Put", root.Calls("PutDurable"), nil)
+		wantStrings(t, "destination DeleteIfVersion", root.Calls("DeleteIfVersion"), []string{engine.IntentPath})
 		// Reads: one listing, no per-object Stat (on S3 a HEAD each), the
 		// catalog, intent and pending report, and the index shards of the
 		// outputs, each once.
@@ -585,9 +588,10 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc, staged bool) 
 		}
 		wantStrings(t, "bundle Open", src.Calls("Open"), wantOpens)
 		wantStrings(t, "bundle Stat", src.Calls("Stat"), wantStats)
-		// One flush of its own, the intent's: outputs wait for the one
-		// barrier, the fingerprint index for writeback.
-		wantStrings(t, "destination durable Put", root.Calls("PutDurable"), []string{engine.IntentPath})
+		// No Put flushes on its own: the intent is a conditional write
+		// (durable on return), outputs wait for the one barrier, the
+		// fingerprint index for writeback.
+		wantStrings(t, "destination durable Put", root.Calls("PutDurable"), nil)
 		wantContents(t, plain, files)
 		assertDescribesStorage(t, plain)
 	}

@@ -54,6 +54,11 @@ func (o *orderBackend) WriteIfVersion(ctx context.Context, p string, data []byte
 	return o.Backend.WriteIfVersion(ctx, p, data, v)
 }
 
+func (o *orderBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
+	o.log("cas-delete", p)
+	return o.Backend.DeleteIfVersion(ctx, p, v)
+}
+
 // take returns the calls so far and forgets them. Writes run concurrently,
 // so each run of puts of outputs comes sorted.
 func (o *orderBackend) take() []string {
@@ -91,8 +96,8 @@ func TestManagedFileBecomesFolderAndBack(t *testing.T) {
 				wantStrings(t, "deleted", res.Deleted, []string{"docs"})
 				wantStrings(t, "written", itemPaths(res.Written), []string{"docs/index.txt", "docs/sub/more.txt"})
 				wantStrings(t, "calls", root.take(), []string{
-					"put " + engine.IntentPath, "delete docs", "put docs/index.txt", "put docs/sub/more.txt",
-					"cas " + catalog.FileName, "delete " + engine.IntentPath,
+					"cas " + engine.IntentPath, "delete docs", "put docs/index.txt", "put docs/sub/more.txt",
+					"cas " + catalog.FileName, "cas-delete " + engine.IntentPath,
 				})
 				wantContents(t, plain, map[string]string{"docs/index.txt": "index\n", "docs/sub/more.txt": "more\n", "keep.txt": "k\n"})
 				cat := assertDescribesStorage(t, plain)
@@ -102,8 +107,8 @@ func TestManagedFileBecomesFolderAndBack(t *testing.T) {
 				wantStrings(t, "deleted", res.Deleted, []string{"docs/index.txt", "docs/sub/more.txt"})
 				wantStrings(t, "written", itemPaths(res.Written), []string{"docs"})
 				wantStrings(t, "calls", root.take(), []string{
-					"put " + engine.IntentPath, "delete docs/index.txt", "delete docs/sub/more.txt", "put docs",
-					"cas " + catalog.FileName, "delete " + engine.IntentPath,
+					"cas " + engine.IntentPath, "delete docs/index.txt", "delete docs/sub/more.txt", "put docs",
+					"cas " + catalog.FileName, "cas-delete " + engine.IntentPath,
 				})
 				wantContents(t, plain, map[string]string{"docs": "file again\n", "keep.txt": "k\n"})
 				cat = assertDescribesStorage(t, plain)
@@ -131,8 +136,8 @@ func TestOtherOwnersOutputInTheWayIsDisplaced(t *testing.T) {
 		res := h.mustPublish(t2, pipeA, "weather", "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n"})
 		wantStrings(t, "deleted", res.Deleted, []string{"docs", "old.txt"})
 		wantStrings(t, "calls", root.take(), []string{
-			"put " + engine.IntentPath, "delete docs", "put docs/index.txt", "delete old.txt",
-			"cas " + catalog.FileName, "delete " + engine.IntentPath,
+			"cas " + engine.IntentPath, "delete docs", "put docs/index.txt", "delete old.txt",
+			"cas " + catalog.FileName, "cas-delete " + engine.IntentPath,
 		})
 		wantContents(t, plain, map[string]string{"docs/index.txt": "index\n"})
 		cat := assertDescribesStorage(t, plain)

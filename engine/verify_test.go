@@ -62,7 +62,7 @@ func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
 		}
 
 		// Killed after its intent and first output landed.
-		dying := &dyingBackend{Backend: root, killAt: 3}
+		dying := dyingOn(root, 3)
 		if _, err := publish(t, dying, planner.Additive, map[string]string{"a.txt": "a2\n", "b.txt": "b2\n"}, fixedNow.Add(time.Minute)); !errors.Is(err, errKilled) {
 			t.Fatalf("interrupted run: %v", err)
 		}

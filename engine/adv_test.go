@@ -12,15 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
-	"github.com/distributor/distributor/testenv"
 )
 
 // TestTornIntentIsClearedByTheNextRunThatIgnoresIt: a torn intent (a
@@ -75,33 +72,11 @@ func TestTornIntentIsClearedByTheNextRunThatIgnoresIt(t *testing.T) {
 	}
 }
 
-// publishWith is publish under lease l.
+// publishWith publishes files additively (no HTML) under lease l, as the
+// event of now.
 func publishWith(t *testing.T, root storage.Backend, l lease.Lease, files map[string]string, now time.Time) (engine.Result, error) {
 	t.Helper()
-	ctx := context.Background()
-	bdir := t.TempDir()
-	testenv.WriteBundle(t, bdir, "weatherreporter.tomorrow", now.Add(-time.Minute), files)
-	bstore, err := local.New(bdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bundle.Open(ctx, bstore, bdir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest := config.Destination{ID: "latest-html", Backend: "local", Workflow: planner.Additive,
-		Publish: config.Publish{Sources: true, Include: []string{"**"}}}
-	outs, err := engine.Desire(ctx, dest, "weatherreporter.daily", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := engine.Publication{
-		Owner:    catalog.Owner{PipelineID: "weatherreporter.daily", DestinationID: "latest-html"},
-		Workflow: planner.Additive, Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
-		BundleEventID: "ev-" + now.Format("150405"), Outputs: outs, Bundle: b,
-	}
-	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
-	return e.Publish(ctx, root, l, pub)
+	return runPublication(t, root, l, publicationSpec{workflow: planner.Additive, eventID: "ev-" + now.Format("150405")}, files, now)
 }
 
 // pausedAfterCommit is a local root whose holder is paused (SIGSTOP, a

@@ -245,10 +245,23 @@ var fixedNow = time.Date(2026, 6, 19, 12, 5, 0, 0, time.UTC)
 // publish runs one publication of files to root through the engine.
 func publish(t *testing.T, root storage.Backend, wf planner.Workflow, files map[string]string, now time.Time) (engine.Result, error) {
 	t.Helper()
+	return runPublication(t, root, heldLease{}, publicationSpec{workflow: wf, html: true, eventID: "ev-1"}, files, now)
+}
+
+// publicationSpec is how runPublication publishes: the workflow, whether
+// Markdown also goes out as HTML, the bundle event's id.
+type publicationSpec struct {
+	workflow planner.Workflow
+	html     bool
+	eventID  string
+}
+
+// runPublication publishes files, as a bundle created a minute before now
+// (a later publication is a newer version of the source), to root under l.
+func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publicationSpec, files map[string]string, now time.Time) (engine.Result, error) {
+	t.Helper()
 	ctx := context.Background()
 	bdir := t.TempDir()
-	// Created shortly before it is published: a later publication is a
-	// newer version of the source.
 	testenv.WriteBundle(t, bdir, "weatherreporter.tomorrow", now.Add(-time.Minute), files)
 	bstore, err := local.New(bdir)
 	if err != nil {
@@ -258,20 +271,22 @@ func publish(t *testing.T, root storage.Backend, wf planner.Workflow, files map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest := config.Destination{ID: "latest-html", Backend: "local", Workflow: wf,
-		Publish:    config.Publish{Sources: true, HTML: true, Include: []string{"**"}},
-		Transforms: []config.Transform{{Name: "markdown_to_html", Match: "**/*.md", Index: "report.md"}}}
+	dest := config.Destination{ID: "latest-html", Backend: "local", Workflow: spec.workflow,
+		Publish: config.Publish{Sources: true, HTML: spec.html, Include: []string{"**"}}}
+	if spec.html {
+		dest.Transforms = []config.Transform{{Name: "markdown_to_html", Match: "**/*.md", Index: "report.md"}}
+	}
 	outs, err := engine.Desire(ctx, dest, "weatherreporter.daily", b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := engine.Publication{
 		Owner:    catalog.Owner{PipelineID: "weatherreporter.daily", DestinationID: "latest-html"},
-		Workflow: wf, Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
-		BundleEventID: "ev-1", Outputs: outs, Bundle: b,
+		Workflow: spec.workflow, Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
+		BundleEventID: spec.eventID, Outputs: outs, Bundle: b,
 	}
 	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
-	return e.Publish(ctx, root, heldLease{}, pub)
+	return e.Publish(ctx, root, l, pub)
 }
 
 // snapshot is every file under root except distributor's scratch space,

@@ -286,21 +286,8 @@ func (pv racedPrepared) CommitIfVersion(ctx context.Context, want storage.Versio
 func TestPreparedCatalogLosingTheRaceLeavesNothingAndConverges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	first := func(t *testing.T) string {
-		root := t.TempDir()
-		b, _ := local.New(root)
-		if _, err := publish(t, b, planner.Replacement, dropFiles, fixedNow.Add(-time.Hour)); err != nil {
-			t.Fatal(err)
-		}
-		return root
-	}
-	ref := first(t)
-	rb, _ := local.New(ref)
-	if _, err := publish(t, rb, planner.Replacement, tornNext, fixedNow); err != nil {
-		t.Fatal(err)
-	}
-	want := snapshot(t, ref)
-	root := first(t)
+	want := tornNextReference(t)
+	root := publishedDropFiles(t)
 	b, _ := local.New(root)
 	if _, err := publish(t, raceAtCommit{b}, planner.Replacement, tornNext, fixedNow); !errors.Is(err, engine.ErrCatalogRace) {
 		t.Fatalf("publication overtaken at its commit: %v, want ErrCatalogRace", err)

@@ -40,22 +40,9 @@ var tornNext = map[string]string{"data/a.csv": "a2\n", "data/c.csv": "c\n"}
 // exactly where an uninterrupted run ends.
 func TestTornIntentIsIgnored(t *testing.T) {
 	t.Parallel()
-	first := func(t *testing.T) string {
-		root := t.TempDir()
-		b, _ := local.New(root)
-		if _, err := publish(t, b, planner.Replacement, dropFiles, fixedNow.Add(-time.Hour)); err != nil {
-			t.Fatal(err)
-		}
-		return root
-	}
-	ref := first(t)
-	rb, _ := local.New(ref)
-	if _, err := publish(t, rb, planner.Replacement, tornNext, fixedNow); err != nil {
-		t.Fatal(err)
-	}
-	want := snapshot(t, ref)
+	want := tornNextReference(t)
 	// The intent of the second publication, as it was about to be written.
-	lb, _ := local.New(first(t))
+	lb, _ := local.New(publishedDropFiles(t))
 	capture := &intentCapture{Backend: lb}
 	if _, err := publish(t, capture, planner.Replacement, tornNext, fixedNow); err == nil || len(capture.data) < 100 {
 		t.Fatalf("killed at the intent: %v, %d bytes captured", err, len(capture.data))
@@ -73,7 +60,7 @@ func TestTornIntentIsIgnored(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			root := first(t)
+			root := publishedDropFiles(t)
 			if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath)), torn, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +84,7 @@ func TestTornIntentIsIgnored(t *testing.T) {
 	// not match is damage: refused, as any unreadable intent.
 	t.Run("written whole", func(t *testing.T) {
 		t.Parallel()
-		root := first(t)
+		root := publishedDropFiles(t)
 		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath)), flipped, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -107,4 +94,28 @@ func TestTornIntentIsIgnored(t *testing.T) {
 			t.Fatalf("publication over a damaged intent: %v, want it refused", err)
 		}
 	})
+}
+
+// publishedDropFiles is a local root holding dropFiles, published an hour
+// before fixedNow.
+func publishedDropFiles(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	b, _ := local.New(root)
+	if _, err := publish(t, b, planner.Replacement, dropFiles, fixedNow.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// tornNextReference is where an uninterrupted publication of tornNext over
+// publishedDropFiles ends: the state every interrupted one must reach.
+func tornNextReference(t *testing.T) map[string]string {
+	t.Helper()
+	ref := publishedDropFiles(t)
+	rb, _ := local.New(ref)
+	if _, err := publish(t, rb, planner.Replacement, tornNext, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	return snapshot(t, ref)
 }

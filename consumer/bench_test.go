@@ -1,10 +1,12 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -126,12 +128,14 @@ func BenchmarkThroughput(b *testing.B) {
 			opts.Workers = c.workers
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime(b)
+			acquired := &acquisitions{}
 			for i := range c.nodes {
 				nc := nodeConfig{name: fmt.Sprintf("node%d", i), opts: opts}
-				if c.serveLock {
-					nc.wrapLocker = func(kv lease.Locker) lease.Locker {
-						return lease.Both(kv, lease.NewStorageLocker(nc.name, 2*time.Second))
+				nc.wrapLocker = func(kv lease.Locker) lease.Locker {
+					if c.serveLock {
+						kv = lease.Both(kv, lease.NewStorageLocker(nc.name, 2*time.Second))
 					}
+					return acquired.count(kv)
 				}
 				e.start(nc)
 			}
@@ -155,11 +159,33 @@ func BenchmarkThroughput(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 			b.ReportMetric(float64(superseded), "superseded")
+			// Publications that took a lease another one handed them
+			// (engine.HandOver) instead of acquiring it.
+			b.ReportMetric(float64(b.N-int(acquired.n.Load())), "handed-over")
 			// CPU time (user + system) of the whole process, NATS server
 			// included: on a shared machine it varies far less than the rate.
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/event")
 		})
 	}
+}
+
+// acquisitions counts the lease acquisitions that succeeded, over every
+// locker it wraps.
+type acquisitions struct{ n atomic.Int64 }
+
+func (a *acquisitions) count(l lease.Locker) lease.Locker { return countedLocker{l, a} }
+
+type countedLocker struct {
+	lease.Locker
+	a *acquisitions
+}
+
+func (c countedLocker) Acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
+	l, err := c.Locker.Acquire(ctx, root)
+	if err == nil {
+		c.a.n.Add(1)
+	}
+	return l, err
 }
 
 // BenchmarkRate measures announce → published latency at a steady 100

@@ -109,6 +109,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}{
 		{50, 1, 4, false}, {16, 1, 0, false}, {50, 1, 0, false}, {50, 3, 0, false}, {16, 1, 0, true},
 		{16, 1, 16, false}, {50, 1, 16, false}, {16, 1, 4, false}, {16, 1, 4, true},
+		{16, 1, 32, false}, {16, 1, 32, true}, {50, 1, 32, false},
 	} {
 		name := fmt.Sprintf("roots=%d/consumers=%d/workers=%d", c.roots, c.nodes, c.workers)
 		if c.serveLock {
@@ -129,6 +130,7 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime(b)
 			acquired := &acquisitions{}
+			var nodes []*node
 			for i := range c.nodes {
 				nc := nodeConfig{name: fmt.Sprintf("node%d", i), opts: opts}
 				nc.wrapLocker = func(kv lease.Locker) lease.Locker {
@@ -137,7 +139,7 @@ func BenchmarkThroughput(b *testing.B) {
 					}
 					return acquired.count(kv)
 				}
-				e.start(nc)
+				nodes = append(nodes, e.start(nc))
 			}
 			superseded := 0
 			for i, ch := range chans {
@@ -157,6 +159,15 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
 			b.StopTimer()
+			// Messages each consumer's connection sent and received:
+			// deliveries, pull requests, acks, lease and result publishes
+			// and their replies.
+			var msgs uint64
+			for _, n := range nodes {
+				st := n.nc.Stats()
+				msgs += st.InMsgs + st.OutMsgs
+			}
+			b.ReportMetric(float64(msgs)/float64(b.N), "nats-msgs/event")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 			b.ReportMetric(float64(superseded), "superseded")
 			// Publications that took a lease another one handed them

@@ -103,17 +103,23 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	// serveLock: the lease serve takes (the KV lease and the lock object
 	// in the root, lease.Both), not the KV lease alone.
+	// noHandOver: every publication acquires and releases the lease
+	// (engine.Runner.HandOver off), as before hand-overs.
 	for _, c := range []struct {
 		roots, nodes, workers int
-		serveLock             bool
+		serveLock, noHandOver bool
 	}{
-		{50, 1, 4, false}, {16, 1, 0, false}, {50, 1, 0, false}, {50, 3, 0, false}, {16, 1, 0, true},
-		{16, 1, 16, false}, {50, 1, 16, false}, {16, 1, 4, false}, {16, 1, 4, true},
-		{16, 1, 32, false}, {16, 1, 32, true}, {50, 1, 32, false},
+		{50, 1, 4, false, false}, {16, 1, 0, false, false}, {50, 1, 0, false, false}, {50, 3, 0, false, false},
+		{16, 1, 0, true, false}, {16, 1, 16, false, false}, {50, 1, 16, false, false}, {16, 1, 4, false, false},
+		{16, 1, 4, true, false}, {16, 1, 32, false, false}, {16, 1, 32, true, false}, {50, 1, 32, false, false},
+		{16, 1, 32, false, true}, {16, 1, 32, true, true}, {16, 1, 0, false, true}, {16, 1, 0, true, true},
 	} {
 		name := fmt.Sprintf("roots=%d/consumers=%d/workers=%d", c.roots, c.nodes, c.workers)
 		if c.serveLock {
 			name += "/lock=serve"
+		}
+		if c.noHandOver {
+			name += "/handover=off"
 		}
 		b.Run(name, func(b *testing.B) {
 			e := newEnv(b, rootsYAML(c.roots), false)
@@ -133,6 +139,9 @@ func BenchmarkThroughput(b *testing.B) {
 			var nodes []*node
 			for i := range c.nodes {
 				nc := nodeConfig{name: fmt.Sprintf("node%d", i), opts: opts}
+				if c.noHandOver {
+					nc.handOver = engine.HandOver{Max: -1}
+				}
 				nc.wrapLocker = func(kv lease.Locker) lease.Locker {
 					if c.serveLock {
 						kv = lease.Both(kv, lease.NewStorageLocker(nc.name, 2*time.Second))

@@ -446,3 +446,38 @@ func wantGrowingTokens(t *testing.T, order []string, most int) {
 		}
 	}
 }
+
+// TestAWaiterThatGaveUpLeavesTheLeaseFree: a publication that stops
+// waiting for the root's turn (its lease wait ran out) takes nothing over;
+// when the holder ends, with nobody left waiting, the lease is released.
+func TestAWaiterThatGaveUpLeavesTheLeaseFree(t *testing.T) {
+	t.Parallel()
+	locker := &successful{Locker: lease.NewStorageLocker("engine-test", time.Minute)}
+	c := newHandOverRoot(t, 2, locker, engine.HandOver{Max: 16, For: time.Hour})
+	c.h.runner.LeaseWait = 200 * time.Millisecond
+	holding, goOn, first := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var firstErr error
+	go func() {
+		defer close(first)
+		_, firstErr = c.publishWith(context.Background(), c.h.runner, 0, func(lease.Lease) error { close(holding); <-goOn; return nil })
+	}()
+	<-holding
+	_, err := c.publishWith(context.Background(), c.h.runner, 1, nil)
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("publication that gave up waiting: %v, want lease.ErrHeld", err)
+	}
+	close(goOn)
+	<-first
+	if firstErr != nil {
+		t.Fatalf("holder: %v", firstErr)
+	}
+	if q := c.h.runner.Queued(c.key()); q != 0 {
+		t.Fatalf("%d publications still in the root's line, want 0", q)
+	}
+	if err := assertNoLock(t, c.root); err != nil {
+		t.Fatal(err)
+	}
+	if got := locker.n.Load(); got != 1 {
+		t.Fatalf("%d acquisitions, want 1", got)
+	}
+}

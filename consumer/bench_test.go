@@ -1,10 +1,12 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,16 +103,23 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	// serveLock: the lease serve takes (the KV lease and the lock object
 	// in the root, lease.Both), not the KV lease alone.
+	// noHandOver: every publication acquires and releases the lease
+	// (engine.Runner.HandOver off), as before hand-overs.
 	for _, c := range []struct {
 		roots, nodes, workers int
-		serveLock             bool
+		serveLock, noHandOver bool
 	}{
-		{50, 1, 4, false}, {16, 1, 0, false}, {50, 1, 0, false}, {50, 3, 0, false}, {16, 1, 0, true},
-		{16, 1, 16, false}, {50, 1, 16, false}, {16, 1, 4, false}, {16, 1, 4, true},
+		{50, 1, 4, false, false}, {16, 1, 0, false, false}, {50, 1, 0, false, false}, {50, 3, 0, false, false},
+		{16, 1, 0, true, false}, {16, 1, 16, false, false}, {50, 1, 16, false, false}, {16, 1, 4, false, false},
+		{16, 1, 4, true, false}, {16, 1, 32, false, false}, {16, 1, 32, true, false}, {50, 1, 32, false, false},
+		{16, 1, 32, false, true}, {16, 1, 32, true, true}, {16, 1, 0, false, true}, {16, 1, 0, true, true},
 	} {
 		name := fmt.Sprintf("roots=%d/consumers=%d/workers=%d", c.roots, c.nodes, c.workers)
 		if c.serveLock {
 			name += "/lock=serve"
+		}
+		if c.noHandOver {
+			name += "/handover=off"
 		}
 		b.Run(name, func(b *testing.B) {
 			e := newEnv(b, rootsYAML(c.roots), false)
@@ -126,14 +135,20 @@ func BenchmarkThroughput(b *testing.B) {
 			opts.Workers = c.workers
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime(b)
+			acquired := &acquisitions{}
+			var nodes []*node
 			for i := range c.nodes {
 				nc := nodeConfig{name: fmt.Sprintf("node%d", i), opts: opts}
-				if c.serveLock {
-					nc.wrapLocker = func(kv lease.Locker) lease.Locker {
-						return lease.Both(kv, lease.NewStorageLocker(nc.name, 2*time.Second))
-					}
+				if c.noHandOver {
+					nc.handOver = engine.HandOver{Max: -1}
 				}
-				e.start(nc)
+				nc.wrapLocker = func(kv lease.Locker) lease.Locker {
+					if c.serveLock {
+						kv = lease.Both(kv, lease.NewStorageLocker(nc.name, 2*time.Second))
+					}
+					return acquired.count(kv)
+				}
+				nodes = append(nodes, e.start(nc))
 			}
 			superseded := 0
 			for i, ch := range chans {
@@ -153,13 +168,44 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
 			b.StopTimer()
+			// Messages each consumer's connection sent and received:
+			// deliveries, pull requests, acks, lease and result publishes
+			// and their replies.
+			var msgs uint64
+			for _, n := range nodes {
+				st := n.nc.Stats()
+				msgs += st.InMsgs + st.OutMsgs
+			}
+			b.ReportMetric(float64(msgs)/float64(b.N), "nats-msgs/event")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 			b.ReportMetric(float64(superseded), "superseded")
+			// Publications that took a lease another one handed them
+			// (engine.HandOver) instead of acquiring it.
+			b.ReportMetric(float64(b.N-int(acquired.n.Load())), "handed-over")
 			// CPU time (user + system) of the whole process, NATS server
 			// included: on a shared machine it varies far less than the rate.
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/event")
 		})
 	}
+}
+
+// acquisitions counts the lease acquisitions that succeeded, over every
+// locker it wraps.
+type acquisitions struct{ n atomic.Int64 }
+
+func (a *acquisitions) count(l lease.Locker) lease.Locker { return countedLocker{l, a} }
+
+type countedLocker struct {
+	lease.Locker
+	a *acquisitions
+}
+
+func (c countedLocker) Acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
+	l, err := c.Locker.Acquire(ctx, root)
+	if err == nil {
+		c.a.n.Add(1)
+	}
+	return l, err
 }
 
 // BenchmarkRate measures announce → published latency at a steady 100

@@ -207,6 +207,9 @@ type nodeConfig struct {
 	// leaseWait is the runner's wait for a held root lease (default 10s;
 	// negative: none).
 	leaseWait time.Duration
+	// handOver bounds the runner's lease hand-overs (default serve's,
+	// engine.DefaultHandOver; Max < 0: none).
+	handOver engine.HandOver
 	// splitLock gives the leases their own connection, so a test can cut
 	// renewals without cutting the consumer.
 	splitLock bool
@@ -239,6 +242,9 @@ func (e *env) start(nc nodeConfig) *node {
 	}
 	if nc.leaseWait == 0 {
 		nc.leaseWait = 10 * time.Second
+	}
+	if nc.handOver == (engine.HandOver{}) {
+		nc.handOver = engine.DefaultHandOver
 	}
 	connect := e.nats.Conn
 	if nc.user != "" {
@@ -276,6 +282,7 @@ func (e *env) start(nc nodeConfig) *node {
 		Stores:    &testStores{open: nc.open, s3: e.s3, wrap: nc.wrap},
 		Locker:    locker,
 		LeaseWait: max(nc.leaseWait, 0),
+		HandOver:  nc.handOver,
 	}
 	opts := nc.opts
 	opts.Log = nc.log

@@ -37,9 +37,34 @@ type Runner struct {
 	// succeeded took, waiting for another holder included (metrics).
 	LeaseWaited func(time.Duration)
 
+	// HandOver lets a root's lease pass from one publication to the next
+	// of this Runner queued for the same root, instead of a release and a
+	// new acquisition (zero: never). See docs/guarantees.md, "Leases".
+	HandOver HandOver
+
 	// turns queues this process's publications into one root (rootTurns).
 	turns rootTurns
 }
+
+// HandOver bounds how long one lease serves the publications queued in
+// one process for its root. A lease is handed on only while it is held
+// (Err is nil), to a publication of the same Runner that waits for the
+// root's turn, and only after the one before returned: the holder does
+// not change, so neither does the token. The bounds make the process
+// release and acquire the lease again from time to time, as it did
+// between every two publications before, which is where another
+// process waiting for the root gets its chance and the token grows.
+type HandOver struct {
+	// Max is how many publications in a row one lease may serve (2 or
+	// more to hand over at all).
+	Max int
+	// For: a lease held this long is not handed on (0: no time bound).
+	For time.Duration
+}
+
+// DefaultHandOver is serve's: a root's lease serves at most 16 queued
+// publications of one process, and is not handed on after a second.
+var DefaultHandOver = HandOver{Max: 16, For: time.Second}
 
 // Request names a bundle and where it goes.
 type Request struct {
@@ -220,25 +245,80 @@ func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(ro
 	return r.withLeaseOn(ctx, d, root, fn)
 }
 
-// withLeaseOn is WithLease on the opened root.
+// withLeaseOn is WithLease on the opened root. The lease is the one the
+// last publication of this Runner into the root left (HandOver), or a new
+// one.
 func (r *Runner) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, fn func(root storage.Backend, l lease.Lease) error) error {
 	start := time.Now()
 	// Waiting for this process's own holder counts toward LeaseWait; past
 	// it, the lease is asked for anyway and reports who holds it.
-	if done, ok := r.turns.take(ctx, d.RootKey(), start.Add(r.LeaseWait)); ok {
-		defer done()
-	}
-	l, err := r.acquire(ctx, lease.Root{Key: d.RootKey(), Store: root}, start)
+	s, _ := r.turns.take(ctx, d.RootKey(), start.Add(r.LeaseWait))
+	h, err := r.hold(ctx, s, lease.Root{Key: d.RootKey(), Store: root}, start)
 	if err != nil {
+		if s != nil {
+			s.done(ctx)
+		}
 		return err
 	}
-	defer func() {
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil {
-			log := LogFrom(ctx, r.Engine.Log)
-			log.Warn().Err(rerr).Str("root", root.String()).Msg("lease release failed; it expires on its own")
+	defer r.giveBack(ctx, s, h, root)
+	return fn(root, h.l)
+}
+
+// hold returns the lease left on the seat if it is still held, or
+// acquires one. Either way its renewal follows ctx until giveBack.
+func (r *Runner) hold(ctx context.Context, s *seat, root lease.Root, start time.Time) (*holding, error) {
+	if s != nil {
+		if h := s.pick(); h != nil {
+			if h.l.Err() == nil {
+				h.bind(ctx)
+				if r.LeaseWaited != nil {
+					r.LeaseWaited(time.Since(start))
+				}
+				return h, nil
+			}
+			// Lost while it was handed on: a new holder, a new token.
+			_ = h.release(context.WithoutCancel(ctx))
 		}
-	}()
-	return fn(root, l)
+	}
+	// The renewal's own context: ctx ends it while this publication uses
+	// the lease (bind), a later one's context after a hand-over.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &holding{cancel: cancel}
+	h.bind(ctx)
+	l, err := r.acquire(lctx, root, start)
+	if err != nil {
+		h.unbind()
+		cancel()
+		return nil, err
+	}
+	h.l, h.since = l, time.Now()
+	return h, nil
+}
+
+// giveBack leaves the lease to the next publication waiting on the seat,
+// within HandOver's bounds and while it is held, or releases it; then it
+// gives up the turn.
+func (r *Runner) giveBack(ctx context.Context, s *seat, h *holding, root storage.Backend) {
+	// false: ctx ended while the lease was in use, which ended its renewal.
+	live := h.unbind()
+	if s != nil {
+		defer s.done(ctx)
+		if live && r.mayHandOver(h) && s.leaveLease(h) {
+			return
+		}
+	}
+	if err := h.release(context.WithoutCancel(ctx)); err != nil {
+		log := LogFrom(ctx, r.Engine.Log)
+		log.Warn().Err(err).Str("root", root.String()).Msg("lease release failed; it expires on its own")
+	}
+}
+
+// mayHandOver reports whether h may serve one more publication.
+func (r *Runner) mayHandOver(h *holding) bool {
+	if h.uses >= r.HandOver.Max || (r.HandOver.For > 0 && time.Since(h.since) >= r.HandOver.For) {
+		return false
+	}
+	return h.l.Err() == nil // a lost lease is never handed on
 }
 
 // Plan computes the plan of one destination without a lease or any write.

@@ -28,6 +28,16 @@
 // the run, which the lock object fences, but losing it to another holder
 // does.
 //
+// # One lease, several publications
+//
+// A holder may use one lease for several runs in a row (engine.Runner's
+// HandOver: the publications of one process queued for a root), as long
+// as they never overlap and it checks Err between them: the holder, and
+// so the token, does not change, and no one else can have held the root
+// in between. The renewal must then outlive the context of the run that
+// acquired it (the engine gives Acquire a context of its own). The
+// argument in full is in docs/guarantees.md, "Leases".
+//
 // lease/leasetest is the contract every Locker passes (one holder at a
 // time, renewal, expiry after the holder stops, growing tokens).
 package lease

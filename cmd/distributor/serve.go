@@ -173,6 +173,8 @@ func (a *app) serveRunner(cfg *config.Config, js jetstream.JetStream, streams *e
 		// short: wait for it rather than failing the delivery.
 		LeaseWait:   15 * time.Second,
 		LeaseWaited: m.LeaseWaited,
+		// Events queued for one root share its lease (within bounds).
+		HandOver: engine.DefaultHandOver,
 	}
 }
 

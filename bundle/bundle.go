@@ -70,13 +70,16 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 }
 
 // readAll reads up to MaxManifestSize+1 bytes of rc into one buffer sized
-// by its Stat when it has one (a local file): growing by doubling copied a
-// 10,000-file manifest several times over.
+// by the size it knows (storage.Sized: a local file, an S3 body) or its
+// Stat: growing by doubling copied a 10,000-file manifest several times
+// over, into fresh pages each time.
 func readAll(rc io.Reader) ([]byte, error) {
 	size := int64(512)
-	if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
+	if f, ok := rc.(storage.Sized); ok && f.Size() >= 0 {
+		size = min(f.Size(), MaxManifestSize) + 1 // +1: the read that sees the end
+	} else if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = min(fi.Size(), MaxManifestSize) + 1 // +1: the read that sees the end
+			size = min(fi.Size(), MaxManifestSize) + 1
 		}
 	}
 	r := io.LimitReader(rc, MaxManifestSize+1)

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/distributor/distributor/internal/jsonfast"
 )
 
 // origin is where the records of a catalog read by ParseOwned came from.
@@ -113,7 +115,7 @@ func (s *canonScan) raw() ([]byte, bool) {
 		return nil, false
 	}
 	start, ascii := s.i+1, true
-	for j := start; j < len(s.d); j++ {
+	for j := start + jsonfast.PlainPrefix(s.d[start:]); j < len(s.d); j++ {
 		switch c := s.d[j]; {
 		case c == '"':
 			b := s.d[start:j]

@@ -238,6 +238,10 @@ type parsedState struct {
 	err error
 }
 
+// errListingUnneeded: the publication is small against its catalog, so
+// its paths are looked up one by one instead (storedFor).
+var errListingUnneeded = errors.New("listing not needed")
+
 // listing is a listing of the root run while the catalog is parsed.
 type listing struct {
 	stored map[string]planner.Stored
@@ -329,8 +333,9 @@ func nextSlash(p string, i int) int {
 // listing's system calls and the parse overlap). stored is nil when the
 // caller must still find what is stored.
 // outputs gives the publication's outputs once the catalog is read: a
-// bundle still being opened is waited for only then.
-func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileListing func(state) error) (state, map[string]planner.Stored, error) {
+// bundle still being opened is waited for only then; known reports
+// whether outputs would return at once.
+func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), known func() bool, whileListing func(state) error) (state, map[string]planner.Stored, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
 		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
@@ -342,20 +347,38 @@ func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 		st, err := parseState(root, data, v)
 		parsed <- parsedState{st, err}
 	}()
-	outs, err := outputs()
-	n := len(outs)
-	if err != nil {
-		<-parsed // nothing outlives the call
-		return state{}, nil, err
-	}
-	if !listsAnyway(n, len(data), v != "") {
-		p := <-parsed
-		return p.st, nil, p.err
-	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Sized for the records the catalog's bytes suggest (~550 bytes each).
 	hint := len(data) / 512
+	// A root listed in one pass (local: folders read and stat'ed, no
+	// request per page) whose outputs are not known yet (a bundle still
+	// being opened: a large manifest is still being parsed) starts its
+	// listing now, beside the two parses, rather than once they are; a
+	// publication that turns out too small to list stops it then. Known
+	// outputs decide at once: ten outputs added to a root of a million
+	// never start a listing.
+	_, split := root.(storage.SplitLister)
+	var ch <-chan listing
+	if (!split || v == "") && !known() {
+		ch = startListing(lctx, root, nil, hint)
+	}
+	outs, err := outputs()
+	n := len(outs)
+	if err == nil && !listsAnyway(n, len(data), v != "") {
+		err = errListingUnneeded
+	}
+	if err != nil {
+		cancel()
+		if ch != nil {
+			<-ch
+		}
+		p := <-parsed // nothing outlives the call
+		if errors.Is(err, errListingUnneeded) {
+			return p.st, nil, p.err
+		}
+		return state{}, nil, err
+	}
 	// A SplitLister (S3: a request per page) reads ranges 4 at once
 	// instead of pages one after another. When the catalog holds at most
 	// about twice the publication's outputs (the replacement of a root,
@@ -363,9 +386,8 @@ func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 	// at their paths and starts now; else it waits for the parse and
 	// splits at the catalog's records: the publication's paths may sit
 	// together in a much larger root. No catalog: nothing to split.
-	_, split := root.(storage.SplitLister)
-	var ch <-chan listing
 	switch {
+	case ch != nil:
 	case !split || v == "":
 		ch = startListing(lctx, root, nil, hint)
 	case n >= 2*listSplit && len(data)/minRecordBytes <= 4*n:
@@ -395,7 +417,7 @@ func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	pl, err := e.plan(ctx, root, &pub, nil)
+	pl, err := e.plan(ctx, root, &pub, nil, nil)
 	return pl.Plan, err
 }
 
@@ -410,8 +432,9 @@ type planned struct {
 }
 
 // plan plans *pub. await, when set, completes *pub (its bundle was still
-// being opened): it is called once the catalog is read.
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error) (planned, error) {
+// being opened): it is called once the catalog is read; opened, when set,
+// reports whether it would return at once.
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error, opened func() bool) (planned, error) {
 	var pl planned
 	var err error
 	outputs := func() ([]Output, error) {
@@ -439,7 +462,8 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		}
 		return nil
 	}
-	if pl.st, pl.stored, err = readAndList(ctx, root, outputs, preload); err != nil {
+	known := func() bool { return opened == nil || opened() }
+	if pl.st, pl.stored, err = readAndList(ctx, root, outputs, known, preload); err != nil {
 		return pl, err
 	}
 	if pl.stored == nil {
@@ -494,10 +518,10 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	return e.publish(ctx, root, l, pub, nil)
 }
 
-// publish is Publish of pub, which await (when set) completes.
-func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, await func() (Publication, error)) (Result, error) {
+// publish is Publish of pub, which open (when set) completes.
+func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open *opening) (Result, error) {
 	var spent string
-	res, err := e.run(ctx, root, l, pub, await, &spent)
+	res, err := e.run(ctx, root, l, pub, open, &spent)
 	// A successful result reports what earlier attempts changed: their
 	// pending report is spent. A failed attempt leaves it for the next.
 	if err == nil && spent != "" {

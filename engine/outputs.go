@@ -38,7 +38,9 @@ func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bun
 			renderers = append(renderers, &markdownRule{match: t.Match, md: md})
 		}
 	}
-	var outs []Output
+	// One output per file in the common case: growing the slice copied
+	// these large records several times over.
+	outs := make([]Output, 0, len(b.Manifest.Files))
 	for _, f := range b.Manifest.Files {
 		ok, err := selected(d.Publish.Include, d.Publish.Exclude, f.Path)
 		if err != nil {

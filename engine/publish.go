@@ -36,25 +36,46 @@ type publication struct {
 	displaced []string
 	content   map[string][]byte
 	stg       *staged
-	// await, when set, completes pub: its bundle is still being opened
-	// (Runner.PublishOpening). Nil once called.
-	await func() (Publication, error)
+	// open, when set, completes pub: its bundle is still being opened
+	// (Runner.PublishOpening). Nil once waited for.
+	open *opening
 }
 
-func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, await func() (Publication, error), spent *string) (Result, error) {
-	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}, await: await}
+// opening is a publication's bundle still being opened.
+type opening struct {
+	// wait blocks until the bundle is open and returns the publication.
+	wait func() (Publication, error)
+	// done is closed once wait would not block.
+	done <-chan struct{}
+}
+
+func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open *opening, spent *string) (Result, error) {
+	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}, open: open}
 	err := r.run(ctx)
 	*spent = r.spent
 	return r.res, err
 }
 
+// bundleOpened reports whether awaitBundle would return at once.
+func (r *publication) bundleOpened() bool {
+	if r.open == nil {
+		return true
+	}
+	select {
+	case <-r.open.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // awaitBundle waits for the bundle still being opened, if any.
 func (r *publication) awaitBundle() error {
-	if r.await == nil {
+	if r.open == nil {
 		return nil
 	}
-	pub, err := r.await()
-	r.await = nil
+	pub, err := r.open.wait()
+	r.open = nil
 	if err != nil {
 		return err
 	}
@@ -65,7 +86,7 @@ func (r *publication) awaitBundle() error {
 func (r *publication) run(ctx context.Context) error {
 	// A bundle that turns out unusable changes nothing: an interrupted
 	// run's recovery (a write) waits until the bundle is known good.
-	if r.await != nil {
+	if r.open != nil {
 		// An intent emptied in place (dropIntent) is none.
 		if info, err := r.root.Stat(ctx, IntentPath); err != nil && !errors.Is(err, storage.ErrNotExist) || err == nil && info.Size > 0 {
 			if err := r.awaitBundle(); err != nil {
@@ -122,7 +143,7 @@ func (r *publication) run(ctx context.Context) error {
 // plan plans the publication and refuses a superseded or blocked one.
 func (r *publication) plan(ctx context.Context) error {
 	var err error
-	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle)
+	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle, r.bundleOpened)
 	p := r.pl.Plan
 	r.res.Plan = p
 	if err != nil {

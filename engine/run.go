@@ -213,18 +213,18 @@ func (r *Runner) PublishOpening(ctx context.Context, req Request, open func(cont
 		}
 		full, perr = r.Publication(ctx, req, b, d)
 	}()
-	await := func() (Publication, error) {
+	opening := &opening{done: opened, wait: func() (Publication, error) {
 		<-opened
 		if berr != nil {
 			return Publication{}, berr
 		}
 		return full, perr
-	}
+	}}
 	pub := Publication{Owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID}, Workflow: d.Workflow,
 		BundleEventID: req.BundleEventID, MaxDeletes: d.MaxDeletes, TakeOwnership: req.TakeOwnership, AllowOlder: req.AllowOlder}
 	err = r.withLeaseOn(lctx, d, root, func(root storage.Backend, l lease.Lease) error {
 		var err error
-		res, err = r.engineFor(ctx, l).publish(lctx, root, l, pub, await)
+		res, err = r.engineFor(ctx, l).publish(lctx, root, l, pub, opening)
 		res.LeaseToken = l.Token()
 		return err
 	})

@@ -84,6 +84,13 @@ type SplitLister interface {
 	ListSplit(ctx context.Context, splits []string, fn func(ObjectInfo) error) error
 }
 
+// Sized is implemented by a reader Open returned that knows the object's
+// size as it was when opened, so a reader of the whole object can size its
+// buffer once instead of growing it.
+type Sized interface {
+	Size() int64
+}
+
 // Syncer is implemented by backends that honour PutOptions.DeferSync.
 type Syncer interface {
 	// Sync makes every Put that has returned durable.

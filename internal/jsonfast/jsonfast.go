@@ -127,6 +127,7 @@ func (p *Parser) rawString() []byte {
 	p.Expect('"')
 	start := p.i
 	ascii := true
+	p.i += PlainPrefix(p.data[p.i:])
 	for p.i < len(p.data) {
 		c := p.data[p.i]
 		switch {

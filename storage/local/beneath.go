@@ -74,6 +74,6 @@ func (b *Backend) readBeneath(p string) (_ *fdFile, ok bool, _ error) {
 		return nil, false, nil
 	}
 	f := newFdFile(fd, filepath.Join(b.root, p))
-	f.left = st.Size
+	f.left, f.size = st.Size, st.Size
 	return f, true, nil
 }

@@ -26,13 +26,17 @@ type fdFile struct {
 	// find it. Bytes appended after the fstat are not read; a file that
 	// was larger already reads to its real end.
 	left int64
+	size int64 // the size fstat gave when opened, or -1
 }
 
 func newFdFile(fd int, name string) *fdFile {
-	f := &fdFile{name: name, left: -1}
+	f := &fdFile{name: name, left: -1, size: -1}
 	f.fd.Store(int64(fd))
 	return f
 }
+
+// Size is the file's size when it was opened (storage.Sized).
+func (f *fdFile) Size() int64 { return f.size }
 
 func (f *fdFile) pathErr(op string, err error) error {
 	return &fs.PathError{Op: op, Path: f.name, Err: err}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 )
@@ -58,5 +60,30 @@ func TestListLargeFolder(t *testing.T) {
 	}
 	if i, j := slices.Index(paths, "big/x.z"), slices.Index(paths, "big/x/in"); i < 0 || j != i+1 {
 		t.Fatalf("big/x/in at %d, want right after big/x.z (%d)", j, i)
+	}
+}
+
+// The listing's fingerprint (from a raw stat) and Stat's (from an
+// os.FileInfo) are the same string for the same file, or a listed file
+// would look changed to a reader that Stats it.
+func TestStatFingerprintMatchesFileInfos(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, size := range []int{0, 1, 12345} {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", size))
+		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := statFingerprint(&st), fingerprint(fi); got != want || want == "" {
+			t.Errorf("size %d: statFingerprint = %q, fingerprint = %q", size, got, want)
+		}
 	}
 }

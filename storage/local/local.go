@@ -330,7 +330,8 @@ func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.regular(r, p); err != nil {
+	fi, err := b.regular(r, p)
+	if err != nil {
 		return nil, err
 	}
 	f, err := r.Open(p)
@@ -340,8 +341,18 @@ func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err erro
 	if err != nil {
 		return nil, fmt.Errorf("open %q in %s: %w", p, b.root, err)
 	}
-	return f, nil
+	return sizedFile{File: f, size: fi.Size()}, nil
 }
+
+// sizedFile is an opened file that knows its size (storage.Sized) from the
+// Lstat just before its open, as the openat2 path's fdFile knows it from
+// its fstat: a hint for sizing buffers, not a promise.
+type sizedFile struct {
+	*os.File
+	size int64
+}
+
+func (f sizedFile) Size() int64 { return f.size }
 
 // Put writes r to p atomically and durably (unless opts.DeferSync): a
 // stage of one object (stage.go).

@@ -180,8 +180,9 @@ func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
 }
 
 // Large deferred objects start their writeback while written (every
-// writebackChunk bytes): the bytes named are exactly the bytes given, of
-// a known size or not, across chunk boundaries.
+// writebackChunk bytes), durable ones every durableChunk bytes: the bytes
+// named are exactly the bytes given, of a known size or not, across chunk
+// boundaries.
 func TestStageLargeDeferredObjects(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
@@ -193,10 +194,11 @@ func TestStageLargeDeferredObjects(t *testing.T) {
 	stg := b.Stage()
 	defer stg.Close()
 	for _, tc := range []struct {
-		path string
-		size int64
-	}{{"known.bin", int64(len(data))}, {"unknown.bin", -1}} {
-		if _, err := stg.Put(ctx, tc.path, bytes.NewReader(data), tc.size, storage.PutOptions{IfAbsent: true, DeferSync: true}); err != nil {
+		path     string
+		size     int64
+		deferred bool
+	}{{"known.bin", int64(len(data)), true}, {"unknown.bin", -1, true}, {"durable.bin", int64(len(data)), false}, {"durable-unknown.bin", -1, false}} {
+		if _, err := stg.Put(ctx, tc.path, bytes.NewReader(data), tc.size, storage.PutOptions{IfAbsent: true, DeferSync: tc.deferred}); err != nil {
 			t.Fatal(err)
 		}
 		if err := stg.Commit(ctx, tc.path); err != nil {

@@ -349,15 +349,22 @@ func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, b.wrap("open", key, err)
 	}
-	return &objectBody{ReadCloser: out.Body, b: b, key: key}, nil
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	return &objectBody{ReadCloser: out.Body, b: b, key: key, size: size}, nil
 }
 
 // objectBody maps read errors (a stalled download) like the calls' own.
 type objectBody struct {
 	io.ReadCloser
-	b   *Backend
-	key string
+	b    *Backend
+	key  string
+	size int64 // Content-Length (storage.Sized), -1 when not given
 }
+
+func (o *objectBody) Size() int64 { return o.size }
 
 func (o *objectBody) Read(p []byte) (int, error) {
 	n, err := o.ReadCloser.Read(p)

@@ -33,6 +33,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	}{
 		{"RoundTrip", testRoundTrip},
 		{"UnknownSize", testUnknownSize},
+		{"OpenKnowsItsSize", testOpenKnowsItsSize},
 		{"EmptyFile", testEmptyFile},
 		{"SpacesAndUnicode", testSpacesAndUnicode},
 		{"Missing", testMissing},
@@ -190,6 +191,35 @@ func testUnknownSize(t *testing.T, b storage.Backend) {
 		t.Fatalf("Stat = %+v, %v; want size %d", oi, err, len(data))
 	}
 	wantContent(t, b, "unknown", data)
+}
+
+// testOpenKnowsItsSize: every backend's Open reports the object's size
+// (storage.Sized), which the manifest's reader sizes its buffer by; without
+// it a 10,000-file manifest was copied several times while it grew.
+func testOpenKnowsItsSize(t *testing.T, b storage.Backend) {
+	for _, data := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("abc"), 100_000)} {
+		put(t, b, "sized", data)
+		rc, err := b.Open(t.Context(), "sized")
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		s, ok := rc.(storage.Sized)
+		if !ok {
+			rc.Close()
+			t.Fatalf("Open returned %T, which does not implement storage.Sized", rc)
+		}
+		if got := s.Size(); got != int64(len(data)) {
+			t.Errorf("Size() = %d, want %d", got, len(data))
+		}
+		// Reading does not change it: it is the size when opened.
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if got := s.Size(); got != int64(len(data)) {
+			t.Errorf("Size() after reading = %d, want %d", got, len(data))
+		}
+		rc.Close()
+	}
 }
 
 func testEmptyFile(t *testing.T, b storage.Backend) {

@@ -200,3 +200,28 @@ func TestBuildMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+// plainPath accepts only paths catalog.ValidateOutputPath accepts, and
+// accepts the plain ones a manifest is made of.
+func TestPlainPathsAreValid(t *testing.T) {
+	for _, p := range []string{"a", "a/b.html", "reports/2026/06/index.html", "a-b_c~d/e f/g+h=i@j"} {
+		if !plainPath(p) {
+			t.Errorf("plainPath(%q) = false", p)
+		}
+	}
+	for _, p := range append(badPaths, "a/", "a/.b", ".b", "a/..", "é", "a\x7f", strings.Repeat("a", catalog.MaxPathLen+1)) {
+		if plainPath(p) {
+			t.Errorf("plainPath(%q) = true", p)
+		}
+	}
+	alphabet := []rune{'a', 'B', '/', '.', '-', '\\', 0, 0x1f, 0x7f, 0x85, 'é', 'K', ' ', '~'}
+	rapid.Check(t, func(t *rapid.T) {
+		p := rapid.StringOf(rapid.SampledFrom(alphabet)).Draw(t, "p")
+		if rapid.Bool().Draw(t, "reserved") {
+			p = rapid.SampledFrom([]string{".distributor.json", ".distributor/", ".DISTRIBUTOR/", "x/.distributor-tmp-", "\u212a/"}).Draw(t, "prefix") + p
+		}
+		if err := catalog.ValidateOutputPath(p); plainPath(p) && err != nil {
+			t.Fatalf("plainPath(%q) = true, but: %v", p, err)
+		}
+	})
+}

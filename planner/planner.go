@@ -340,15 +340,42 @@ type pathOf struct {
 // with the first record; the others check only their own fields, and fall
 // back to the whole check (which has the message) when one looks wrong.
 func validDesired(in Input, d *Desired, first bool) bool {
-	if catalog.ValidateOutputPath(d.Path) != nil {
+	if !plainPath(d.Path) && catalog.ValidateOutputPath(d.Path) != nil {
 		return false
 	}
 	if !first && catalog.ValidDigest(d.SHA256) && d.Size >= 0 && utf8.ValidString(d.URL) &&
 		(d.Kind == catalog.KindSource || d.Kind == catalog.KindGenerated && d.From != "" && d.Transform != "" &&
-			utf8.ValidString(d.Transform) && catalog.ValidatePath(d.From) == nil) {
+			utf8.ValidString(d.Transform) && (plainPath(d.From) || catalog.ValidatePath(d.From) == nil)) {
 		return true
 	}
 	return record(in, d).ValidateFields() == nil // the path is checked above
+}
+
+// plainPath reports, in one pass, whether p is a path of printable ASCII
+// but '\' with no empty segment and no segment starting with '.' (which
+// covers ".", "..", the reserved names and temp names), at most
+// catalog.MaxPathLen bytes: a path catalog.ValidateOutputPath accepts
+// (TestPlainPathsAreValid). Other paths get the whole check, which
+// costs several passes and has the messages.
+func plainPath(p string) bool {
+	if p == "" || len(p) > catalog.MaxPathLen {
+		return false
+	}
+	start := true // at the start of a segment
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '/':
+			if start {
+				return false // an empty segment, or an absolute path
+			}
+			start = true
+			continue
+		case c < 0x20 || c >= 0x7f || c == '\\' || start && c == '.':
+			return false
+		}
+		start = false
+	}
+	return !start
 }
 
 // firstRefusal is the refusal of the first desired output in input order

@@ -229,9 +229,15 @@ func Build(in Input) (Plan, error) {
 	if err := checkInput(in); err != nil {
 		return p, err
 	}
+	cur := in.Catalog
+	if cur == nil {
+		cur = &catalog.Catalog{}
+	}
+	outs := recordsInOrder(cur)
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
-	if won, ok := newest(in.Catalog, in.Owner, in.Source.ID); ok && !in.AllowOlder && Newer(won, in.Source) {
+	won, found, owned := ownRecords(in, outs)
+	if found && !in.AllowOlder && Newer(won, in.Source) {
 		p.Items = nil
 		p.Superseded = &won
 		return p, nil
@@ -243,17 +249,12 @@ func Build(in Input) (Plan, error) {
 	if a, b, ok := nested(ds); ok {
 		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
 	}
-	cur := in.Catalog
-	if cur == nil {
-		cur = &catalog.Catalog{}
-	}
-	outs := recordsInOrder(cur)
 	// An object where a planned output needs a folder, or objects below a
 	// planned output's path, are in the way: a folder tree cannot hold both
 	// (and on S3 the roots would stop mirroring each other).
 	way := treeConflicts(ds, in.Stored, outs)
 	blocked, displaced := sortOutTheWay(in, way, outs)
-	dels, err := planReplacement(&p, in, ds, outs, displaced)
+	dels, err := planReplacement(&p, in, ds, outs, owned, displaced)
 	if err != nil {
 		return p, err
 	}
@@ -443,21 +444,36 @@ func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (ma
 	return blocked, displaced
 }
 
+// ownRecords returns the newest version of the publication's source among
+// its owner's records and, for a replacement, the indexes in outs of all
+// the owner's records: one pass comparing owners, for both.
+func ownRecords(in Input, outs []catalog.Output) (newest catalog.Source, found bool, owned []int) {
+	for i := range outs {
+		o := &outs[i]
+		if o.PipelineID != in.Owner.PipelineID || o.DestinationID != in.Owner.DestinationID {
+			continue
+		}
+		if in.Workflow == Replacement {
+			owned = append(owned, i)
+		}
+		if o.Source.ID == in.Source.ID && (!found || Newer(o.Source, newest)) {
+			newest, found = o.Source, true
+		}
+	}
+	return newest, found, owned
+}
+
 // planReplacement finds the deletes of a replacement: the owner's records
-// it no longer desires (their indexes in outs, in path order) and, on a
-// legacy root, the stored content to clear (p.Clear).
-func planReplacement(p *Plan, in Input, ds []*Desired, outs []catalog.Output, displaced map[string]Item) ([]int, error) {
+// (owned: their indexes in outs, in path order) it no longer desires and,
+// on a legacy root, the stored content to clear (p.Clear).
+func planReplacement(p *Plan, in Input, ds []*Desired, outs []catalog.Output, owned []int, displaced map[string]Item) ([]int, error) {
 	if in.Workflow != Replacement {
 		return nil, nil
 	}
 	var dels []int
-	owned, j := 0, 0
-	for i := range outs {
+	j := 0
+	for _, i := range owned {
 		old := &outs[i]
-		if old.PipelineID != in.Owner.PipelineID || old.DestinationID != in.Owner.DestinationID {
-			continue
-		}
-		owned++
 		for j < len(ds) && ds[j].Path < old.Path {
 			j++
 		}
@@ -474,7 +490,7 @@ func planReplacement(p *Plan, in Input, ds []*Desired, outs []catalog.Output, di
 		}
 	}
 	// An empty legacy replacement would clear the whole root: as broken.
-	if len(ds) == 0 && (owned > 0 || len(p.Clear) > 0) {
+	if len(ds) == 0 && (len(owned) > 0 || len(p.Clear) > 0) {
 		for _, i := range dels {
 			p.Items = append(p.Items, Item{Path: outs[i].Path, Action: Delete, Record: outs[i]})
 		}
@@ -591,25 +607,6 @@ func Newer(a, b catalog.Source) bool {
 		return c > 0
 	}
 	return a.Digest > b.Digest
-}
-
-// newest returns the newest version of source id among owner's records.
-func newest(c *catalog.Catalog, owner catalog.Owner, id string) (catalog.Source, bool) {
-	var best catalog.Source
-	found := false
-	if c == nil {
-		return best, false
-	}
-	for i := range c.Outputs {
-		o := &c.Outputs[i]
-		if o.PipelineID != owner.PipelineID || o.DestinationID != owner.DestinationID || o.Source.ID != id {
-			continue
-		}
-		if !found || Newer(o.Source, best) {
-			best, found = o.Source, true
-		}
-	}
-	return best, found
 }
 
 // record is the catalog record a desired output gets when written now.
@@ -739,9 +736,18 @@ type cursor struct {
 }
 
 func (c *cursor) find(p string) *catalog.Output {
+	if i := c.seek(p); i < len(c.outs) && c.outs[i].Path == p {
+		c.i++
+		return &c.outs[i]
+	}
+	return nil
+}
+
+// seek returns the index of the first record not before p.
+func (c *cursor) seek(p string) int {
 	outs, i := c.outs, c.i
 	if i > 0 && outs[i-1].Path >= p {
-		return findRecord(outs, p) // not ascending after all
+		i = 0 // not ascending after all: search them all
 	}
 	for k := 0; i < len(outs) && outs[i].Path < p; k++ {
 		if k == 4 {
@@ -751,11 +757,21 @@ func (c *cursor) find(p string) *catalog.Output {
 		i++
 	}
 	c.i = i
-	if i < len(outs) && outs[i].Path == p {
-		c.i++
-		return &outs[i]
+	return i
+}
+
+// firstBelow returns the index of the first record from the record at or
+// after p (index k) that is not before p + "/".
+func firstBelow(outs []catalog.Output, p string, k int) int {
+	if k < len(outs) && outs[k].Path == p {
+		k++
 	}
-	return nil
+	// Only paths that extend p by a byte below '/' ("p-1", "p.old") sort
+	// between p and p + "/": rare, so searched.
+	if k < len(outs) && len(outs[k].Path) > len(p) && outs[k].Path[len(p)] < '/' && strings.HasPrefix(outs[k].Path, p) {
+		k += sort.Search(len(outs)-k, func(j int) bool { return cmpBelow(outs[k+j].Path, p) >= 0 })
+	}
+	return k
 }
 
 // treeConflicts returns, per desired path, the objects in its way, in path
@@ -773,7 +789,7 @@ func treeConflicts(ds []*Desired, stored map[string]Stored, recs []catalog.Outpu
 	// Paths next to each other share their folders: the answer for the
 	// folder at each depth is kept for the next path.
 	var seen []folderSeen
-	belowRecs := seeker{s: recs}
+	at := cursor{outs: recs}
 	out := map[string][]string{}
 	for _, d := range ds {
 		p := d.Path
@@ -800,7 +816,7 @@ func treeConflicts(ds []*Desired, stored map[string]Stored, recs []catalog.Outpu
 			}
 			j = sort.Search(len(keys), func(i int) bool { return cmpBelow(keys[i], p) >= 0 })
 		}
-		if o := objectsBelow(p, keys, j, recs, belowRecs.find(p)); o != nil {
+		if o := objectsBelow(p, keys, j, recs, firstBelow(recs, p, at.seek(p))); o != nil {
 			out[p] = append(out[p], o...)
 		}
 	}
@@ -861,30 +877,6 @@ func cmpBelow(s, p string) int {
 type folderSeen struct {
 	folder     string
 	set, taken bool
-}
-
-// seeker finds the first record below each path in sorted records,
-// starting from its previous answer: asked in ascending order (sorted
-// desired paths), it steps a few places instead of searching all of them.
-type seeker struct {
-	s  []catalog.Output
-	at int
-}
-
-func (k *seeker) find(p string) int {
-	i := k.at
-	if i > 0 && cmpBelow(k.s[i-1].Path, p) >= 0 {
-		i = 0 // asked out of order: search from the start
-	}
-	for n := 0; i < len(k.s) && cmpBelow(k.s[i].Path, p) < 0; n++ {
-		if n == 4 {
-			i += sort.Search(len(k.s)-i, func(j int) bool { return cmpBelow(k.s[i+j].Path, p) >= 0 })
-			break
-		}
-		i++
-	}
-	k.at = i
-	return i
 }
 
 // storedFolders is the set of folders that hold a stored object, at any

@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -236,7 +237,7 @@ func Build(in Input) (Plan, error) {
 	outs := recordsInOrder(cur)
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
-	won, found, owned := ownRecords(in, outs)
+	won, found, own := ownRecords(in, outs)
 	if found && !in.AllowOlder && Newer(won, in.Source) {
 		p.Items = nil
 		p.Superseded = &won
@@ -252,20 +253,22 @@ func Build(in Input) (Plan, error) {
 	// An object where a planned output needs a folder, or objects below a
 	// planned output's path, are in the way: a folder tree cannot hold both
 	// (and on S3 the roots would stop mirroring each other).
-	way := treeConflicts(ds, in.Stored, outs)
+	at := places(ds, outs)
+	way := treeConflicts(ds, at, in.Stored, outs)
 	blocked, displaced := sortOutTheWay(in, way, outs)
-	dels, err := planReplacement(&p, in, ds, outs, owned, displaced)
+	dels, err := planReplacement(&p, in, ds, at, outs, own, displaced)
 	if err != nil {
 		return p, err
 	}
-	w := walk{in: in, outs: outs, recs: cursor{outs: outs}, dels: dels, disp: sortedKeys(displaced), displaced: displaced, blocked: blocked}
+	w := walk{in: in, outs: outs, current: own.current, dels: dels, disp: sortedKeys(displaced), displaced: displaced, blocked: blocked}
 	w.items = p.Items
 	if n := len(ds) + len(dels) + len(displaced); n > 0 {
 		w.items = make([]Item, 0, n)
+		w.recOf = make([]int32, 0, n)
 	}
-	for _, d := range ds {
+	for i, d := range ds {
 		w.before(d.Path, false)
-		w.plan(d)
+		w.plan(d, at[i])
 	}
 	w.before("", true)
 	p.Items, p.Collisions = w.items, w.collisions
@@ -277,7 +280,7 @@ func Build(in Input) (Plan, error) {
 		return p, nil
 	}
 	p.Changed = w.changed || in.Catalog == nil
-	p.Next = next(in, cur, outs, p.Items, w.creates, p.Changed)
+	p.Next = next(in, cur, outs, p.Items, w.recOf, w.creates, p.Changed)
 	return p, nil
 }
 
@@ -444,43 +447,89 @@ func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (ma
 	return blocked, displaced
 }
 
+// owned is what one pass over the records found of the publication's
+// owner, so that no later pass compares owners or sources again (the
+// catalog's strings are spread over megabytes: each comparison is a cache
+// miss).
+type owned struct {
+	newest catalog.Source // of the publication's source
+	n      int            // records of the owner
+	// all are the owner's records; current those of them that hold the
+	// publication's source version.
+	all, current recordSet
+}
+
 // ownRecords returns the newest version of the publication's source among
-// its owner's records and, for a replacement, the indexes in outs of all
-// the owner's records: one pass comparing owners, for both.
-func ownRecords(in Input, outs []catalog.Output) (newest catalog.Source, found bool, owned []int) {
+// its owner's records (found: there is one) and the owner's records.
+func ownRecords(in Input, outs []catalog.Output) (catalog.Source, bool, owned) {
+	own := owned{all: newRecordSet(len(outs)), current: newRecordSet(len(outs))}
+	found := false
 	for i := range outs {
 		o := &outs[i]
 		if o.PipelineID != in.Owner.PipelineID || o.DestinationID != in.Owner.DestinationID {
 			continue
 		}
-		if in.Workflow == Replacement {
-			owned = append(owned, i)
+		own.n++
+		own.all.add(i)
+		if o.Source.ID != in.Source.ID {
+			continue
 		}
-		if o.Source.ID == in.Source.ID && (!found || Newer(o.Source, newest)) {
-			newest, found = o.Source, true
+		if o.Source.Digest == in.Source.Digest && o.Source.Created.Equal(in.Source.Created) {
+			own.current.add(i)
+		}
+		if !found || Newer(o.Source, own.newest) {
+			own.newest, found = o.Source, true
 		}
 	}
-	return newest, found, owned
+	return own.newest, found, own
+}
+
+// recordSet is a set of record indexes.
+type recordSet []uint64
+
+func newRecordSet(n int) recordSet { return make(recordSet, (n+63)/64) }
+func (s recordSet) add(i int)      { s[i>>6] |= 1 << (i & 63) }
+func (s recordSet) has(i int) bool { return s[i>>6]&(1<<(i&63)) != 0 }
+
+// place is where a desired path falls among the records: the index of the
+// first record not before it, and whether that record is at the path.
+type place struct {
+	at  int32
+	hit bool
+}
+
+// places finds the place of each desired path (sorted) among the records
+// (sorted): one pass that steps a few records and searches past a gap.
+func places(ds []*Desired, outs []catalog.Output) []place {
+	at := make([]place, len(ds))
+	c := cursor{outs: outs}
+	for i, d := range ds {
+		k := c.seek(d.Path)
+		at[i] = place{at: int32(k), hit: k < len(outs) && outs[k].Path == d.Path}
+	}
+	return at
 }
 
 // planReplacement finds the deletes of a replacement: the owner's records
-// (owned: their indexes in outs, in path order) it no longer desires and,
-// on a legacy root, the stored content to clear (p.Clear).
-func planReplacement(p *Plan, in Input, ds []*Desired, outs []catalog.Output, owned []int, displaced map[string]Item) ([]int, error) {
+// it no longer desires (their indexes in outs, in path order) and, on a
+// legacy root, the stored content to clear (p.Clear).
+func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalog.Output, own owned, displaced map[string]Item) ([]int, error) {
 	if in.Workflow != Replacement {
 		return nil, nil
 	}
 	var dels []int
 	j := 0
-	for _, i := range owned {
-		old := &outs[i]
-		for j < len(ds) && ds[j].Path < old.Path {
-			j++
+	for w, word := range own.all {
+		for ; word != 0; word &= word - 1 {
+			i := w*64 + bits.TrailingZeros64(word)
+			for j < len(at) && (int(at[j].at) < i || int(at[j].at) == i && !at[j].hit) {
+				j++
+			}
+			if j < len(at) && int(at[j].at) == i || displacedAt(displaced, outs[i].Path) {
+				continue // desired, or displaced
+			}
+			dels = append(dels, i)
 		}
-		if j < len(ds) && ds[j].Path == old.Path || displacedAt(displaced, old.Path) {
-			continue
-		}
-		dels = append(dels, i)
 	}
 	if in.Legacy {
 		for _, path := range sortedKeys(in.Stored) {
@@ -490,7 +539,7 @@ func planReplacement(p *Plan, in Input, ds []*Desired, outs []catalog.Output, ow
 		}
 	}
 	// An empty legacy replacement would clear the whole root: as broken.
-	if len(ds) == 0 && (len(owned) > 0 || len(p.Clear) > 0) {
+	if len(ds) == 0 && (own.n > 0 || len(p.Clear) > 0) {
 		for _, i := range dels {
 			p.Items = append(p.Items, Item{Path: outs[i].Path, Action: Delete, Record: outs[i]})
 		}
@@ -504,13 +553,16 @@ func planReplacement(p *Plan, in Input, ds []*Desired, outs []catalog.Output, ow
 type walk struct {
 	in        Input
 	outs      []catalog.Output
-	recs      cursor
-	dels      []int    // indexes in outs
-	disp      []string // displaced paths, sorted
+	current   recordSet // the owner's records of this source version
+	dels      []int     // indexes in outs
+	disp      []string  // displaced paths, sorted
 	displaced map[string]Item
 	blocked   map[string][]string
 
-	items            []Item
+	items []Item
+	// recOf is, per item, the index of the record it plans, or for one at
+	// a path without a record -1 - the index of the first record after it.
+	recOf            []int32
 	collisions       []string
 	deletes, creates int
 	changed          bool // an item is not Unchanged
@@ -527,12 +579,14 @@ func (w *walk) before(path string, last bool) {
 				return
 			}
 			w.items = append(w.items, Item{Path: old.Path, Action: Delete, Record: *old})
+			w.recOf = append(w.recOf, int32(w.dels[0]))
 			w.dels = w.dels[1:]
 		} else {
 			if !last && w.disp[0] >= path {
 				return
 			}
 			w.items = append(w.items, w.displaced[w.disp[0]])
+			w.recOf = append(w.recOf, int32(recordIndex(w.outs, w.disp[0])))
 			w.disp = w.disp[1:]
 		}
 		w.deletes++
@@ -540,15 +594,23 @@ func (w *walk) before(path string, last bool) {
 	}
 }
 
-// plan appends the item of one desired output.
-func (w *walk) plan(d *Desired) {
+// plan appends the item of one desired output, at its place among the
+// records.
+func (w *walk) plan(d *Desired, at place) {
 	var inTheWay []string
 	if len(w.blocked) > 0 {
 		inTheWay = w.blocked[d.Path]
 	}
 	w.items = w.items[:len(w.items)+1] // sized for every item, zeroed
 	it := &w.items[len(w.items)-1]
-	planPath(it, w.in, d, inTheWay, w.recs.find(d.Path))
+	if at.hit {
+		r := int(at.at)
+		planPath(it, w.in, d, inTheWay, &w.outs[r], w.current.has(r))
+		w.recOf = append(w.recOf, at.at)
+	} else {
+		planPath(it, w.in, d, inTheWay, nil, false)
+		w.recOf = append(w.recOf, -1-at.at)
+	}
 	switch it.Action {
 	case Collision:
 		w.collisions = append(w.collisions, d.Path)
@@ -561,8 +623,9 @@ func (w *walk) plan(d *Desired) {
 }
 
 // planPath decides what happens to one desired output: old is its record,
-// if any; inTheWay the unmanaged content blocking its path, if any.
-func planPath(it *Item, in Input, d *Desired, inTheWay []string, old *catalog.Output) {
+// if any (current: the owner's, of this source version); inTheWay the
+// unmanaged content blocking its path, if any.
+func planPath(it *Item, in Input, d *Desired, inTheWay []string, old *catalog.Output, current bool) {
 	// it is zero: only the fields that differ are written (a republish
 	// fills 10,000 items of 320 bytes).
 	it.Path, it.Desired = d.Path, d
@@ -572,7 +635,7 @@ func planPath(it *Item, in Input, d *Desired, inTheWay []string, old *catalog.Ou
 		it.Action, it.InTheWay = Collision, inTheWay
 	case old != nil:
 		write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
-		if !write && sameRecord(in, d, old) {
+		if !write && current && sameOutput(d, old) {
 			it.Action, it.Record = Unchanged, *old
 			return
 		}
@@ -585,17 +648,15 @@ func planPath(it *Item, in Input, d *Desired, inTheWay []string, old *catalog.Ou
 	}
 }
 
-// sameRecord is record(in, d).SameContent(*old) without building the
-// record (for old at d's path).
-func sameRecord(in Input, d *Desired, old *catalog.Output) bool {
+// sameOutput is record(in, d).SameContent(*old) for old at d's path,
+// with the same owner and source version and digest as the record.
+func sameOutput(d *Desired, old *catalog.Output) bool {
 	sourcePath, transform := "", ""
 	if d.Kind == catalog.KindGenerated {
 		sourcePath, transform = d.From, d.Transform
 	}
-	return old.PipelineID == in.Owner.PipelineID && old.DestinationID == in.Owner.DestinationID &&
-		old.Source.ID == in.Source.ID && old.Source.Digest == in.Source.Digest && old.Source.Created.Equal(in.Source.Created) &&
-		old.Kind == d.Kind && old.SourcePath == sourcePath && old.Transform == transform &&
-		old.SHA256 == d.SHA256 && old.Size == d.Size && old.URL == d.URL
+	return old.Kind == d.Kind && old.SourcePath == sourcePath && old.Transform == transform &&
+		old.Size == d.Size && old.URL == d.URL
 }
 
 // Newer reports whether version a of a source beats version b: a later
@@ -624,9 +685,9 @@ func record(in Input, d *Desired) catalog.Output {
 
 // next is the catalog after the plan: outs (cur's records in path order)
 // with the items merged in, sized for the creates.
-func next(in Input, cur *catalog.Catalog, outs []catalog.Output, items []Item, creates int, changed bool) *catalog.Catalog {
+func next(in Input, cur *catalog.Catalog, outs []catalog.Output, items []Item, recOf []int32, creates int, changed bool) *catalog.Catalog {
 	n := cur.Successor() // kept records are written as they were read
-	n.Outputs = mergeItems(outs, items, len(outs)+creates)
+	n.Outputs = mergeItems(outs, items, recOf, len(outs)+creates)
 	if in.Catalog == nil { // absent or legacy: a new v4 catalog
 		n.CreatedAt = in.Now
 	}
@@ -639,44 +700,29 @@ func next(in Input, cur *catalog.Catalog, outs []catalog.Output, items []Item, c
 	return n
 }
 
-// mergeItems is the next records from records and items both in path
-// order: one pass over both, no index of a republish's 10,000 items. A run
-// of records that stay as they are (kept, or items unchanged: the same
+// mergeItems is the next records: outs with the items' records in place
+// of those they plan (recOf), by index, comparing no paths. A run of
+// records that stay as they are (kept, or planned unchanged: the same
 // values) is copied at once.
-func mergeItems(outs []catalog.Output, items []Item, size int) []catalog.Output {
+func mergeItems(outs []catalog.Output, items []Item, recOf []int32, size int) []catalog.Output {
 	n := make([]catalog.Output, 0, size)
-	i, j := 0, 0
-	for i < len(outs) {
-		from := i
-		for i < len(outs) && (j == len(items) || outs[i].Path < items[j].Path ||
-			outs[i].Path == items[j].Path && items[j].Action == Unchanged) {
-			if j < len(items) && outs[i].Path == items[j].Path {
-				j++
-			}
-			i++
-		}
-		n = append(n, outs[from:i]...)
-		if i == len(outs) {
-			break
-		}
-		// items[j] sorts before outs[i] or changes it
-		switch it := &items[j]; {
-		case it.Path == outs[i].Path:
+	kept := 0 // outs[kept:] are not copied yet
+	for j := range items {
+		it, r := &items[j], int(recOf[j])
+		switch {
+		case r >= 0 && it.Action != Unchanged:
+			n = append(n, outs[kept:r]...)
 			if it.Action != Delete {
 				n = append(n, it.Record)
 			}
-			i++
-		case it.Action == Create:
+			kept = r + 1
+		case r < 0 && it.Action == Create:
+			n = append(n, outs[kept:-1-r]...)
 			n = append(n, it.Record)
-		}
-		j++
-	}
-	for ; j < len(items); j++ {
-		if items[j].Action == Create {
-			n = append(n, items[j].Record)
+			kept = -1 - r
 		}
 	}
-	return n
+	return append(n, outs[kept:]...)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -718,6 +764,15 @@ func desiredAt(ds []*Desired, path string) bool {
 	return i < len(ds) && ds[i].Path == path
 }
 
+// recordIndex returns the index of the record at path in records sorted by
+// path, or -1.
+func recordIndex(outs []catalog.Output, path string) int {
+	if i := sort.Search(len(outs), func(i int) bool { return outs[i].Path >= path }); i < len(outs) && outs[i].Path == path {
+		return i
+	}
+	return -1
+}
+
 // findRecord returns the record at path in records sorted by path.
 func findRecord(outs []catalog.Output, path string) *catalog.Output {
 	i := sort.Search(len(outs), func(i int) bool { return outs[i].Path >= path })
@@ -727,20 +782,12 @@ func findRecord(outs []catalog.Output, path string) *catalog.Output {
 	return nil
 }
 
-// cursor finds records in sorted records for paths asked in ascending
+// cursor finds places in sorted records for paths asked in ascending
 // order (a republish asks for most records, one after the other): it
 // steps a few records and searches only past a gap.
 type cursor struct {
 	outs []catalog.Output
 	i    int
-}
-
-func (c *cursor) find(p string) *catalog.Output {
-	if i := c.seek(p); i < len(c.outs) && c.outs[i].Path == p {
-		c.i++
-		return &c.outs[i]
-	}
-	return nil
 }
 
 // seek returns the index of the first record not before p.
@@ -760,10 +807,11 @@ func (c *cursor) seek(p string) int {
 	return i
 }
 
-// firstBelow returns the index of the first record from the record at or
-// after p (index k) that is not before p + "/".
-func firstBelow(outs []catalog.Output, p string, k int) int {
-	if k < len(outs) && outs[k].Path == p {
+// firstBelow returns the index of the first record not before p + "/",
+// from p's place.
+func firstBelow(outs []catalog.Output, p string, at place) int {
+	k := int(at.at)
+	if at.hit {
 		k++
 	}
 	// Only paths that extend p by a byte below '/' ("p-1", "p.old") sort
@@ -778,7 +826,7 @@ func firstBelow(outs []catalog.Output, p string, k int) int {
 // order: an object at one of the path's folders, or objects under the path
 // itself. Objects are the stored ones and the records (sorted; a record
 // whose bytes are missing must still leave the tree).
-func treeConflicts(ds []*Desired, stored map[string]Stored, recs []catalog.Output) map[string][]string {
+func treeConflicts(ds []*Desired, at []place, stored map[string]Stored, recs []catalog.Output) map[string][]string {
 	if len(stored)+len(recs) == 0 {
 		return nil
 	}
@@ -789,9 +837,8 @@ func treeConflicts(ds []*Desired, stored map[string]Stored, recs []catalog.Outpu
 	// Paths next to each other share their folders: the answer for the
 	// folder at each depth is kept for the next path.
 	var seen []folderSeen
-	at := cursor{outs: recs}
 	out := map[string][]string{}
-	for _, d := range ds {
+	for i, d := range ds {
 		p := d.Path
 		depth := 0
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
@@ -816,7 +863,7 @@ func treeConflicts(ds []*Desired, stored map[string]Stored, recs []catalog.Outpu
 			}
 			j = sort.Search(len(keys), func(i int) bool { return cmpBelow(keys[i], p) >= 0 })
 		}
-		if o := objectsBelow(p, keys, j, recs, firstBelow(recs, p, at.seek(p))); o != nil {
+		if o := objectsBelow(p, keys, j, recs, firstBelow(recs, p, at[i])); o != nil {
 			out[p] = append(out[p], o...)
 		}
 	}

@@ -225,3 +225,30 @@ func TestPlainPathsAreValid(t *testing.T) {
 		}
 	})
 }
+
+// The places of the desired paths among the records are the same found in
+// the owner's pass (a republish) or searched for (a few paths).
+func TestPlacesMergedAreSearched(t *testing.T) {
+	universe := append(slices.Clone(refPaths), "0", "z", "a/b/d", "c", "c/d/f/g")
+	rapid.Check(t, func(t *rapid.T) {
+		var outs []catalog.Output
+		var ds []*Desired
+		for _, p := range universe {
+			if rapid.Bool().Draw(t, "recorded "+p) {
+				outs = append(outs, catalog.Output{Path: p})
+			}
+			if rapid.Bool().Draw(t, "desired "+p) {
+				ds = append(ds, &Desired{Path: p})
+			}
+		}
+		slices.SortFunc(outs, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
+		slices.SortFunc(ds, func(a, b *Desired) int { return strings.Compare(a.Path, b.Path) })
+		if ds == nil {
+			ds = []*Desired{}
+		}
+		_, _, _, merged := ownRecords(Input{}, outs, ds, true)
+		if searched := places(ds, outs); !reflect.DeepEqual(merged, searched) {
+			t.Fatalf("merged %v, searched %v", merged, searched)
+		}
+	})
+}

@@ -235,25 +235,29 @@ func Build(in Input) (Plan, error) {
 		cur = &catalog.Catalog{}
 	}
 	outs := recordsInOrder(cur)
+	ds, err := sortDesired(in) // refused after the newest-wins check
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
-	won, found, own := ownRecords(in, outs)
+	// A publication that names many of the records (a republish) has
+	// their places found in the same pass.
+	won, found, own, at := ownRecords(in, outs, ds, ds != nil && len(ds)*16 >= len(outs))
 	if found && !in.AllowOlder && Newer(won, in.Source) {
 		p.Items = nil
 		p.Superseded = &won
 		return p, nil
 	}
-	ds, err := sortDesired(in)
 	if err != nil {
 		return p, err
 	}
 	if a, b, ok := nested(ds); ok {
 		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
 	}
+	if at == nil {
+		at = places(ds, outs)
+	}
 	// An object where a planned output needs a folder, or objects below a
 	// planned output's path, are in the way: a folder tree cannot hold both
 	// (and on S3 the roots would stop mirroring each other).
-	at := places(ds, outs)
 	way := treeConflicts(ds, at, in.Stored, outs)
 	blocked, displaced := sortOutTheWay(in, way, outs)
 	dels, err := planReplacement(&p, in, ds, at, outs, own, displaced)
@@ -460,12 +464,27 @@ type owned struct {
 }
 
 // ownRecords returns the newest version of the publication's source among
-// its owner's records (found: there is one) and the owner's records.
-func ownRecords(in Input, outs []catalog.Output) (catalog.Source, bool, owned) {
+// its owner's records (found: there is one) and the owner's records. With
+// merge it also finds the places of the desired paths (sorted) in the same
+// pass: the catalog's strings are spread over megabytes, and a second pass
+// over them costs a cache miss a record. A few paths (an additive
+// publication to a large root) are better left to places, which searches.
+func ownRecords(in Input, outs []catalog.Output, ds []*Desired, merge bool) (catalog.Source, bool, owned, []place) {
 	own := owned{all: newRecordSet(len(outs)), current: newRecordSet(len(outs))}
-	found := false
+	var at []place
+	if merge {
+		at = make([]place, len(ds))
+	}
+	found, j := false, 0
 	for i := range outs {
 		o := &outs[i]
+		for ; at != nil && j < len(ds); j++ {
+			c := strings.Compare(ds[j].Path, o.Path)
+			if c > 0 {
+				break
+			}
+			at[j] = place{at: int32(i), hit: c == 0}
+		}
 		if o.PipelineID != in.Owner.PipelineID || o.DestinationID != in.Owner.DestinationID {
 			continue
 		}
@@ -481,7 +500,10 @@ func ownRecords(in Input, outs []catalog.Output) (catalog.Source, bool, owned) {
 			own.newest, found = o.Source, true
 		}
 	}
-	return own.newest, found, own
+	for ; at != nil && j < len(ds); j++ {
+		at[j] = place{at: int32(len(outs))}
+	}
+	return own.newest, found, own, at
 }
 
 // recordSet is a set of record indexes.
@@ -504,8 +526,8 @@ func places(ds []*Desired, outs []catalog.Output) []place {
 	at := make([]place, len(ds))
 	c := cursor{outs: outs}
 	for i, d := range ds {
-		k := c.seek(d.Path)
-		at[i] = place{at: int32(k), hit: k < len(outs) && outs[k].Path == d.Path}
+		k, hit := c.seek(d.Path)
+		at[i] = place{at: int32(k), hit: hit}
 	}
 	return at
 }
@@ -790,21 +812,24 @@ type cursor struct {
 	i    int
 }
 
-// seek returns the index of the first record not before p.
-func (c *cursor) seek(p string) int {
+// seek returns the index of the first record not before p, and whether
+// it is at p. Paths are asked in ascending order.
+func (c *cursor) seek(p string) (int, bool) {
 	outs, i := c.outs, c.i
-	if i > 0 && outs[i-1].Path >= p {
-		i = 0 // not ascending after all: search them all
-	}
-	for k := 0; i < len(outs) && outs[i].Path < p; k++ {
+	for k := 0; i < len(outs); k++ {
+		if cmp := strings.Compare(outs[i].Path, p); cmp >= 0 {
+			c.i = i
+			return i, cmp == 0
+		}
 		if k == 4 {
 			i += sort.Search(len(outs)-i, func(j int) bool { return outs[i+j].Path >= p })
-			break
+			c.i = i
+			return i, i < len(outs) && outs[i].Path == p
 		}
 		i++
 	}
 	c.i = i
-	return i
+	return i, false
 }
 
 // firstBelow returns the index of the first record not before p + "/",

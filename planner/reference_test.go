@@ -1,8 +1,8 @@
 package planner
 
-// The planner as it was before the one-pass refBuild (commit 6836b3a), kept
-// verbatim but for its names: the reference TestBuildMatchesReference
-// compares refBuild against, input by input.
+// The planner as it was before Build walked its inputs in one pass (commit
+// 6836b3a), kept verbatim but for its names (ref...): the reference
+// TestBuildMatchesReference compares Build with, input by input.
 
 import (
 	"errors"
@@ -97,7 +97,7 @@ func refCheckInput(in Input) error {
 }
 
 // refIndexDesired maps the desired outputs by path, refusing bad paths,
-// duplicates and records the refNext catalog could not hold.
+// duplicates and records the next catalog could not hold.
 func refIndexDesired(in Input) (map[string]*Desired, error) {
 	desired := make(map[string]*Desired, len(in.Desired))
 	for i := range in.Desired {
@@ -108,7 +108,7 @@ func refIndexDesired(in Input) (map[string]*Desired, error) {
 		if prev, dup := desired[d.Path]; dup {
 			return nil, fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
 		}
-		// Refuse here what the refNext catalog could not hold (bad digest,
+		// Refuse here what the next catalog could not hold (bad digest,
 		// kind, source identity), rather than failing after the writes.
 		if err := refRecord(in, d).ValidateFields(); err != nil { // the path is checked above
 			return nil, fmt.Errorf("planner: desired output %w", err)
@@ -201,7 +201,7 @@ func refPlanReplacement(p *Plan, in Input, cur *catalog.Catalog, desired map[str
 	return nil
 }
 
-// refNewest returns the refNewest version of source id among owner's records.
+// refNewest returns the newest version of source id among owner's records.
 func refNewest(c *catalog.Catalog, owner catalog.Owner, id string) (catalog.Source, bool) {
 	var best catalog.Source
 	found := false
@@ -219,7 +219,7 @@ func refNewest(c *catalog.Catalog, owner catalog.Owner, id string) (catalog.Sour
 	return best, found
 }
 
-// refRecord is the catalog refRecord a desired output gets when written now.
+// refRecord is the catalog record a desired output gets when written now.
 func refRecord(in Input, d *Desired) catalog.Output {
 	o := catalog.Output{
 		Path: d.Path, PipelineID: in.Owner.PipelineID, DestinationID: in.Owner.DestinationID,
@@ -242,7 +242,7 @@ func refNext(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bo
 			break
 		}
 	}
-	// Kept records stay in cur's order (a replacement has its refRecord's path).
+	// Kept records stay in cur's order (a replacement has its record's path).
 	if cur.InOrder() && slices.IsSortedFunc(items, func(a, b Item) int { return strings.Compare(a.Path, b.Path) }) {
 		n.Outputs = refMergeItems(cur.Outputs, items)
 	} else {
@@ -261,7 +261,7 @@ func refNext(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bo
 	return n, changed
 }
 
-// refMergeItems is the refNext records when both the records and the items are
+// refMergeItems is the next records when both the records and the items are
 // in path order: one pass over both, no index of a republish's 10,000
 // items.
 func refMergeItems(outs []catalog.Output, items []Item) []catalog.Output {
@@ -290,7 +290,7 @@ func refMergeItems(outs []catalog.Output, items []Item) []catalog.Output {
 	return n
 }
 
-// refIndexItems is the refNext records, unsorted, for records or items out of
+// refIndexItems is the next records, unsorted, for records or items out of
 // path order.
 func refIndexItems(outs []catalog.Output, items []Item) []catalog.Output {
 	byPath := make(map[string]Item, len(items))
@@ -316,7 +316,7 @@ func refIndexItems(outs []catalog.Output, items []Item) []catalog.Output {
 	return n
 }
 
-// refDesiredKeys returns the desired paths sorted (refIndexDesired refused
+// refDesiredKeys returns the desired paths sorted (indexDesired refused
 // duplicates); a manifest lists them sorted already.
 func refDesiredKeys(desired []Desired) []string {
 	keys := make([]string, len(desired))
@@ -359,7 +359,7 @@ func refDisplacedAt(displaced map[string]Item, path string) bool {
 
 // refTreeConflicts returns, per desired path, the objects in its way, in path
 // order: an object at one of the path's folders, or objects under the path
-// itself. Objects are the stored ones and the catalog's records (a refRecord
+// itself. Objects are the stored ones and the catalog's records (a record
 // whose bytes are missing must still leave the tree).
 func refTreeConflicts(desired []string, stored map[string]Stored, cat *catalog.Catalog) map[string][]string {
 	// Record paths, sorted, searched in place: a root's catalog may hold a
@@ -385,8 +385,8 @@ func refTreeConflicts(desired []string, stored map[string]Stored, cat *catalog.C
 		j := sort.SearchStrings(recs, p)
 		return j < len(recs) && recs[j] == p
 	}
-	// Paths refNext to each other share their folders: the answer for the
-	// folder at each depth is kept for the refNext path.
+	// Paths next to each other share their folders: the answer for the
+	// folder at each depth is kept for the next path.
 	var seen []refFolderSeen
 	belowRecs := refSeeker{s: recs}
 	out := map[string][]string{}

@@ -3,10 +3,12 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/distributor/distributor/catalog"
 )
@@ -214,67 +216,75 @@ func (p *Plan) Displaced() []string {
 }
 
 // Build plans one publication on one root.
+//
+// The desired paths and the catalog's records are walked side by side in
+// path order (a manifest lists its paths sorted and a parsed catalog holds
+// its records sorted; other inputs are sorted first): a republish of every
+// output costs a few passes and two allocations of its size, with no index
+// of either list and no sort of the plan.
 func Build(in Input) (Plan, error) {
 	p := Plan{Owner: in.Owner, Workflow: in.Workflow}
 	if len(in.Desired) > 0 {
-		p.Items = make([]Item, 0, len(in.Desired))
+		p.Items = []Item{} // a refused plan has empty, not nil, items
 	}
 	if err := checkInput(in); err != nil {
 		return p, err
 	}
-	// Newest wins: an older version arriving late (redelivery, parallel
-	// workers, a slow producer) must not roll the owner's outputs back.
-	if won, ok := newest(in.Catalog, in.Owner, in.Source.ID); ok && !in.AllowOlder && Newer(won, in.Source) {
-		p.Items = nil
-		p.Superseded = &won
-		return p, nil
-	}
-	desired, err := indexDesired(in)
-	if err != nil {
-		return p, err
-	}
-
-	keys := desiredKeys(in.Desired)
-	if a, b, ok := nested(keys); ok {
-		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
-	}
-	// An object where a planned output needs a folder, or objects below a
-	// planned output's path, are in the way: a folder tree cannot hold both
-	// (and on S3 the roots would stop mirroring each other).
-	way := treeConflicts(keys, in.Stored, in.Catalog)
-
 	cur := in.Catalog
 	if cur == nil {
 		cur = &catalog.Catalog{}
 	}
-	records := cur.Finder()
-	blocked, displaced := sortOutTheWay(in, keys, way, records)
-	ahead := cur.Ascending()
-	for _, path := range keys {
-		it := planPath(in, desired[path], blocked[path], ahead)
-		if it.Action == Collision {
-			p.Collisions = append(p.Collisions, path)
-		}
-		p.Items = append(p.Items, it)
+	outs := recordsInOrder(cur)
+	ds, err := sortDesired(in) // refused after the newest-wins check
+	// Newest wins: an older version arriving late (redelivery, parallel
+	// workers, a slow producer) must not roll the owner's outputs back.
+	// A publication that names many of the records (a republish) has
+	// their places found in the same pass.
+	won, found, own, at := ownRecords(in, outs, ds, ds != nil && len(ds)*16 >= len(outs))
+	if found && !in.AllowOlder && Newer(won, in.Source) {
+		p.Items = nil
+		p.Superseded = &won
+		return p, nil
 	}
+	if err != nil {
+		return p, err
+	}
+	if a, b, ok := nested(ds); ok {
+		return p, fmt.Errorf("%w: %q and %q (a path cannot be a file and a folder)", ErrPathConflict, a, b)
+	}
+	if at == nil {
+		at = places(ds, outs)
+	}
+	// An object where a planned output needs a folder, or objects below a
+	// planned output's path, are in the way: a folder tree cannot hold both
+	// (and on S3 the roots would stop mirroring each other).
+	way := treeConflicts(ds, at, in.Stored, outs)
+	blocked, displaced := sortOutTheWay(in, way, outs)
+	dels, err := planReplacement(&p, in, ds, at, outs, own, displaced)
+	if err != nil {
+		return p, err
+	}
+	w := walk{in: in, outs: outs, current: own.current, dels: dels, disp: sortedKeys(displaced), displaced: displaced, blocked: blocked}
+	w.items = p.Items
+	if n := len(ds) + len(dels) + len(displaced); n > 0 {
+		w.items = make([]Item, 0, n)
+		w.recOf = make([]int32, 0, n)
+	}
+	for i, d := range ds {
+		w.before(d.Path, false)
+		w.plan(d, at[i])
+	}
+	w.before("", true)
+	p.Items, p.Collisions = w.items, w.collisions
 
-	if in.Workflow == Replacement {
-		if err := planReplacement(&p, in, cur, desired, displaced); err != nil {
-			return p, err
-		}
-	}
-	for _, path := range sortedKeys(displaced) {
-		p.Items = append(p.Items, displaced[path])
-	}
-	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Path < p.Items[j].Path })
-
-	if n := p.Count(Delete) + len(p.Clear); in.MaxDeletes > 0 && n > in.MaxDeletes {
+	if n := w.deletes + len(p.Clear); in.MaxDeletes > 0 && n > in.MaxDeletes {
 		return p, fmt.Errorf("%w: %d deletes, max_deletes is %d; nothing was deleted", ErrTooManyDeletes, n, in.MaxDeletes)
 	}
 	if p.Blocked() {
 		return p, nil
 	}
-	p.Next, p.Changed = next(in, cur, p.Items)
+	p.Changed = w.changed || in.Catalog == nil
+	p.Next = next(in, cur, outs, p.Items, w.recOf, w.creates, p.Changed)
 	return p, nil
 }
 
@@ -295,44 +305,134 @@ func checkInput(in Input) error {
 	return nil
 }
 
-// indexDesired maps the desired outputs by path, refusing bad paths,
-// duplicates and records the next catalog could not hold.
-func indexDesired(in Input) (map[string]*Desired, error) {
+// sortDesired returns the desired outputs in path order, refusing bad
+// paths, duplicates and records the next catalog could not hold (rather
+// than failing after the writes).
+func sortDesired(in Input) ([]*Desired, error) {
+	ds := make([]*Desired, len(in.Desired))
+	ascending := true
+	for i := range in.Desired {
+		d := &in.Desired[i]
+		if !validDesired(in, d, i == 0) {
+			return nil, firstRefusal(in)
+		}
+		ds[i] = d
+		ascending = ascending && (i == 0 || ds[i-1].Path < d.Path)
+	}
+	if ascending { // a manifest's order: sorted, and so no duplicates
+		return ds, nil
+	}
+	// Sorted by the paths beside the pointers: a comparison reads the two
+	// paths' bytes only, not the outputs first.
+	byPath := make([]pathOf, len(ds))
+	for i, d := range ds {
+		byPath[i] = pathOf{d.Path, d}
+	}
+	slices.SortFunc(byPath, func(a, b pathOf) int { return strings.Compare(a.path, b.path) })
+	for i := range byPath {
+		if i > 0 && byPath[i-1].path == byPath[i].path {
+			return nil, firstRefusal(in)
+		}
+		ds[i] = byPath[i].d
+	}
+	return ds, nil
+}
+
+type pathOf struct {
+	path string
+	d    *Desired
+}
+
+// validDesired reports whether d's path and record are valid. The fields
+// every record of the publication shares (owner, source, times) are checked
+// with the first record; the others check only their own fields, and fall
+// back to the whole check (which has the message) when one looks wrong.
+func validDesired(in Input, d *Desired, first bool) bool {
+	if !plainPath(d.Path) && catalog.ValidateOutputPath(d.Path) != nil {
+		return false
+	}
+	if !first && catalog.ValidDigest(d.SHA256) && d.Size >= 0 && utf8.ValidString(d.URL) &&
+		(d.Kind == catalog.KindSource || d.Kind == catalog.KindGenerated && d.From != "" && d.Transform != "" &&
+			utf8.ValidString(d.Transform) && (plainPath(d.From) || catalog.ValidatePath(d.From) == nil)) {
+		return true
+	}
+	return record(in, d).ValidateFields() == nil // the path is checked above
+}
+
+// plainPath reports, in one pass, whether p is a path of printable ASCII
+// but '\' with no empty segment and no segment starting with '.' (which
+// covers ".", "..", the reserved names and temp names), at most
+// catalog.MaxPathLen bytes: a path catalog.ValidateOutputPath accepts
+// (TestPlainPathsAreValid). Other paths get the whole check, which
+// costs several passes and has the messages.
+func plainPath(p string) bool {
+	if p == "" || len(p) > catalog.MaxPathLen {
+		return false
+	}
+	start := true // at the start of a segment
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '/':
+			if start {
+				return false // an empty segment, or an absolute path
+			}
+			start = true
+			continue
+		case c < 0x20 || c >= 0x7f || c == '\\' || start && c == '.':
+			return false
+		}
+		start = false
+	}
+	return !start
+}
+
+// firstRefusal is the refusal of the first desired output in input order
+// that has a bad path, repeats an earlier path or makes a bad record.
+func firstRefusal(in Input) error {
 	desired := make(map[string]*Desired, len(in.Desired))
 	for i := range in.Desired {
 		d := &in.Desired[i]
 		if err := catalog.ValidateOutputPath(d.Path); err != nil {
-			return nil, err
+			return err
 		}
 		if prev, dup := desired[d.Path]; dup {
-			return nil, fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
+			return fmt.Errorf("%w: %q from %q and %q", ErrDuplicateOutput, d.Path, prev.From, d.From)
 		}
-		// Refuse here what the next catalog could not hold (bad digest,
-		// kind, source identity), rather than failing after the writes.
-		if err := record(in, d).ValidateFields(); err != nil { // the path is checked above
-			return nil, fmt.Errorf("planner: desired output %w", err)
+		if err := record(in, d).ValidateFields(); err != nil {
+			return fmt.Errorf("planner: desired output %w", err)
 		}
 		desired[d.Path] = d
 	}
-	return desired, nil
+	return errors.New("planner: desired outputs refused for no reason found") // unreachable
 }
 
-// sortOutTheWay splits what is in the way of each planned path into the
-// paths it blocks (with the unmanaged content blocking them) and the
-// managed outputs it displaces.
+// recordsInOrder is cur's records in path order: the records themselves
+// when they are (any parsed catalog), else a sorted copy.
+func recordsInOrder(cur *catalog.Catalog) []catalog.Output {
+	if cur.InOrder() {
+		return cur.Outputs
+	}
+	outs := slices.Clone(cur.Outputs)
+	slices.SortFunc(outs, func(a, b catalog.Output) int { return strings.Compare(a.Path, b.Path) })
+	return outs
+}
+
+// sortOutTheWay splits what is in the way of planned paths into the paths
+// it blocks (with the unmanaged content blocking them) and the managed
+// outputs it displaces.
 //
 // Managed outputs in the way are displaced (deleted before the writes,
 // like any overwrite of a managed output); so is legacy content, which
 // a legacy first run rewrites or clears anyway. Unmanaged content in
 // the way blocks the path, --take-ownership or not: adoption takes
 // over a path, it does not turn a file into a folder.
-func sortOutTheWay(in Input, keys []string, way map[string][]string, records func(string) (catalog.Output, bool)) (map[string][]string, map[string]Item) {
+func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (map[string][]string, map[string]Item) {
 	blocked := map[string][]string{}
 	displaced := map[string]Item{}
-	for _, path := range keys {
+	for path, objects := range way {
 		var unmanaged []string
-		for _, o := range way[path] {
-			if _, managed := records(o); !managed && !in.Legacy {
+		for _, o := range objects {
+			if findRecord(outs, o) == nil && !in.Legacy {
 				unmanaged = append(unmanaged, o)
 			}
 		}
@@ -340,64 +440,245 @@ func sortOutTheWay(in Input, keys []string, way map[string][]string, records fun
 			blocked[path] = unmanaged
 			continue
 		}
-		for _, o := range way[path] {
-			rec, _ := records(o)
-			displaced[o] = Item{Path: o, Action: Delete, Displaced: true, Record: rec}
+		for _, o := range objects {
+			it := Item{Path: o, Action: Delete, Displaced: true}
+			if rec := findRecord(outs, o); rec != nil {
+				it.Record = *rec
+			}
+			displaced[o] = it
 		}
 	}
 	return blocked, displaced
 }
 
-// planPath decides what happens to one desired output; inTheWay is the
-// unmanaged content blocking its path, if any.
-func planPath(in Input, d *Desired, inTheWay []string, records func(string) (catalog.Output, bool)) Item {
-	path := d.Path
-	rec := record(in, d)
-	old, managed := records(path)
-	stored, exists := in.Stored[path]
-	switch {
-	case inTheWay != nil:
-		return Item{Path: path, Action: Collision, Desired: d, InTheWay: inTheWay}
-	case managed:
-		rec.CreatedAt = old.CreatedAt
-		write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
-		if !write && rec.SameContent(old) {
-			return Item{Path: path, Action: Unchanged, Desired: d, Record: old}
-		}
-		return Item{Path: path, Action: Update, Write: write, Desired: d, Record: rec}
-	case exists && !in.Legacy && !in.TakeOwnership:
-		return Item{Path: path, Action: Collision, Desired: d}
-	default:
-		return Item{Path: path, Action: Create, Write: true, Desired: d, Record: rec,
-			Adopted: exists && !in.Legacy}
-	}
+// owned is what one pass over the records found of the publication's
+// owner, so that no later pass compares owners or sources again (the
+// catalog's strings are spread over megabytes: each comparison is a cache
+// miss).
+type owned struct {
+	newest catalog.Source // of the publication's source
+	n      int            // records of the owner
+	// all are the owner's records; current those of them that hold the
+	// publication's source version.
+	all, current recordSet
 }
 
-// planReplacement adds the deletes of a replacement: the owner's outputs
-// it no longer desires and, on a legacy root, the stored content to clear.
-func planReplacement(p *Plan, in Input, cur *catalog.Catalog, desired map[string]*Desired, displaced map[string]Item) error {
-	owned := 0
-	for _, old := range cur.Outputs {
-		if old.Owner() != in.Owner {
+// ownRecords returns the newest version of the publication's source among
+// its owner's records (found: there is one) and the owner's records. With
+// merge it also finds the places of the desired paths (sorted) in the same
+// pass: the catalog's strings are spread over megabytes, and a second pass
+// over them costs a cache miss a record. A few paths (an additive
+// publication to a large root) are better left to places, which searches.
+func ownRecords(in Input, outs []catalog.Output, ds []*Desired, merge bool) (catalog.Source, bool, owned, []place) {
+	own := owned{all: newRecordSet(len(outs)), current: newRecordSet(len(outs))}
+	var at []place
+	if merge {
+		at = make([]place, len(ds))
+	}
+	found, j := false, 0
+	for i := range outs {
+		o := &outs[i]
+		for ; at != nil && j < len(ds); j++ {
+			c := strings.Compare(ds[j].Path, o.Path)
+			if c > 0 {
+				break
+			}
+			at[j] = place{at: int32(i), hit: c == 0}
+		}
+		if o.PipelineID != in.Owner.PipelineID || o.DestinationID != in.Owner.DestinationID {
 			continue
 		}
-		owned++
-		if _, keep := desired[old.Path]; !keep && !displacedAt(displaced, old.Path) {
-			p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
+		own.n++
+		own.all.add(i)
+		if o.Source.ID != in.Source.ID {
+			continue
+		}
+		if o.Source.Digest == in.Source.Digest && o.Source.Created.Equal(in.Source.Created) {
+			own.current.add(i)
+		}
+		if !found || Newer(o.Source, own.newest) {
+			own.newest, found = o.Source, true
+		}
+	}
+	for ; at != nil && j < len(ds); j++ {
+		at[j] = place{at: int32(len(outs))}
+	}
+	return own.newest, found, own, at
+}
+
+// recordSet is a set of record indexes.
+type recordSet []uint64
+
+func newRecordSet(n int) recordSet { return make(recordSet, (n+63)/64) }
+func (s recordSet) add(i int)      { s[i>>6] |= 1 << (i & 63) }
+func (s recordSet) has(i int) bool { return s[i>>6]&(1<<(i&63)) != 0 }
+
+// place is where a desired path falls among the records: the index of the
+// first record not before it, and whether that record is at the path.
+type place struct {
+	at  int32
+	hit bool
+}
+
+// places finds the place of each desired path (sorted) among the records
+// (sorted): one pass that steps a few records and searches past a gap.
+func places(ds []*Desired, outs []catalog.Output) []place {
+	at := make([]place, len(ds))
+	c := cursor{outs: outs}
+	for i, d := range ds {
+		k, hit := c.seek(d.Path)
+		at[i] = place{at: int32(k), hit: hit}
+	}
+	return at
+}
+
+// planReplacement finds the deletes of a replacement: the owner's records
+// it no longer desires (their indexes in outs, in path order) and, on a
+// legacy root, the stored content to clear (p.Clear).
+func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalog.Output, own owned, displaced map[string]Item) ([]int, error) {
+	if in.Workflow != Replacement {
+		return nil, nil
+	}
+	var dels []int
+	j := 0
+	for w, word := range own.all {
+		for ; word != 0; word &= word - 1 {
+			i := w*64 + bits.TrailingZeros64(word)
+			for j < len(at) && (int(at[j].at) < i || int(at[j].at) == i && !at[j].hit) {
+				j++
+			}
+			if j < len(at) && int(at[j].at) == i || displacedAt(displaced, outs[i].Path) {
+				continue // desired, or displaced
+			}
+			dels = append(dels, i)
 		}
 	}
 	if in.Legacy {
 		for _, path := range sortedKeys(in.Stored) {
-			if _, keep := desired[path]; !keep && !catalog.IsReserved(path) && !displacedAt(displaced, path) {
+			if !desiredAt(ds, path) && !catalog.IsReserved(path) && !displacedAt(displaced, path) {
 				p.Clear = append(p.Clear, path)
 			}
 		}
 	}
 	// An empty legacy replacement would clear the whole root: as broken.
-	if len(desired) == 0 && (owned > 0 || len(p.Clear) > 0) {
-		return ErrEmptyReplacement
+	if len(ds) == 0 && (own.n > 0 || len(p.Clear) > 0) {
+		for _, i := range dels {
+			p.Items = append(p.Items, Item{Path: outs[i].Path, Action: Delete, Record: outs[i]})
+		}
+		return nil, ErrEmptyReplacement
 	}
-	return nil
+	return dels, nil
+}
+
+// walk builds the items in path order: the planned paths (ds), with the
+// replacement's deletes and the displaced outputs merged in.
+type walk struct {
+	in        Input
+	outs      []catalog.Output
+	current   recordSet // the owner's records of this source version
+	dels      []int     // indexes in outs
+	disp      []string  // displaced paths, sorted
+	displaced map[string]Item
+	blocked   map[string][]string
+
+	items []Item
+	// recOf is, per item, the index of the record it plans, or for one at
+	// a path without a record -1 - the index of the first record after it.
+	recOf            []int32
+	collisions       []string
+	deletes, creates int
+	changed          bool // an item is not Unchanged
+}
+
+// before appends the deletes and displaced outputs whose paths sort before
+// path, or all that are left when last.
+func (w *walk) before(path string, last bool) {
+	for len(w.dels)+len(w.disp) > 0 {
+		del := len(w.dels) > 0 && (len(w.disp) == 0 || w.outs[w.dels[0]].Path < w.disp[0])
+		if del {
+			old := &w.outs[w.dels[0]]
+			if !last && old.Path >= path {
+				return
+			}
+			w.items = append(w.items, Item{Path: old.Path, Action: Delete, Record: *old})
+			w.recOf = append(w.recOf, int32(w.dels[0]))
+			w.dels = w.dels[1:]
+		} else {
+			if !last && w.disp[0] >= path {
+				return
+			}
+			w.items = append(w.items, w.displaced[w.disp[0]])
+			w.recOf = append(w.recOf, int32(recordIndex(w.outs, w.disp[0])))
+			w.disp = w.disp[1:]
+		}
+		w.deletes++
+		w.changed = true
+	}
+}
+
+// plan appends the item of one desired output, at its place among the
+// records.
+func (w *walk) plan(d *Desired, at place) {
+	var inTheWay []string
+	if len(w.blocked) > 0 {
+		inTheWay = w.blocked[d.Path]
+	}
+	w.items = w.items[:len(w.items)+1] // sized for every item, zeroed
+	it := &w.items[len(w.items)-1]
+	if at.hit {
+		r := int(at.at)
+		planPath(it, w.in, d, inTheWay, &w.outs[r], w.current.has(r))
+		w.recOf = append(w.recOf, at.at)
+	} else {
+		planPath(it, w.in, d, inTheWay, nil, false)
+		w.recOf = append(w.recOf, -1-at.at)
+	}
+	switch it.Action {
+	case Collision:
+		w.collisions = append(w.collisions, d.Path)
+	case Create:
+		w.creates++
+	}
+	if it.Action != Unchanged {
+		w.changed = true
+	}
+}
+
+// planPath decides what happens to one desired output: old is its record,
+// if any (current: the owner's, of this source version); inTheWay the
+// unmanaged content blocking its path, if any.
+func planPath(it *Item, in Input, d *Desired, inTheWay []string, old *catalog.Output, current bool) {
+	// it is zero: only the fields that differ are written (a republish
+	// fills 10,000 items of 320 bytes).
+	it.Path, it.Desired = d.Path, d
+	stored, exists := in.Stored[d.Path]
+	switch {
+	case inTheWay != nil:
+		it.Action, it.InTheWay = Collision, inTheWay
+	case old != nil:
+		write := old.SHA256 != d.SHA256 || !exists || stored.Size != d.Size || stored.Damaged
+		if !write && current && sameOutput(d, old) {
+			it.Action, it.Record = Unchanged, *old
+			return
+		}
+		it.Action, it.Write, it.Record = Update, write, record(in, d)
+		it.Record.CreatedAt = old.CreatedAt
+	case exists && !in.Legacy && !in.TakeOwnership:
+		it.Action = Collision
+	default:
+		it.Action, it.Write, it.Record, it.Adopted = Create, true, record(in, d), exists && !in.Legacy
+	}
+}
+
+// sameOutput is record(in, d).SameContent(*old) for old at d's path,
+// with the same owner and source version and digest as the record.
+func sameOutput(d *Desired, old *catalog.Output) bool {
+	sourcePath, transform := "", ""
+	if d.Kind == catalog.KindGenerated {
+		sourcePath, transform = d.From, d.Transform
+	}
+	return old.Kind == d.Kind && old.SourcePath == sourcePath && old.Transform == transform &&
+		old.Size == d.Size && old.URL == d.URL
 }
 
 // Newer reports whether version a of a source beats version b: a later
@@ -409,24 +690,6 @@ func Newer(a, b catalog.Source) bool {
 		return c > 0
 	}
 	return a.Digest > b.Digest
-}
-
-// newest returns the newest version of source id among owner's records.
-func newest(c *catalog.Catalog, owner catalog.Owner, id string) (catalog.Source, bool) {
-	var best catalog.Source
-	found := false
-	if c == nil {
-		return best, false
-	}
-	for _, o := range c.Outputs {
-		if o.Owner() != owner || o.Source.ID != id {
-			continue
-		}
-		if !found || Newer(o.Source, best) {
-			best, found = o.Source, true
-		}
-	}
-	return best, found
 }
 
 // record is the catalog record a desired output gets when written now.
@@ -442,24 +705,12 @@ func record(in Input, d *Desired) catalog.Output {
 	return o
 }
 
-func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool) {
-	n := cur.Successor()       // kept records are written as they were read
-	fresh := in.Catalog == nil // absent or legacy: a new v4 catalog
-	changed := fresh
-	for _, it := range items {
-		if it.Action != Unchanged {
-			changed = true
-			break
-		}
-	}
-	// Kept records stay in cur's order (a replacement has its record's path).
-	if cur.InOrder() && slices.IsSortedFunc(items, func(a, b Item) int { return strings.Compare(a.Path, b.Path) }) {
-		n.Outputs = mergeItems(cur.Outputs, items)
-	} else {
-		n.Outputs = indexItems(cur.Outputs, items)
-		n.Sort()
-	}
-	if fresh {
+// next is the catalog after the plan: outs (cur's records in path order)
+// with the items merged in, sized for the creates.
+func next(in Input, cur *catalog.Catalog, outs []catalog.Output, items []Item, recOf []int32, creates int, changed bool) *catalog.Catalog {
+	n := cur.Successor() // kept records are written as they were read
+	n.Outputs = mergeItems(outs, items, recOf, len(outs)+creates)
+	if in.Catalog == nil { // absent or legacy: a new v4 catalog
 		n.CreatedAt = in.Now
 	}
 	if changed {
@@ -468,75 +719,32 @@ func next(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bool)
 			n.DistributorVersion = in.DistributorVersion
 		}
 	}
-	return n, changed
-}
-
-// mergeItems is the next records when both the records and the items are
-// in path order: one pass over both, no index of a republish's 10,000
-// items.
-func mergeItems(outs []catalog.Output, items []Item) []catalog.Output {
-	n := make([]catalog.Output, 0, len(outs)+len(items))
-	j := 0
-	for _, old := range outs {
-		for ; j < len(items) && items[j].Path < old.Path; j++ {
-			if items[j].Action == Create {
-				n = append(n, items[j].Record)
-			}
-		}
-		if j < len(items) && items[j].Path == old.Path {
-			if items[j].Action != Delete {
-				n = append(n, items[j].Record)
-			}
-			j++
-			continue
-		}
-		n = append(n, old)
-	}
-	for ; j < len(items); j++ {
-		if items[j].Action == Create {
-			n = append(n, items[j].Record)
-		}
-	}
 	return n
 }
 
-// indexItems is the next records, unsorted, for records or items out of
-// path order.
-func indexItems(outs []catalog.Output, items []Item) []catalog.Output {
-	byPath := make(map[string]Item, len(items))
-	for _, it := range items {
-		byPath[it.Path] = it
-	}
-	n := make([]catalog.Output, 0, len(outs)+len(byPath))
-	for _, old := range outs {
-		if it, ok := byPath[old.Path]; ok {
+// mergeItems is the next records: outs with the items' records in place
+// of those they plan (recOf), by index, comparing no paths. A run of
+// records that stay as they are (kept, or planned unchanged: the same
+// values) is copied at once.
+func mergeItems(outs []catalog.Output, items []Item, recOf []int32, size int) []catalog.Output {
+	n := make([]catalog.Output, 0, size)
+	kept := 0 // outs[kept:] are not copied yet
+	for j := range items {
+		it, r := &items[j], int(recOf[j])
+		switch {
+		case r >= 0 && it.Action != Unchanged:
+			n = append(n, outs[kept:r]...)
 			if it.Action != Delete {
 				n = append(n, it.Record)
 			}
-			delete(byPath, old.Path)
-			continue
-		}
-		n = append(n, old)
-	}
-	for _, it := range byPath {
-		if it.Action == Create {
+			kept = r + 1
+		case r < 0 && it.Action == Create:
+			n = append(n, outs[kept:-1-r]...)
 			n = append(n, it.Record)
+			kept = -1 - r
 		}
 	}
-	return n
-}
-
-// desiredKeys returns the desired paths sorted (indexDesired refused
-// duplicates); a manifest lists them sorted already.
-func desiredKeys(desired []Desired) []string {
-	keys := make([]string, len(desired))
-	for i := range desired {
-		keys[i] = desired[i].Path
-	}
-	if !slices.IsSorted(keys) {
-		slices.Sort(keys)
-	}
-	return keys
+	return append(n, outs[kept:]...)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -548,14 +756,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// nested reports two sorted paths of which one is a folder of the other.
-func nested(sorted []string) (string, string, bool) {
+// nested reports two paths of the sorted outputs of which one is a folder
+// of the other.
+func nested(sorted []*Desired) (string, string, bool) {
 	for i := 0; i+1 < len(sorted); i++ {
 		// In byte order "a/b" may not follow "a" directly ("a-c" sorts
 		// between), so look ahead while the prefix still matches.
-		for j := i + 1; j < len(sorted) && strings.HasPrefix(sorted[j], sorted[i]); j++ {
-			if sorted[j][len(sorted[i])] == '/' {
-				return sorted[i], sorted[j], true
+		a := sorted[i].Path
+		for j := i + 1; j < len(sorted) && strings.HasPrefix(sorted[j].Path, a); j++ {
+			if sorted[j].Path[len(a)] == '/' {
+				return a, sorted[j].Path, true
 			}
 		}
 	}
@@ -563,27 +773,85 @@ func nested(sorted []string) (string, string, bool) {
 }
 
 func displacedAt(displaced map[string]Item, path string) bool {
+	if len(displaced) == 0 {
+		return false
+	}
 	_, ok := displaced[path]
 	return ok
 }
 
+// desiredAt reports whether the sorted outputs hold path.
+func desiredAt(ds []*Desired, path string) bool {
+	i := sort.Search(len(ds), func(i int) bool { return ds[i].Path >= path })
+	return i < len(ds) && ds[i].Path == path
+}
+
+// recordIndex returns the index of the record at path in records sorted by
+// path, or -1.
+func recordIndex(outs []catalog.Output, path string) int {
+	if i := sort.Search(len(outs), func(i int) bool { return outs[i].Path >= path }); i < len(outs) && outs[i].Path == path {
+		return i
+	}
+	return -1
+}
+
+// findRecord returns the record at path in records sorted by path.
+func findRecord(outs []catalog.Output, path string) *catalog.Output {
+	i := sort.Search(len(outs), func(i int) bool { return outs[i].Path >= path })
+	if i < len(outs) && outs[i].Path == path {
+		return &outs[i]
+	}
+	return nil
+}
+
+// cursor finds places in sorted records for paths asked in ascending
+// order (a republish asks for most records, one after the other): it
+// steps a few records and searches only past a gap.
+type cursor struct {
+	outs []catalog.Output
+	i    int
+}
+
+// seek returns the index of the first record not before p, and whether
+// it is at p. Paths are asked in ascending order.
+func (c *cursor) seek(p string) (int, bool) {
+	outs, i := c.outs, c.i
+	for k := 0; i < len(outs); k++ {
+		if cmp := strings.Compare(outs[i].Path, p); cmp >= 0 {
+			c.i = i
+			return i, cmp == 0
+		}
+		if k == 4 {
+			i += sort.Search(len(outs)-i, func(j int) bool { return outs[i+j].Path >= p })
+			c.i = i
+			return i, i < len(outs) && outs[i].Path == p
+		}
+		i++
+	}
+	c.i = i
+	return i, false
+}
+
+// firstBelow returns the index of the first record not before p + "/",
+// from p's place.
+func firstBelow(outs []catalog.Output, p string, at place) int {
+	k := int(at.at)
+	if at.hit {
+		k++
+	}
+	// Only paths that extend p by a byte below '/' ("p-1", "p.old") sort
+	// between p and p + "/": rare, so searched.
+	if k < len(outs) && len(outs[k].Path) > len(p) && outs[k].Path[len(p)] < '/' && strings.HasPrefix(outs[k].Path, p) {
+		k += sort.Search(len(outs)-k, func(j int) bool { return cmpBelow(outs[k+j].Path, p) >= 0 })
+	}
+	return k
+}
+
 // treeConflicts returns, per desired path, the objects in its way, in path
 // order: an object at one of the path's folders, or objects under the path
-// itself. Objects are the stored ones and the catalog's records (a record
+// itself. Objects are the stored ones and the records (sorted; a record
 // whose bytes are missing must still leave the tree).
-func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Catalog) map[string][]string {
-	// Record paths, sorted, searched in place: a root's catalog may hold a
-	// million records and a publication touch ten paths.
-	var recs []string
-	if cat != nil {
-		recs = make([]string, len(cat.Outputs))
-		for i, o := range cat.Outputs {
-			recs[i] = o.Path
-		}
-		if !sort.StringsAreSorted(recs) {
-			sort.Strings(recs)
-		}
-	}
+func treeConflicts(ds []*Desired, at []place, stored map[string]Stored, recs []catalog.Output) map[string][]string {
 	if len(stored)+len(recs) == 0 {
 		return nil
 	}
@@ -591,16 +859,12 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 	// objects below it (rare: a republish finds files at its paths).
 	folders := storedFolders(stored)
 	var keys []string
-	recorded := func(p string) bool {
-		j := sort.SearchStrings(recs, p)
-		return j < len(recs) && recs[j] == p
-	}
 	// Paths next to each other share their folders: the answer for the
 	// folder at each depth is kept for the next path.
 	var seen []folderSeen
-	belowRecs := seeker{s: recs}
 	out := map[string][]string{}
-	for _, p := range desired {
+	for i, d := range ds {
+		p := d.Path
 		depth := 0
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
 			f := p[:i]
@@ -609,7 +873,7 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 			}
 			if sf := &seen[depth]; sf.folder != f || !sf.set {
 				_, ok := stored[f]
-				*sf = folderSeen{folder: f, set: true, taken: ok || recorded(f)}
+				*sf = folderSeen{folder: f, set: true, taken: ok || findRecord(recs, f) != nil}
 			}
 			if seen[depth].taken {
 				out[p] = append(out[p], f)
@@ -617,65 +881,74 @@ func treeConflicts(desired []string, stored map[string]Stored, cat *catalog.Cata
 			depth++
 		}
 		// Objects below p: stored or recorded, in path order, once each.
-		below := p + "/"
-		if folders[p] && keys == nil {
-			keys = sortedKeys(stored)
-		}
 		j := len(keys)
-		if folders[p] {
-			j = sort.SearchStrings(keys, below)
-		}
-		k := belowRecs.find(below)
-	merge:
-		for {
-			a := j < len(keys) && strings.HasPrefix(keys[j], below)
-			b := k < len(recs) && strings.HasPrefix(recs[k], below)
-			switch {
-			case a && b && keys[j] == recs[k]:
-				out[p] = append(out[p], keys[j])
-				j, k = j+1, k+1
-			case a && (!b || keys[j] < recs[k]):
-				out[p] = append(out[p], keys[j])
-				j++
-			case b:
-				out[p] = append(out[p], recs[k])
-				k++
-			default:
-				break merge
+		if len(folders) > 0 && folders[p] {
+			if keys == nil {
+				keys = sortedKeys(stored)
 			}
+			j = sort.Search(len(keys), func(i int) bool { return cmpBelow(keys[i], p) >= 0 })
+		}
+		if o := objectsBelow(p, keys, j, recs, firstBelow(recs, p, at[i])); o != nil {
+			out[p] = append(out[p], o...)
 		}
 	}
 	return out
+}
+
+// objectsBelow merges the stored keys from j and the records from k that
+// lie below p, in path order, once each.
+func objectsBelow(p string, keys []string, j int, recs []catalog.Output, k int) []string {
+	var out []string
+	for {
+		a := j < len(keys) && isBelow(keys[j], p)
+		b := k < len(recs) && isBelow(recs[k].Path, p)
+		switch {
+		case a && b && keys[j] == recs[k].Path:
+			out = append(out, keys[j])
+			j, k = j+1, k+1
+		case a && (!b || keys[j] < recs[k].Path):
+			out = append(out, keys[j])
+			j++
+		case b:
+			out = append(out, recs[k].Path)
+			k++
+		default:
+			return out
+		}
+	}
+}
+
+// isBelow reports whether s lies below folder p (has the prefix p + "/").
+func isBelow(s, p string) bool {
+	return len(s) > len(p) && s[len(p)] == '/' && s[:len(p)] == p
+}
+
+// cmpBelow compares s with p + "/" without building it.
+func cmpBelow(s, p string) int {
+	if len(s) <= len(p) {
+		if c := strings.Compare(s, p[:len(s)]); c != 0 {
+			return c
+		}
+		return -1 // a proper prefix of p + "/"
+	}
+	if c := strings.Compare(s[:len(p)], p); c != 0 {
+		return c
+	}
+	switch {
+	case s[len(p)] < '/':
+		return -1
+	case s[len(p)] > '/':
+		return 1
+	case len(s) > len(p)+1:
+		return 1
+	}
+	return 0
 }
 
 // folderSeen is whether the folder of a path is taken by an object.
 type folderSeen struct {
 	folder     string
 	set, taken bool
-}
-
-// seeker finds where strings go in sorted s, starting from its previous
-// answer: asked in ascending order (sorted desired paths), it steps a few
-// places instead of searching all of s each time.
-type seeker struct {
-	s  []string
-	at int
-}
-
-func (k *seeker) find(x string) int {
-	i := k.at
-	if i > 0 && k.s[i-1] >= x {
-		i = 0 // asked out of order: search from the start
-	}
-	for n := 0; i < len(k.s) && k.s[i] < x; n++ {
-		if n == 4 {
-			i += sort.SearchStrings(k.s[i:], x)
-			break
-		}
-		i++
-	}
-	k.at = i
-	return i
 }
 
 // storedFolders is the set of folders that hold a stored object, at any

@@ -288,13 +288,20 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 		limit = maxListed
 	}
 	listed, hidden := 0, 0
-	line := func(format string, args ...any) {
+	// "  mark path note": written in pieces, not formatted (a republish
+	// may list 10,000 lines: fmt took ~5 ms for them).
+	line := func(mark, path, note string) {
 		if limit >= 0 && listed >= limit {
 			hidden++
 			return
 		}
 		listed++
-		fmt.Fprintf(out, format, args...)
+		out.WriteString("  ")
+		out.WriteString(mark)
+		out.WriteByte(' ')
+		out.WriteString(path)
+		out.WriteString(note)
+		out.WriteByte('\n')
 	}
 	marks := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}
 	for _, it := range p.Items {
@@ -316,11 +323,11 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 		if len(it.InTheWay) > 0 {
 			note = fmt.Sprintf(" (unmanaged in the way: %s)", strings.Join(it.InTheWay, ", "))
 		}
-		line("  %s %s%s\n", mark, it.Path, note)
+		line(mark, it.Path, note)
 	}
 	if !p.Blocked() {
 		for _, c := range p.Clear {
-			line("  - %s (legacy state: cleared)\n", c)
+			line("-", c, " (legacy state: cleared)")
 		}
 	}
 	if hidden > 0 {

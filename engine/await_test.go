@@ -51,32 +51,14 @@ func TestEmptiedIntentDoesNotMakeAPublicationWaitForItsBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubOf := func(files map[string]string, at time.Time) Publication {
-		bdir := t.TempDir()
-		testenv.WriteBundle(t, bdir, "src", at, files)
-		bstore, _ := local.New(bdir)
-		b, err := bundle.Open(ctx, bstore, bdir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dest := config.Destination{ID: "site", Backend: "local", Workflow: planner.Additive,
-			Publish: config.Publish{Sources: true, Include: []string{"**"}}}
-		outs, err := Desire(ctx, dest, "p.x", b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Publication{Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"}, Workflow: planner.Additive,
-			Source:        catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
-			BundleEventID: "ev-" + at.Format("150405"), Outputs: outs, Bundle: b}
-	}
 	e := &Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
-	if _, err := e.publish(ctx, lb, alwaysHeld{}, pubOf(map[string]string{"a.txt": "a1\n"}, now.Add(-time.Hour)), nil); err != nil {
+	if _, err := e.publish(ctx, lb, alwaysHeld{}, additivePublication(t, map[string]string{"a.txt": "a1\n"}, now.Add(-time.Hour)), nil); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(IntentPath))); err != nil || fi.Size() != 0 {
 		t.Fatalf("after a publication the intent is emptied in place: %v", err)
 	}
-	full := pubOf(map[string]string{"a.txt": "a2\n"}, now.Add(-time.Minute))
+	full := additivePublication(t, map[string]string{"a.txt": "a2\n"}, now.Add(-time.Minute))
 	root := &intentReads{Backend: lb}
 	var readFirst bool
 	await := func() (Publication, error) {
@@ -90,4 +72,27 @@ func TestEmptiedIntentDoesNotMakeAPublicationWaitForItsBundle(t *testing.T) {
 	if !readFirst {
 		t.Fatal("the publication waited for its bundle before it read the root: an emptied intent was taken for an interrupted run's")
 	}
+}
+
+// additivePublication is an additive publication of files (a bundle of
+// source "src" created at at) by pipeline p.x into destination "site".
+func additivePublication(t *testing.T, files map[string]string, at time.Time) Publication {
+	t.Helper()
+	ctx := t.Context()
+	bdir := t.TempDir()
+	testenv.WriteBundle(t, bdir, "src", at, files)
+	bstore, _ := local.New(bdir)
+	b, err := bundle.Open(ctx, bstore, bdir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := config.Destination{ID: "site", Backend: "local", Workflow: planner.Additive,
+		Publish: config.Publish{Sources: true, Include: []string{"**"}}}
+	outs, err := Desire(ctx, dest, "p.x", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Publication{Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"}, Workflow: planner.Additive,
+		Source:        catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
+		BundleEventID: "ev-" + at.Format("150405"), Outputs: outs, Bundle: b}
 }

@@ -8,13 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/bundle"
-	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
-	"github.com/distributor/distributor/testenv"
 )
 
 // stalledListing is a local root whose listing of the whole root, once
@@ -50,35 +45,17 @@ func TestListingStartsBesideAnOpeningBundleAndStopsWhenNotNeeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := &stalledListing{Backend: lb, started: make(chan struct{}), ended: make(chan error, 1)}
-	pubOf := func(files map[string]string, at time.Time) Publication {
-		bdir := t.TempDir()
-		testenv.WriteBundle(t, bdir, "src", at, files)
-		bstore, _ := local.New(bdir)
-		b, err := bundle.Open(ctx, bstore, bdir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dest := config.Destination{ID: "site", Backend: "local", Workflow: planner.Additive,
-			Publish: config.Publish{Sources: true, Include: []string{"**"}}}
-		outs, err := Desire(ctx, dest, "p.x", b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Publication{Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"}, Workflow: planner.Additive,
-			Source:        catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
-			BundleEventID: "ev-" + at.Format("150405"), Outputs: outs, Bundle: b}
-	}
 	e := &Engine{Now: func() time.Time { return now }, Version: "test", Workers: 2}
 	many := map[string]string{}
 	for i := range 1100 {
 		many[fmt.Sprintf("old/f%04d.txt", i)] = "x"
 	}
-	if _, err := e.publish(ctx, root, alwaysHeld{}, pubOf(many, now.Add(-time.Hour)), nil); err != nil {
+	if _, err := e.publish(ctx, root, alwaysHeld{}, additivePublication(t, many, now.Add(-time.Hour)), nil); err != nil {
 		t.Fatal(err)
 	}
 
 	root.armed.Store(true)
-	full := pubOf(map[string]string{"new/a.txt": "a"}, now.Add(-time.Minute))
+	full := additivePublication(t, map[string]string{"new/a.txt": "a"}, now.Add(-time.Minute))
 	opened := make(chan struct{})
 	wait := func() (Publication, error) {
 		defer close(opened)

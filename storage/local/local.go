@@ -106,6 +106,7 @@ type Backend struct {
 
 	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
 	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
+	dirents   sync.Pool // *[]byte getdents(2) buffers of 8 KiB (as os.File uses)
 }
 
 var (
@@ -168,6 +169,7 @@ func New(root string, opts ...Option) (*Backend, error) {
 	b := &Backend{root: abs, r: r, held: held, rootFD: fd, settle: settled}
 	b.bufs.New = func() any { buf := make([]byte, bigBuf); return &buf }
 	b.smallBufs.New = func() any { buf := make([]byte, smallBuf); return &buf }
+	b.dirents.New = func() any { buf := make([]byte, 8<<10); return &buf }
 	for _, o := range opts {
 		o(b)
 	}
@@ -396,6 +398,9 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 }
 
 func (b *Backend) syncDir(r *os.Root, dir string) error {
+	if ok, err := b.syncDirAt(dir); ok {
+		return err
+	}
 	d, err := r.Open(dir)
 	if err != nil {
 		return err
@@ -471,6 +476,15 @@ func (b *Backend) delete(ctx context.Context, durable bool, paths []string) erro
 		}
 		// The last component may itself be a link: unlink removes the
 		// link, never its target. Its folders must not be links.
+		if dir, ok, err := b.removeAt(p, ""); ok {
+			if err != nil {
+				return err
+			}
+			if dir != "" && durable {
+				dirty[dir] = true
+			}
+			continue
+		}
 		if d := path.Dir(p); d != "." {
 			if err := b.checkPath(r, d); err != nil {
 				return err
@@ -529,28 +543,42 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 		if err := catalog.ValidatePath(check); err != nil {
 			return fmt.Errorf("list in %s: prefix: %w", b.root, err)
 		}
-		if dir != "." {
-			if err := b.checkPath(r, dir); err != nil {
-				return err
-			}
-		}
 	}
 	if dir == tmpDir || strings.HasPrefix(dir, tmpDir+"/") {
 		return nil
 	}
-	return b.walk(ctx, r, dir, prefix, fn)
+	if dir != "." {
+		// openat2 refuses a link on the way; otherwise the general path
+		// checks (and explains).
+		fd, err := b.at(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		switch {
+		case err == nil:
+			return b.walk(ctx, r, dir, prefix, fn, fd)
+		case plainMissing(err):
+			return nil
+		}
+		if err := b.checkPath(r, dir); err != nil {
+			return err
+		}
+	}
+	return b.walk(ctx, r, dir, prefix, fn, -1)
 }
 
-func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn func(storage.ObjectInfo) error) error {
-	d, err := r.Open(dir)
+// walk lists dir (its handle opened, or -1 to open it here; walk closes
+// it) and the folders below it in path order.
+func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn func(storage.ObjectInfo) error, opened int) error {
+	fd, closeDir, err := opened, func() { unix.Close(opened) }, error(nil)
+	if opened < 0 {
+		fd, closeDir, err = b.listedDir(r, dir)
+	}
 	if isMissing(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("list %q in %s: %w", dir, b.root, err)
 	}
-	keep, err := b.listDir(d, dir, prefix)
-	d.Close()
+	keep, err := b.listDir(fd, dir, prefix)
+	closeDir()
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil // the prefix names a file's "folder"
 	}
@@ -565,7 +593,7 @@ func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn f
 			return err
 		}
 		if e.dir {
-			if err := b.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, fn); err != nil {
+			if err := b.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, fn, -1); err != nil {
 				return err
 			}
 			continue
@@ -589,8 +617,8 @@ type dirEntry struct {
 // prefix shows or descends into, each lstat'ed once relative to d: names,
 // then one fstatat each (no per-entry FileInfo, nor path resolution from
 // the root).
-func (b *Backend) listDir(d *os.File, dir, prefix string) ([]dirEntry, error) {
-	names, err := d.Readdirnames(-1)
+func (b *Backend) listDir(fd int, dir, prefix string) ([]dirEntry, error) {
+	names, err := b.readNames(fd, dir)
 	if err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
 			return nil, err
@@ -599,7 +627,7 @@ func (b *Backend) listDir(d *os.File, dir, prefix string) ([]dirEntry, error) {
 	}
 	keep := make([]dirEntry, 0, len(names))
 	sts := make([]unix.Stat_t, len(names))
-	errs := statAll(int(d.Fd()), names, sts)
+	errs := statAll(fd, names, sts)
 	for i, name := range names {
 		e := dirEntry{key: name, st: &sts[i]}
 		if dir != "." {
@@ -804,6 +832,9 @@ func (b *Backend) readVersionByContent(r *os.Root, p string) ([]byte, storage.Ve
 // it is missing.
 func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storage.Version, err error) {
 	defer b.classifyTo(&err)
+	if data, v, ok, err := b.readVersionAt(p); ok {
+		return data, v, err
+	}
 	r, err := b.open(p)
 	if err != nil {
 		return nil, "", err
@@ -813,36 +844,57 @@ func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storag
 
 // lock takes the root's compare-and-swap lock. flock locks belong to the
 // open file, so this excludes other goroutines as well as other processes.
-func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err error) {
-	switch err := r.Mkdir(catalog.ReservedDir, 0o755); {
-	case err == nil:
-		b.fresh.Store(catalog.ReservedDir, struct{}{})
-	case !errors.Is(err, fs.ErrExist):
-		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
-	}
-	f, err := r.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
+func (b *Backend) lock(ctx context.Context) (unlock func(), err error) {
+	fd, ok, err := b.openLockAt()
 	if err != nil {
-		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
+		return nil, err
 	}
+	if !ok {
+		if fd, err = b.openLockGeneral(); err != nil {
+			return nil, err
+		}
+	}
+	closeFD := func() { unix.Close(fd) } // closing releases the lock
 	wait := time.Millisecond
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil // closing releases the lock
+			return closeFD, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
+			closeFD()
 			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, err)
 		}
 		// Poll instead of blocking so that ctx can end the wait.
 		select {
 		case <-ctx.Done():
-			f.Close()
+			closeFD()
 			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 20*time.Millisecond)
 	}
+}
+
+// openLockGeneral opens the lock file through the root (os.Root), making
+// its folder first, and returns a descriptor of its own.
+func (b *Backend) openLockGeneral() (int, error) {
+	switch err := b.r.Mkdir(catalog.ReservedDir, 0o755); {
+	case err == nil:
+		b.fresh.Store(catalog.ReservedDir, struct{}{})
+	case !errors.Is(err, fs.ErrExist):
+		return -1, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	f, err := b.r.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return -1, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	return fd, nil
 }
 
 // WriteIfVersion writes data at p only if p's current version is want (""
@@ -863,20 +915,31 @@ func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byt
 // that p is at version want (verb names the operation in the conflict).
 // The caller must call unlock.
 func (b *Backend) lockAt(ctx context.Context, verb, p string, want storage.Version) (r *os.Root, unlock func(), err error) {
-	if r, err = b.open(p); err != nil {
+	if err := catalog.ValidatePath(p); err != nil {
+		return nil, nil, fmt.Errorf("local root %s: %w", b.root, err)
+	}
+	if err := b.checkPathAt(p); err != nil {
 		return nil, nil, err
 	}
-	if unlock, err = b.lock(ctx, r); err != nil {
+	if unlock, err = b.lock(ctx); err != nil {
 		return nil, nil, err
 	}
-	if ok, err := b.currentIs(r, p, want); err != nil || !ok {
+	same, ok, err := b.currentIsAt(p, want)
+	if !ok && err == nil {
+		// A link on the way, or no openat2: the general path checks and
+		// explains.
+		if r, err = b.open(p); err == nil {
+			same, err = b.currentIs(r, p, want)
+		}
+	}
+	if err != nil || !same {
 		unlock()
 		if err == nil {
 			err = fmt.Errorf("%s %q in %s: %w", verb, p, b.root, storage.ErrConflict)
 		}
 		return nil, nil, err
 	}
-	return r, unlock, nil
+	return b.r, unlock, nil
 }
 
 func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (storage.Version, error) {
@@ -919,8 +982,12 @@ func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Ve
 	if want == "" {
 		return nil
 	}
-	dir, err := b.remove(r, p)
-	if err != nil || !durable {
+	// The lock file is in the reserved folder, so it never empties.
+	dir, ok, err := b.removeAt(p, catalog.ReservedDir)
+	if !ok {
+		dir, err = b.remove(r, p)
+	}
+	if err != nil || !durable || dir == "" {
 		return err
 	}
 	return b.syncDir(r, dir)

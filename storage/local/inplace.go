@@ -13,7 +13,34 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var _ storage.InPlaceWriter = (*Backend)(nil)
+var (
+	_ storage.InPlaceWriter = (*Backend)(nil)
+	_ storage.Overwriter    = (*Backend)(nil)
+)
+
+// Overwrite writes data over p's bytes in place, without a flush
+// (storage.Overwriter): one open, a write and a truncation, no new file
+// and no rename. A missing p is created as by Put with DeferSync.
+func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) (err error) {
+	defer b.classifyTo(&err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = b.writable(p, func(fd int) error {
+		if err := pwriteAll(fd, data); err != nil {
+			return err
+		}
+		return unix.Ftruncate(fd, int64(len(data)))
+	})
+	if missing(err) {
+		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), false, storage.PutOptions{})
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("overwrite %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
 
 // OverwriteSync writes data over p's bytes in place and flushes them
 // (fdatasync: the data and the size) before it returns: one flush, no new

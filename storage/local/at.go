@@ -113,6 +113,7 @@ func (b *Backend) readOpen(f *fdFile, begin time.Time) (_ []byte, _ storage.Vers
 	}
 	data := make([]byte, 0, st.Size+1) // +1: EOF without a second buffer
 	for {
+		want := cap(data) - len(data)
 		n, err := f.Read(data[len(data):cap(data)])
 		data = data[:len(data)+n]
 		if err == io.EOF {
@@ -120,6 +121,11 @@ func (b *Backend) readOpen(f *fdFile, begin time.Time) (_ []byte, _ storage.Vers
 		}
 		if err != nil {
 			return nil, "", true, err
+		}
+		// A regular file reads short only at its end: the whole size the
+		// fstat gave, read short, needs no read(2) more to find EOF.
+		if n < want && int64(len(data)) == st.Size {
+			break
 		}
 		if len(data) == cap(data) {
 			data = slices.Grow(data, 64<<10)

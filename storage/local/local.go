@@ -132,40 +132,29 @@ func New(root string, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local root %q: %w", root, err)
 	}
-	fi, err := os.Stat(abs)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
-	case err != nil:
-		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
-	case !fi.IsDir():
-		return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
-	}
 	r, err := os.OpenRoot(abs)
 	if err != nil {
+		// Why, in the words of a stat (once per failure, not per open).
+		fi, serr := os.Stat(abs)
+		switch {
+		case errors.Is(serr, fs.ErrNotExist):
+			return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
+		case serr == nil && !fi.IsDir():
+			return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
+		}
 		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
-	// The identity of what was opened, not of what was stat'ed above: the
-	// path may have changed in between.
+	// The identity of what was opened: the path may change meanwhile.
 	held, err := r.Stat(".")
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	}
-	d, err := r.Open(".")
+	fd, err := rootHandle(r, abs, held)
 	if err != nil {
 		r.Close()
 		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
-	// The handle lives as long as the backend (as r does); Fd would make
-	// d blocking, which a folder does not care about.
-	fd, err := unix.Dup(int(d.Fd()))
-	d.Close()
-	if err != nil {
-		r.Close()
-		return nil, fmt.Errorf("local root %s: %w", abs, err)
-	}
-	unix.CloseOnExec(fd)
 	b := &Backend{root: abs, r: r, held: held, rootFD: fd, settle: settled}
 	b.bufs.New = func() any { buf := make([]byte, bigBuf); return &buf }
 	b.smallBufs.New = func() any { buf := make([]byte, smallBuf); return &buf }
@@ -187,6 +176,27 @@ func New(root string, opts ...Option) (*Backend, error) {
 		b.noTmpfile.Store(true)
 	}
 	return b, nil
+}
+
+// rootHandle returns a descriptor of the folder r holds (held): the path
+// opened once more, kept when it is still that folder (device and inode),
+// else through r (os.File's poller set-up and a dup: five system calls
+// more, per backend, so per bundle).
+func rootHandle(r *os.Root, abs string, held fs.FileInfo) (int, error) {
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		var st unix.Stat_t
+		if h, ok := held.Sys().(*syscall.Stat_t); ok && unix.Fstat(fd, &st) == nil && st.Dev == h.Dev && st.Ino == h.Ino {
+			return fd, nil
+		}
+		unix.Close(fd) // another folder by now: the one r holds counts
+	}
+	d, err := r.Open(".")
+	if err != nil {
+		return -1, err
+	}
+	defer d.Close()
+	return unix.FcntlInt(d.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 }
 
 // missingRoot is a root path that names no folder; it matches

@@ -275,6 +275,7 @@ func (b *Backend) listedDir(r *os.Root, dir string) (int, func(), error) {
 	if plainMissing(err) {
 		return -1, nil, err
 	}
+	b.tookGeneral("list " + dir)
 	d, err := r.Open(dir)
 	if err != nil {
 		return -1, nil, err
@@ -327,5 +328,12 @@ func (b *Backend) checkPathAt(p string) error {
 			return nil
 		}
 		i += j + 1
+	}
+}
+
+// tookGeneral tells the test hook of an operation on the general path.
+func (b *Backend) tookGeneral(op string) {
+	if b.onGeneral != nil {
+		b.onGeneral(op)
 	}
 }

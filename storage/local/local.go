@@ -93,6 +93,10 @@ type Backend struct {
 	// onSync, when set, is told of every fsync: kind "file" or "folder",
 	// and the folder (tests).
 	onSync func(kind, dir string)
+	// onGeneral, when set, is told of every operation that took the
+	// general os.Root path instead of openat2 (tests: a publication's
+	// operations must not).
+	onGeneral func(op string)
 	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
 	group *SyncGroup
 	// groupFailures is how many of the group's flushes of the root's
@@ -236,6 +240,7 @@ func (b *Backend) String() string { return b.root }
 // checkPath validates p and refuses it when any existing component of it is
 // a symlink.
 func (b *Backend) checkPath(r *os.Root, p string) error {
+	b.tookGeneral("check " + p)
 	if err := catalog.ValidatePath(p); err != nil {
 		return fmt.Errorf("local root %s: %w", b.root, err)
 	}
@@ -411,6 +416,7 @@ func (b *Backend) syncDir(r *os.Root, dir string) error {
 	if ok, err := b.syncDirAt(dir); ok {
 		return err
 	}
+	b.tookGeneral("sync folder " + dir)
 	d, err := r.Open(dir)
 	if err != nil {
 		return err
@@ -519,6 +525,7 @@ func (b *Backend) delete(ctx context.Context, durable bool, paths []string) erro
 // remove deletes the file p and its emptied folders and returns the folder
 // left holding the change ("" when p was not there).
 func (b *Backend) remove(r *os.Root, p string) (string, error) {
+	b.tookGeneral("remove " + p)
 	fi, err := r.Lstat(p)
 	switch {
 	case isMissing(err):
@@ -889,6 +896,7 @@ func (b *Backend) lock(ctx context.Context) (unlock func(), err error) {
 // openLockGeneral opens the lock file through the root (os.Root), making
 // its folder first, and returns a descriptor of its own.
 func (b *Backend) openLockGeneral() (int, error) {
+	b.tookGeneral("lock")
 	switch err := b.r.Mkdir(catalog.ReservedDir, 0o755); {
 	case err == nil:
 		b.fresh.Store(catalog.ReservedDir, struct{}{})

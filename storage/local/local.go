@@ -1,12 +1,14 @@
 // Package local is the storage.Backend on a local folder.
 //
 // Confinement: every path is checked with catalog.ValidatePath and every
-// operation goes through an os.Root opened on the folder, so nothing outside
-// it can be reached. On top of that, any path with a symlink in it (folder or
-// final name) is refused with ErrOutsideRoot: the simplest rule that cannot
-// be talked into writing through a link, even one that points inside the root
-// today and elsewhere tomorrow. List skips symlinks and other non-regular
-// files.
+// operation resolves it below the folder's handle, with openat2(2)
+// (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, at.go) or, where that does not
+// answer plainly, through an os.Root opened on the folder, so nothing
+// outside it can be reached. On top of that, any path with a symlink in it
+// (folder or final name) is refused with ErrOutsideRoot: the simplest rule
+// that cannot be talked into writing through a link, even one that points
+// inside the root today and elsewhere tomorrow. List skips symlinks and
+// other non-regular files.
 //
 // Writes go to a temp file beside the target (named catalog.TempPrefix+random,
 // never listed), are fsynced, renamed over the target and the target's folder is fsynced, so an

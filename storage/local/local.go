@@ -873,6 +873,12 @@ func (b *Backend) lock(ctx context.Context) (unlock func(), err error) {
 			return nil, err
 		}
 	}
+	return b.flock(ctx, fd)
+}
+
+// flock takes the exclusive flock on the lock file fd, polling until ctx
+// ends; unlock closes fd (also on failure, fd is closed).
+func (b *Backend) flock(ctx context.Context, fd int) (unlock func(), err error) {
 	closeFD := func() { unix.Close(fd) } // closing releases the lock
 	wait := time.Millisecond
 	for {
@@ -938,10 +944,18 @@ func (b *Backend) lockAt(ctx context.Context, verb, p string, want storage.Versi
 	if err := catalog.ValidatePath(p); err != nil {
 		return nil, nil, fmt.Errorf("local root %s: %w", b.root, err)
 	}
-	if err := b.checkPathAt(p); err != nil {
-		return nil, nil, err
+	// The lock file made by the first compare-and-swap is opened as it is;
+	// until then, the path is checked before the lock is made, so that a
+	// refused write leaves nothing behind.
+	if fd, oerr := b.at(lockName, unix.O_RDWR, 0); oerr == nil {
+		unlock, err = b.flock(ctx, fd)
+	} else {
+		if err := b.checkPathAt(p); err != nil {
+			return nil, nil, err
+		}
+		unlock, err = b.lock(ctx)
 	}
-	if unlock, err = b.lock(ctx); err != nil {
+	if err != nil {
 		return nil, nil, err
 	}
 	same, ok, err := b.currentIsAt(p, want)

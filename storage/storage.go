@@ -141,6 +141,19 @@ type Overwriter interface {
 	Overwrite(ctx context.Context, path string, data []byte) error
 }
 
+// InPlaceChecker is implemented by InPlaceWriters that can check a file's
+// bytes and rewrite it through one open descriptor (local): one open per
+// step instead of a read and then a write.
+type InPlaceChecker interface {
+	// OverwriteSyncIfEmpty is OverwriteSync of a path that is empty or
+	// missing; ErrConflict, nothing written, when it holds bytes (or
+	// when a missing path was created meanwhile).
+	OverwriteSyncIfEmpty(ctx context.Context, path string, data []byte) error
+	// EmptyDeferSyncIf is EmptyDeferSync of a path that holds exactly
+	// want; ErrConflict, nothing changed, otherwise (also when missing).
+	EmptyDeferSyncIf(ctx context.Context, path string, want []byte) error
+}
+
 // InPlaceWriter is implemented by backends that can rewrite a small file
 // in place (local): the intent of a local root is one file rewritten by
 // each publication with one data flush and no new name (so no folder

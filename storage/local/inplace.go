@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -14,9 +15,95 @@ import (
 )
 
 var (
-	_ storage.InPlaceWriter = (*Backend)(nil)
-	_ storage.Overwriter    = (*Backend)(nil)
+	_ storage.InPlaceWriter  = (*Backend)(nil)
+	_ storage.InPlaceChecker = (*Backend)(nil)
+	_ storage.Overwriter     = (*Backend)(nil)
 )
+
+// OverwriteSyncIfEmpty is OverwriteSync of p while it is empty or missing
+// (storage.InPlaceChecker): its bytes are read and rewritten through one
+// descriptor. A missing p is created durably, only where nothing is.
+func (b *Backend) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) (err error) {
+	defer b.classifyTo(&err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = b.checkedWritable(p, func(fd int, cur []byte) error {
+		if len(cur) > 0 {
+			return fmt.Errorf("%q holds %d bytes: %w", p, len(cur), storage.ErrConflict)
+		}
+		if err := pwriteAll(fd, data); err != nil {
+			return err
+		}
+		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
+			return err
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		b.synced("file", path.Dir(p))
+		return nil
+	})
+	if missing(err) {
+		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{IfAbsent: true})
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("overwrite %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
+
+// EmptyDeferSyncIf is EmptyDeferSync of p while it holds exactly want
+// (storage.InPlaceChecker), checked through the descriptor it truncates.
+func (b *Backend) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) (err error) {
+	defer b.classifyTo(&err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = b.checkedWritable(p, func(fd int, cur []byte) error {
+		if !bytes.Equal(cur, want) {
+			return fmt.Errorf("%q holds other bytes: %w", p, storage.ErrConflict)
+		}
+		return unix.Ftruncate(fd, 0)
+	})
+	if missing(err) {
+		return fmt.Errorf("empty %q in %s: it is gone: %w", p, b.root, storage.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("empty %q in %s: %w", p, b.root, err)
+	}
+	return nil
+}
+
+// checkedWritable runs fn on p opened for reading and writing (as
+// writable), with its current bytes.
+func (b *Backend) checkedWritable(p string, fn func(fd int, cur []byte) error) error {
+	return b.writableAs(p, unix.O_RDWR, func(fd int) error {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		cur := make([]byte, 0, st.Size+1)
+		for {
+			n, err := unix.Pread(fd, cur[len(cur):cap(cur)], int64(len(cur)))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			cur = cur[:len(cur)+n]
+			if n == 0 || len(cur) < cap(cur) && int64(len(cur)) == st.Size {
+				break // the end (a short read at the size fstat gave is the end)
+			}
+			if len(cur) == cap(cur) {
+				cur = slices.Grow(cur, 4<<10)
+			}
+		}
+		return fn(fd, cur)
+	})
+}
 
 // Overwrite writes data over p's bytes in place, without a flush
 // (storage.Overwriter): one open, a write and a truncation, no new file
@@ -120,9 +207,14 @@ func missing(err error) bool { return isMissing(err) || errors.Is(err, storage.E
 // (no walk, no poller set-up: this runs twice per publication); the
 // general path otherwise, which also explains a refusal.
 func (b *Backend) writable(p string, fn func(fd int) error) error {
+	return b.writableAs(p, unix.O_WRONLY, fn)
+}
+
+// writableAs is writable with the access mode given (O_WRONLY, O_RDWR).
+func (b *Backend) writableAs(p string, mode int, fn func(fd int) error) error {
 	// O_NONBLOCK: opening a FIFO must not wait for a reader (refused
 	// below); it changes nothing for a regular file.
-	fd, ok, err := b.openBeneath(p, unix.O_WRONLY|unix.O_NONBLOCK)
+	fd, ok, err := b.openBeneath(p, uint64(mode)|unix.O_NONBLOCK)
 	if ok && err != nil {
 		return err
 	}
@@ -134,7 +226,7 @@ func (b *Backend) writable(p string, fn func(fd int) error) error {
 		}
 		unix.Close(fd)
 	}
-	f, err := b.openRegular(p)
+	f, err := b.openRegular(p, mode)
 	if err != nil {
 		return err
 	}
@@ -157,9 +249,9 @@ func pwriteAll(fd int, data []byte) error {
 	return nil
 }
 
-// openRegular opens p for writing, refusing anything but a regular file
-// (never through a link).
-func (b *Backend) openRegular(p string) (*os.File, error) {
+// openRegular opens p for writing (mode: O_WRONLY or O_RDWR), refusing
+// anything but a regular file (never through a link).
+func (b *Backend) openRegular(p string, mode int) (*os.File, error) {
 	r, err := b.open(p)
 	if err != nil {
 		return nil, err
@@ -171,5 +263,5 @@ func (b *Backend) openRegular(p string) (*os.File, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%q is not a regular file", p)
 	}
-	return r.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	return r.OpenFile(p, mode|unix.O_NOFOLLOW, 0)
 }

@@ -79,11 +79,7 @@ func (b *Backend) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) (
 // checkedWritable runs fn on p opened for reading and writing (as
 // writable), with its current bytes.
 func (b *Backend) checkedWritable(p string, fn func(fd int, cur []byte) error) error {
-	return b.writableAs(p, unix.O_RDWR, func(fd int) error {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return err
-		}
+	return b.writableAs(p, unix.O_RDWR, func(fd int, st *unix.Stat_t) error {
 		cur := make([]byte, 0, st.Size+1)
 		for {
 			n, err := unix.Pread(fd, cur[len(cur):cap(cur)], int64(len(cur)))
@@ -207,11 +203,12 @@ func missing(err error) bool { return isMissing(err) || errors.Is(err, storage.E
 // (no walk, no poller set-up: this runs twice per publication); the
 // general path otherwise, which also explains a refusal.
 func (b *Backend) writable(p string, fn func(fd int) error) error {
-	return b.writableAs(p, unix.O_WRONLY, fn)
+	return b.writableAs(p, unix.O_WRONLY, func(fd int, _ *unix.Stat_t) error { return fn(fd) })
 }
 
-// writableAs is writable with the access mode given (O_WRONLY, O_RDWR).
-func (b *Backend) writableAs(p string, mode int, fn func(fd int) error) error {
+// writableAs is writable with the access mode given (O_WRONLY, O_RDWR);
+// fn also gets the file's fstat, taken when it was opened.
+func (b *Backend) writableAs(p string, mode int, fn func(fd int, st *unix.Stat_t) error) error {
 	// O_NONBLOCK: opening a FIFO must not wait for a reader (refused
 	// below); it changes nothing for a regular file.
 	fd, ok, err := b.openBeneath(p, uint64(mode)|unix.O_NONBLOCK)
@@ -222,7 +219,7 @@ func (b *Backend) writableAs(p string, mode int, fn func(fd int) error) error {
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 			defer unix.Close(fd)
-			return fn(fd)
+			return fn(fd, &st)
 		}
 		unix.Close(fd)
 	}
@@ -231,7 +228,11 @@ func (b *Backend) writableAs(p string, mode int, fn func(fd int) error) error {
 		return err
 	}
 	defer f.Close()
-	return fn(int(f.Fd()))
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	return fn(int(f.Fd()), &st)
 }
 
 // pwriteAll writes data at offset 0 of fd.

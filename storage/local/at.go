@@ -216,16 +216,12 @@ func (b *Backend) removeAt(p, stop string) (dir string, ok bool, _ error) {
 		return "", false, nil
 	}
 	defer closeDir()
-	var st unix.Stat_t
-	switch err := unix.Fstatat(d, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
-	case plainMissing(err):
+	// unlink(2) refuses a folder (EISDIR: folders are not objects) and
+	// removes a link itself, never its target: no stat first.
+	switch err := unix.Unlinkat(d, base, 0); {
+	case plainMissing(err), errors.Is(err, unix.EISDIR):
 		return "", true, nil
 	case err != nil:
-		return "", true, fmt.Errorf("delete %q in %s: %w", p, b.root, err)
-	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return "", true, nil // folders are not objects
-	}
-	if err := unix.Unlinkat(d, base, 0); err != nil && !plainMissing(err) {
 		return "", true, fmt.Errorf("delete %q in %s: %w", p, b.root, err)
 	}
 	for dir != "." && dir != stop && b.rmdirAt(dir) {

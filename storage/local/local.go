@@ -982,7 +982,10 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 		return "", err
 	}
 	defer unlock()
-	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{}); err != nil {
+	// Where nothing is (checked under the lock), an unnamed file linked
+	// into place: no temp name and no rename, and it never replaces
+	// what another program may have put there meanwhile.
+	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{IfAbsent: want == ""}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
 	if len(data) >= statVersionMin {

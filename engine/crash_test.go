@@ -207,6 +207,20 @@ func (d dyingStager) OverwriteSync(ctx context.Context, p string, data []byte) e
 	return d.Backend.(storage.InPlaceWriter).OverwriteSync(ctx, p, data)
 }
 
+func (d dyingStager) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
+	if err := d.mutate(); err != nil {
+		return err
+	}
+	return d.Backend.(storage.InPlaceChecker).OverwriteSyncIfEmpty(ctx, p, data)
+}
+
+func (d dyingStager) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
+	if err := d.mutate(); err != nil {
+		return err
+	}
+	return d.Backend.(storage.InPlaceChecker).EmptyDeferSyncIf(ctx, p, want)
+}
+
 func (d dyingStager) EmptyDeferSync(ctx context.Context, p string) error {
 	if err := d.mutate(); err != nil {
 		return err
@@ -646,6 +660,14 @@ func (d dyingInPlace) OverwriteSync(ctx context.Context, p string, data []byte) 
 
 func (d dyingInPlace) EmptyDeferSync(ctx context.Context, p string) error {
 	return dyingStager(d).EmptyDeferSync(ctx, p)
+}
+
+func (d dyingInPlace) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
+	return dyingStager(d).OverwriteSyncIfEmpty(ctx, p, data)
+}
+
+func (d dyingInPlace) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
+	return dyingStager(d).EmptyDeferSyncIf(ctx, p, want)
 }
 
 func (d dyingInPlace) SyncEmptied(ctx context.Context, p string) error {

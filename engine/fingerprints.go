@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sort"
 	"strconv"
@@ -28,6 +30,14 @@ const (
 	// reads only its paths' shards, so a big root keeps many.
 	fingerprintsPerShard = 1024
 	fingerprintsHeader   = "distributor-fingerprints 1"
+	// fingerprintsSum starts the line after the header that holds the
+	// sha256 (hex) of the rest of the shard. A shard rewritten in place
+	// (storage.Overwriter) may be read torn; one whose sum does not match
+	// counts as missing (its outputs are hashed once). A shard without
+	// the line (written whole, by rename or on S3, also by older
+	// versions) is read as before; older versions skip the line (it has
+	// no tabs).
+	fingerprintsSum = "#sha256 "
 )
 
 // FingerprintShards is the number of index shards of a root whose catalog
@@ -82,13 +92,17 @@ type fingerprints struct {
 	entries map[string]known
 	loaded  map[string]bool // shard files read (true: it existed)
 	dirty   map[string]bool // shard files to write back
+	// summed are the shard files read with a checksum that matched: only
+	// those are rewritten in place (a torn mix of two summed copies
+	// fails its sum; one of an unsummed copy might not).
+	summed map[string]bool
 	// retired are the files of the layout the index moved away from,
 	// removed once the new layout is written.
 	retired []string
 }
 
 func newFingerprints(shards int) *fingerprints {
-	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
+	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}, summed: map[string]bool{}}
 }
 
 // load reads the shards of paths that are not loaded yet. A missing or
@@ -114,6 +128,7 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	// Shards are read in parallel: on S3 each is a request, and a large
 	// republish touches most of them.
 	parsed := make([]map[string]known, len(shards))
+	summed := make([]bool, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, sh := range shards {
@@ -127,7 +142,7 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 				data = nil
 			}
 			if data != nil {
-				parsed[i] = parseFingerprints(data)
+				parsed[i], summed[i] = parseFingerprints(data)
 			}
 			return nil
 		})
@@ -147,18 +162,29 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 			f.entries[p] = k
 		}
 		f.loaded[sh] = parsed[i] != nil
+		f.summed[sh] = summed[i]
 	}
 	return nil
 }
 
 // parseFingerprints reads "sha256 TAB fingerprint TAB path" lines after the
-// header. Paths cannot hold tabs or newlines (catalog path rules). The
-// entries' strings share one copy of data (a line each cost an allocation).
-func parseFingerprints(data []byte) map[string]known {
+// header (and the checksum line, if any: summed reports that it matched;
+// a shard whose sum does not match is empty). Paths cannot hold tabs or
+// newlines (catalog path rules). The entries' strings share one copy of
+// data (a line each cost an allocation).
+func parseFingerprints(data []byte) (_ map[string]known, summed bool) {
 	text := string(data)
 	header, rest, ok := strings.Cut(text, "\n")
 	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader {
-		return map[string]known{}
+		return map[string]known{}, false
+	}
+	if strings.HasPrefix(rest, fingerprintsSum) {
+		line, body, _ := strings.Cut(rest, "\n")
+		sum := sha256.Sum256([]byte(body))
+		if line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
+			return map[string]known{}, false // torn (or damaged): hashed once instead
+		}
+		rest, summed = body, true
 	}
 	out := make(map[string]known, strings.Count(rest, "\n"))
 	for rest != "" {
@@ -171,7 +197,7 @@ func parseFingerprints(data []byte) map[string]known {
 			out[path] = known{fingerprint: fp, sha256: sha}
 		}
 	}
-	return out
+	return out, summed
 }
 
 // set records what is known of path's stored version.
@@ -197,16 +223,19 @@ func (f *fingerprints) encode(paths []string) []byte {
 	// Sized once and appended to piece by piece: a line each was a
 	// concatenation (and a garbage string) per entry.
 	ks := make([]known, len(paths))
-	size := len(fingerprintsHeader) + 1
+	head := len(fingerprintsHeader) + 1 + len(fingerprintsSum) + 2*sha256.Size + 1
+	size := head
 	for i, p := range paths {
 		ks[i] = f.entries[p]
 		size += len(ks[i].sha256) + len(ks[i].fingerprint) + len(p) + 3
 	}
-	buf := make([]byte, 0, size)
-	buf = append(buf, fingerprintsHeader+"\n"...)
+	buf := make([]byte, head, size)
 	for i, p := range paths {
 		buf = append(append(append(append(append(append(buf, ks[i].sha256...), '\t'), ks[i].fingerprint...), '\t'), p...), '\n')
 	}
+	sum := sha256.Sum256(buf[head:])
+	line := append(append([]byte(fingerprintsHeader+"\n"), fingerprintsSum...), hex.EncodeToString(sum[:])...)
+	copy(buf, append(line, '\n'))
 	return buf
 }
 
@@ -235,8 +264,16 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	}
 	sort.Strings(shards)
 	// At once, like the outputs: on S3 a shard is a request.
+	// A shard read with a matching sum is rewritten in place where the
+	// backend can (no new file and no rename: on ext4 those cost more CPU
+	// than anything else in a small publication); others are written
+	// whole.
+	over, _ := root.(storage.Overwriter)
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
 		data := f.encode(byShard[shards[i]])
+		if over != nil && f.summed[shards[i]] {
+			return over.Overwrite(ctx, shards[i], data)
+		}
 		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true})
 		return err
 	})
@@ -323,7 +360,7 @@ func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerpr
 		}
 	}
 	f.shards = shards
-	f.loaded, f.dirty = map[string]bool{}, map[string]bool{}
+	f.loaded, f.dirty, f.summed = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for p := range f.entries {
 		f.dirty[FingerprintsFile(p, shards)] = true
 	}

@@ -63,6 +63,17 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 	if err := l.Err(); err != nil {
 		return writtenIntent{}, err
 	}
+	if c, ok := root.(storage.InPlaceChecker); ok {
+		// The check below and the rewrite through one open file.
+		err := c.OverwriteSyncIfEmpty(ctx, IntentPath, data)
+		if errors.Is(err, storage.ErrConflict) {
+			return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, err)
+		}
+		if err != nil {
+			return writtenIntent{}, fmt.Errorf("write intent in %s: %w", root, err)
+		}
+		return writtenIntent{data: data}, nil
+	}
 	if w, ok := root.(storage.InPlaceWriter); ok {
 		// Emptied in place counts as none.
 		cur, _, err := root.ReadVersion(ctx, IntentPath)
@@ -145,7 +156,13 @@ func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.L
 		return
 	}
 	var err error
-	if w, ok := root.(storage.InPlaceWriter); ok {
+	if c, ok := root.(storage.InPlaceChecker); ok {
+		// The check below and the emptying through one open file.
+		if err = c.EmptyDeferSyncIf(ctx, IntentPath, wrote.data); errors.Is(err, storage.ErrConflict) {
+			e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
+			return
+		}
+	} else if w, ok := root.(storage.InPlaceWriter); ok {
 		var cur []byte
 		if cur, _, err = root.ReadVersion(ctx, IntentPath); err == nil && !bytes.Equal(cur, wrote.data) {
 			e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")

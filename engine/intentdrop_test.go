@@ -136,18 +136,38 @@ func (f *flushOrder) OverwriteSync(ctx context.Context, p string, data []byte) e
 	return err
 }
 
+func (f *flushOrder) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
+	err := f.Backend.OverwriteSyncIfEmpty(ctx, p, data)
+	if err == nil && p == engine.IntentPath {
+		f.set(false) // as OverwriteSync
+	}
+	return err
+}
+
+func (f *flushOrder) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
+	if p == engine.IntentPath {
+		f.emptying()
+	}
+	return f.Backend.EmptyDeferSyncIf(ctx, p, want)
+}
+
 func (f *flushOrder) EmptyDeferSync(ctx context.Context, p string) error {
 	if p == engine.IntentPath {
-		data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))
-		if err != nil || len(data) == 0 {
-			f.t.Errorf("deferred emptying of an intent that is not there: %v", err)
-		}
-		f.mu.Lock()
-		f.removed, f.pending = data, true
-		f.deferred++
-		f.mu.Unlock()
+		f.emptying()
 	}
 	return f.Backend.EmptyDeferSync(ctx, p)
+}
+
+// emptying records a deferred emptying of the intent.
+func (f *flushOrder) emptying() {
+	data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))
+	if err != nil || len(data) == 0 {
+		f.t.Errorf("deferred emptying of an intent that is not there: %v", err)
+	}
+	f.mu.Lock()
+	f.removed, f.pending = data, true
+	f.deferred++
+	f.mu.Unlock()
 }
 
 func (f *flushOrder) SyncEmptied(ctx context.Context, p string) error {

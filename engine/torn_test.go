@@ -27,6 +27,10 @@ func (c *intentCapture) OverwriteSync(_ context.Context, p string, data []byte) 
 	return errKilled
 }
 
+func (c *intentCapture) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
+	return c.OverwriteSync(ctx, p, data)
+}
+
 // plainRoot hides everything but storage.Backend (an intent written whole,
 // as on S3).
 type plainRoot struct{ storage.Backend }

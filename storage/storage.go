@@ -136,6 +136,31 @@ func SyncDeleted(ctx context.Context, b Backend, paths ...string) error {
 	return nil
 }
 
+// Overwriter is implemented by backends that can rewrite a small file in
+// place without a flush (local): no new file and no rename, the two
+// costliest steps of a small write there. Until it returns, and after a
+// crash, path may hold any mix of its old and new bytes, or zeros, and a
+// reader may see such a mix: what is written this way must let a reader
+// recognise a torn copy (engine: the fingerprint shards' checksum).
+type Overwriter interface {
+	// Overwrite replaces path's bytes with data; a missing path is
+	// created (whole, not flushed).
+	Overwrite(ctx context.Context, path string, data []byte) error
+}
+
+// InPlaceChecker is implemented by InPlaceWriters that can check a file's
+// bytes and rewrite it through one open descriptor (local): one open per
+// step instead of a read and then a write.
+type InPlaceChecker interface {
+	// OverwriteSyncIfEmpty is OverwriteSync of a path that is empty or
+	// missing; ErrConflict, nothing written, when it holds bytes (or
+	// when a missing path was created meanwhile).
+	OverwriteSyncIfEmpty(ctx context.Context, path string, data []byte) error
+	// EmptyDeferSyncIf is EmptyDeferSync of a path that holds exactly
+	// want; ErrConflict, nothing changed, otherwise (also when missing).
+	EmptyDeferSyncIf(ctx context.Context, path string, want []byte) error
+}
+
 // InPlaceWriter is implemented by backends that can rewrite a small file
 // in place (local): the intent of a local root is one file rewritten by
 // each publication with one data flush and no new name (so no folder

@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -44,8 +45,20 @@ func (b *Backend) openBeneath(p string, flags uint64) (fd int, ok bool, err erro
 	}
 }
 
-// statBeneath is Stat in three system calls; ok as for openBeneath.
+// statBeneath is Stat in three system calls (one for a name in the root
+// itself: fstatat, which follows no link there); ok as for openBeneath.
 func (b *Backend) statBeneath(p string) (_ storage.ObjectInfo, ok bool, _ error) {
+	if !strings.Contains(p, "/") && catalog.ValidatePath(p) == nil {
+		var st unix.Stat_t
+		err := unix.Fstatat(b.rootFD, p, &st, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return storage.ObjectInfo{}, true, b.notExist(p)
+		case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
+			return statInfo(p, &st), true, nil
+		}
+		return storage.ObjectInfo{}, false, nil // a link, a folder...: the general path says which
+	}
 	fd, ok, err := b.openBeneath(p, unix.O_PATH)
 	if !ok || err != nil {
 		return storage.ObjectInfo{}, ok, err

@@ -1,12 +1,14 @@
 // Package local is the storage.Backend on a local folder.
 //
 // Confinement: every path is checked with catalog.ValidatePath and every
-// operation goes through an os.Root opened on the folder, so nothing outside
-// it can be reached. On top of that, any path with a symlink in it (folder or
-// final name) is refused with ErrOutsideRoot: the simplest rule that cannot
-// be talked into writing through a link, even one that points inside the root
-// today and elsewhere tomorrow. List skips symlinks and other non-regular
-// files.
+// operation resolves it below the folder's handle, with openat2(2)
+// (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, at.go) or, where that does not
+// answer plainly, through an os.Root opened on the folder, so nothing
+// outside it can be reached. On top of that, any path with a symlink in it
+// (folder or final name) is refused with ErrOutsideRoot: the simplest rule
+// that cannot be talked into writing through a link, even one that points
+// inside the root today and elsewhere tomorrow. List skips symlinks and
+// other non-regular files.
 //
 // Writes go to a temp file beside the target (named catalog.TempPrefix+random,
 // never listed), are fsynced, renamed over the target and the target's folder is fsynced, so an
@@ -93,6 +95,10 @@ type Backend struct {
 	// onSync, when set, is told of every fsync: kind "file" or "folder",
 	// and the folder (tests).
 	onSync func(kind, dir string)
+	// onGeneral, when set, is told of every operation that took the
+	// general os.Root path instead of openat2 (tests: a publication's
+	// operations must not).
+	onGeneral func(op string)
 	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
 	group *SyncGroup
 	// groupFailures is how many of the group's flushes of the root's
@@ -106,6 +112,7 @@ type Backend struct {
 
 	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
 	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
+	dirents   sync.Pool // *[]byte getdents(2) buffers of 8 KiB (as os.File uses)
 }
 
 var (
@@ -131,43 +138,33 @@ func New(root string, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local root %q: %w", root, err)
 	}
-	fi, err := os.Stat(abs)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
-	case err != nil:
-		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
-	case !fi.IsDir():
-		return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
-	}
 	r, err := os.OpenRoot(abs)
 	if err != nil {
+		// Why, in the words of a stat (once per failure, not per open).
+		fi, serr := os.Stat(abs)
+		switch {
+		case errors.Is(serr, fs.ErrNotExist):
+			return nil, missingRoot(fmt.Sprintf("local root %s does not exist: create the folder first", abs))
+		case serr == nil && !fi.IsDir():
+			return nil, missingRoot(fmt.Sprintf("local root %s is not a folder", abs))
+		}
 		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
-	// The identity of what was opened, not of what was stat'ed above: the
-	// path may have changed in between.
+	// The identity of what was opened: the path may change meanwhile.
 	held, err := r.Stat(".")
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("local root %s: %w", abs, err)
 	}
-	d, err := r.Open(".")
+	fd, err := rootHandle(r, abs, held)
 	if err != nil {
 		r.Close()
 		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
-	// The handle lives as long as the backend (as r does); Fd would make
-	// d blocking, which a folder does not care about.
-	fd, err := unix.Dup(int(d.Fd()))
-	d.Close()
-	if err != nil {
-		r.Close()
-		return nil, fmt.Errorf("local root %s: %w", abs, err)
-	}
-	unix.CloseOnExec(fd)
 	b := &Backend{root: abs, r: r, held: held, rootFD: fd, settle: settled}
 	b.bufs.New = func() any { buf := make([]byte, bigBuf); return &buf }
 	b.smallBufs.New = func() any { buf := make([]byte, smallBuf); return &buf }
+	b.dirents.New = func() any { buf := make([]byte, 8<<10); return &buf }
 	for _, o := range opts {
 		o(b)
 	}
@@ -185,6 +182,27 @@ func New(root string, opts ...Option) (*Backend, error) {
 		b.noTmpfile.Store(true)
 	}
 	return b, nil
+}
+
+// rootHandle returns a descriptor of the folder r holds (held): the path
+// opened once more, kept when it is still that folder (device and inode),
+// else through r (os.File's poller set-up and a dup: five system calls
+// more, per backend, so per bundle).
+func rootHandle(r *os.Root, abs string, held fs.FileInfo) (int, error) {
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		var st unix.Stat_t
+		if h, ok := held.Sys().(*syscall.Stat_t); ok && unix.Fstat(fd, &st) == nil && st.Dev == h.Dev && st.Ino == h.Ino {
+			return fd, nil
+		}
+		unix.Close(fd) // another folder by now: the one r holds counts
+	}
+	d, err := r.Open(".")
+	if err != nil {
+		return -1, err
+	}
+	defer d.Close()
+	return unix.FcntlInt(d.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 }
 
 // missingRoot is a root path that names no folder; it matches
@@ -224,6 +242,7 @@ func (b *Backend) String() string { return b.root }
 // checkPath validates p and refuses it when any existing component of it is
 // a symlink.
 func (b *Backend) checkPath(r *os.Root, p string) error {
+	b.tookGeneral("check " + p)
 	if err := catalog.ValidatePath(p); err != nil {
 		return fmt.Errorf("local root %s: %w", b.root, err)
 	}
@@ -407,6 +426,10 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 }
 
 func (b *Backend) syncDir(r *os.Root, dir string) error {
+	if ok, err := b.syncDirAt(dir); ok {
+		return err
+	}
+	b.tookGeneral("sync folder " + dir)
 	d, err := r.Open(dir)
 	if err != nil {
 		return err
@@ -482,6 +505,15 @@ func (b *Backend) delete(ctx context.Context, durable bool, paths []string) erro
 		}
 		// The last component may itself be a link: unlink removes the
 		// link, never its target. Its folders must not be links.
+		if dir, ok, err := b.removeAt(p, ""); ok {
+			if err != nil {
+				return err
+			}
+			if dir != "" && durable {
+				dirty[dir] = true
+			}
+			continue
+		}
 		if d := path.Dir(p); d != "." {
 			if err := b.checkPath(r, d); err != nil {
 				return err
@@ -506,6 +538,7 @@ func (b *Backend) delete(ctx context.Context, durable bool, paths []string) erro
 // remove deletes the file p and its emptied folders and returns the folder
 // left holding the change ("" when p was not there).
 func (b *Backend) remove(r *os.Root, p string) (string, error) {
+	b.tookGeneral("remove " + p)
 	fi, err := r.Lstat(p)
 	switch {
 	case isMissing(err):
@@ -540,28 +573,42 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(storage.Objec
 		if err := catalog.ValidatePath(check); err != nil {
 			return fmt.Errorf("list in %s: prefix: %w", b.root, err)
 		}
-		if dir != "." {
-			if err := b.checkPath(r, dir); err != nil {
-				return err
-			}
-		}
 	}
 	if dir == tmpDir || strings.HasPrefix(dir, tmpDir+"/") {
 		return nil
 	}
-	return b.walk(ctx, r, dir, prefix, fn)
+	if dir != "." {
+		// openat2 refuses a link on the way; otherwise the general path
+		// checks (and explains).
+		fd, err := b.at(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		switch {
+		case err == nil:
+			return b.walk(ctx, r, dir, prefix, fn, fd)
+		case plainMissing(err):
+			return nil
+		}
+		if err := b.checkPath(r, dir); err != nil {
+			return err
+		}
+	}
+	return b.walk(ctx, r, dir, prefix, fn, -1)
 }
 
-func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn func(storage.ObjectInfo) error) error {
-	d, err := r.Open(dir)
+// walk lists dir (its handle opened, or -1 to open it here; walk closes
+// it) and the folders below it in path order.
+func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn func(storage.ObjectInfo) error, opened int) error {
+	fd, closeDir, err := opened, func() { unix.Close(opened) }, error(nil)
+	if opened < 0 {
+		fd, closeDir, err = b.listedDir(r, dir)
+	}
 	if isMissing(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("list %q in %s: %w", dir, b.root, err)
 	}
-	keep, err := b.listDir(d, dir, prefix)
-	d.Close()
+	keep, err := b.listDir(fd, dir, prefix)
+	closeDir()
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil // the prefix names a file's "folder"
 	}
@@ -576,7 +623,7 @@ func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn f
 			return err
 		}
 		if e.dir {
-			if err := b.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, fn); err != nil {
+			if err := b.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, fn, -1); err != nil {
 				return err
 			}
 			continue
@@ -600,8 +647,8 @@ type dirEntry struct {
 // prefix shows or descends into, each lstat'ed once relative to d: names,
 // then one fstatat each (no per-entry FileInfo, nor path resolution from
 // the root).
-func (b *Backend) listDir(d *os.File, dir, prefix string) ([]dirEntry, error) {
-	names, err := d.Readdirnames(-1)
+func (b *Backend) listDir(fd int, dir, prefix string) ([]dirEntry, error) {
+	names, err := b.readNames(fd, dir)
 	if err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
 			return nil, err
@@ -610,7 +657,7 @@ func (b *Backend) listDir(d *os.File, dir, prefix string) ([]dirEntry, error) {
 	}
 	keep := make([]dirEntry, 0, len(names))
 	sts := make([]unix.Stat_t, len(names))
-	errs := statAll(int(d.Fd()), names, sts)
+	errs := statAll(fd, names, sts)
 	for i, name := range names {
 		e := dirEntry{key: name, st: &sts[i]}
 		if dir != "." {
@@ -815,6 +862,9 @@ func (b *Backend) readVersionByContent(r *os.Root, p string) ([]byte, storage.Ve
 // it is missing.
 func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storage.Version, err error) {
 	defer b.classifyTo(&err)
+	if data, v, ok, err := b.readVersionAt(p); ok {
+		return data, v, err
+	}
 	r, err := b.open(p)
 	if err != nil {
 		return nil, "", err
@@ -824,36 +874,64 @@ func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storag
 
 // lock takes the root's compare-and-swap lock. flock locks belong to the
 // open file, so this excludes other goroutines as well as other processes.
-func (b *Backend) lock(ctx context.Context, r *os.Root) (unlock func(), err error) {
-	switch err := r.Mkdir(catalog.ReservedDir, 0o755); {
-	case err == nil:
-		b.fresh.Store(catalog.ReservedDir, struct{}{})
-	case !errors.Is(err, fs.ErrExist):
-		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
-	}
-	f, err := r.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
+func (b *Backend) lock(ctx context.Context) (unlock func(), err error) {
+	fd, ok, err := b.openLockAt()
 	if err != nil {
-		return nil, fmt.Errorf("lock in %s: %w", b.root, err)
+		return nil, err
 	}
+	if !ok {
+		if fd, err = b.openLockGeneral(); err != nil {
+			return nil, err
+		}
+	}
+	return b.flock(ctx, fd)
+}
+
+// flock takes the exclusive flock on the lock file fd, polling until ctx
+// ends; unlock closes fd (also on failure, fd is closed).
+func (b *Backend) flock(ctx context.Context, fd int) (unlock func(), err error) {
+	closeFD := func() { unix.Close(fd) } // closing releases the lock
 	wait := time.Millisecond
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil // closing releases the lock
+			return closeFD, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
+			closeFD()
 			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, err)
 		}
 		// Poll instead of blocking so that ctx can end the wait.
 		select {
 		case <-ctx.Done():
-			f.Close()
+			closeFD()
 			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 20*time.Millisecond)
 	}
+}
+
+// openLockGeneral opens the lock file through the root (os.Root), making
+// its folder first, and returns a descriptor of its own.
+func (b *Backend) openLockGeneral() (int, error) {
+	b.tookGeneral("lock")
+	switch err := b.r.Mkdir(catalog.ReservedDir, 0o755); {
+	case err == nil:
+		b.fresh.Store(catalog.ReservedDir, struct{}{})
+	case !errors.Is(err, fs.ErrExist):
+		return -1, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	f, err := b.r.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return -1, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("lock in %s: %w", b.root, err)
+	}
+	return fd, nil
 }
 
 // WriteIfVersion writes data at p only if p's current version is want (""
@@ -874,20 +952,39 @@ func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byt
 // that p is at version want (verb names the operation in the conflict).
 // The caller must call unlock.
 func (b *Backend) lockAt(ctx context.Context, verb, p string, want storage.Version) (r *os.Root, unlock func(), err error) {
-	if r, err = b.open(p); err != nil {
+	if err := catalog.ValidatePath(p); err != nil {
+		return nil, nil, fmt.Errorf("local root %s: %w", b.root, err)
+	}
+	// The lock file made by the first compare-and-swap is opened as it is;
+	// until then, the path is checked before the lock is made, so that a
+	// refused write leaves nothing behind.
+	if fd, oerr := b.at(lockName, unix.O_RDWR, 0); oerr == nil {
+		unlock, err = b.flock(ctx, fd)
+	} else {
+		if err := b.checkPathAt(p); err != nil {
+			return nil, nil, err
+		}
+		unlock, err = b.lock(ctx)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
-	if unlock, err = b.lock(ctx, r); err != nil {
-		return nil, nil, err
+	same, ok, err := b.currentIsAt(p, want)
+	if !ok && err == nil {
+		// A link on the way, or no openat2: the general path checks and
+		// explains.
+		if r, err = b.open(p); err == nil {
+			same, err = b.currentIs(r, p, want)
+		}
 	}
-	if ok, err := b.currentIs(r, p, want); err != nil || !ok {
+	if err != nil || !same {
 		unlock()
 		if err == nil {
 			err = fmt.Errorf("%s %q in %s: %w", verb, p, b.root, storage.ErrConflict)
 		}
 		return nil, nil, err
 	}
-	return r, unlock, nil
+	return b.r, unlock, nil
 }
 
 func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (storage.Version, error) {
@@ -896,7 +993,10 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 		return "", err
 	}
 	defer unlock()
-	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{}); err != nil {
+	// Where nothing is (checked under the lock), an unnamed file linked
+	// into place: no temp name and no rename, and it never replaces
+	// what another program may have put there meanwhile.
+	if _, err := b.writeAtomic(ctx, r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{IfAbsent: want == ""}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
 	if len(data) >= statVersionMin {
@@ -930,8 +1030,12 @@ func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Ve
 	if want == "" {
 		return nil
 	}
-	dir, err := b.remove(r, p)
-	if err != nil || !durable {
+	// The lock file is in the reserved folder, so it never empties.
+	dir, ok, err := b.removeAt(p, catalog.ReservedDir)
+	if !ok {
+		dir, err = b.remove(r, p)
+	}
+	if err != nil || !durable || dir == "" {
 		return err
 	}
 	return b.syncDir(r, dir)

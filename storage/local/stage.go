@@ -71,11 +71,14 @@ func (s *stage) folderLocked(dir, p string) (int, error) {
 		return fd, nil
 	}
 	if dir == "." {
-		fd, err := unix.Dup(s.b.rootFD)
-		if err != nil {
-			return -1, &fs.PathError{Op: "dup", Path: s.b.root, Err: err}
-		}
-		unix.CloseOnExec(fd)
+		// The backend's own handle (never closed by the stage): a dup of
+		// it cost three system calls per stage.
+		s.dirs[dir] = s.b.rootFD
+		return s.b.rootFD, nil
+	}
+	// One openat2 for an existing folder; a missing one is made (and a
+	// link explained) component by component below.
+	if fd, err := s.b.at(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
 		s.dirs[dir] = fd
 		return fd, nil
 	}
@@ -122,7 +125,9 @@ func (s *stage) folderLocked(dir, p string) (int, error) {
 func (s *stage) forgetLocked(dir string) {
 	for d, fd := range s.dirs {
 		if d == dir || strings.HasPrefix(d, dir+"/") || dir == "." {
-			s.stale = append(s.stale, fd)
+			if fd != s.b.rootFD {
+				s.stale = append(s.stale, fd)
+			}
 			delete(s.dirs, d)
 		}
 	}
@@ -455,7 +460,9 @@ func (s *stage) Close() error {
 	}
 	s.made = nil
 	for _, fd := range s.dirs {
-		unix.Close(fd)
+		if fd != s.b.rootFD {
+			unix.Close(fd)
+		}
 	}
 	for _, fd := range s.stale {
 		unix.Close(fd)

@@ -25,7 +25,7 @@ func TestTuneGCLeavesTheUsersSettings(t *testing.T) {
 			}
 			return ""
 		}
-		if tuneGC(env, gcSmallHeap) != nil {
+		if tuneGC(env, gcSmallHeap, gcMediumHeap) != nil {
 			t.Fatalf("%s set: the policy applied", name)
 		}
 		if got := debug.SetGCPercent(100); got != 100 {
@@ -39,12 +39,13 @@ func TestTuneGCLeavesTheUsersSettings(t *testing.T) {
 
 func TestTuneGCRevertsPastTheBound(t *testing.T) {
 	resetGC(t)
-	// The bound sits above what the test binary holds already.
+	// The bounds sit above what the test binary holds already.
 	runtime.GC()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
-	bound := s[0].Value.Uint64() + 4<<20
-	tuner := tuneGC(func(string) string { return "" }, bound)
+	small := s[0].Value.Uint64() + 4<<20
+	medium := small + 16<<20
+	tuner := tuneGC(func(string) string { return "" }, small, medium)
 	if tuner == nil {
 		t.Fatal("no policy with an empty environment")
 	}
@@ -52,30 +53,52 @@ func TestTuneGCRevertsPastTheBound(t *testing.T) {
 	for range 3 {
 		runtime.GC()
 	}
-	if got := debug.SetGCPercent(gcSmallPercent); got != gcSmallPercent || tuner.restored.Load() {
-		t.Fatalf("GC percent %d (restored %v) on a small heap, want %d", got, tuner.restored.Load(), gcSmallPercent)
+	wantKnobs(t, "a small heap", gcSmallPercent, int64(small)*gcLimitFactor)
+	if tuner.restored.Load() {
+		t.Fatal("restored on a small heap")
 	}
-	if got := debug.SetMemoryLimit(-1); got != int64(bound)*gcLimitFactor {
-		t.Fatalf("memory limit %d, want %d", got, bound*gcLimitFactor)
+	// collectUntil collects until done holds: the finalizer runs on its
+	// own goroutine after a cycle.
+	collectUntil := func(done func() bool) {
+		for i := 0; i < 100 && !done(); i++ {
+			runtime.GC()
+			runtime.Gosched()
+		}
 	}
-	live := make([][]byte, 0, 16)
-	for range 16 {
+	live := make([][]byte, 0, 64)
+	for range 8 {
 		live = append(live, make([]byte, 1<<20))
 	}
-	// The finalizer runs on its own goroutine after a cycle: collect until
-	// it has, a bounded number of times.
-	for i := 0; i < 100 && !tuner.restored.Load(); i++ {
-		runtime.GC()
-		runtime.Gosched()
+	collectUntil(func() bool { return gcPercent() == gcMediumPercent })
+	wantKnobs(t, "past the small bound", gcMediumPercent, int64(medium)*gcLimitFactor)
+	if tuner.restored.Load() {
+		t.Fatal("restored past the small bound only")
 	}
+	for range 24 {
+		live = append(live, make([]byte, 1<<20))
+	}
+	collectUntil(tuner.restored.Load)
 	runtime.KeepAlive(live)
 	if !tuner.restored.Load() {
-		t.Fatal("live heap past the bound, policy still in force")
+		t.Fatal("live heap past the medium bound, policy still in force")
 	}
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Fatalf("GC percent %d after the bound, want 100", got)
+	wantKnobs(t, "past the medium bound", 100, math.MaxInt64)
+}
+
+// gcPercent reads the GC percent in force.
+func gcPercent() int {
+	p := debug.SetGCPercent(-1)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// wantKnobs checks the GC percent and memory limit in force.
+func wantKnobs(t *testing.T, when string, percent int, limit int64) {
+	t.Helper()
+	if got := gcPercent(); got != percent {
+		t.Fatalf("%s: GC percent %d, want %d", when, got, percent)
 	}
-	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
-		t.Fatalf("memory limit %d after the bound, want none", got)
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Fatalf("%s: memory limit %d, want %d", when, got, limit)
 	}
 }

@@ -20,7 +20,7 @@ import (
 var version string
 
 func main() {
-	tuneGC(os.Getenv, gcSmallHeap)
+	tuneGC(os.Getenv, gcSmallHeap, gcMediumHeap)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -32,26 +32,9 @@ func (b *Backend) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byt
 		if len(cur) > 0 {
 			return fmt.Errorf("%q holds %d bytes: %w", p, len(cur), storage.ErrConflict)
 		}
-		if err := pwriteAll(fd, data); err != nil {
-			return err
-		}
-		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
-			return err
-		}
-		if err := unix.Fdatasync(fd); err != nil {
-			return fmt.Errorf("sync: %w", err)
-		}
-		b.synced("file", path.Dir(p))
-		return nil
+		return b.rewriteFD(fd, p, data, true)
 	})
-	if missing(err) {
-		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{IfAbsent: true})
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("overwrite %q in %s: %w", p, b.root, err)
-	}
-	return nil
+	return b.overwritten(ctx, p, data, err, true, storage.PutOptions{IfAbsent: true})
 }
 
 // EmptyDeferSyncIf is EmptyDeferSync of p while it holds exactly want
@@ -109,20 +92,8 @@ func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) (err err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = b.writable(p, func(fd int) error {
-		if err := pwriteAll(fd, data); err != nil {
-			return err
-		}
-		return unix.Ftruncate(fd, int64(len(data)))
-	})
-	if missing(err) {
-		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), false, storage.PutOptions{})
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("overwrite %q in %s: %w", p, b.root, err)
-	}
-	return nil
+	err = b.writable(p, func(fd int) error { return b.rewriteFD(fd, p, data, false) })
+	return b.overwritten(ctx, p, data, err, false, storage.PutOptions{})
 }
 
 // OverwriteSync writes data over p's bytes in place and flushes them
@@ -135,21 +106,35 @@ func (b *Backend) OverwriteSync(ctx context.Context, p string, data []byte) (err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = b.writable(p, func(fd int) error {
-		if err := pwriteAll(fd, data); err != nil {
-			return err
-		}
-		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
-			return err
-		}
-		if err := unix.Fdatasync(fd); err != nil {
-			return fmt.Errorf("sync: %w", err)
-		}
-		b.synced("file", path.Dir(p))
+	err = b.writable(p, func(fd int) error { return b.rewriteFD(fd, p, data, true) })
+	return b.overwritten(ctx, p, data, err, true, storage.PutOptions{})
+}
+
+// rewriteFD writes data over the bytes of fd (p's) and cuts it to
+// data's size, then flushes it (fdatasync) when durable.
+func (b *Backend) rewriteFD(fd int, p string, data []byte, durable bool) error {
+	if err := pwriteAll(fd, data); err != nil {
+		return err
+	}
+	if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
+		return err
+	}
+	if !durable {
 		return nil
-	})
+	}
+	if err := unix.Fdatasync(fd); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	b.synced("file", path.Dir(p))
+	return nil
+}
+
+// overwritten finishes an in-place write of data at p that ended with
+// err: a missing p is created (Put, under cond, flushed when durable),
+// another error is named.
+func (b *Backend) overwritten(ctx context.Context, p string, data []byte, err error, durable bool, cond storage.PutOptions) error {
 	if missing(err) {
-		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), true, storage.PutOptions{})
+		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), durable, cond)
 		return err
 	}
 	if err != nil {

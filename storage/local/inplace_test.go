@@ -18,12 +18,9 @@ import (
 // durable with one flush of the file; with openat2 and without.
 func TestInPlaceRewriteFlushesTheFileOnly(t *testing.T) {
 	t.Parallel()
-	for _, general := range []bool{false, true} {
-		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
-			t.Parallel()
-			inPlaceRewrite(t, general)
-		})
-	}
+	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
+		inPlaceRewrite(t, general)
+	})
 }
 
 func inPlaceRewrite(t *testing.T, general bool) {
@@ -75,12 +72,9 @@ func inPlaceRewrite(t *testing.T, general bool) {
 // through; with openat2 and without.
 func TestInPlaceRewriteRefusesALink(t *testing.T) {
 	t.Parallel()
-	for _, general := range []bool{false, true} {
-		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
-			t.Parallel()
-			inPlaceRefusesLinks(t, general)
-		})
-	}
+	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
+		inPlaceRefusesLinks(t, general)
+	})
 }
 
 func inPlaceRefusesLinks(t *testing.T, general bool) {
@@ -123,42 +117,39 @@ func inPlaceRefusesLinks(t *testing.T, general bool) {
 // openat2 and without.
 func TestOverwriteRewritesInPlaceWithoutAFlush(t *testing.T) {
 	t.Parallel()
-	for _, general := range []bool{false, true} {
-		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			b, l := newSyncLogged(t)
-			b.noOpenat2.Store(general)
-			const p = ".distributor/fingerprints/1-00"
-			full := filepath.Join(b.root, filepath.FromSlash(p))
-			var ino uint64
-			for i, content := range []string{"first, longer", "second", "third, longest of all"} {
-				if err := b.Overwrite(ctx, p, []byte(content)); err != nil {
-					t.Fatalf("write %d: %v", i, err)
-				}
-				data, err := os.ReadFile(full)
-				if err != nil || string(data) != content {
-					t.Fatalf("write %d: file holds %q (%v), want %q", i, data, err, content)
-				}
-				fi, err := os.Stat(full)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if st := fi.Sys().(*syscall.Stat_t); i == 0 {
-					ino = st.Ino
-				} else if st.Ino != ino {
-					t.Fatalf("write %d: inode %d, want %d (rewritten in place)", i, st.Ino, ino)
-				}
-				if got := l.take(); len(got) != 0 {
-					t.Fatalf("write %d: synced %q, want no flush", i, got)
-				}
-				entries, err := os.ReadDir(filepath.Dir(full))
-				if err != nil || len(entries) != 1 {
-					t.Fatalf("write %d: folder holds %v (%v), want the file alone", i, entries, err)
-				}
+	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
+		ctx := context.Background()
+		b, l := newSyncLogged(t)
+		b.noOpenat2.Store(general)
+		const p = ".distributor/fingerprints/1-00"
+		full := filepath.Join(b.root, filepath.FromSlash(p))
+		var ino uint64
+		for i, content := range []string{"first, longer", "second", "third, longest of all"} {
+			if err := b.Overwrite(ctx, p, []byte(content)); err != nil {
+				t.Fatalf("write %d: %v", i, err)
 			}
-		})
-	}
+			data, err := os.ReadFile(full)
+			if err != nil || string(data) != content {
+				t.Fatalf("write %d: file holds %q (%v), want %q", i, data, err, content)
+			}
+			fi, err := os.Stat(full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); i == 0 {
+				ino = st.Ino
+			} else if st.Ino != ino {
+				t.Fatalf("write %d: inode %d, want %d (rewritten in place)", i, st.Ino, ino)
+			}
+			if got := l.take(); len(got) != 0 {
+				t.Fatalf("write %d: synced %q, want no flush", i, got)
+			}
+			entries, err := os.ReadDir(filepath.Dir(full))
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("write %d: folder holds %v (%v), want the file alone", i, entries, err)
+			}
+		}
+	})
 }
 
 // OverwriteSyncIfEmpty writes only over an empty or missing file (a
@@ -167,49 +158,57 @@ func TestOverwriteRewritesInPlaceWithoutAFlush(t *testing.T) {
 // otherwise ErrConflict and the file as it was; with openat2 and without.
 func TestInPlaceCheckedRewrite(t *testing.T) {
 	t.Parallel()
+	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
+		ctx := context.Background()
+		b, l := newSyncLogged(t)
+		b.noOpenat2.Store(general)
+		const p = ".distributor/intent.json"
+		full := filepath.Join(b.root, filepath.FromSlash(p))
+		holds := func(step, want string) {
+			t.Helper()
+			if data, err := os.ReadFile(full); err != nil || string(data) != want {
+				t.Fatalf("%s: file holds %q (%v), want %q", step, data, err, want)
+			}
+		}
+		conflict := func(step string, err error) {
+			t.Helper()
+			if !errors.Is(err, storage.ErrConflict) {
+				t.Fatalf("%s: %v, want ErrConflict", step, err)
+			}
+		}
+		conflict("empty a missing file", b.EmptyDeferSyncIf(ctx, p, []byte("mine")))
+		if err := b.OverwriteSyncIfEmpty(ctx, p, []byte("mine, long")); err != nil {
+			t.Fatal(err)
+		}
+		holds("created", "mine, long")
+		if got, want := l.take(), []string{"file .distributor", "folder .", "folder .distributor"}; !slices.Equal(got, want) {
+			t.Fatalf("created: synced %q, want %q", got, want)
+		}
+		conflict("write over another run's", b.OverwriteSyncIfEmpty(ctx, p, []byte("theirs")))
+		holds("not written over", "mine, long")
+		conflict("empty other bytes", b.EmptyDeferSyncIf(ctx, p, []byte("mine")))
+		holds("not emptied", "mine, long")
+		if err := b.EmptyDeferSyncIf(ctx, p, []byte("mine, long")); err != nil {
+			t.Fatal(err)
+		}
+		holds("emptied", "")
+		if err := b.OverwriteSyncIfEmpty(ctx, p, []byte("next")); err != nil {
+			t.Fatal(err)
+		}
+		holds("rewritten in place", "next")
+		if got, want := l.take(), []string{"file .distributor"}; !slices.Equal(got, want) {
+			t.Fatalf("rewritten: synced %q, want %q (the file only)", got, want)
+		}
+	})
+}
+
+// withAndWithoutOpenat2 runs fn in parallel subtests on the openat2 path
+// (general false) and on the general os.Root one (general true).
+func withAndWithoutOpenat2(t *testing.T, fn func(t *testing.T, general bool)) {
 	for _, general := range []bool{false, true} {
 		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			b, l := newSyncLogged(t)
-			b.noOpenat2.Store(general)
-			const p = ".distributor/intent.json"
-			full := filepath.Join(b.root, filepath.FromSlash(p))
-			holds := func(step, want string) {
-				t.Helper()
-				if data, err := os.ReadFile(full); err != nil || string(data) != want {
-					t.Fatalf("%s: file holds %q (%v), want %q", step, data, err, want)
-				}
-			}
-			conflict := func(step string, err error) {
-				t.Helper()
-				if !errors.Is(err, storage.ErrConflict) {
-					t.Fatalf("%s: %v, want ErrConflict", step, err)
-				}
-			}
-			conflict("empty a missing file", b.EmptyDeferSyncIf(ctx, p, []byte("mine")))
-			if err := b.OverwriteSyncIfEmpty(ctx, p, []byte("mine, long")); err != nil {
-				t.Fatal(err)
-			}
-			holds("created", "mine, long")
-			if got, want := l.take(), []string{"file .distributor", "folder .", "folder .distributor"}; !slices.Equal(got, want) {
-				t.Fatalf("created: synced %q, want %q", got, want)
-			}
-			conflict("write over another run's", b.OverwriteSyncIfEmpty(ctx, p, []byte("theirs")))
-			holds("not written over", "mine, long")
-			conflict("empty other bytes", b.EmptyDeferSyncIf(ctx, p, []byte("mine")))
-			holds("not emptied", "mine, long")
-			if err := b.EmptyDeferSyncIf(ctx, p, []byte("mine, long")); err != nil {
-				t.Fatal(err)
-			}
-			holds("emptied", "")
-			if err := b.OverwriteSyncIfEmpty(ctx, p, []byte("next")); err != nil {
-				t.Fatal(err)
-			}
-			holds("rewritten in place", "next")
-			if got, want := l.take(), []string{"file .distributor"}; !slices.Equal(got, want) {
-				t.Fatalf("rewritten: synced %q, want %q (the file only)", got, want)
-			}
+			fn(t, general)
 		})
 	}
 }

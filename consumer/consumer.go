@@ -188,14 +188,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// its stack again through the deep publication path, which cost more
 	// CPU per event than the hand-over. The callback waits for a free
 	// worker, as the semaphore it replaces did.
-	work, quit := make(chan jetstream.Msg), make(chan struct{})
+	work, quit := make(chan delivery), make(chan struct{})
 	var wg sync.WaitGroup
 	for range c.opts.Workers {
 		wg.Go(func() {
 			for {
 				select {
-				case msg := <-work:
-					c.Handle(workCtx, msg)
+				case d := <-work:
+					c.handle(workCtx, d)
 				case <-quit:
 					return
 				}
@@ -204,12 +204,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
 	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
+	// The callback sees messages in delivery order: the event takes its
+	// places in its roots' lines there, before any worker runs it.
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		d := c.deliver(msg)
 		select {
-		case work <- msg:
+		case work <- d:
 		case <-quit:
 			// Delivered while stopping: another consumer (or the restart)
 			// takes it at once.
+			d.places.Release(workCtx)
 			_ = msg.Nak()
 		}
 	}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -263,8 +267,39 @@ func (o outcome) logFields(e *zerolog.Event) *zerolog.Event {
 	return e
 }
 
+// delivery is a message as it was delivered: its event decoded (or why
+// not) and the event's places in its roots' lines.
+type delivery struct {
+	msg    jetstream.Msg
+	ev     events.BundleReady
+	err    error // the message is no bundle-ready event
+	places *engine.Places
+}
+
+// deliver decodes msg and, when its destinations are known, takes its
+// places in their roots' lines: called in delivery order, it makes this
+// process publish into each root in that order.
+func (c *Consumer) deliver(msg jetstream.Msg) delivery {
+	d := delivery{msg: msg}
+	if d.ev, d.err = events.DecodeBundleReady(msg.Data()); d.err != nil {
+		return d
+	}
+	if dests, err := c.runner.Destinations(engine.RequestFor(d.ev)); err == nil {
+		d.places = c.runner.Queue(dests)
+	}
+	return d
+}
+
 // Handle processes one message to its end: ack, nak with delay or term.
 func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
+	c.handle(ctx, c.deliver(msg))
+}
+
+// handle is Handle of a delivered message; it gives up the places that
+// were not used.
+func (c *Consumer) handle(ctx context.Context, d delivery) {
+	defer d.places.Release(ctx)
+	msg, ev := d.msg, d.ev
 	attempt := 1
 	var stored time.Time
 	if md, err := msg.Metadata(); err == nil {
@@ -275,9 +310,8 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	obs.EventStarted(attempt)
 	defer obs.EventDone()
 
-	ev, err := events.DecodeBundleReady(msg.Data())
-	if err != nil {
-		c.refuseUndecodable(ctx, msg, err, attempt, last)
+	if d.err != nil {
+		c.refuseUndecodable(ctx, msg, d.err, attempt, last)
 		return
 	}
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
@@ -291,7 +325,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	stopBeat := heartbeat(msg, time.Duration(c.heartbeat.Load()))
 	defer stopBeat()
 
-	outs := c.process(ctx, ev, attempt, stored)
+	outs := c.process(ctx, ev, d.places, attempt, stored)
 	// Work abandoned at shutdown fails with whatever the cancellation
 	// caused: retry it rather than report it.
 	abandoned := ctx.Err() != nil
@@ -448,8 +482,9 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 
 // process runs every destination of the event, concurrently; each under its
 // own root lease. Destinations sharing a root serialise on that lease.
-func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt int, stored time.Time) []outcome {
+func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *engine.Places, attempt int, stored time.Time) []outcome {
 	req := engine.RequestFor(ev)
+	req.Places = places
 	dests, err := c.runner.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}
@@ -458,6 +493,7 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, attempt i
 		if dests, err = c.unreported(ctx, ev, stored, dests); err != nil {
 			return []outcome{{dest: "", err: err, transient: true}}
 		}
+		places.Keep(ctx, dests) // the reported ones' roots move on
 		if len(dests) == 0 {
 			return nil
 		}

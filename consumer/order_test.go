@@ -75,16 +75,45 @@ func TestNewestVersionWinsWhateverTheOrder(t *testing.T) {
 			t.Run(be.name+"/"+o.name, func(t *testing.T) {
 				e := newEnv(t, be.yaml, be.s3)
 				first, rest := o.order()
-				checkNewestWins(t, e, n, first, rest)
+				twoServes := []nodeConfig{{name: "serve1", opts: fastOptions()}, {name: "serve2", opts: fastOptions()}}
+				checkNewestWins(t, e, twoServes, n, first, rest)
 			})
 		}
 	}
 }
 
-func checkNewestWins(t *testing.T, e *env, n int, first, rest []int) {
+// TestOneProcessPublishesABurstInDeliveryOrder: sixteen versions announced
+// in order, in a burst, to one serve process with sixteen workers: each
+// event takes its place in the root's line as it is delivered, so every
+// version is published in turn and none is superseded by a later one
+// whose worker happened to start first. (Their result events may still
+// be published out of order: each is sent after its publication ends.)
+func TestOneProcessPublishesABurstInDeliveryOrder(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	for _, be := range []struct {
+		name, yaml string
+		s3         bool
+	}{{"local", orderLocalYAML, false}, {"s3", orderS3YAML, true}} {
+		t.Run(be.name, func(t *testing.T) {
+			e := newEnv(t, be.yaml, be.s3)
+			opts := fastOptions()
+			opts.Workers = n
+			superseded := checkNewestWins(t, e, []nodeConfig{{name: "serve", opts: opts}}, n, nil, seq(n))
+			if superseded != 0 {
+				t.Errorf("%d of %d versions superseded, want none: each was announced after the one before", superseded, n)
+			}
+		})
+	}
+}
+
+// checkNewestWins runs nodes, announces versions first (and waits for
+// their results) then rest, checks the newest wins and returns how many
+// versions were superseded.
+func checkNewestWins(t *testing.T, e *env, nodes []nodeConfig, n int, first, rest []int) int {
 	t.Helper()
-	for _, name := range []string{"serve1", "serve2"} {
-		e.start(nodeConfig{name: name, opts: fastOptions()})
+	for _, nc := range nodes {
+		e.start(nc)
 	}
 	vs := make([]version, n)
 	for i := range vs {
@@ -155,7 +184,14 @@ func checkNewestWins(t *testing.T, e *env, n int, first, rest []int) {
 	}
 	t.Logf("order %v then %v: %d of %d superseded", first, rest, superseded, n)
 
-	// The newest version is what the root holds, bytes and catalog.
+	checkRootHoldsNewest(t, e, newest)
+	return superseded
+}
+
+// checkRootHoldsNewest: the newest version is what the root holds, bytes
+// and catalog.
+func checkRootHoldsNewest(t *testing.T, e *env, newest *version) {
+	t.Helper()
 	d, _ := e.cfg.Destination("live")
 	root, err := (&testStores{open: stores.New(e.cfg), s3: e.s3}).Destination(e.ctx, d)
 	if err != nil {

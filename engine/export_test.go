@@ -6,7 +6,7 @@ func (r *Runner) Queued(key string) int {
 	r.turns.mu.Lock()
 	defer r.turns.mu.Unlock()
 	if tu := r.turns.q[key]; tu != nil {
-		return tu.users
+		return len(tu.line)
 	}
 	return 0
 }

@@ -79,6 +79,9 @@ type Request struct {
 	// AllowOlder publishes a bundle older than the version of the same
 	// source the destination holds (an operator's roll back).
 	AllowOlder bool
+	// Places, when set, are the places in the roots' lines taken when the
+	// event was delivered (Runner.Queue); nil: join at Publish.
+	Places *Places
 }
 
 // ErrUnknownPipeline / ErrUnknownDestination: the request names something
@@ -153,7 +156,11 @@ func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d c
 	if err != nil {
 		return res, err
 	}
-	err = r.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+	root, err := r.Stores.Destination(ctx, d)
+	if err != nil {
+		return res, err
+	}
+	err = r.withLeaseOn(ctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = r.engineFor(ctx, l).publish(ctx, root, l, pub, nil)
 		res.LeaseToken = l.Token()
@@ -222,7 +229,7 @@ func (r *Runner) PublishOpening(ctx context.Context, req Request, open func(cont
 	}}
 	pub := Publication{Owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID}, Workflow: d.Workflow,
 		BundleEventID: req.BundleEventID, MaxDeletes: d.MaxDeletes, TakeOwnership: req.TakeOwnership, AllowOlder: req.AllowOlder}
-	err = r.withLeaseOn(lctx, d, root, func(root storage.Backend, l lease.Lease) error {
+	err = r.withLeaseOn(lctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = r.engineFor(ctx, l).publish(lctx, root, l, pub, opening)
 		res.LeaseToken = l.Token()
@@ -242,17 +249,23 @@ func (r *Runner) WithLease(ctx context.Context, d config.Destination, fn func(ro
 	if err != nil {
 		return err
 	}
-	return r.withLeaseOn(ctx, d, root, fn)
+	return r.withLeaseOn(ctx, d, root, nil, fn)
 }
 
-// withLeaseOn is WithLease on the opened root. The lease is the one the
-// last publication of this Runner into the root left (HandOver), or a new
-// one.
-func (r *Runner) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, fn func(root storage.Backend, l lease.Lease) error) error {
+// withLeaseOn is WithLease on the opened root, in the root's line at the
+// place taken in places (if any). The lease is the one the last
+// publication of this Runner into the root left (HandOver), or a new one.
+func (r *Runner) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(root storage.Backend, l lease.Lease) error) error {
 	start := time.Now()
-	// Waiting for this process's own holder counts toward LeaseWait; past
+	// Waiting for this process's own holders counts toward LeaseWait; past
 	// it, the lease is asked for anyway and reports who holds it.
-	s, _ := r.turns.take(ctx, d.RootKey(), start.Add(r.LeaseWait))
+	s := places.claim(d.RootKey())
+	if s == nil {
+		s = r.turns.join(d.RootKey())
+	}
+	if !s.wait(ctx, start.Add(r.LeaseWait)) {
+		s = nil
+	}
 	h, err := r.hold(ctx, s, lease.Root{Key: d.RootKey(), Store: root}, start)
 	if err != nil {
 		if s != nil {

@@ -2,91 +2,101 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/lease"
 )
 
 // rootTurns makes the publications of one process into one root take
-// turns in arrival order, in process, before they ask for the root's
-// lease: the second of two events for a root waits for the first to end
-// instead of polling a held lease (pauses of 50–250 ms, a failed request
-// each), so more workers do not mean more lease races. A turn that ends
-// while another waits may leave its lease to it (Runner.HandOver). The
-// zero value is ready.
+// turns, in process, before they ask for the root's lease: the second of
+// two events for a root waits for the first to end instead of polling a
+// held lease (pauses of 50–250 ms, a failed request each), so more
+// workers do not mean more lease races. A publication joins its root's
+// line when it arrives, or earlier, when its event is delivered (Queue):
+// then the line is the order of delivery, whichever worker runs first. A
+// turn that ends while another waits may leave its lease to it
+// (Runner.HandOver). The zero value is ready.
 type rootTurns struct {
 	mu sync.Mutex
 	q  map[string]*turn
 }
 
-// turn is one root's token (a channel of one: its waiters queue in order),
-// how many hold or wait for it, and the lease its last holder left for
-// the next.
+// turn is one root's line (line[0] holds the turn) and the lease its last
+// holder left for the next.
 type turn struct {
-	token chan struct{}
-	users int
-	left  *holding
+	line []*seat
+	left *holding
 }
 
-// seat is a turn taken: done gives it up.
+// seat is a place in a root's line; ready is closed when it holds the
+// turn.
 type seat struct {
-	t   *rootTurns
-	key string
-	tu  *turn
+	t     *rootTurns
+	key   string
+	tu    *turn
+	ready chan struct{}
 }
 
-// take waits until key's turn is free, up to deadline, and returns it; ok
-// is false when the deadline or ctx ended the wait first.
-func (t *rootTurns) take(ctx context.Context, key string, deadline time.Time) (s *seat, ok bool) {
+// join puts a seat at the end of key's line without waiting.
+func (t *rootTurns) join(key string) *seat {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.q == nil {
 		t.q = map[string]*turn{}
 	}
 	tu := t.q[key]
 	if tu == nil {
-		tu = &turn{token: make(chan struct{}, 1)}
+		tu = &turn{}
 		t.q[key] = tu
 	}
-	tu.users++
-	t.mu.Unlock()
-	s = &seat{t: t, key: key, tu: tu}
-	select { // free at once: no timer
-	case tu.token <- struct{}{}:
-		return s, true
+	s := &seat{t: t, key: key, tu: tu, ready: make(chan struct{})}
+	if tu.line = append(tu.line, s); len(tu.line) == 1 {
+		close(s.ready)
+	}
+	return s
+}
+
+// wait waits until the seat holds the turn, up to deadline. On false the
+// seat has left the line.
+func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
+	select { // the turn at once: no timer
+	case <-s.ready:
+		return true
 	default:
 	}
-	wait := time.Until(deadline)
-	if wait <= 0 {
-		s.leave(ctx)
-		return nil, false
+	if wait := time.Until(deadline); wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-s.ready:
+			return true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case tu.token <- struct{}{}:
-		return s, true
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	s.leave(ctx)
-	return nil, false
+	s.done(ctx)
+	return false
 }
 
-// done gives the turn to the next waiter.
+// done leaves the line: the next seat, if any, gets the turn. The last
+// one out releases a lease left for a waiter that gave up instead of
+// taking its turn.
 func (s *seat) done(ctx context.Context) {
-	<-s.tu.token
-	s.leave(ctx)
-}
-
-// leave counts one user less. The last one out releases a lease left for
-// a waiter that gave up instead of taking its turn.
-func (s *seat) leave(ctx context.Context) {
 	s.t.mu.Lock()
 	var orphan *holding
-	if s.tu.users--; s.tu.users == 0 {
+	tu := s.tu
+	if i := slices.Index(tu.line, s); i >= 0 {
+		tu.line = slices.Delete(tu.line, i, i+1)
+		if i == 0 && len(tu.line) > 0 {
+			close(tu.line[0].ready)
+		}
+	}
+	if len(tu.line) == 0 {
 		delete(s.t.q, s.key)
-		orphan, s.tu.left = s.tu.left, nil
+		orphan, tu.left = tu.left, nil
 	}
 	s.t.mu.Unlock()
 	if orphan != nil {
@@ -94,11 +104,11 @@ func (s *seat) leave(ctx context.Context) {
 	}
 }
 
-// leaveLease leaves h to the next holder of the turn, if one waits.
+// leaveLease leaves h to the next seat in the line, if there is one.
 func (s *seat) leaveLease(h *holding) bool {
 	s.t.mu.Lock()
 	defer s.t.mu.Unlock()
-	if s.tu.users < 2 {
+	if len(s.tu.line) < 2 {
 		return false
 	}
 	s.tu.left = h
@@ -113,6 +123,73 @@ func (s *seat) pick() *holding {
 	s.tu.left = nil
 	return h
 }
+
+// Places are an event's places in the lines of its destinations' roots,
+// taken when the event is delivered (Runner.Queue), so that this
+// process's publications into a root run in delivery order even when a
+// later event's worker starts first: a producer announcing v1…v8 in a
+// burst sees each published, none superseded by a newer one that
+// overtook it. Publish uses the place of its destination's root; Release
+// gives up the places not used. A nil *Places takes no places: each
+// publication joins its root's line when it starts.
+type Places struct {
+	mu    sync.Mutex
+	seats map[string][]*seat // by root key, in the order of the destinations
+}
+
+// Queue takes a place for each of dests in its root's line, now, in the
+// order of the calls. Every place is used by a Publish of that destination
+// with the Places in its Request, or given up with Release.
+func (r *Runner) Queue(dests []config.Destination) *Places {
+	p := &Places{seats: make(map[string][]*seat, len(dests))}
+	for _, d := range dests {
+		k := d.RootKey()
+		p.seats[k] = append(p.seats[k], r.turns.join(k))
+	}
+	return p
+}
+
+// claim takes the first unused place in key's line, or nil.
+func (p *Places) claim(key string) *seat {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ss := p.seats[key]
+	if len(ss) == 0 {
+		return nil
+	}
+	p.seats[key] = ss[1:]
+	return ss[0]
+}
+
+// Keep gives up the places of every destination not in dests (an event
+// whose other destinations are done: their roots' lines move on).
+func (p *Places) Keep(ctx context.Context, dests []config.Destination) {
+	if p == nil {
+		return
+	}
+	want := map[string]int{}
+	for _, d := range dests {
+		want[d.RootKey()]++
+	}
+	p.mu.Lock()
+	var drop []*seat
+	for k, ss := range p.seats {
+		if n := want[k]; n < len(ss) {
+			drop = append(drop, ss[n:]...)
+			p.seats[k] = ss[:n]
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range drop {
+		s.done(ctx)
+	}
+}
+
+// Release gives up every place not used.
+func (p *Places) Release(ctx context.Context) { p.Keep(ctx, nil) }
 
 // holding is a root's lease as the publications that share it see it. Its
 // renewal runs on a context of its own (ctx below), cancelled by whichever

@@ -10,7 +10,7 @@ import (
 	"github.com/distributor/distributor/stores"
 )
 
-// TestS3UploadMemoryIsOneBudgetForAllWorkers: with the default workers (16)
+// TestS3UploadMemoryIsOneBudgetForAllWorkers: with the default workers (32)
 // publishing into 16 S3 roots at once, the upload buffers of all of them
 // stay within the process's one budget (stores.Opener.S3Budget: 64 MiB for
 // buffers, 16 MiB for staged small objects), where a budget per root would

@@ -106,12 +106,14 @@ type Observation struct {
 
 // DefaultWorkers is how many bundle events a consumer processes at once
 // unless told otherwise. A publication into a local root mostly waits for
-// its flushes, which overlap across roots (and share their syncfs), so 16
-// publish more than 4 on two cores; the S3 upload memory no longer grows
-// with them (one budget per process, stores.Opener.S3Budget), and events
-// for one root queue in process (engine.Runner) instead of racing for its
-// lease.
-const DefaultWorkers = 16
+// its flushes, which overlap across roots (and share their syncfs), so
+// many workers publish more than a few on two cores; the S3 upload memory
+// does not grow with them (one budget per process, stores.Opener.S3Budget).
+// Events for one root queue in process in delivery order (engine.Places),
+// and a queued event takes over the lease of the one before it
+// (engine.HandOver): with more workers than busy roots, most events skip
+// the lease's acquisition and release.
+const DefaultWorkers = 32
 
 // Retry is Observation.Type of a transient failure that is retried.
 const Retry = "retry"

@@ -86,14 +86,17 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
 // taking its turn.
 func (s *seat) done(ctx context.Context) {
 	s.t.mu.Lock()
-	var orphan *holding
 	tu := s.tu
-	if i := slices.Index(tu.line, s); i >= 0 {
-		tu.line = slices.Delete(tu.line, i, i+1)
-		if i == 0 && len(tu.line) > 0 {
-			close(tu.line[0].ready)
-		}
+	i := slices.Index(tu.line, s)
+	if i < 0 { // left already: the line may be gone, and key another's
+		s.t.mu.Unlock()
+		return
 	}
+	tu.line = slices.Delete(tu.line, i, i+1)
+	if i == 0 && len(tu.line) > 0 {
+		close(tu.line[0].ready)
+	}
+	var orphan *holding
 	if len(tu.line) == 0 {
 		delete(s.t.q, s.key)
 		orphan, tu.left = tu.left, nil

@@ -153,11 +153,12 @@ func (r *Runner) Publication(ctx context.Context, req Request, b *bundle.Bundle,
 func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (Result, error) {
 	res := Result{Root: d.RootKey()}
 	pub, err := r.Publication(ctx, req, b, d)
-	if err != nil {
-		return res, err
+	var root storage.Backend
+	if err == nil {
+		root, err = r.Stores.Destination(ctx, d)
 	}
-	root, err := r.Stores.Destination(ctx, d)
 	if err != nil {
+		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
 		return res, err
 	}
 	err = r.withLeaseOn(ctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
@@ -190,6 +191,7 @@ func (r *Runner) PublishOpening(ctx context.Context, req Request, open func(cont
 	res := Result{Root: d.RootKey()}
 	root, err := r.Stores.Destination(ctx, d)
 	if err != nil {
+		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
 		// The bundle's error first, as when it is opened first.
 		b, berr := open(ctx)
 		if berr != nil {

@@ -32,12 +32,15 @@ type turn struct {
 }
 
 // seat is a place in a root's line; ready is closed when it holds the
-// turn.
+// turn. arrived (under t.mu): its publication waits for the turn, rather
+// than its event being still on the way (opening its bundle, waiting for
+// a worker).
 type seat struct {
-	t     *rootTurns
-	key   string
-	tu    *turn
-	ready chan struct{}
+	t       *rootTurns
+	key     string
+	tu      *turn
+	ready   chan struct{}
+	arrived bool
 }
 
 // join puts a seat at the end of key's line without waiting.
@@ -62,6 +65,9 @@ func (t *rootTurns) join(key string) *seat {
 // wait waits until the seat holds the turn, up to deadline. On false the
 // seat has left the line.
 func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
+	s.t.mu.Lock()
+	s.arrived = true
+	s.t.mu.Unlock()
 	select { // the turn at once: no timer
 	case <-s.ready:
 		return true
@@ -104,11 +110,14 @@ func (s *seat) done(ctx context.Context) {
 	}
 }
 
-// leaveLease leaves h to the next seat in the line, if there is one.
+// leaveLease leaves h to the next seat in the line, if there is one and
+// its publication already waits: a lease left for an event still on its
+// way would be held idle (and renewed) for as long as that takes, other
+// processes shut out of the root.
 func (s *seat) leaveLease(h *holding) bool {
 	s.t.mu.Lock()
 	defer s.t.mu.Unlock()
-	if len(s.tu.line) < 2 {
+	if len(s.tu.line) < 2 || !s.tu.line[1].arrived {
 		return false
 	}
 	s.tu.left = h
@@ -162,6 +171,14 @@ func (p *Places) claim(key string) *seat {
 	}
 	p.seats[key] = ss[1:]
 	return ss[0]
+}
+
+// giveUp gives up the first unused place in key's line: a publication
+// that ends before its turn lets the root's line move on at once.
+func (p *Places) giveUp(ctx context.Context, key string) {
+	if s := p.claim(key); s != nil {
+		s.done(ctx)
+	}
 }
 
 // Keep gives up the places of every destination not in dests (an event

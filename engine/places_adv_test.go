@@ -4,13 +4,21 @@ package engine_test
 // lease, nor hold the root's line once their destination is over.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
 )
 
 // TestALeaseIsNotLeftForAPlaceWhoseEventHasNotArrived: v1's publication
@@ -66,5 +74,105 @@ func TestAPublicationThatFailsBeforeItsTurnGivesUpItsPlace(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the next event's publication still waits after 10 s (LeaseWait %v) for a place whose publication failed", r.LeaseWait)
+	}
+}
+
+// TestPastLeaseWaitTheLeaseStillExcludes: a publication that waits past
+// LeaseWait behind a holder of this process leaves the line and asks for
+// the lease anyway; the lease, still held, refuses it: two publications
+// of one process never run in one root at once.
+func TestPastLeaseWaitTheLeaseStillExcludes(t *testing.T) {
+	pr := newPlacesRoot(t)
+	r := pr.h.runner
+	r.LeaseWait = 200 * time.Millisecond
+	logs := captureLog(r)
+	ctx := context.Background()
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- r.WithLease(ctx, pr.live, func(storage.Backend, lease.Lease) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
+	err := <-pr.publishAt("p", "live", v1, r.Queue([]config.Destination{pr.live}))
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("publication past LeaseWait behind a holder: err %v, want lease.ErrHeld", err)
+	}
+	wantContents(t, pr.liveRoot, map[string]string{})
+	wantLineWaitLog(t, logs, 1, 0)
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Queued(pr.live.RootKey()); got != 0 {
+		t.Fatalf("%d places left in the root's line, want 0", got)
+	}
+}
+
+// TestAWaitBehindAnEventOnItsWaySaysSo: the event ahead in the root's
+// line never reaches its publication (its bundle store hangs): the next
+// publication waits LeaseWait, no more, then publishes, and its log says
+// what held the line up: one event on its way, none publishing.
+func TestAWaitBehindAnEventOnItsWaySaysSo(t *testing.T) {
+	pr := newPlacesRoot(t)
+	r := pr.h.runner
+	r.LeaseWait = 200 * time.Millisecond
+	logs := captureLog(r)
+	hung := r.Queue([]config.Destination{pr.live})
+	defer hung.Release(context.Background())
+	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
+	start := time.Now()
+	wantDone(t, pr.publishAt("p", "live", v1, r.Queue([]config.Destination{pr.live})), "v1")
+	if took := time.Since(start); took < r.LeaseWait || took > r.LeaseWait+5*time.Second {
+		t.Fatalf("published after %v, want LeaseWait (%v) and the publication's own time", took, r.LeaseWait)
+	}
+	wantLineWaitLog(t, logs, 0, 1)
+}
+
+// lockedBuffer is a log sink safe for the publications' goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
+}
+
+func captureLog(r *engine.Runner) *lockedBuffer {
+	buf := &lockedBuffer{}
+	r.Engine.Log = zerolog.New(buf)
+	return buf
+}
+
+// wantLineWaitLog: exactly one warning that a wait in the root's line
+// ran out, with who was ahead.
+func wantLineWaitLog(t *testing.T, logs *lockedBuffer, publishing, onTheWay int) {
+	t.Helper()
+	var found []map[string]any
+	for _, l := range logs.lines() {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["message"] == "waited the lease wait for the root's turn; asking for the lease anyway" {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d warnings of a wait in the line run out, want 1; log:\n%s", len(found), strings.Join(logs.lines(), "\n"))
+	}
+	m := found[0]
+	if m["level"] != "warn" || m["ahead_publishing"] != float64(publishing) || m["ahead_on_their_way"] != float64(onTheWay) {
+		t.Fatalf("warning %v, want level warn, ahead_publishing %d, ahead_on_their_way %d", m, publishing, onTheWay)
 	}
 }

@@ -265,8 +265,15 @@ func (r *Runner) withLeaseOn(ctx context.Context, d config.Destination, root sto
 	if s == nil {
 		s = r.turns.join(d.RootKey())
 	}
-	if !s.wait(ctx, start.Add(r.LeaseWait)) {
+	if ok, before := s.wait(ctx, start.Add(r.LeaseWait)); !ok {
 		s = nil
+		if r.LeaseWait > 0 && ctx.Err() == nil {
+			// Says what held the line up: a holder of this process, or
+			// earlier events still on their way (a slow bundle store).
+			log := LogFrom(ctx, r.Engine.Log)
+			log.Warn().Str("root", d.RootKey()).Dur("lease_wait", r.LeaseWait).Int("ahead_publishing", before.publishing).
+				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
+		}
 	}
 	h, err := r.hold(ctx, s, lease.Root{Key: d.RootKey(), Store: root}, start)
 	if err != nil {

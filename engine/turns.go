@@ -62,15 +62,21 @@ func (t *rootTurns) join(key string) *seat {
 	return s
 }
 
+// ahead is who was in front of a seat that gave up waiting: places whose
+// publication held or waited for the turn, and places whose events had
+// not reached their publication yet (opening their bundles, waiting for a
+// worker).
+type ahead struct{ publishing, onTheWay int }
+
 // wait waits until the seat holds the turn, up to deadline. On false the
-// seat has left the line.
-func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
+// seat has left the line, and before is who was in front of it.
+func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ahead) {
 	s.t.mu.Lock()
 	s.arrived = true
 	s.t.mu.Unlock()
 	select { // the turn at once: no timer
 	case <-s.ready:
-		return true
+		return true, ahead{}
 	default:
 	}
 	if wait := time.Until(deadline); wait > 0 {
@@ -78,13 +84,25 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
 		defer timer.Stop()
 		select {
 		case <-s.ready:
-			return true
+			return true, ahead{}
 		case <-timer.C:
 		case <-ctx.Done():
 		}
 	}
+	s.t.mu.Lock()
+	for _, o := range s.tu.line {
+		if o == s {
+			break
+		}
+		if o.arrived {
+			before.publishing++
+		} else {
+			before.onTheWay++
+		}
+	}
+	s.t.mu.Unlock()
 	s.done(ctx)
-	return false
+	return false, before
 }
 
 // done leaves the line: the next seat, if any, gets the turn. The last

@@ -95,3 +95,56 @@ destinations:
 	e.settled(10 * time.Second)
 	e.checkNoBadEvents()
 }
+
+// TestShutdownWithADeliveryWaitingForAWorker: one worker, busy with a
+// publication that ends only when its context does; the next event is
+// delivered and waits in the consume callback for a worker. A shutdown
+// returns within ShutdownTimeout (the busy publication is abandoned) and
+// both events are published by the next process, instead of the callback
+// waiting for the worker, the worker for the shutdown, and the shutdown
+// for the callback.
+func TestShutdownWithADeliveryWaitingForAWorker(t *testing.T) {
+	e := newEnv(t, `
+pipelines:
+  - {id: weather.daily, destinations: [live]}
+destinations:
+  - {id: live, backend: local, path: "@live@", workflow: additive}
+`, false)
+	var started atomic.Bool
+	stuck := func(d config.Destination, b storage.Backend) storage.Backend {
+		return &hooked{Backend: b, read: func(ctx context.Context, _ string) error {
+			if started.CompareAndSwap(false, true) {
+				<-ctx.Done() // a publication that hangs until abandoned
+				return ctx.Err()
+			}
+			return nil
+		}}
+	}
+	opts := fastOptions()
+	opts.Workers = 1
+	n := e.start(nodeConfig{name: "first", opts: opts, wrap: stuck})
+	var ids []string
+	for _, src := range []string{"src.one", "src.two"} {
+		loc, digest := e.bundle(src, map[string]string{src + ".md": "# " + src + "\n"})
+		ids = append(ids, e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest}))
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		info, err := e.durableInfo()
+		return err == nil && info.NumAckPending >= 2
+	}, "both events to be delivered")
+	if err := n.stop(t, opts.ShutdownTimeout+10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n.stopped > opts.ShutdownTimeout+5*time.Second {
+		t.Fatalf("shutdown took %v, want within ShutdownTimeout (%v) and slack", n.stopped, opts.ShutdownTimeout)
+	}
+	e.start(nodeConfig{name: "second", opts: fastOptions()})
+	for _, id := range ids {
+		e.waitFor(30*time.Second, func() bool { return len(e.results.of(id)) > 0 }, "the result of %s", id)
+		if r := e.results.of(id)[0]; r.Type != events.TypePublished {
+			t.Fatalf("%s: %s (%s %s), want published", id, r.Type, r.Reason, r.Message)
+		}
+	}
+	e.settled(10 * time.Second)
+	e.checkNoBadEvents()
+}

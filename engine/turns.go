@@ -105,9 +105,10 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ah
 	return false, before
 }
 
-// done leaves the line: the next seat, if any, gets the turn. The last
-// one out releases a lease left for a waiter that gave up instead of
-// taking its turn.
+// done leaves the line: the next seat, if any, gets the turn. A lease
+// left for a waiter that gave up instead of taking its turn is released
+// by the last one out, or when the seat now at the head is one whose
+// event has not reached its publication (it would sit idle meanwhile).
 func (s *seat) done(ctx context.Context) {
 	s.t.mu.Lock()
 	var orphan *holding
@@ -120,6 +121,8 @@ func (s *seat) done(ctx context.Context) {
 	}
 	if len(tu.line) == 0 {
 		delete(s.t.q, s.key)
+	}
+	if len(tu.line) == 0 || !tu.line[0].arrived {
 		orphan, tu.left = tu.left, nil
 	}
 	s.t.mu.Unlock()

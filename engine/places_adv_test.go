@@ -18,6 +18,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -174,5 +175,61 @@ func wantLineWaitLog(t *testing.T, logs *lockedBuffer, publishing, onTheWay int)
 	m := found[0]
 	if m["level"] != "warn" || m["ahead_publishing"] != float64(publishing) || m["ahead_on_their_way"] != float64(onTheWay) {
 		t.Fatalf("warning %v, want level warn, ahead_publishing %d, ahead_on_their_way %d", m, publishing, onTheWay)
+	}
+}
+
+// TestTwoDestinationsOfOneEventOnOneRoot: an event's two destinations
+// share a root, so it holds two places in that root's line; its two
+// publications run at once, whichever claims first takes the first place,
+// and both end; the next event's publication, started before them, waits
+// for both. No place is left behind.
+func TestTwoDestinationsOfOneEventOnOneRoot(t *testing.T) {
+	pr := newPlacesRoot(t)
+	r := pr.h.runner
+	twin := pr.h.addDest(named(config.Destination{Backend: "local", Path: pr.liveRoot.String()}, "twin", planner.Additive), pr.liveRoot, "p")
+	if twin.RootKey() != pr.live.RootKey() {
+		t.Fatalf("twin's root %s, want live's %s", twin.RootKey(), pr.live.RootKey())
+	}
+	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
+	v2, _ := makeBundleAt(t, "weather", t0.Add(time.Hour), map[string]string{"report.md": "# v2\n"})
+	both := r.Queue([]config.Destination{pr.live, twin})
+	next := pr.publishAt("p", "live", v2, r.Queue([]config.Destination{pr.live}))
+	notYet(t, next, "the next event")
+	onTwin := pr.publishAt("p", "twin", v1, both)
+	onLive := pr.publishAt("p", "live", v1, both)
+	wantDone(t, onTwin, "the twin destination")
+	wantDone(t, onLive, "the live destination")
+	wantDone(t, next, "the next event")
+	both.Release(context.Background())
+	if got := r.Queued(pr.live.RootKey()); got != 0 {
+		t.Fatalf("%d places left in the root's line, want 0", got)
+	}
+}
+
+// TestEventsOverTwoRootsInOppositeOrdersDoNotDeadlock: one event names
+// roots L and S, the next S and L; the later event's publications start
+// first. Each root's line follows delivery order, so the earlier event
+// goes first in both and all four publications end.
+func TestEventsOverTwoRootsInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	pr := newPlacesRoot(t)
+	r := pr.h.runner
+	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
+	v2, _ := makeBundleAt(t, "weather", t0.Add(time.Hour), map[string]string{"report.md": "# v2\n"})
+	s1, _ := makeBundleAt(t, "tides", t0, map[string]string{"tides.md": "# 1\n"})
+	s2, _ := makeBundleAt(t, "tides", t0.Add(time.Hour), map[string]string{"tides.md": "# 2\n"})
+	first := r.Queue([]config.Destination{pr.live, pr.side})
+	second := r.Queue([]config.Destination{pr.side, pr.live})
+	late := []<-chan error{pr.publishAt("q", "side", s2, second), pr.publishAt("p", "live", v2, second)}
+	notYet(t, late[0], "the later event on the side root")
+	wantDone(t, pr.publishAt("p", "live", v1, first), "the earlier event on the live root")
+	wantDone(t, pr.publishAt("q", "side", s1, first), "the earlier event on the side root")
+	for _, done := range late {
+		wantDone(t, done, "the later event")
+	}
+	wantContents(t, pr.liveRoot, map[string]string{"report.md": "# v2\n"})
+	for _, d := range []config.Destination{pr.live, pr.side} {
+		if got := r.Queued(d.RootKey()); got != 0 {
+			t.Fatalf("%s: %d places left in the root's line, want 0", d.ID, got)
+		}
 	}
 }

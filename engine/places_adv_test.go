@@ -20,6 +20,7 @@ import (
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/testenv"
 )
 
 // TestALeaseIsNotLeftForAPlaceWhoseEventHasNotArrived: v1's publication
@@ -230,6 +231,45 @@ func TestEventsOverTwoRootsInOppositeOrdersDoNotDeadlock(t *testing.T) {
 	for _, d := range []config.Destination{pr.live, pr.side} {
 		if got := r.Queued(d.RootKey()); got != 0 {
 			t.Fatalf("%s: %d places left in the root's line, want 0", d.ID, got)
+		}
+	}
+}
+
+// TestACancelledWaitLeavesTheLine: a publication waiting in the root's
+// line behind an event on its way ends when its context does, well
+// before LeaseWait, leaves the line, and logs no lease-wait warning.
+func TestACancelledWaitLeavesTheLine(t *testing.T) {
+	pr := newPlacesRoot(t)
+	r := pr.h.runner
+	logs := captureLog(r)
+	ahead := r.Queue([]config.Destination{pr.live})
+	defer ahead.Release(context.Background())
+	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
+	req := engine.Request{PipelineID: "p", Bundle: v1, BundleEventID: "ev-cancelled", Places: r.Queue([]config.Destination{pr.live})}
+	b, err := r.OpenBundle(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := r.Publish(ctx, req, b, pr.live); done <- err }()
+	testenv.Eventually(t, 10*time.Second, func() bool { return r.Waiting(pr.live.RootKey()) == 1 }, "the publication to wait in the line")
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a publication whose context was cancelled while it waited succeeded")
+		}
+	case <-time.After(r.LeaseWait / 2):
+		t.Fatalf("the cancelled publication still waits after %v", time.Since(start))
+	}
+	if got := r.Queued(pr.live.RootKey()); got != 1 {
+		t.Fatalf("%d places in the root's line, want 1 (the one ahead)", got)
+	}
+	for _, l := range logs.lines() {
+		if strings.Contains(l, "waited the lease wait") {
+			t.Fatalf("a cancelled wait logged %s", l)
 		}
 	}
 }

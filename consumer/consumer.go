@@ -212,9 +212,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		d := c.deliver(msg)
 		select {
 		case work <- d:
-		case <-quit:
-			// Delivered while stopping: another consumer (or the restart)
-			// takes it at once.
+		case <-ctx.Done():
+			// Delivered while stopping, or still waiting for a worker when
+			// the stop came (the stop waits for this callback to return
+			// before the workers may quit): another consumer (or the
+			// restart) takes it at once.
 			d.places.Release(workCtx)
 			_ = msg.Nak()
 		}

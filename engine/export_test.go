@@ -10,3 +10,19 @@ func (r *Runner) Queued(key string) int {
 	}
 	return 0
 }
+
+// Waiting reports how many places in key's line belong to publications
+// that hold or wait for the turn (not to events still on their way).
+func (r *Runner) Waiting(key string) int {
+	r.turns.mu.Lock()
+	defer r.turns.mu.Unlock()
+	n := 0
+	if tu := r.turns.q[key]; tu != nil {
+		for _, s := range tu.line {
+			if s.arrived {
+				n++
+			}
+		}
+	}
+	return n
+}

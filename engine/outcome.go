@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
@@ -81,7 +82,9 @@ func rules() []rule {
 		{is(storage.ErrUnavailable, storage.ErrConflict, storage.ErrRootChanged, ErrCatalogRace,
 			context.DeadlineExceeded, context.Canceled,
 			nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
-			nats.ErrConnectionReconnecting, nats.ErrDisconnected), failed(events.ReasonStorage, true)},
+			nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+			// A stream (the lease bucket's) between leaders answers nothing.
+			jetstream.ErrNoStreamResponse), failed(events.ReasonStorage, true)},
 
 		// Terminal: retrying only delays the report until someone acts.
 		{is(storage.ErrRootMissing), failed(events.ReasonRootMissing, false)},

@@ -153,11 +153,12 @@ func (r *Runner) Publication(ctx context.Context, req Request, b *bundle.Bundle,
 func (r *Runner) Publish(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (Result, error) {
 	res := Result{Root: d.RootKey()}
 	pub, err := r.Publication(ctx, req, b, d)
-	if err != nil {
-		return res, err
+	var root storage.Backend
+	if err == nil {
+		root, err = r.Stores.Destination(ctx, d)
 	}
-	root, err := r.Stores.Destination(ctx, d)
 	if err != nil {
+		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
 		return res, err
 	}
 	err = r.withLeaseOn(ctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
@@ -190,6 +191,7 @@ func (r *Runner) PublishOpening(ctx context.Context, req Request, open func(cont
 	res := Result{Root: d.RootKey()}
 	root, err := r.Stores.Destination(ctx, d)
 	if err != nil {
+		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
 		// The bundle's error first, as when it is opened first.
 		b, berr := open(ctx)
 		if berr != nil {
@@ -263,8 +265,15 @@ func (r *Runner) withLeaseOn(ctx context.Context, d config.Destination, root sto
 	if s == nil {
 		s = r.turns.join(d.RootKey())
 	}
-	if !s.wait(ctx, start.Add(r.LeaseWait)) {
+	if ok, before := s.wait(ctx, start.Add(r.LeaseWait)); !ok {
 		s = nil
+		if r.LeaseWait > 0 && ctx.Err() == nil {
+			// Says what held the line up: a holder of this process, or
+			// earlier events still on their way (a slow bundle store).
+			log := LogFrom(ctx, r.Engine.Log)
+			log.Warn().Str("root", d.RootKey()).Dur("lease_wait", r.LeaseWait).Int("ahead_publishing", before.publishing).
+				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
+		}
 	}
 	h, err := r.hold(ctx, s, lease.Root{Key: d.RootKey(), Store: root}, start)
 	if err != nil {

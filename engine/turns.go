@@ -32,12 +32,15 @@ type turn struct {
 }
 
 // seat is a place in a root's line; ready is closed when it holds the
-// turn.
+// turn. arrived (under t.mu): its publication waits for the turn, rather
+// than its event being still on the way (opening its bundle, waiting for
+// a worker).
 type seat struct {
-	t     *rootTurns
-	key   string
-	tu    *turn
-	ready chan struct{}
+	t       *rootTurns
+	key     string
+	tu      *turn
+	ready   chan struct{}
+	arrived bool
 }
 
 // join puts a seat at the end of key's line without waiting.
@@ -59,12 +62,21 @@ func (t *rootTurns) join(key string) *seat {
 	return s
 }
 
+// ahead is who was in front of a seat that gave up waiting: places whose
+// publication held or waited for the turn, and places whose events had
+// not reached their publication yet (opening their bundles, waiting for a
+// worker).
+type ahead struct{ publishing, onTheWay int }
+
 // wait waits until the seat holds the turn, up to deadline. On false the
-// seat has left the line.
-func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
+// seat has left the line, and before is who was in front of it.
+func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ahead) {
+	s.t.mu.Lock()
+	s.arrived = true
+	s.t.mu.Unlock()
 	select { // the turn at once: no timer
 	case <-s.ready:
-		return true
+		return true, ahead{}
 	default:
 	}
 	if wait := time.Until(deadline); wait > 0 {
@@ -72,18 +84,31 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) bool {
 		defer timer.Stop()
 		select {
 		case <-s.ready:
-			return true
+			return true, ahead{}
 		case <-timer.C:
 		case <-ctx.Done():
 		}
 	}
+	s.t.mu.Lock()
+	for _, o := range s.tu.line {
+		if o == s {
+			break
+		}
+		if o.arrived {
+			before.publishing++
+		} else {
+			before.onTheWay++
+		}
+	}
+	s.t.mu.Unlock()
 	s.done(ctx)
-	return false
+	return false, before
 }
 
-// done leaves the line: the next seat, if any, gets the turn. The last
-// one out releases a lease left for a waiter that gave up instead of
-// taking its turn.
+// done leaves the line: the next seat, if any, gets the turn. A lease
+// left for a waiter that gave up instead of taking its turn is released
+// by the last one out, or when the seat now at the head is one whose
+// event has not reached its publication (it would sit idle meanwhile).
 func (s *seat) done(ctx context.Context) {
 	s.t.mu.Lock()
 	tu := s.tu
@@ -99,6 +124,8 @@ func (s *seat) done(ctx context.Context) {
 	var orphan *holding
 	if len(tu.line) == 0 {
 		delete(s.t.q, s.key)
+	}
+	if len(tu.line) == 0 || !tu.line[0].arrived {
 		orphan, tu.left = tu.left, nil
 	}
 	s.t.mu.Unlock()
@@ -107,11 +134,14 @@ func (s *seat) done(ctx context.Context) {
 	}
 }
 
-// leaveLease leaves h to the next seat in the line, if there is one.
+// leaveLease leaves h to the next seat in the line, if there is one and
+// its publication already waits: a lease left for an event still on its
+// way would be held idle (and renewed) for as long as that takes, other
+// processes shut out of the root.
 func (s *seat) leaveLease(h *holding) bool {
 	s.t.mu.Lock()
 	defer s.t.mu.Unlock()
-	if len(s.tu.line) < 2 {
+	if len(s.tu.line) < 2 || !s.tu.line[1].arrived {
 		return false
 	}
 	s.tu.left = h
@@ -165,6 +195,14 @@ func (p *Places) claim(key string) *seat {
 	}
 	p.seats[key] = ss[1:]
 	return ss[0]
+}
+
+// giveUp gives up the first unused place in key's line: a publication
+// that ends before its turn lets the root's line move on at once.
+func (p *Places) giveUp(ctx context.Context, key string) {
+	if s := p.claim(key); s != nil {
+		s.done(ctx)
+	}
 }
 
 // Keep gives up the places of every destination not in dests (an event

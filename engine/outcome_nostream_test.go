@@ -1,0 +1,21 @@
+package engine_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+)
+
+// TestNoResponseFromStreamIsRetried: a lease request that meets its
+// bucket's stream between leaders ("no response from stream") is
+// retried, as other NATS timeouts are, not reported failed.
+func TestNoResponseFromStreamIsRetried(t *testing.T) {
+	err := fmt.Errorf("acquire lease on file:///r/ in bucket DISTRIBUTOR_LEASES: %w", jetstream.ErrNoStreamResponse)
+	if o := engine.Classify(err); !o.Retry || o.Type != events.TypeFailed || o.Reason != events.ReasonStorage {
+		t.Fatalf("Classify(%v) = %+v, want a retried storage failure", err, o)
+	}
+}

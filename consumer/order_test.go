@@ -99,7 +99,11 @@ func TestOneProcessPublishesABurstInDeliveryOrder(t *testing.T) {
 			e := newEnv(t, be.yaml, be.s3)
 			opts := fastOptions()
 			opts.Workers = n
-			superseded := checkNewestWins(t, e, []nodeConfig{{name: "serve", opts: opts}}, n, nil, seq(n))
+			// The order holds within the lease wait: a long one, so that
+			// a slow machine (-race, a loaded CI) waits instead of
+			// letting a later version go first.
+			node := nodeConfig{name: "serve", opts: opts, leaseWait: 2 * time.Minute}
+			superseded := checkNewestWins(t, e, []nodeConfig{node}, n, nil, seq(n))
 			if superseded != 0 {
 				t.Errorf("%d of %d versions superseded, want none: each was announced after the one before", superseded, n)
 			}

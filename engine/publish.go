@@ -36,6 +36,8 @@ type publication struct {
 	displaced []string
 	content   map[string][]byte
 	stg       *staged
+	// ahead is the next catalog encoded beside the writes (encodeAhead).
+	ahead *encodedAhead
 	// open, when set, completes pub: its bundle is still being opened
 	// (Runner.PublishOpening). Nil once waited for.
 	open *opening
@@ -125,6 +127,8 @@ func (r *publication) run(ctx context.Context) error {
 	// or files under a planned file) are deleted before the writes.
 	r.displaced = p.Displaced()
 	defer r.closeStage()
+	r.ahead = encodeAhead(r.root, p.Next)
+	defer r.ahead.wait() // never outlives the publication
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -318,6 +322,11 @@ func (r *publication) finish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if prep == nil && r.ahead != nil {
+		if prep, err = r.ahead.prepared(r.root); err != nil {
+			return err
+		}
+	}
 	if prep != nil {
 		defer prep.Close()
 	}
@@ -362,14 +371,18 @@ func (r *publication) finish(ctx context.Context) error {
 			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
-	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
-		return err
-	}
-	if len(r.writes)+len(r.deletes) > 0 {
+	saved := r.e.saveBeside(ctx, r.root, r.l, r.pl.fps, p.Next)
+	err = r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep)
+	if err == nil && len(r.writes)+len(r.deletes) > 0 {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
-	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
-	return nil
+	switch {
+	case saved != nil:
+		saved()
+	case err == nil:
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
+	}
+	return err
 }
 
 // rollForward records what landed before a failed step (op), keeping the

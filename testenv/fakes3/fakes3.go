@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -198,7 +199,7 @@ func appendContent(b []byte, c *gofakes3.Content) []byte {
 	b = element(b, "\n    ", "Key", c.Key)
 	if !c.LastModified.IsZero() {
 		b = append(b, "\n    <LastModified>"...)
-		b = c.LastModified.UTC().AppendFormat(b, "2006-01-02T15:04:05.999Z")
+		b = appendTime(b, c.LastModified.UTC())
 		b = append(b, "</LastModified>"...)
 	}
 	b = element(b, "\n    ", "ETag", c.ETag)
@@ -207,6 +208,45 @@ func appendContent(b []byte, c *gofakes3.Content) []byte {
 		b = element(b, "\n    ", "StorageClass", string(c.StorageClass))
 	}
 	return append(b, "\n  </Contents>"...)
+}
+
+// appendTime appends t (UTC) as t.AppendFormat(b, "2006-01-02T15:04:05.999Z")
+// does, digit by digit: the layout's interpretation took a third of a
+// listing page's CPU. Years outside 0–9999 go through AppendFormat.
+func appendTime(b []byte, t time.Time) []byte {
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, "2006-01-02T15:04:05.999Z")
+	}
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = appendDigits(append(b, '-'), int(month), 2)
+	b = appendDigits(append(b, '-'), day, 2)
+	b = appendDigits(append(b, 'T'), hour, 2)
+	b = appendDigits(append(b, ':'), minute, 2)
+	b = appendDigits(append(b, ':'), sec, 2)
+	if ms := t.Nanosecond() / 1e6; ms != 0 {
+		// ".999": milliseconds, trailing zeros dropped.
+		digits := 3
+		for ms%10 == 0 {
+			ms /= 10
+			digits--
+		}
+		b = appendDigits(append(b, '.'), ms, digits)
+	}
+	return append(b, 'Z')
+}
+
+// appendDigits appends n (>= 0) in exactly width digits.
+func appendDigits(b []byte, n, width int) []byte {
+	for i := width - 1; i >= 0; i-- {
+		d := n
+		for range i {
+			d /= 10
+		}
+		b = append(b, byte('0'+d%10))
+	}
+	return b
 }
 
 // element appends indent<name>text</name>, text escaped as encoding/xml

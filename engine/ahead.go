@@ -12,8 +12,9 @@ import (
 // A root whose catalog commit is one request with no barrier before it
 // (no storage.VersionPreparer: S3) has the work around that request
 // overlapped, as the writes' and the commit's round trips leave a core
-// idle: the next catalog is encoded while the outputs are written
-// (encodeAhead), and the fingerprint shards are written while the catalog
+// idle: the next catalog is encoded, and its write prepared where the root
+// can (storage.WritePreparer: S3 takes its sha256), while the outputs are
+// written (encodeAhead), and the fingerprint shards are written while the catalog
 // is committed (saveBeside). Neither changes what is written or in which
 // order outputs and catalog become visible: the catalog's bytes are sent
 // only after every write (and its deletes) as before, and the shards are
@@ -25,6 +26,8 @@ type encodedAhead struct {
 	done chan struct{}
 	data []byte
 	err  error
+	// write is the root's own preparation of the write (WritePreparer).
+	write storage.PreparedVersion
 }
 
 // encodeAhead starts encoding next for a root that commits it whole in
@@ -38,6 +41,9 @@ func encodeAhead(root storage.Backend, next *catalog.Catalog) *encodedAhead {
 	go func() {
 		defer close(a.done)
 		a.data, a.err = catalog.Marshal(next)
+		if wp, ok := root.(storage.WritePreparer); ok && a.err == nil {
+			a.write = wp.PrepareWrite(catalog.FileName, a.data)
+		}
 	}()
 	return a
 }
@@ -65,6 +71,9 @@ func (a *encodedAhead) prepared(root storage.Backend) (storage.PreparedVersion, 
 	a.wait()
 	if a.err != nil {
 		return nil, fmt.Errorf("engine: refusing to write an invalid catalog: %w", a.err)
+	}
+	if a.write != nil {
+		return a.write, nil
 	}
 	return encodedVersion{root: root, data: a.data}, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"testing"
 	"time"
@@ -14,8 +15,9 @@ import (
 )
 
 // The next catalog is encoded ahead only for a root that commits it whole
-// in one request (S3); the encoding is the catalog's bytes, committed
-// under the compare-and-swap's condition like WriteIfVersion.
+// in one request (S3); the encoding is the catalog's bytes, its write
+// prepared by the root (its sha256), committed under the compare-and-swap's
+// condition like WriteIfVersion, with the same sha256 metadata.
 func TestCatalogIsEncodedAheadOnlyForOneRequestCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -42,6 +44,9 @@ func TestCatalogIsEncodedAheadOnlyForOneRequestCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if a.write == nil {
+		t.Fatal("the S3 root's write was not prepared with the encoding")
+	}
 	defer pv.Close()
 	// The condition holds: none there yet. Then it no longer does.
 	v, err := pv.CommitIfVersion(ctx, "")
@@ -54,6 +59,10 @@ func TestCatalogIsEncodedAheadOnlyForOneRequestCommits(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) || gotV != v {
 		t.Fatalf("committed %q (version %s), want %q (version %s)", got, gotV, want, v)
+	}
+	sum := sha256.Sum256(want)
+	if info, err := root.Stat(ctx, catalog.FileName); err != nil || info.SHA256 != catalog.Digest(sum[:]) {
+		t.Fatalf("committed catalog's sha256 = %q (%v), want %s", info.SHA256, err, catalog.Digest(sum[:]))
 	}
 	if _, err := pv.CommitIfVersion(ctx, ""); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("second create-only commit: err = %v, want ErrConflict", err)

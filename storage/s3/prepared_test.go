@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/distributor/distributor/catalog"
@@ -47,5 +48,45 @@ func TestPreparedWriteIsWriteIfVersion(t *testing.T) {
 	sum := sha256.Sum256(second)
 	if info, err := b.Stat(t.Context(), ".distributor.json"); err != nil || info.SHA256 != catalog.Digest(sum[:]) {
 		t.Fatalf("sha256 metadata %q (%v), want %s", info.SHA256, err, catalog.Digest(sum[:]))
+	}
+}
+
+// A missing key is told from a missing bucket with one HeadBucket, only
+// until a request on an object of the bucket has succeeded: a republish
+// starts with the catalog's HEAD and the lock's conditional PUT, so its
+// first 404 (the intent) costs no extra round trip.
+func TestBucketSeenThroughItsObjects(t *testing.T) {
+	t.Parallel()
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	seed := env.Backend(t, bucket, "root")
+	if _, err := seed.WriteIfVersion(t.Context(), "x", []byte("x"), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		first func(storage.Backend) error
+		want  []string
+	}{
+		{"nothing before", func(storage.Backend) error { return nil },
+			[]string{"HEAD root/missing", "HEAD "}},
+		{"a HEAD that found its object", func(b storage.Backend) error { _, err := b.Stat(t.Context(), "x"); return err },
+			[]string{"HEAD root/x", "HEAD root/missing"}},
+		{"a conditional write", func(b storage.Backend) error {
+			_, err := b.WriteIfVersion(t.Context(), "y", []byte("y"), "")
+			return err
+		},
+			[]string{"PUT root/y if-none-match", "HEAD root/missing"}},
+	} {
+		b, reqs := env.CountedBackend(t, bucket, "root")
+		if err := c.first(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Stat(t.Context(), "missing"); !errors.Is(err, storage.ErrNotExist) {
+			t.Fatalf("%s: Stat(missing) err = %v, want ErrNotExist", c.name, err)
+		}
+		if got := reqs.Lines(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: requests %q, want %q", c.name, got, c.want)
+		}
 	}
 }

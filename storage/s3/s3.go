@@ -128,7 +128,8 @@ type Backend struct {
 	budget      int64
 	mem         *Budget
 	endpoint    string // for messages
-	// bucketSeen: HeadBucket succeeded once, so a 404 from HeadObject
+	// bucketSeen: HeadBucket, or a HeadObject or compare-and-swap write of
+	// an object in the bucket, succeeded once, so a 404 from HeadObject
 	// means a missing key.
 	bucketSeen atomic.Bool
 }
@@ -314,6 +315,7 @@ func (b *Backend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error
 func (b *Backend) head(ctx context.Context, op, key string) (*s3.HeadObjectOutput, error) {
 	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
 	if err == nil {
+		b.bucketSeen.Store(true) // an object in it: no HeadBucket needed
 		return out, nil
 	}
 	err = b.wrap(op, key, err)
@@ -860,6 +862,7 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, sum
 		}
 		return "", b.wrap("write", key, err)
 	}
+	b.bucketSeen.Store(true)
 	etag := aws.ToString(out.ETag)
 	if etag == "" {
 		return "", fmt.Errorf("s3 write s3://%s/%s: the server returned no ETag, which compare-and-swap needs", b.bucket, key)

@@ -11,15 +11,15 @@ import (
 
 // A root whose catalog commit is one request with no barrier before it
 // (no storage.VersionPreparer: S3) has the work around that request
-// overlapped, as the writes' and the commit's round trips leave a core
-// idle: the next catalog is encoded, and its write prepared where the root
-// can (storage.WritePreparer: S3 takes its sha256), while the outputs are
-// written (encodeAhead), and the fingerprint shards are written while the catalog
-// is committed (saveBeside). Neither changes what is written or in which
-// order outputs and catalog become visible: the catalog's bytes are sent
-// only after every write (and its deletes) as before, and the shards are
-// facts about the versions written, which hold whether or not the commit
-// wins (see Fingerprints in the package doc).
+// overlapped with round trips: the next catalog is encoded, and its write
+// prepared where the root can (storage.WritePreparer: S3 takes its
+// sha256), while the outputs are written (encodeAhead), and the
+// fingerprint shards are written while the catalog is committed
+// (saveBeside). Neither changes what is written or in which order outputs
+// and catalog become visible: the catalog's bytes are sent only after
+// every write (and its deletes) as before, and the shards are facts about
+// the versions written, which hold whether or not the commit wins (see
+// Fingerprints in the package doc).
 
 // encodedAhead is the next catalog being encoded beside the writes.
 type encodedAhead struct {

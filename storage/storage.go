@@ -213,6 +213,15 @@ type VersionPreparer interface {
 	PrepareVersion(ctx context.Context, path string, data []byte) (PreparedVersion, error)
 }
 
+// WritePreparer is implemented by backends whose compare-and-swap write
+// is one request with work of its own before it (S3: the body's sha256,
+// which signs the request and is stored with it). PrepareWrite does that
+// work and nothing else: no request, nothing written. A publication
+// prepares its catalog's write while its outputs are written.
+type WritePreparer interface {
+	PrepareWrite(path string, data []byte) PreparedVersion
+}
+
 // PreparedVersion is an object written by PrepareVersion.
 type PreparedVersion interface {
 	// CommitIfVersion is WriteIfVersion of the prepared bytes: durable on

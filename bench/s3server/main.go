@@ -3,7 +3,9 @@
 // loopback port for the bench harness, in a process of its own so that the
 // objects it holds do not count in the harness's memory (a child the
 // harness starts inherits the harness's peak RSS in getrusage). With S3SERVER_LOG set it logs every request to stderr;
-// S3SERVER_CPUPROFILE=FILE writes a CPU profile of it until stdin closes. It prints
+// S3SERVER_CPUPROFILE=FILE writes a CPU profile of it until stdin closes;
+// POST /_bench/cpuprofile?file=FILE starts one, POST /_bench/cpuprofile
+// stops it. It prints
 // its URL and serves until its stdin closes. Besides S3 it answers
 // POST /_bench/create?bucket=NAME and POST /_bench/drop?bucket=NAME (the
 // bucket with all its objects), which the harness calls between runs.
@@ -18,6 +20,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -35,6 +38,7 @@ func main() {
 	fake := fakes3.New(gofakes3.WithLogger(gofakes3.DiscardLog()))
 	mem := fake.Mem
 	var s3 http.Handler = fake
+	prof := &profiler{}
 	if os.Getenv("S3SERVER_LOG") != "" {
 		s3 = logRequests(s3) // to count and time a tool's requests
 	}
@@ -44,7 +48,7 @@ func main() {
 				s3.ServeHTTP(w, r)
 				return
 			}
-			admin(mem, w, r)
+			admin(mem, prof, w, r)
 		}),
 		// gofakes3 writes headers twice on requests the client abandoned.
 		ErrorLog:          log.New(io.Discard, "", 0),
@@ -80,6 +84,40 @@ func startProfile(path string) func() {
 	}
 }
 
+// profiler is the CPU profile /_bench/cpuprofile starts and stops.
+type profiler struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// control starts a CPU profile into file, or stops the running one
+// (file "").
+func (p *profiler) control(file string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f != nil {
+		pprof.StopCPUProfile()
+		err := p.f.Close()
+		p.f = nil
+		if err != nil || file == "" {
+			return err
+		}
+	}
+	if file == "" {
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	p.f = f
+	return nil
+}
+
 // logRequests writes a line per request to stderr: the time of day it
 // ended (to line up with a client's own clock), the time since the server
 // started, the time the request took, its method and path.
@@ -95,11 +133,15 @@ func logRequests(h http.Handler) http.Handler {
 	})
 }
 
-// admin creates or drops the bucket named in the query.
-func admin(mem *s3mem.Backend, w http.ResponseWriter, r *http.Request) {
+// admin creates or drops the bucket named in the query, or starts
+// (?file=PATH) or stops (no file) a CPU profile of the server: one that
+// leaves out the seeding of a republish's bucket.
+func admin(mem *s3mem.Backend, prof *profiler, w http.ResponseWriter, r *http.Request) {
 	bucket := r.URL.Query().Get("bucket")
 	var err error
 	switch r.URL.Path {
+	case "/_bench/cpuprofile":
+		err = prof.control(r.URL.Query().Get("file"))
 	case "/_bench/create":
 		err = mem.CreateBucket(bucket)
 	case "/_bench/drop":

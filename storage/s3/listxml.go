@@ -386,6 +386,14 @@ func unescapeXML(raw []byte) (string, bool) {
 	if !amp {
 		return string(raw), true
 	}
+	// An ETag as encoding/xml writes it, "&#34;" around plain text: one
+	// allocation instead of a byte-by-byte copy and two (a quarter of a
+	// page's parse).
+	const quot = "&#34;"
+	if n := len(raw); n >= 2*len(quot) && string(raw[:len(quot)]) == quot && string(raw[n-len(quot):]) == quot &&
+		bytes.IndexByte(raw[len(quot):n-len(quot)], '&') < 0 {
+		return `"` + string(raw[len(quot):n-len(quot)]) + `"`, true
+	}
 	out := make([]byte, 0, len(raw))
 	for i := 0; i < len(raw); {
 		if raw[i] != '&' {

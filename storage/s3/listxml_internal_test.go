@@ -2,6 +2,7 @@ package s3
 
 import (
 	"crypto/md5"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,6 +133,24 @@ func BenchmarkParseListPage(b *testing.B) {
 		var page listPage
 		if !parseListPage(body, &page) || len(page.objects) != 1000 {
 			b.Fatal("parseListPage refused the page")
+		}
+	}
+}
+
+// Text is unescaped as encoding/xml unescapes it, the ETag form's
+// shortcut included.
+func TestUnescapeXMLIsEncodingXMLs(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"&#34;d41d8cd98f00b204e9800998ecf8427e&#34;", "&#34;&#34;", "&#34;a&amp;b&#34;", "&#34;abc", "abc&#34;",
+		"&#34;a&#34;b&#34;", "&#34;x&#34;&#34;", "&#34;-1&#34;", "&#34;&#34;&#34;", "a&lt;b", "&#34;é&#34;",
+	} {
+		var want string
+		if err := xml.Unmarshal([]byte("<a>"+raw+"</a>"), &want); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := unescapeXML([]byte(raw)); !ok || got != want {
+			t.Errorf("unescapeXML(%q) = %q, %v; encoding/xml: %q", raw, got, ok, want)
 		}
 	}
 }

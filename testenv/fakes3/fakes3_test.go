@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -161,5 +163,28 @@ func BenchmarkListPage(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A listing's times are written as encoding/xml's layout writes them.
+func TestAppendTimeIsAppendFormat(t *testing.T) {
+	t.Parallel()
+	const layout = "2006-01-02T15:04:05.999Z"
+	times := []time.Time{
+		time.Date(2026, 12, 3, 16, 30, 4, 713942000, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 120_000_000, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 999_999_999, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 1_000_000, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 999_999, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(999, 12, 31, 23, 59, 59, 10_000_000, time.UTC), time.Date(12345, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		times = append(times, time.Unix(r.Int64N(1<<35), r.Int64N(1e9)).UTC())
+	}
+	for _, tm := range times {
+		if got, want := string(appendTime([]byte("x"), tm)), "x"+tm.Format(layout); got != want {
+			t.Fatalf("appendTime(%v) = %s, want %s", tm, got, want)
+		}
 	}
 }

@@ -113,7 +113,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{16, 1, 0, true, false}, {16, 1, 16, false, false}, {50, 1, 16, false, false}, {16, 1, 4, false, false},
 		{16, 1, 4, true, false}, {16, 1, 32, false, false}, {16, 1, 32, true, false}, {50, 1, 32, false, false},
 		{16, 1, 32, false, true}, {16, 1, 32, true, true}, {16, 1, 0, false, true}, {16, 1, 0, true, true},
-		{50, 1, 0, true, false}, {16, 1, 16, true, false}, {50, 1, 64, true, false}, {16, 1, 64, true, false},
+		{50, 1, 0, true, false}, {16, 1, 16, true, false}, {50, 1, 64, true, false}, {16, 1, 64, true, false}, {50, 1, 16, true, false},
 	} {
 		name := fmt.Sprintf("roots=%d/consumers=%d/workers=%d", c.roots, c.nodes, c.workers)
 		if c.serveLock {

@@ -170,6 +170,19 @@ func (d dyingStager) PrepareVersion(ctx context.Context, p string, data []byte) 
 	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
 }
 
+// PrepareVersionFrom (a large catalog encoded into its file while the
+// outputs are named) is a mutating call too.
+func (d dyingStager) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (storage.PreparedVersion, error) {
+	if err := d.mutate(); err != nil {
+		return nil, err
+	}
+	pv, err := d.Backend.(*local.Backend).PrepareVersionFrom(ctx, p, write)
+	if err != nil {
+		return nil, err
+	}
+	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
+}
+
 type dyingPrepared struct {
 	storage.PreparedVersion
 	d *dyingBackend
@@ -252,6 +265,15 @@ type scenario struct {
 	// before prepares the root (earlier publications, legacy state, ...).
 	before func(t *testing.T, root string)
 	files  map[string]string // the bundle being published
+	// streamMin, when positive, is the catalog size past which the
+	// publication encodes its catalog as it writes it (streamMinOutputs).
+	streamMin int
+}
+
+// publish runs the scenario's publication on root.
+func (sc scenario) publish(t *testing.T, root storage.Backend) (engine.Result, error) {
+	t.Helper()
+	return runPublication(t, root, heldLease{}, publicationSpec{workflow: sc.workflow, html: true, eventID: "ev-1", streamMin: sc.streamMin}, sc.files, fixedNow)
 }
 
 var fixedNow = time.Date(2026, 6, 19, 12, 5, 0, 0, time.UTC)
@@ -268,6 +290,8 @@ type publicationSpec struct {
 	workflow planner.Workflow
 	html     bool
 	eventID  string
+	// streamMin: see scenario.
+	streamMin int
 }
 
 // runPublication publishes files, as a bundle created a minute before now
@@ -300,6 +324,9 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 		BundleEventID: spec.eventID, Outputs: outs, Bundle: b,
 	}
 	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
+	if spec.streamMin > 0 {
+		e.SetStreamMinOutputs(spec.streamMin)
+	}
 	return e.Publish(ctx, root, l, pub)
 }
 
@@ -410,6 +437,13 @@ var crashScenarios = []scenario{
 		},
 		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"},
 	},
+	// A catalog past streamMin records is encoded into its temp file
+	// beside the writes (PrepareVersionFrom); the replaced outputs and the
+	// old catalog are swapped out and removed in the background.
+	{
+		name: "replacement republish of a catalog encoded as it is written", workflow: planner.Replacement,
+		before: publishedBefore(planner.Replacement, largeTree(0)), files: largeTree(1), streamMin: 8,
+	},
 	// File <-> folder: the displaced delete runs before the write; a kill
 	// between them must converge too.
 	{
@@ -452,6 +486,23 @@ var crashScenarios = []scenario{
 		},
 		files: map[string]string{"docs": "file\n"},
 	},
+}
+
+// largeTree is 24 outputs in 4 folders; version v changes three of them,
+// adds one and drops one.
+func largeTree(v int) map[string]string {
+	files := make(map[string]string, 25)
+	for i := range 24 {
+		files[fmt.Sprintf("data/%d/f%02d.csv", i%4, i)] = fmt.Sprintf("row %d\n", i)
+	}
+	if v > 0 {
+		for _, i := range []int{0, 5, 10} {
+			files[fmt.Sprintf("data/%d/f%02d.csv", i%4, i)] = fmt.Sprintf("row %d, version %d\n", i, v)
+		}
+		files["data/new.csv"] = "new\n"
+		delete(files, "data/3/f23.csv")
+	}
+	return files
 }
 
 // publishedBefore prepares a root holding an earlier publication of files,
@@ -504,7 +555,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 			refRoot := prepare()
 			lb, _ := local.New(refRoot)
 			counter := &dyingBackend{Backend: lb}
-			if _, err := publish(t, wrap(counter), sc.workflow, sc.files, fixedNow); err != nil {
+			if _, err := sc.publish(t, wrap(counter)); err != nil {
 				t.Fatalf("uninterrupted run: %v", err)
 			}
 			want := snapshot(t, refRoot)
@@ -517,7 +568,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 				before := snapshot(t, root)
 				lb, _ := local.New(root)
 				crashing := &dyingBackend{Backend: lb, killAt: k}
-				_, err := publish(t, wrap(crashing), sc.workflow, sc.files, fixedNow)
+				_, err := sc.publish(t, wrap(crashing))
 				// The calls after the commit remove the intent and save
 				// the fingerprint index; their failure is logged, not
 				// returned: the publication is done.
@@ -553,7 +604,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 				}
 				// Retry on a healthy backend.
 				lb2, _ := local.New(root)
-				if _, err := publish(t, lb2, sc.workflow, sc.files, fixedNow); err != nil {
+				if _, err := sc.publish(t, lb2); err != nil {
 					t.Fatalf("retry after crash before call %d/%d: %v", k, steps, err)
 				}
 				if got := snapshot(t, root); diff(got, want) != "" {

@@ -10,3 +10,8 @@ func (r *Runner) Queued(key string) int {
 	}
 	return 0
 }
+
+// SetStreamMinOutputs sets the catalog size (records) past which a commit
+// is encoded as it is written: a small root in a test takes the path of a
+// large catalog.
+func (e *Engine) SetStreamMinOutputs(n int) { e.streamMin = n }

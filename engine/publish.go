@@ -36,6 +36,8 @@ type publication struct {
 	displaced []string
 	content   map[string][]byte
 	stg       *staged
+	// cat is the next catalog, prepared while the outputs are written.
+	cat *catalogPrep
 	// open, when set, completes pub: its bundle is still being opened
 	// (Runner.PublishOpening). Nil once waited for.
 	open *opening
@@ -131,6 +133,10 @@ func (r *publication) run(ctx context.Context) error {
 	if err := r.writeIntent(ctx); err != nil {
 		return err
 	}
+	// The catalog's bytes are encoded and written while the outputs are
+	// named (under the intent, as every write that can leave a temp file).
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next)
+	defer r.cat.close()
 	if err := r.makeRoom(ctx); err != nil {
 		return err
 	}
@@ -295,7 +301,9 @@ func (r *publication) makeRoom(ctx context.Context) error {
 func (r *publication) write(ctx context.Context) error {
 	startItems(ctx, "writing", r.writes, nil)
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
-	r.closeStage()
+	if lc, ok := r.stageOf().(lateCloser); err != nil || !ok || !lc.ClosesLate() {
+		r.closeStage()
+	}
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
@@ -314,12 +322,9 @@ func (r *publication) finish(ctx context.Context) error {
 	later := without(r.deletes, r.displaced)
 	// The catalog's bytes go out before the barrier, which then makes
 	// them durable with the outputs'.
-	prep, err := r.e.prepareCatalog(ctx, r.root, p.Next)
+	prep, err := r.cat.wait()
 	if err != nil {
 		return err
-	}
-	if prep != nil {
-		defer prep.Close()
 	}
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
@@ -365,11 +370,21 @@ func (r *publication) finish(ctx context.Context) error {
 	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
 		return err
 	}
+	r.settle(ctx, p.Next)
+	return nil
+}
+
+// settle ends a committed publication: the fingerprint index first, while
+// the files that the writes and the commit swapped out are removed in the
+// background (local roots), then, once they are gone, the intent: a crash
+// until then leaves them (temp names) under the intent, to its recovery.
+func (r *publication) settle(ctx context.Context, next *catalog.Catalog) {
+	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, next)
+	r.closeStage()
+	r.cat.close()
 	if len(r.writes)+len(r.deletes) > 0 {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
-	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
-	return nil
 }
 
 // rollForward records what landed before a failed step (op), keeping the
@@ -378,6 +393,19 @@ func (r *publication) rollForward(ctx context.Context, op string) {
 	if _, err := r.e.recover(context.WithoutCancel(ctx), r.root, r.l, false); err != nil {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
 	}
+}
+
+// lateCloser is a stage whose Close finishes work its commits began (a
+// local stage removes the files its replacements swapped out): closed
+// once the catalog is committed (settle), that work overlaps the barrier,
+// the commit and the fingerprint index.
+type lateCloser interface{ ClosesLate() bool }
+
+func (r *publication) stageOf() storage.Stage {
+	if r.stg == nil {
+		return nil
+	}
+	return r.stg.Stage
 }
 
 func (r *publication) closeStage() {

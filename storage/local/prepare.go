@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 
 	"golang.org/x/sys/unix"
 
@@ -19,11 +20,30 @@ import (
 func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
 	s := b.newStage()
+	s.displace = true // the old version is removed in the background: Close waits
 	if _, err := s.put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return &prepared{b: b, s: s, p: p, data: data, mark: b.syncCalls.Load()}, nil
+}
+
+// PrepareVersionFrom is PrepareVersion with the bytes that write writes,
+// never held whole (a catalog of a million records): they go through a
+// pipe into the temp file, whose writeback starts every MiB as it is
+// written, so that the Sync after it finds them mostly on the disk.
+func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ storage.PreparedVersion, err error) {
+	defer b.classifyTo(&err)
+	s := b.newStage()
+	s.displace, s.eager = true, true
+	if err := piped(write, func(src io.Reader) error {
+		_, err := s.put(ctx, p, src, -1, storage.PutOptions{DeferSync: true})
+		return err
+	}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	return &prepared{b: b, s: s, p: p, streamed: true, mark: b.syncCalls.Load()}, nil
 }
 
 // prepared is bytes written by PrepareVersion; mark is syncCalls when
@@ -33,7 +53,9 @@ type prepared struct {
 	s    *stage
 	p    string
 	data []byte
-	mark uint64
+	// streamed: written by PrepareVersionFrom (data is nil).
+	streamed bool
+	mark     uint64
 }
 
 // CommitIfVersion renames the prepared bytes to p if p is at version want
@@ -55,15 +77,20 @@ func (pv *prepared) CommitIfVersion(ctx context.Context, want storage.Version) (
 	if err := pv.s.Commit(ctx, pv.p); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", pv.p, b.root, err)
 	}
-	if len(pv.data) >= statVersionMin {
+	if pv.streamed || len(pv.data) >= statVersionMin {
 		if v, ok := b.stamp(r, pv.p); ok {
 			return v, nil
 		}
 	}
+	if pv.streamed {
+		_, v, err := b.readVersionByContent(r, pv.p)
+		return v, err
+	}
 	return Version(pv.data), nil
 }
 
-// Close drops the bytes unless they were committed.
+// Close drops the bytes unless they were committed, and waits for the
+// removal of the version the commit swapped out (displace.go).
 func (pv *prepared) Close() error { return pv.s.Close() }
 
 // makeDurable marks the object staged at p durable, so that Commit flushes

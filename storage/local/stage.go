@@ -33,7 +33,11 @@ var _ storage.Stager = (*Backend)(nil)
 // a link while the stage is open is not noticed; the handle stays on the
 // folder that was opened (as a root moved away stays on its handle: see
 // CheckRoot).
-func (b *Backend) Stage() storage.Stage { return b.newStage() }
+func (b *Backend) Stage() storage.Stage {
+	s := b.newStage()
+	s.displace = true
+	return s
+}
 
 type stage struct {
 	b     *Backend
@@ -42,6 +46,13 @@ type stage struct {
 	stale []int          // handles of folders found removed: closed by Close
 	made  []string       // folders this stage created, parents first
 	files map[string]*staged
+	// displace: replacements swap the old file out and remove it in the
+	// background (displace.go); Close waits for the removals.
+	displace  bool
+	displaced displacer
+	// eager: deferred writes start their writeback every durableChunk
+	// (a catalog prepared ahead of the barrier), not every writebackChunk.
+	eager bool
 }
 
 // staged is one written, not yet visible, object.
@@ -202,7 +213,7 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	n, err := s.b.copy(ctx, f, src, size, !st.durable)
+	n, err := s.b.copy(ctx, f, src, size, !st.durable && !s.eager)
 	if err == nil && size >= 0 && n != size {
 		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
 	}
@@ -398,7 +409,7 @@ func (s *stage) name(st *staged, p string) error {
 					return fmt.Errorf("%q was replaced: %w", p, storage.ErrConflict)
 				}
 			}
-			if err = unix.Renameat(d, st.tmp, d, base); err == nil {
+			if err = s.replace(d, st.tmp, base); err == nil {
 				st.tmp = ""
 			}
 		}
@@ -440,6 +451,7 @@ func (st *staged) discard(s *stage) {
 // Close discards what was staged and not committed, removes the folders
 // the stage made that stayed empty, and closes the folder handles.
 func (s *stage) Close() error {
+	s.displaced.wait() // before the folder handles it uses are closed
 	s.mu.Lock()
 	files := s.files
 	s.files = map[string]*staged{}

@@ -189,6 +189,18 @@ type dyingPrepared struct {
 	p string
 }
 
+// Place (the prepared catalog named, under the intent) is a mutating call
+// too.
+func (pv *dyingPrepared) Place() error {
+	if err := pv.d.mutate(); err != nil {
+		return err
+	}
+	if pl, ok := pv.PreparedVersion.(interface{ Place() error }); ok {
+		return pl.Place()
+	}
+	return nil
+}
+
 func (pv *dyingPrepared) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
 	if err := pv.d.mutate(); err != nil {
 		return "", err

@@ -70,6 +70,11 @@ type preparedLog struct {
 	p string
 }
 
+func (p preparedLog) Place() error {
+	p.c.add("place " + p.p)
+	return p.PreparedVersion.(interface{ Place() error }).Place()
+}
+
 func (p preparedLog) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
 	p.c.add("commit " + p.p)
 	return p.PreparedVersion.CommitIfVersion(ctx, v)
@@ -91,7 +96,7 @@ func TestCatalogBytesGoOutBeforeThePublicationsFlush(t *testing.T) {
 		if _, err := publish(t, root, planner.Replacement, files, fixedNow.Add(time.Duration(i-3)*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"prepare " + catalog.FileName, "sync", "commit " + catalog.FileName, `drop .distributor/intent.json, temp files []`}
+		want := []string{"prepare " + catalog.FileName, "place " + catalog.FileName, "sync", "commit " + catalog.FileName, `drop .distributor/intent.json, temp files []`}
 		if !slices.Equal(root.log, want) {
 			t.Fatalf("publication %d: %q, want %q", i+1, root.log, want)
 		}
@@ -117,7 +122,7 @@ func TestALargeCatalogIsEncodedIntoItsFileBeforeThePublicationsFlush(t *testing.
 			largeTree(v), fixedNow.Add(time.Duration(v-3)*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"prepare-from " + catalog.FileName, "sync", "commit " + catalog.FileName, `drop .distributor/intent.json, temp files []`}
+		want := []string{"prepare-from " + catalog.FileName, "place " + catalog.FileName, "sync", "commit " + catalog.FileName, `drop .distributor/intent.json, temp files []`}
 		if !slices.Equal(root.log, want) {
 			t.Fatalf("publication %d: %q, want %q", v+1, root.log, want)
 		}

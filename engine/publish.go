@@ -127,16 +127,16 @@ func (r *publication) run(ctx context.Context) error {
 	// or files under a planned file) are deleted before the writes.
 	r.displaced = p.Displaced()
 	defer r.closeStage()
+	// The catalog's bytes are encoded and written while the outputs are
+	// staged and named; unnamed until placed under the intent (finish).
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next)
+	defer r.cat.close()
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
 	if err := r.writeIntent(ctx); err != nil {
 		return err
 	}
-	// The catalog's bytes are encoded and written while the outputs are
-	// named (under the intent, as every write that can leave a temp file).
-	r.cat = r.e.startCatalog(ctx, r.root, p.Next)
-	defer r.cat.close()
 	if err := r.makeRoom(ctx); err != nil {
 		return err
 	}
@@ -326,6 +326,13 @@ func (r *publication) finish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if pl, ok := prep.(placer); ok {
+		// Named (a temp name) before the barrier, which then makes the
+		// name durable with the bytes.
+		if err := pl.Place(); err != nil {
+			return fmt.Errorf("commit %s in %s: %w", catalog.FileName, r.root, err)
+		}
+	}
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
 	// and displaced nothing and found no interrupted run has nothing to
@@ -394,6 +401,11 @@ func (r *publication) rollForward(ctx context.Context, op string) {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
 	}
 }
+
+// placer is a prepared version written unnamed (storage/local): Place
+// names it, so that a crash until then leaves nothing; CommitIfVersion
+// places it itself, with an fsync, if Place was not called.
+type placer interface{ Place() error }
 
 // lateCloser is a stage whose Close finishes work its commits began (a
 // local stage removes the files its replacements swapped out): closed

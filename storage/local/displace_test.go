@@ -127,6 +127,7 @@ func TestPreparedVersionFromAWriter(t *testing.T) {
 	if data, _, _ := b.ReadVersion(ctx, "cat.json"); string(data) != "v1" {
 		t.Fatalf("before the commit the object is %q, want v1", data)
 	}
+	place(t, pv)
 	must(t, b.Sync(ctx))
 	l.take()
 	v2, err := pv.CommitIfVersion(ctx, v1)

@@ -50,6 +50,10 @@ type stage struct {
 	// background (displace.go); Close waits for the removals.
 	displace  bool
 	displaced displacer
+	// unnamed: replacements are written unnamed too, and take a temp name
+	// only when placed (nameTemp): a prepared catalog written before the
+	// publication's intent leaves nothing if the process dies meanwhile.
+	unnamed bool
 	// eager: deferred writes start their writeback every durableChunk
 	// (a catalog prepared ahead of the barrier), not every writebackChunk.
 	eager bool
@@ -240,7 +244,7 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 // create opens st's file in its folder d: an unnamed one (kept in st.f)
 // when it can, else under a temp name (kept in st.tmp).
 func (s *stage) create(st *staged, d int) (*fdFile, error) {
-	if st.cond.IfAbsent && !s.b.noTmpfile.Load() && s.b.takeSlot() {
+	if (st.cond.IfAbsent || s.unnamed) && !s.b.noTmpfile.Load() && s.b.takeSlot() {
 		st.slot = true
 		for attempt := 0; ; attempt++ {
 			fd, err := unix.Openat(d, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
@@ -376,6 +380,12 @@ func (s *stage) Commit(ctx context.Context, p string) (err error) {
 
 // name gives st's file the name p.
 func (s *stage) name(st *staged, p string) error {
+	if st.f != nil && !st.cond.IfAbsent {
+		// An unnamed replacement: a rename needs a name to move.
+		if err := s.nameTemp(st); err != nil {
+			return err
+		}
+	}
 	base := path.Base(p)
 	var (
 		d   int
@@ -427,6 +437,26 @@ func (s *stage) name(st *staged, p string) error {
 	default:
 		return &fs.PathError{Op: "name the written file", Path: p, Err: err}
 	}
+}
+
+// nameTemp gives st's unnamed file a temp name in its folder.
+func (s *stage) nameTemp(st *staged) error {
+	d, err := s.folder(st.dir, st.dir)
+	if err != nil {
+		return err
+	}
+	name := catalog.TempPrefix + rand.Text()
+	if err := s.b.link(int(st.f.fd.Load()), d, name); err != nil {
+		return &fs.PathError{Op: "name the unnamed file", Path: path.Join(st.dir, name), Err: err}
+	}
+	st.tmp = name
+	st.f.Close()
+	st.f = nil
+	if st.slot {
+		s.b.releaseSlot()
+		st.slot = false
+	}
+	return nil
 }
 
 // discard drops st's file: an unnamed one vanishes when closed, a temp

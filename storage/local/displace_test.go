@@ -115,7 +115,7 @@ func TestPreparedVersionFromAWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := openNlink(t, filepath.Join(b.root, "cat.json"))
-	big := strings.Repeat("x", 3<<20) // past durableChunk: its writeback starts as it is written
+	big := strings.Repeat("x", 9<<20) // past writebackChunk: its writeback starts as it is written
 	pv, err := b.PrepareVersionFrom(ctx, "cat.json", func(w io.Writer) error {
 		_, err := io.WriteString(w, big)
 		return err

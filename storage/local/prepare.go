@@ -32,12 +32,13 @@ func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ 
 
 // PrepareVersionFrom is PrepareVersion with the bytes that write writes,
 // never held whole (a catalog of a million records): they go through a
-// pipe into the file, whose writeback starts every MiB as it is written,
-// so that the Sync after it finds them mostly on the disk.
+// pipe into the file, whose writeback starts every writebackChunk as it
+// is written. Not every MiB, as for a file flushed at once: the bytes of
+// a 5 MB catalog then queued on the disk ahead of the intent's flush,
+// which the publication waits for (1.4 → 9 ms).
 func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
 	s := b.preparing()
-	s.eager = true
 	if err := piped(write, func(src io.Reader) error {
 		_, err := s.put(ctx, p, src, -1, storage.PutOptions{DeferSync: true})
 		return err

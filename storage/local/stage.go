@@ -54,9 +54,6 @@ type stage struct {
 	// only when placed (nameTemp): a prepared catalog written before the
 	// publication's intent leaves nothing if the process dies meanwhile.
 	unnamed bool
-	// eager: deferred writes start their writeback every durableChunk
-	// (a catalog prepared ahead of the barrier), not every writebackChunk.
-	eager bool
 }
 
 // staged is one written, not yet visible, object.
@@ -217,7 +214,7 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	n, err := s.b.copy(ctx, f, src, size, !st.durable && !s.eager)
+	n, err := s.b.copy(ctx, f, src, size, !st.durable)
 	if err == nil && size >= 0 && n != size {
 		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
 	}

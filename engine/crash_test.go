@@ -40,6 +40,8 @@ type dyingBackend struct {
 	dead   bool
 	// committedAt is the call number of the last catalog commit.
 	committedAt int
+	// fingerprintCalls counts the writes of fingerprint index shards.
+	fingerprintCalls int
 }
 
 func (d *dyingBackend) mutate() error {
@@ -67,6 +69,11 @@ func (d *dyingBackend) read() error {
 func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := d.mutate(); err != nil {
 		return storage.ObjectInfo{}, err
+	}
+	if strings.HasPrefix(p, engine.FingerprintsDir+"/") {
+		d.mu.Lock()
+		d.fingerprintCalls++
+		d.mu.Unlock()
 	}
 	return d.Backend.Put(ctx, p, r, size, o)
 }
@@ -581,12 +588,20 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 				lb, _ := local.New(root)
 				crashing := &dyingBackend{Backend: lb, killAt: k}
 				_, err := sc.publish(t, wrap(crashing))
-				// The calls after the commit remove the intent and save
-				// the fingerprint index; their failure is logged, not
-				// returned: the publication is done.
-				done := counter.committedAt
-				if k <= done && !errors.Is(err, errKilled) || k > done && err != nil {
-					t.Fatalf("crash before call %d/%d: publish returned %v", k, steps, err)
+				// The calls after the commit remove the intent, and those
+				// beside it save the fingerprint index; their failure is
+				// logged, not returned: the publication fails exactly when
+				// its commit did not happen. (The index is saved while
+				// the catalog is committed, so its calls and the commit's
+				// may come in either order.)
+				committed := crashing.committedAt > 0
+				if !committed && !errors.Is(err, errKilled) || committed && err != nil {
+					t.Fatalf("crash before call %d/%d: publish returned %v (committed: %v)", k, steps, err, committed)
+				}
+				// Only the index's calls may come before the commit.
+				if k <= counter.committedAt-counter.fingerprintCalls && committed || k > counter.committedAt+counter.fingerprintCalls && !committed {
+					t.Fatalf("crash before call %d/%d: committed %v, but the uninterrupted run committed at call %d (%d index writes beside it)",
+						k, steps, committed, counter.committedAt, counter.fingerprintCalls)
 				}
 				// The catalog on disk is a whole old or whole new version.
 				if data, err := os.ReadFile(filepath.Join(root, catalog.FileName)); err == nil {

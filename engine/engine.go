@@ -568,13 +568,17 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 // precedes its commit, where the backend allows (storage.VersionPreparer:
 // local roots): the barrier then makes them durable too, and the commit
 // only names them and flushes the root folder (one fsync fewer). A large
-// catalog is encoded as it is written (streamPreparer), or, where the
-// backend cannot, left to the commit. Nil when it cannot; the caller must
-// Close a non-nil result.
-func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog) (storage.PreparedVersion, error) {
+// catalog is encoded as it is written (streamPreparer) when a barrier
+// follows (flushed), else left to the commit, which streams it with its
+// writeback started every MiB and flushes it itself (a republish that
+// only updates records: there is nothing to write it beside, and a
+// prepared one measured no faster).
+// Nil when it is left to the commit; the caller must Close a non-nil
+// result.
+func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, flushed bool) (storage.PreparedVersion, error) {
 	pr, ok := root.(storage.VersionPreparer)
 	large := e.streams(len(next.Outputs))
-	if sp, stream := root.(streamPreparer); ok && large && stream {
+	if sp, stream := root.(streamPreparer); ok && large && stream && flushed {
 		pv, err := sp.PrepareVersionFrom(ctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
 		if errors.Is(err, catalog.ErrInvalid) {
 			return nil, fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
@@ -615,12 +619,12 @@ type catalogPrep struct {
 }
 
 // startCatalog begins prepareCatalog in the background.
-func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog) *catalogPrep {
+func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, flushed bool) *catalogPrep {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &catalogPrep{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(c.done)
-		c.pv, c.err = e.prepareCatalog(ctx, root, next)
+		c.pv, c.err = e.prepareCatalog(ctx, root, next, flushed)
 	}()
 	return c
 }

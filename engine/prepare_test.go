@@ -57,6 +57,11 @@ func (c *callOrder) PrepareVersionFrom(ctx context.Context, p string, write func
 	return preparedLog{pv, c, p}, nil
 }
 
+func (c *callOrder) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, v storage.Version) (storage.Version, error) {
+	c.add("write-from " + p)
+	return c.Backend.WriteIfVersionFrom(ctx, p, write, v)
+}
+
 // EmptyDeferSyncIf (the intent dropped) logs the temp files the root
 // holds then.
 func (c *callOrder) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
@@ -131,4 +136,19 @@ func TestALargeCatalogIsEncodedIntoItsFileBeforeThePublicationsFlush(t *testing.
 			t.Fatalf("publication %d left temp files %q", v+1, left)
 		}
 	}
+	// A republish that only updates records has no flush to write its
+	// catalog before: the commit streams it (and flushes it) itself.
+	root.log = nil
+	res, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-2", streamMin: 8},
+		largeTree(1), fixedNow.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Written) != 0 || len(res.Updated) != len(largeTree(1)) {
+		t.Fatalf("record-only republish wrote %d and updated %d, want 0 and %d", len(res.Written), len(res.Updated), len(largeTree(1)))
+	}
+	if want := []string{"write-from " + catalog.FileName}; !slices.Equal(root.log, want) {
+		t.Fatalf("record-only republish: %q, want %q", root.log, want)
+	}
+	assertDescribesStorage(t, root)
 }

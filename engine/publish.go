@@ -129,7 +129,7 @@ func (r *publication) run(ctx context.Context) error {
 	defer r.closeStage()
 	// The catalog's bytes are encoded and written while the outputs are
 	// staged and named; unnamed until placed under the intent (finish).
-	r.cat = r.e.startCatalog(ctx, r.root, p.Next)
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.flushes())
 	defer r.cat.close()
 	if err := r.prepare(ctx); err != nil {
 		return err
@@ -341,7 +341,7 @@ func (r *publication) finish(ctx context.Context) error {
 	// system holds: a republish that only updates records skips it. It
 	// still makes an earlier run's intent removal durable (dropIntent
 	// defers it), with the fsync of that one folder.
-	if len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0 {
+	if r.flushes() {
 		if err := storage.Sync(ctx, r.root); err != nil {
 			return fmt.Errorf("sync %s: %w", r.root, err)
 		}
@@ -374,24 +374,38 @@ func (r *publication) finish(ctx context.Context) error {
 			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
-	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
+	// The fingerprint index is rewritten beside the commit: its entries are
+	// facts about the versions written, true whether the commit succeeds
+	// or not (a failed one costs the next publication hashes, no more).
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
+	}()
+	err = r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep)
+	<-saved
+	if err != nil {
 		return err
 	}
-	r.settle(ctx, p.Next)
+	r.settle(ctx)
 	return nil
 }
 
-// settle ends a committed publication: the fingerprint index first, while
-// the files that the writes and the commit swapped out are removed in the
-// background (local roots), then, once they are gone, the intent: a crash
-// until then leaves them (temp names) under the intent, to its recovery.
-func (r *publication) settle(ctx context.Context, next *catalog.Catalog) {
-	r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, next)
+// settle ends a committed publication: once the files that the writes
+// and the commit swapped out are removed (in the background, local roots),
+// the intent goes; a crash until then leaves them (temp names) under the
+// intent, to its recovery.
+func (r *publication) settle(ctx context.Context) {
 	r.closeStage()
 	r.cat.close()
 	if len(r.writes)+len(r.deletes) > 0 {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
+}
+
+// flushes reports whether finish flushes the root (Sync) before the commit.
+func (r *publication) flushes() bool {
+	return len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0
 }
 
 // rollForward records what landed before a failed step (op), keeping the

@@ -333,6 +333,8 @@ func (r *publication) finish(ctx context.Context) error {
 			return fmt.Errorf("commit %s in %s: %w", catalog.FileName, r.root, err)
 		}
 	}
+	saved := r.saveFingerprints(ctx, p.Next)
+	defer saved()
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
 	// and displaced nothing and found no interrupted run has nothing to
@@ -374,21 +376,26 @@ func (r *publication) finish(ctx context.Context) error {
 			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
-	// The fingerprint index is rewritten beside the commit: its entries are
-	// facts about the versions written, true whether the commit succeeds
-	// or not (a failed one costs the next publication hashes, no more).
+	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
+		return err
+	}
+	saved() // the index's writes, too, are done before the intent goes
+	r.settle(ctx)
+	return nil
+}
+
+// saveFingerprints rewrites the fingerprint index in the background, beside
+// the barrier and the commit (its CPU beside their waits); the caller must
+// call the result, which waits for it (and may be called again). Its entries are facts about the
+// versions written, true whether the commit succeeds or not (a failed one
+// costs the next publication hashes, no more).
+func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalog) (wait func()) {
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)
-		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, next)
 	}()
-	err = r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep)
-	<-saved
-	if err != nil {
-		return err
-	}
-	r.settle(ctx)
-	return nil
+	return func() { <-saved }
 }
 
 // settle ends a committed publication: once the files that the writes

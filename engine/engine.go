@@ -609,28 +609,41 @@ type streamPreparer interface {
 	PrepareVersionFrom(ctx context.Context, path string, write func(io.Writer) error) (storage.PreparedVersion, error)
 }
 
-// catalogPrep is the next catalog being prepared (prepareCatalog) while the
-// publication writes its outputs.
+// catalogPrep is the next catalog being prepared (prepareCatalog), in
+// the background while the publication writes its outputs, or when first
+// waited for.
 type catalogPrep struct {
+	start  func() // set until a deferred preparation runs
 	done   chan struct{}
 	cancel context.CancelFunc
 	pv     storage.PreparedVersion
 	err    error
 }
 
-// startCatalog begins prepareCatalog in the background.
-func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, flushed bool) *catalogPrep {
-	ctx, cancel := context.WithCancel(ctx)
-	c := &catalogPrep{done: make(chan struct{}), cancel: cancel}
-	go func() {
+// startCatalog begins prepareCatalog, in the background when background
+// is set, else when first waited for.
+func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, flushed, background bool) *catalogPrep {
+	c := &catalogPrep{done: make(chan struct{}), cancel: func() {}}
+	run := func(ctx context.Context) {
 		defer close(c.done)
 		c.pv, c.err = e.prepareCatalog(ctx, root, next, flushed)
-	}()
+	}
+	if !background {
+		c.start = func() { run(ctx) }
+		return c
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
+	go run(ctx)
 	return c
 }
 
 // wait returns prepareCatalog's result once it is done.
 func (c *catalogPrep) wait() (storage.PreparedVersion, error) {
+	if c.start != nil {
+		start := c.start
+		c.start = nil
+		start()
+	}
 	<-c.done
 	return c.pv, c.err
 }
@@ -638,7 +651,7 @@ func (c *catalogPrep) wait() (storage.PreparedVersion, error) {
 // close stops a preparation still under way and drops what it wrote unless
 // it was committed.
 func (c *catalogPrep) close() {
-	if c == nil {
+	if c == nil || c.start != nil { // none, or never begun
 		return
 	}
 	c.cancel()

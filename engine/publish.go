@@ -127,9 +127,9 @@ func (r *publication) run(ctx context.Context) error {
 	// or files under a planned file) are deleted before the writes.
 	r.displaced = p.Displaced()
 	defer r.closeStage()
-	// The catalog's bytes are encoded and written while the outputs are
-	// staged and named; unnamed until placed under the intent (finish).
-	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.flushes())
+	// A large catalog's bytes are encoded and written while the outputs
+	// are staged and named; unnamed until placed under the intent (finish).
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.flushes(), r.large())
 	defer r.cat.close()
 	if err := r.prepare(ctx); err != nil {
 		return err
@@ -333,8 +333,11 @@ func (r *publication) finish(ctx context.Context) error {
 			return fmt.Errorf("commit %s in %s: %w", catalog.FileName, r.root, err)
 		}
 	}
-	saved := r.saveFingerprints(ctx, p.Next)
-	defer saved()
+	var saved func()
+	if r.large() {
+		saved = r.saveFingerprints(ctx, p.Next)
+		defer saved()
+	}
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
 	// and displaced nothing and found no interrupted run has nothing to
@@ -379,7 +382,12 @@ func (r *publication) finish(ctx context.Context) error {
 	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
 		return err
 	}
-	saved() // the index's writes, too, are done before the intent goes
+	// The index's writes, too, are done before the intent goes.
+	if saved != nil {
+		saved()
+	} else {
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
+	}
 	r.settle(ctx)
 	return nil
 }
@@ -409,6 +417,12 @@ func (r *publication) settle(ctx context.Context) {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
 }
+
+// large reports whether the publication's next catalog is large enough
+// (streamMinOutputs records) for its encoding and the fingerprint index's
+// rewrite to run beside other work: in a small one the goroutines cost
+// more (scheduling: ~18 system calls a publication) than they hide.
+func (r *publication) large() bool { return r.e.streams(len(r.pl.Plan.Next.Outputs)) }
 
 // flushes reports whether finish flushes the root (Sync) before the commit.
 func (r *publication) flushes() bool {

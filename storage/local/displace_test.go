@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,7 @@ func TestStagedReplacementLeavesOnlyTheNewFile(t *testing.T) {
 		}
 		names := openNlink(t, filepath.Join(b.root, "d/a.txt"))
 		st := b.Stage()
+		st.(*stage).displaced.min = 1 // swaps even in a stage of one file
 		oi, err := st.Put(ctx, "d/a.txt", strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: old.Fingerprint, DeferSync: true})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +87,7 @@ func TestReplaceGivesBackAFolderSwappedIn(t *testing.T) {
 	tmp := catalog.TempPrefix + "STAGED"
 	must(t, os.WriteFile(filepath.Join(b.root, "d", tmp), []byte("mine"), 0o644))
 	s := b.newStage()
-	s.displace = true
+	s.displace, s.displaced.min = true, 1
 	defer s.Close()
 	d, err := s.folder("d", "d/a.txt")
 	if err != nil {
@@ -175,5 +177,51 @@ func TestPreparedVersionFromAFailingWriterLeavesNothing(t *testing.T) {
 	}
 	if got := tree(t, b.root); !slices.Equal(got, before) {
 		t.Fatalf("tree = %q, want %q", got, before)
+	}
+}
+
+// Only a stage of displaceAsyncMin files or more swaps its replacements
+// in (a small one renames over the old files, which costs it no more);
+// either way only the new files are left once it is closed.
+func TestOnlyALargeStageSwaps(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{displaceAsyncMin - 1, displaceAsyncMin} {
+		b := newBackend(t)
+		ctx := t.Context()
+		var want []string
+		fps := map[string]string{}
+		for i := range n {
+			p := "d/f" + strconv.Itoa(i)
+			if _, err := b.Put(ctx, p, strings.NewReader("old"), 3, storage.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			oi, err := b.Stat(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fps[p], want = oi.Fingerprint, append(want, p)
+		}
+		st := b.Stage()
+		for _, p := range want {
+			if _, err := st.Put(ctx, p, strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range want {
+			must(t, st.Commit(ctx, p))
+		}
+		if got, wantSwap := st.(*stage).swap, map[bool]int{false: -1, true: 1}[n >= displaceAsyncMin]; got != wantSwap {
+			t.Fatalf("%d files: swap = %d, want %d", n, got, wantSwap)
+		}
+		must(t, st.Close())
+		slices.Sort(want)
+		if got := tree(t, b.root); !slices.Equal(got, append([]string{"d/"}, want...)) {
+			t.Fatalf("%d files: tree after Close = %q", n, got)
+		}
+		for _, p := range want {
+			if data, _ := os.ReadFile(filepath.Join(b.root, p)); string(data) != "new!" {
+				t.Fatalf("%d files: %s = %q", n, p, data)
+			}
+		}
 	}
 }

@@ -11,18 +11,18 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// PrepareVersion writes data as the future object p, without a flush
-// (storage.VersionPreparer), into an unnamed file where the file system
-// has them (else under a temp name): a process that dies before Place
-// leaves nothing. Place gives the bytes a temp name; a Sync that begins
-// after it makes them durable with that name, and CommitIfVersion then
-// only swaps them into place and flushes the folder. A publication
-// prepares its catalog beside its writes and places it before the syncfs
-// that makes its outputs durable: one flush (the catalog file's fsync)
-// fewer per publication, the same guarantee.
+// PrepareVersion writes data as the future object p under a temp name,
+// without a flush (storage.VersionPreparer). A Sync that begins after it
+// (or after Place, a no-op here) makes the bytes durable; CommitIfVersion
+// then only renames them into place and flushes the folder. A publication
+// prepares its catalog before the syncfs that makes its outputs durable:
+// one flush (the catalog file's fsync) fewer per publication, the same
+// guarantee.
 func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
-	s := b.preparing()
+	// Prepared after the intent (a small catalog): named at once, and
+	// renamed over the old version, as before.
+	s := b.newStage()
 	if _, err := s.put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
 		s.Close()
 		return nil, err
@@ -31,14 +31,21 @@ func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ 
 }
 
 // PrepareVersionFrom is PrepareVersion with the bytes that write writes,
-// never held whole (a catalog of a million records): they go through a
-// pipe into the file, whose writeback starts every writebackChunk as it
-// is written. Not every MiB, as for a file flushed at once: the bytes of
+// never held whole (a catalog of a million records), into an unnamed file
+// where the file system has them (else under a temp name): a process that
+// dies before Place leaves nothing. Place gives the bytes a temp name; a
+// Sync that begins after it makes them durable with that name, and
+// CommitIfVersion swaps them in. The bytes go through a pipe into the
+// file, whose writeback starts every writebackChunk as it is written. Not every MiB, as for a file flushed at once: the bytes of
 // a 5 MB catalog then queued on the disk ahead of the intent's flush,
 // which the publication waits for (1.4 → 9 ms).
 func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
-	s := b.preparing()
+	s := b.newStage()
+	// Written unnamed (a publication prepares a large catalog before its
+	// intent), swapped in, and the old version's removal started at once,
+	// beside the commit's flush (Close waits).
+	s.displace, s.unnamed, s.displaced.min = true, true, 1
 	if err := piped(write, func(src io.Reader) error {
 		_, err := s.put(ctx, p, src, -1, storage.PutOptions{DeferSync: true})
 		return err
@@ -47,14 +54,6 @@ func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(i
 		return nil, fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
 	return &prepared{b: b, s: s, p: p, streamed: true}, nil
-}
-
-// preparing is a stage for a prepared version: written unnamed, and the
-// version it replaces removed in the background (Close waits).
-func (b *Backend) preparing() *stage {
-	s := b.newStage()
-	s.displace, s.unnamed = true, true
-	return s
 }
 
 // prepared is bytes written by PrepareVersion; mark is syncCalls when

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,24 +106,40 @@ func TestPreparedVersionConflictChangesNothing(t *testing.T) {
 }
 
 // A process killed between the prepare and the commit leaves the old object
-// whole and, once the bytes were placed (named), a temp file that the
-// leftover clean-up removes, like a kill inside any write; before, the
-// bytes have no name and nothing is left.
+// whole and a temp file that the leftover clean-up removes, like a kill
+// inside any write. Bytes prepared from a writer (a large catalog, written
+// before the publication's intent) have no name until placed: nothing is
+// left of them before.
 func TestPreparedVersionNeverCommittedIsALeftover(t *testing.T) {
 	t.Parallel()
+	for _, fromWriter := range []bool{false, true} {
+		ctx := context.Background()
+		b, _ := newSyncLogged(t)
+		if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("v1"), ""); err != nil {
+			t.Fatal(err)
+		}
+		// Killed: neither committed nor closed.
+		if fromWriter {
+			pv, err := b.PrepareVersionFrom(ctx, "cat.json", func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ls, err := b.Leftovers(ctx, time.Now().Add(time.Hour)); err != nil || len(ls) != 0 {
+				t.Fatalf("leftovers before Place = %+v (%v), want none", ls, err)
+			}
+			place(t, pv)
+		} else if _, err := b.PrepareVersion(ctx, "cat.json", []byte("v2")); err != nil {
+			t.Fatal(err)
+		}
+		leftoverIsRemoved(t, b)
+	}
+}
+
+// leftoverIsRemoved checks that b holds one leftover, the prepared
+// version's, and that removing it leaves v1 whole.
+func leftoverIsRemoved(t *testing.T, b *Backend) {
+	t.Helper()
 	ctx := context.Background()
-	b, _ := newSyncLogged(t)
-	if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("v1"), ""); err != nil {
-		t.Fatal(err)
-	}
-	pv, err := b.PrepareVersion(ctx, "cat.json", []byte("v2")) // killed: neither committed nor closed
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ls, err := b.Leftovers(ctx, time.Now().Add(time.Hour)); err != nil || len(ls) != 0 {
-		t.Fatalf("leftovers before Place = %+v (%v), want none", ls, err)
-	}
-	place(t, pv)
 	if data, _, _ := b.ReadVersion(ctx, "cat.json"); string(data) != "v1" {
 		t.Fatalf("object = %q, want the old one whole", data)
 	}

@@ -50,6 +50,7 @@ type stage struct {
 	// background (displace.go); Close waits for the removals.
 	displace  bool
 	displaced displacer
+	swap      int // swaps: 0 undecided, 1 yes, -1 no
 	// unnamed: replacements are written unnamed too, and take a temp name
 	// only when placed (nameTemp): a prepared catalog written before the
 	// publication's intent leaves nothing if the process dies meanwhile.

@@ -507,15 +507,16 @@ var crashScenarios = []scenario{
 	},
 }
 
-// largeTree is 24 outputs in 4 folders; version v changes three of them,
-// adds one and drops one.
+// largeTree is 24 outputs in 4 folders; version v changes nine of them
+// (a stage of 8 files or more swaps its replacements in), adds one and
+// drops one.
 func largeTree(v int) map[string]string {
 	files := make(map[string]string, 25)
 	for i := range 24 {
 		files[fmt.Sprintf("data/%d/f%02d.csv", i%4, i)] = fmt.Sprintf("row %d\n", i)
 	}
 	if v > 0 {
-		for _, i := range []int{0, 5, 10} {
+		for _, i := range []int{0, 2, 5, 7, 10, 13, 16, 18, 21} {
 			files[fmt.Sprintf("data/%d/f%02d.csv", i%4, i)] = fmt.Sprintf("row %d, version %d\n", i, v)
 		}
 		files["data/new.csv"] = "new\n"

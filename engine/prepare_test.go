@@ -151,4 +151,17 @@ func TestALargeCatalogIsEncodedIntoItsFileBeforeThePublicationsFlush(t *testing.
 		t.Fatalf("record-only republish: %q, want %q", root.log, want)
 	}
 	assertDescribesStorage(t, root)
+	// One that writes fewer than 8 outputs has nothing to encode it beside:
+	// the commit streams it after the flush, as before.
+	root.log = nil
+	files := largeTree(1)
+	files["data/one-more.csv"] = "more\n"
+	if _, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-3", streamMin: 8},
+		files, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sync", "write-from " + catalog.FileName, `drop .distributor/intent.json, temp files []`}; !slices.Equal(root.log, want) {
+		t.Fatalf("republish adding one output: %q, want %q", root.log, want)
+	}
+	assertDescribesStorage(t, root)
 }

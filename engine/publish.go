@@ -127,9 +127,10 @@ func (r *publication) run(ctx context.Context) error {
 	// or files under a planned file) are deleted before the writes.
 	r.displaced = p.Displaced()
 	defer r.closeStage()
-	// A large catalog's bytes are encoded and written while the outputs
+	// A large catalog's bytes are encoded and written while many outputs
 	// are staged and named; unnamed until placed under the intent (finish).
-	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.flushes(), r.large())
+	ahead := r.large() && len(r.writes) >= aheadMinWrites
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.flushes() && ahead, ahead)
 	defer r.cat.close()
 	if err := r.prepare(ctx); err != nil {
 		return err
@@ -417,6 +418,12 @@ func (r *publication) settle(ctx context.Context) {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
 }
+
+// aheadMinWrites is how many outputs a publication writes for its large
+// catalog to be encoded beside them: with fewer (adding 10 outputs to a
+// root of 100,000) there is nothing to encode it beside, and the commit
+// streams it as before, its writeback started every MiB.
+const aheadMinWrites = 8
 
 // large reports whether the publication's next catalog is large enough
 // (streamMinOutputs records) for its encoding and the fingerprint index's

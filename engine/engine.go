@@ -568,17 +568,17 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 // precedes its commit, where the backend allows (storage.VersionPreparer:
 // local roots): the barrier then makes them durable too, and the commit
 // only names them and flushes the root folder (one fsync fewer). A large
-// catalog is encoded as it is written (streamPreparer) when a barrier
-// follows (flushed), else left to the commit, which streams it with its
-// writeback started every MiB and flushes it itself (a republish that
-// only updates records: there is nothing to write it beside, and a
-// prepared one measured no faster).
-// Nil when it is left to the commit; the caller must Close a non-nil
-// result.
-func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, flushed bool) (storage.PreparedVersion, error) {
+// catalog is encoded as it is written (streamPreparer) when ahead is set
+// (a barrier follows, and many writes to encode it beside), else left to
+// the commit, which streams it with its writeback started every MiB and
+// flushes it itself (a republish that only updates records, or adds a
+// few outputs: there is nothing to write it beside, and a prepared one
+// measured no faster). Nil when it is left to the commit; the caller
+// must Close a non-nil result.
+func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, ahead bool) (storage.PreparedVersion, error) {
 	pr, ok := root.(storage.VersionPreparer)
 	large := e.streams(len(next.Outputs))
-	if sp, stream := root.(streamPreparer); ok && large && stream && flushed {
+	if sp, stream := root.(streamPreparer); ok && large && stream && ahead {
 		pv, err := sp.PrepareVersionFrom(ctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
 		if errors.Is(err, catalog.ErrInvalid) {
 			return nil, fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
@@ -620,15 +620,15 @@ type catalogPrep struct {
 	err    error
 }
 
-// startCatalog begins prepareCatalog, in the background when background
-// is set, else when first waited for.
-func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, flushed, background bool) *catalogPrep {
+// startCatalog begins prepareCatalog: in the background when ahead is
+// set, else when first waited for.
+func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, ahead bool) *catalogPrep {
 	c := &catalogPrep{done: make(chan struct{}), cancel: func() {}}
 	run := func(ctx context.Context) {
 		defer close(c.done)
-		c.pv, c.err = e.prepareCatalog(ctx, root, next, flushed)
+		c.pv, c.err = e.prepareCatalog(ctx, root, next, ahead)
 	}
-	if !background {
+	if !ahead {
 		c.start = func() { run(ctx) }
 		return c
 	}

@@ -129,8 +129,7 @@ func (r *publication) run(ctx context.Context) error {
 	defer r.closeStage()
 	// A large catalog's bytes are encoded and written while many outputs
 	// are staged and named; unnamed until placed under the intent (finish).
-	ahead := r.large() && len(r.writes) >= aheadMinWrites
-	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.flushes() && ahead, ahead)
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.large() && len(r.writes) >= aheadMinWrites)
 	defer r.cat.close()
 	if err := r.prepare(ctx); err != nil {
 		return err
@@ -393,11 +392,12 @@ func (r *publication) finish(ctx context.Context) error {
 	return nil
 }
 
-// saveFingerprints rewrites the fingerprint index in the background, beside
-// the barrier and the commit (its CPU beside their waits); the caller must
-// call the result, which waits for it (and may be called again). Its entries are facts about the
-// versions written, true whether the commit succeeds or not (a failed one
-// costs the next publication hashes, no more).
+// saveFingerprints rewrites the fingerprint index in the background,
+// beside the barrier and the commit (its CPU beside their waits); the
+// caller must call the result, which waits for it (and may be called
+// again). Its entries are facts about the versions written, true whether
+// the commit succeeds or not (a failed one costs the next publication
+// hashes, no more).
 func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalog) (wait func()) {
 	saved := make(chan struct{})
 	go func() {
@@ -426,7 +426,7 @@ func (r *publication) settle(ctx context.Context) {
 const aheadMinWrites = 8
 
 // large reports whether the publication's next catalog is large enough
-// (streamMinOutputs records) for its encoding and the fingerprint index's
+// (more than streamMinOutputs records) for its encoding and the fingerprint index's
 // rewrite to run beside other work: in a small one the goroutines cost
 // more (scheduling: ~18 system calls a publication) than they hide.
 func (r *publication) large() bool { return r.e.streams(len(r.pl.Plan.Next.Outputs)) }

@@ -40,6 +40,8 @@ type dyingBackend struct {
 	dead   bool
 	// committedAt is the call number of the last catalog commit.
 	committedAt int
+	// fingerprintCalls counts the writes of fingerprint index shards.
+	fingerprintCalls int
 }
 
 func (d *dyingBackend) mutate() error {
@@ -67,6 +69,11 @@ func (d *dyingBackend) read() error {
 func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := d.mutate(); err != nil {
 		return storage.ObjectInfo{}, err
+	}
+	if strings.HasPrefix(p, engine.FingerprintsDir+"/") {
+		d.mu.Lock()
+		d.fingerprintCalls++
+		d.mu.Unlock()
 	}
 	return d.Backend.Put(ctx, p, r, size, o)
 }
@@ -170,10 +177,35 @@ func (d dyingStager) PrepareVersion(ctx context.Context, p string, data []byte) 
 	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
 }
 
+// PrepareVersionFrom (a large catalog encoded into its file while the
+// outputs are named) is a mutating call too.
+func (d dyingStager) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (storage.PreparedVersion, error) {
+	if err := d.mutate(); err != nil {
+		return nil, err
+	}
+	pv, err := d.Backend.(*local.Backend).PrepareVersionFrom(ctx, p, write)
+	if err != nil {
+		return nil, err
+	}
+	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
+}
+
 type dyingPrepared struct {
 	storage.PreparedVersion
 	d *dyingBackend
 	p string
+}
+
+// Place (the prepared catalog named, under the intent) is a mutating call
+// too.
+func (pv *dyingPrepared) Place() error {
+	if err := pv.d.mutate(); err != nil {
+		return err
+	}
+	if pl, ok := pv.PreparedVersion.(interface{ Place() error }); ok {
+		return pl.Place()
+	}
+	return nil
 }
 
 func (pv *dyingPrepared) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
@@ -252,6 +284,15 @@ type scenario struct {
 	// before prepares the root (earlier publications, legacy state, ...).
 	before func(t *testing.T, root string)
 	files  map[string]string // the bundle being published
+	// streamMin, when positive, is the catalog size past which the
+	// publication encodes its catalog as it writes it (streamMinOutputs).
+	streamMin int
+}
+
+// publish runs the scenario's publication on root.
+func (sc scenario) publish(t *testing.T, root storage.Backend) (engine.Result, error) {
+	t.Helper()
+	return runPublication(t, root, heldLease{}, publicationSpec{workflow: sc.workflow, html: true, eventID: "ev-1", streamMin: sc.streamMin}, sc.files, fixedNow)
 }
 
 var fixedNow = time.Date(2026, 6, 19, 12, 5, 0, 0, time.UTC)
@@ -268,6 +309,8 @@ type publicationSpec struct {
 	workflow planner.Workflow
 	html     bool
 	eventID  string
+	// streamMin: see scenario.
+	streamMin int
 }
 
 // runPublication publishes files, as a bundle created a minute before now
@@ -300,6 +343,9 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 		BundleEventID: spec.eventID, Outputs: outs, Bundle: b,
 	}
 	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
+	if spec.streamMin > 0 {
+		e.SetStreamMinOutputs(spec.streamMin)
+	}
 	return e.Publish(ctx, root, l, pub)
 }
 
@@ -410,6 +456,13 @@ var crashScenarios = []scenario{
 		},
 		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"},
 	},
+	// A catalog past streamMin records is encoded into its temp file
+	// beside the writes (PrepareVersionFrom); the replaced outputs and the
+	// old catalog are swapped out and removed in the background.
+	{
+		name: "replacement republish of a catalog encoded as it is written", workflow: planner.Replacement,
+		before: publishedBefore(planner.Replacement, largeTree(0)), files: largeTree(1), streamMin: 8,
+	},
 	// File <-> folder: the displaced delete runs before the write; a kill
 	// between them must converge too.
 	{
@@ -452,6 +505,24 @@ var crashScenarios = []scenario{
 		},
 		files: map[string]string{"docs": "file\n"},
 	},
+}
+
+// largeTree is 24 outputs in 4 folders; version v changes nine of them
+// (a stage of 8 files or more swaps its replacements in), adds one and
+// drops one.
+func largeTree(v int) map[string]string {
+	files := make(map[string]string, 25)
+	for i := range 24 {
+		files[fmt.Sprintf("data/%d/f%02d.csv", i%4, i)] = fmt.Sprintf("row %d\n", i)
+	}
+	if v > 0 {
+		for _, i := range []int{0, 2, 5, 7, 10, 13, 16, 18, 21} {
+			files[fmt.Sprintf("data/%d/f%02d.csv", i%4, i)] = fmt.Sprintf("row %d, version %d\n", i, v)
+		}
+		files["data/new.csv"] = "new\n"
+		delete(files, "data/3/f23.csv")
+	}
+	return files
 }
 
 // publishedBefore prepares a root holding an earlier publication of files,
@@ -504,7 +575,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 			refRoot := prepare()
 			lb, _ := local.New(refRoot)
 			counter := &dyingBackend{Backend: lb}
-			if _, err := publish(t, wrap(counter), sc.workflow, sc.files, fixedNow); err != nil {
+			if _, err := sc.publish(t, wrap(counter)); err != nil {
 				t.Fatalf("uninterrupted run: %v", err)
 			}
 			want := snapshot(t, refRoot)
@@ -517,13 +588,21 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 				before := snapshot(t, root)
 				lb, _ := local.New(root)
 				crashing := &dyingBackend{Backend: lb, killAt: k}
-				_, err := publish(t, wrap(crashing), sc.workflow, sc.files, fixedNow)
-				// The calls after the commit remove the intent and save
-				// the fingerprint index; their failure is logged, not
-				// returned: the publication is done.
-				done := counter.committedAt
-				if k <= done && !errors.Is(err, errKilled) || k > done && err != nil {
-					t.Fatalf("crash before call %d/%d: publish returned %v", k, steps, err)
+				_, err := sc.publish(t, wrap(crashing))
+				// The calls after the commit remove the intent, and those
+				// beside it save the fingerprint index; their failure is
+				// logged, not returned: the publication fails exactly when
+				// its commit did not happen. (The index is saved while
+				// the catalog is committed, so its calls and the commit's
+				// may come in either order.)
+				committed := crashing.committedAt > 0
+				if !committed && !errors.Is(err, errKilled) || committed && err != nil {
+					t.Fatalf("crash before call %d/%d: publish returned %v (committed: %v)", k, steps, err, committed)
+				}
+				// Only the index's calls may come before the commit.
+				if k <= counter.committedAt-counter.fingerprintCalls && committed || k > counter.committedAt+counter.fingerprintCalls && !committed {
+					t.Fatalf("crash before call %d/%d: committed %v, but the uninterrupted run committed at call %d (%d index writes beside it)",
+						k, steps, committed, counter.committedAt, counter.fingerprintCalls)
 				}
 				// The catalog on disk is a whole old or whole new version.
 				if data, err := os.ReadFile(filepath.Join(root, catalog.FileName)); err == nil {
@@ -553,7 +632,7 @@ func crashAtEveryStep(t *testing.T, staged bool) {
 				}
 				// Retry on a healthy backend.
 				lb2, _ := local.New(root)
-				if _, err := publish(t, lb2, sc.workflow, sc.files, fixedNow); err != nil {
+				if _, err := sc.publish(t, lb2); err != nil {
 					t.Fatalf("retry after crash before call %d/%d: %v", k, steps, err)
 				}
 				if got := snapshot(t, root); diff(got, want) != "" {

@@ -20,6 +20,14 @@
 //  7. commit the catalog with a compare-and-swap on the version read in 2;
 //  8. delete the intent.
 //
+// A local root writes a large next catalog (more than streamMinOutputs
+// records) while the outputs are staged (before 3), into an unnamed file
+// that is named (a temp name) only after 5 (nothing is left of it if the
+// run dies earlier), and swaps the replacements of a large stage and that
+// catalog in (5, 7), the old files left under temp names and removed in
+// the background; 8 waits for those removals, so a crash before them
+// leaves them under the intent.
+//
 // Flushes: the intent is durable before step 4; the outputs are flushed
 // (storage.Sync) before step 7, and the catalog is durable when 7 returns.
 // The deletion in 8 is not waited for (storage.DeleteDeferSync): a power

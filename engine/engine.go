@@ -70,6 +70,9 @@ type Engine struct {
 	// (default DefaultLeftoverAge; see Leftovers in the package doc).
 	LeftoverAge time.Duration
 	Log         zerolog.Logger
+	// streamMin overrides streamMinOutputs when positive (tests: a small
+	// root takes a large catalog's path).
+	streamMin int
 }
 
 // Output is one desired output and where its bytes come from.
@@ -548,19 +551,44 @@ func (e *Engine) workersFor(n int) int {
 // encoded as it is written instead of whole (~0.5 KiB a record).
 const streamMinOutputs = 2048
 
+// streams reports whether a catalog of n records is encoded as it is
+// written.
+func (e *Engine) streams(n int) bool {
+	if e.streamMin > 0 {
+		return n > e.streamMin
+	}
+	return n > streamMinOutputs
+}
+
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
 	return e.commitPrepared(ctx, root, l, next, version, nil)
 }
 
 // prepareCatalog writes next's bytes ahead of the barrier (Sync) that
 // precedes its commit, where the backend allows (storage.VersionPreparer:
-// local roots) and the catalog is small enough to be written whole: the
-// barrier then makes them durable too, and the commit only names them and
-// flushes the root folder (one fsync fewer). Nil when it cannot; the
-// caller must Close a non-nil result.
-func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog) (storage.PreparedVersion, error) {
+// local roots): the barrier then makes them durable too, and the commit
+// only names them and flushes the root folder (one fsync fewer). A large
+// catalog is encoded as it is written (streamPreparer) when ahead is set
+// (a barrier follows, and many writes to encode it beside), else left to
+// the commit, which streams it with its writeback started every MiB and
+// flushes it itself (a republish that only updates records, or adds a
+// few outputs: there is nothing to write it beside, and a prepared one
+// measured no faster). Nil when it is left to the commit; the caller
+// must Close a non-nil result.
+func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, ahead bool) (storage.PreparedVersion, error) {
 	pr, ok := root.(storage.VersionPreparer)
-	if _, stream := root.(storage.VersionStreamer); !ok || (stream && len(next.Outputs) > streamMinOutputs) {
+	large := e.streams(len(next.Outputs))
+	if sp, stream := root.(streamPreparer); ok && large && stream && ahead {
+		pv, err := sp.PrepareVersionFrom(ctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
+		if errors.Is(err, catalog.ErrInvalid) {
+			return nil, fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)
+		}
+		return pv, nil
+	}
+	if _, stream := root.(storage.VersionStreamer); !ok || (stream && large) {
 		return nil, nil
 	}
 	data, err := catalog.Marshal(next)
@@ -574,13 +602,71 @@ func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next 
 	return pv, nil
 }
 
+// streamPreparer is a storage.VersionPreparer that also takes the bytes
+// from a writer (storage/local): a catalog of any size is prepared ahead
+// of the barrier without being held whole.
+type streamPreparer interface {
+	PrepareVersionFrom(ctx context.Context, path string, write func(io.Writer) error) (storage.PreparedVersion, error)
+}
+
+// catalogPrep is the next catalog being prepared (prepareCatalog), in
+// the background while the publication writes its outputs, or when first
+// waited for.
+type catalogPrep struct {
+	start  func() // set until a deferred preparation runs
+	done   chan struct{}
+	cancel context.CancelFunc
+	pv     storage.PreparedVersion
+	err    error
+}
+
+// startCatalog begins prepareCatalog: in the background when ahead is
+// set, else when first waited for.
+func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, ahead bool) *catalogPrep {
+	c := &catalogPrep{done: make(chan struct{}), cancel: func() {}}
+	run := func(ctx context.Context) {
+		defer close(c.done)
+		c.pv, c.err = e.prepareCatalog(ctx, root, next, ahead)
+	}
+	if !ahead {
+		c.start = func() { run(ctx) }
+		return c
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
+	go run(ctx)
+	return c
+}
+
+// wait returns prepareCatalog's result once it is done.
+func (c *catalogPrep) wait() (storage.PreparedVersion, error) {
+	if c.start != nil {
+		start := c.start
+		c.start = nil
+		start()
+	}
+	<-c.done
+	return c.pv, c.err
+}
+
+// close stops a preparation still under way and drops what it wrote unless
+// it was committed.
+func (c *catalogPrep) close() {
+	if c == nil || c.start != nil { // none, or never begun
+		return
+	}
+	c.cancel()
+	if pv, _ := c.wait(); pv != nil {
+		pv.Close()
+	}
+}
+
 // commitPrepared is commit; prep, when set, holds next's bytes already
 // (prepareCatalog).
 func (e *Engine) commitPrepared(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version, prep storage.PreparedVersion) error {
 	sw, stream := root.(storage.VersionStreamer)
 	// A small catalog is cheaper whole: streaming costs a pipe, a goroutine
 	// and a 1 MiB buffer per commit, several times a small catalog's bytes.
-	stream = stream && len(next.Outputs) > streamMinOutputs && prep == nil
+	stream = stream && e.streams(len(next.Outputs)) && prep == nil
 	var data []byte
 	if !stream && prep == nil {
 		var err error

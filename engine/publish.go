@@ -38,6 +38,8 @@ type publication struct {
 	stg       *staged
 	// ahead is the next catalog encoded beside the writes (encodeAhead).
 	ahead *encodedAhead
+	// cat is the next catalog, prepared while the outputs are written.
+	cat *catalogPrep
 	// open, when set, completes pub: its bundle is still being opened
 	// (Runner.PublishOpening). Nil once waited for.
 	open *opening
@@ -128,6 +130,10 @@ func (r *publication) run(ctx context.Context) error {
 	r.displaced = p.Displaced()
 	defer r.closeStage()
 	defer func() { r.ahead.wait() }() // never outlives the publication (set in write)
+	// A large catalog's bytes are encoded and written while many outputs
+	// are staged and named; unnamed until placed under the intent (finish).
+	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.large() && len(r.writes) >= aheadMinWrites)
+	defer r.cat.close()
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -301,7 +307,9 @@ func (r *publication) write(ctx context.Context) error {
 	// only took their CPU (2 cores), beside the writes' round trips less.
 	r.ahead = encodeAhead(r.root, r.pl.Plan.Next)
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
-	r.closeStage()
+	if lc, ok := r.stageOf().(lateCloser); err != nil || !ok || !lc.ClosesLate() {
+		r.closeStage()
+	}
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
 		// Deletes are skipped; roll the landed writes forward so the catalog
@@ -320,17 +328,27 @@ func (r *publication) finish(ctx context.Context) error {
 	later := without(r.deletes, r.displaced)
 	// The catalog's bytes go out before the barrier, which then makes
 	// them durable with the outputs'.
-	prep, err := r.e.prepareCatalog(ctx, r.root, p.Next)
+	prep, err := r.cat.wait()
 	if err != nil {
 		return err
 	}
-	if prep == nil && r.ahead != nil {
+	if prep == nil && r.ahead != nil { // a root committing in one request (S3)
 		if prep, err = r.ahead.prepared(r.root); err != nil {
 			return err
 		}
-	}
-	if prep != nil {
 		defer prep.Close()
+	}
+	if pl, ok := prep.(placer); ok {
+		// Named (a temp name) before the barrier, which then makes the
+		// name durable with the bytes.
+		if err := pl.Place(); err != nil {
+			return fmt.Errorf("commit %s in %s: %w", catalog.FileName, r.root, err)
+		}
+	}
+	var saved func()
+	if r.large() {
+		saved = r.saveFingerprints(ctx, p.Next)
+		defer saved()
 	}
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
@@ -340,7 +358,7 @@ func (r *publication) finish(ctx context.Context) error {
 	// system holds: a republish that only updates records skips it. It
 	// still makes an earlier run's intent removal durable (dropIntent
 	// defers it), with the fsync of that one folder.
-	if len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0 {
+	if r.flushes() {
 		if err := storage.Sync(ctx, r.root); err != nil {
 			return fmt.Errorf("sync %s: %w", r.root, err)
 		}
@@ -373,18 +391,67 @@ func (r *publication) finish(ctx context.Context) error {
 			r.res.Updated = append(r.res.Updated, p.Items[i])
 		}
 	}
-	saved := r.e.saveBeside(ctx, r.root, r.l, r.pl.fps, p.Next)
-	err = r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep)
-	if err == nil && len(r.writes)+len(r.deletes) > 0 {
-		r.e.dropIntent(ctx, r.root, r.l, r.intent)
+	if saved == nil {
+		// The shards beside the commit's request (S3), or after it (nil).
+		if saved = r.e.saveBeside(ctx, r.root, r.l, r.pl.fps, p.Next); saved != nil {
+			defer saved()
+		}
 	}
-	switch {
-	case saved != nil:
+	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
+		return err
+	}
+	// The index's writes, too, are done before the intent goes.
+	if saved != nil {
 		saved()
-	case err == nil:
+	} else {
 		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
 	}
-	return err
+	r.settle(ctx)
+	return nil
+}
+
+// saveFingerprints rewrites the fingerprint index in the background,
+// beside the barrier and the commit (its CPU beside their waits); the
+// caller must call the result, which waits for it (and may be called
+// again). Its entries are facts about the versions written, true whether
+// the commit succeeds or not (a failed one costs the next publication
+// hashes, no more).
+func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalog) (wait func()) {
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, next)
+	}()
+	return func() { <-saved }
+}
+
+// settle ends a committed publication: once the files that the writes
+// and the commit swapped out are removed (in the background, local roots),
+// the intent goes; a crash until then leaves them (temp names) under the
+// intent, to its recovery.
+func (r *publication) settle(ctx context.Context) {
+	r.closeStage()
+	r.cat.close()
+	if len(r.writes)+len(r.deletes) > 0 {
+		r.e.dropIntent(ctx, r.root, r.l, r.intent)
+	}
+}
+
+// aheadMinWrites is how many outputs a publication writes for its large
+// catalog to be encoded beside them: with fewer (adding 10 outputs to a
+// root of 100,000) there is nothing to encode it beside, and the commit
+// streams it as before, its writeback started every MiB.
+const aheadMinWrites = 8
+
+// large reports whether the publication's next catalog is large enough
+// (more than streamMinOutputs records) for its encoding and the fingerprint index's
+// rewrite to run beside other work: in a small one the goroutines cost
+// more (scheduling: ~18 system calls a publication) than they hide.
+func (r *publication) large() bool { return r.e.streams(len(r.pl.Plan.Next.Outputs)) }
+
+// flushes reports whether finish flushes the root (Sync) before the commit.
+func (r *publication) flushes() bool {
+	return len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0
 }
 
 // rollForward records what landed before a failed step (op), keeping the
@@ -393,6 +460,24 @@ func (r *publication) rollForward(ctx context.Context, op string) {
 	if _, err := r.e.recover(context.WithoutCancel(ctx), r.root, r.l, false); err != nil {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
 	}
+}
+
+// placer is a prepared version written unnamed (storage/local): Place
+// names it, so that a crash until then leaves nothing; CommitIfVersion
+// places it itself, with an fsync, if Place was not called.
+type placer interface{ Place() error }
+
+// lateCloser is a stage whose Close finishes work its commits began (a
+// local stage removes the files its replacements swapped out): closed
+// once the catalog is committed (settle), that work overlaps the barrier,
+// the commit and the fingerprint index.
+type lateCloser interface{ ClosesLate() bool }
+
+func (r *publication) stageOf() storage.Stage {
+	if r.stg == nil {
+		return nil
+	}
+	return r.stg.Stage
 }
 
 func (r *publication) closeStage() {

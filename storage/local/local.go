@@ -83,6 +83,9 @@ type Backend struct {
 	// noEmptyLink: linkat(2) refuses AT_EMPTY_PATH (a kernel before 6.10);
 	// unnamed files are named through /proc.
 	noEmptyLink atomic.Bool
+	// noExchange: renameat2(2) refuses RENAME_EXCHANGE here; a stage's
+	// replacements rename over the old file (displace.go).
+	noExchange atomic.Bool
 	// unnamed counts the unnamed files held open by stages, up to
 	// maxUnnamed (half the process's open-file limit); past it, new paths
 	// are staged under temp names.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 
 	"golang.org/x/sys/unix"
 
@@ -12,35 +13,91 @@ import (
 
 // PrepareVersion writes data as the future object p under a temp name,
 // without a flush (storage.VersionPreparer). A Sync that begins after it
-// returns makes the bytes durable; CommitIfVersion then only renames them
-// into place and flushes the folder. A publication prepares its catalog
-// before the syncfs that makes its outputs durable: one flush (the
-// catalog file's fsync) fewer per publication, the same guarantee.
+// (or after Place, a no-op here) makes the bytes durable; CommitIfVersion
+// then only renames them into place and flushes the folder. A publication
+// prepares its catalog before the syncfs that makes its outputs durable:
+// one flush (the catalog file's fsync) fewer per publication, the same
+// guarantee.
 func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
+	// Prepared after the intent (a small catalog): named at once, and
+	// renamed over the old version, as before.
 	s := b.newStage()
 	if _, err := s.put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
 		s.Close()
 		return nil, err
 	}
-	return &prepared{b: b, s: s, p: p, data: data, mark: b.syncCalls.Load()}, nil
+	return &prepared{b: b, s: s, p: p, data: data}, nil
+}
+
+// PrepareVersionFrom is PrepareVersion with the bytes that write writes,
+// never held whole (a catalog of a million records), into an unnamed file
+// where the file system has them (else under a temp name): a process that
+// dies before Place leaves nothing. Place gives the bytes a temp name; a
+// Sync that begins after it makes them durable with that name, and
+// CommitIfVersion swaps them in. The bytes go through a pipe into the
+// file, whose writeback starts every writebackChunk as it is written. Not every MiB, as for a file flushed at once: the bytes of
+// a 5 MB catalog then queued on the disk ahead of the intent's flush,
+// which the publication waits for (1.4 → 9 ms).
+func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ storage.PreparedVersion, err error) {
+	defer b.classifyTo(&err)
+	s := b.newStage()
+	// Written unnamed (a publication prepares a large catalog before its
+	// intent), swapped in, and the old version's removal started at once,
+	// beside the commit's flush (Close waits).
+	s.displace, s.unnamed, s.displaced.min = true, true, 1
+	if err := piped(write, func(src io.Reader) error {
+		_, err := s.put(ctx, p, src, -1, storage.PutOptions{DeferSync: true})
+		return err
+	}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	return &prepared{b: b, s: s, p: p, streamed: true}, nil
 }
 
 // prepared is bytes written by PrepareVersion; mark is syncCalls when
-// they had been written.
+// they were placed (named).
 type prepared struct {
 	b    *Backend
 	s    *stage
 	p    string
 	data []byte
-	mark uint64
+	// streamed: written by PrepareVersionFrom (data is nil).
+	streamed bool
+	placed   bool
+	mark     uint64
 }
 
-// CommitIfVersion renames the prepared bytes to p if p is at version want
+// Place gives the prepared bytes a temp name beside the object (a leftover
+// if the process dies before the commit), so that a Sync begun after it
+// makes them durable with their name. CommitIfVersion places them itself
+// (and then fsyncs them) when Place was not called.
+func (pv *prepared) Place() (err error) {
+	defer pv.b.classifyTo(&err)
+	if pv.placed {
+		return nil
+	}
+	pv.s.mu.Lock()
+	st := pv.s.files[pv.p]
+	pv.s.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("place %q in %s: nothing prepared", pv.p, pv.b.root)
+	}
+	if st.f != nil {
+		if err := pv.s.nameTemp(st); err != nil {
+			return fmt.Errorf("place %q in %s: %w", pv.p, pv.b.root, err)
+		}
+	}
+	pv.placed, pv.mark = true, pv.b.syncCalls.Load()
+	return nil
+}
+
+// CommitIfVersion swaps the prepared bytes in at p if p is at version want
 // (ErrConflict otherwise), under the root's compare-and-swap lock, and
 // flushes the folder: durable on return. Bytes that no successful Sync
-// begun after the prepare covers are fsynced first, so the guarantee does
-// not rest on the caller's order.
+// begun after Place covers are fsynced first, so the guarantee does not
+// rest on the caller's order.
 func (pv *prepared) CommitIfVersion(ctx context.Context, want storage.Version) (_ storage.Version, err error) {
 	b := pv.b
 	defer b.classifyTo(&err)
@@ -49,21 +106,30 @@ func (pv *prepared) CommitIfVersion(ctx context.Context, want storage.Version) (
 		return "", err
 	}
 	defer unlock()
-	if err := pv.s.makeDurable(pv.p, b.syncedThrough.Load() > pv.mark); err != nil {
+	flushed := pv.placed && b.syncedThrough.Load() > pv.mark
+	if err := pv.Place(); err != nil {
+		return "", err
+	}
+	if err := pv.s.makeDurable(pv.p, flushed); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", pv.p, b.root, err)
 	}
 	if err := pv.s.Commit(ctx, pv.p); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", pv.p, b.root, err)
 	}
-	if len(pv.data) >= statVersionMin {
+	if pv.streamed || len(pv.data) >= statVersionMin {
 		if v, ok := b.stamp(r, pv.p); ok {
 			return v, nil
 		}
 	}
+	if pv.streamed {
+		_, v, err := b.readVersionByContent(r, pv.p)
+		return v, err
+	}
 	return Version(pv.data), nil
 }
 
-// Close drops the bytes unless they were committed.
+// Close drops the bytes unless they were committed, and waits for the
+// removal of the version the commit swapped out (displace.go).
 func (pv *prepared) Close() error { return pv.s.Close() }
 
 // makeDurable marks the object staged at p durable, so that Commit flushes

@@ -55,6 +55,7 @@ func TestPreparedVersionCountsOnlyASuccessfulSyncBegunAfterIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pv.Close()
+			place(t, pv)
 			if !c.syncBefore {
 				go func() { synced <- b.Sync(ctx) }()
 				<-h.entered

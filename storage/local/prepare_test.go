@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,7 @@ func TestPreparedVersionFlushesWhatNoSyncCovered(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pv.Close()
+			place(t, pv)
 			if got := l.take(); len(got) != 0 {
 				t.Fatalf("PrepareVersion synced %q, want nothing", got)
 			}
@@ -105,17 +107,39 @@ func TestPreparedVersionConflictChangesNothing(t *testing.T) {
 
 // A process killed between the prepare and the commit leaves the old object
 // whole and a temp file that the leftover clean-up removes, like a kill
-// inside any write.
+// inside any write. Bytes prepared from a writer (a large catalog, written
+// before the publication's intent) have no name until placed: nothing is
+// left of them before.
 func TestPreparedVersionNeverCommittedIsALeftover(t *testing.T) {
 	t.Parallel()
+	for _, fromWriter := range []bool{false, true} {
+		ctx := context.Background()
+		b, _ := newSyncLogged(t)
+		if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("v1"), ""); err != nil {
+			t.Fatal(err)
+		}
+		// Killed: neither committed nor closed.
+		if fromWriter {
+			pv, err := b.PrepareVersionFrom(ctx, "cat.json", func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ls, err := b.Leftovers(ctx, time.Now().Add(time.Hour)); err != nil || len(ls) != 0 {
+				t.Fatalf("leftovers before Place = %+v (%v), want none", ls, err)
+			}
+			place(t, pv)
+		} else if _, err := b.PrepareVersion(ctx, "cat.json", []byte("v2")); err != nil {
+			t.Fatal(err)
+		}
+		leftoverIsRemoved(t, b)
+	}
+}
+
+// leftoverIsRemoved checks that b holds one leftover, the prepared
+// version's, and that removing it leaves v1 whole.
+func leftoverIsRemoved(t *testing.T, b *Backend) {
+	t.Helper()
 	ctx := context.Background()
-	b, _ := newSyncLogged(t)
-	if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("v1"), ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.PrepareVersion(ctx, "cat.json", []byte("v2")); err != nil { // killed: neither committed nor closed
-		t.Fatal(err)
-	}
 	if data, _, _ := b.ReadVersion(ctx, "cat.json"); string(data) != "v1" {
 		t.Fatalf("object = %q, want the old one whole", data)
 	}
@@ -131,5 +155,36 @@ func TestPreparedVersionNeverCommittedIsALeftover(t *testing.T) {
 	}
 	if data, _, _ := b.ReadVersion(ctx, "cat.json"); string(data) != "v1" {
 		t.Fatalf("object after the clean-up = %q, want v1", data)
+	}
+}
+
+// place names prepared bytes (Place: what a publication does before its
+// Sync).
+func place(t *testing.T, pv storage.PreparedVersion) {
+	t.Helper()
+	if err := pv.(*prepared).Place(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Sync that began after the prepare but before Place does not cover the
+// bytes' name: the commit fsyncs the file.
+func TestPreparedVersionPlacedAfterTheSyncIsFlushedByItsCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, l := newSyncLogged(t)
+	pv, err := b.PrepareVersion(ctx, "cat.json", []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pv.Close()
+	must(t, b.Sync(ctx))
+	place(t, pv)
+	l.take()
+	if _, err := pv.CommitIfVersion(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.take(), []string{"file .", "folder ."}; !slices.Equal(got, want) {
+		t.Fatalf("commit synced %q, want %q", got, want)
 	}
 }

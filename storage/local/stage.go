@@ -33,7 +33,11 @@ var _ storage.Stager = (*Backend)(nil)
 // a link while the stage is open is not noticed; the handle stays on the
 // folder that was opened (as a root moved away stays on its handle: see
 // CheckRoot).
-func (b *Backend) Stage() storage.Stage { return b.newStage() }
+func (b *Backend) Stage() storage.Stage {
+	s := b.newStage()
+	s.displace = true
+	return s
+}
 
 type stage struct {
 	b     *Backend
@@ -42,6 +46,15 @@ type stage struct {
 	stale []int          // handles of folders found removed: closed by Close
 	made  []string       // folders this stage created, parents first
 	files map[string]*staged
+	// displace: replacements swap the old file out and remove it in the
+	// background (displace.go); Close waits for the removals.
+	displace  bool
+	displaced displacer
+	swap      int // swaps: 0 undecided, 1 yes, -1 no
+	// unnamed: replacements are written unnamed too, and take a temp name
+	// only when placed (nameTemp): a prepared catalog written before the
+	// publication's intent leaves nothing if the process dies meanwhile.
+	unnamed bool
 }
 
 // staged is one written, not yet visible, object.
@@ -229,7 +242,7 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 // create opens st's file in its folder d: an unnamed one (kept in st.f)
 // when it can, else under a temp name (kept in st.tmp).
 func (s *stage) create(st *staged, d int) (*fdFile, error) {
-	if st.cond.IfAbsent && !s.b.noTmpfile.Load() && s.b.takeSlot() {
+	if (st.cond.IfAbsent || s.unnamed) && !s.b.noTmpfile.Load() && s.b.takeSlot() {
 		st.slot = true
 		for attempt := 0; ; attempt++ {
 			fd, err := unix.Openat(d, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
@@ -365,6 +378,12 @@ func (s *stage) Commit(ctx context.Context, p string) (err error) {
 
 // name gives st's file the name p.
 func (s *stage) name(st *staged, p string) error {
+	if st.f != nil && !st.cond.IfAbsent {
+		// An unnamed replacement: a rename needs a name to move.
+		if err := s.nameTemp(st); err != nil {
+			return err
+		}
+	}
 	base := path.Base(p)
 	var (
 		d   int
@@ -398,7 +417,7 @@ func (s *stage) name(st *staged, p string) error {
 					return fmt.Errorf("%q was replaced: %w", p, storage.ErrConflict)
 				}
 			}
-			if err = unix.Renameat(d, st.tmp, d, base); err == nil {
+			if err = s.replace(d, st.tmp, base); err == nil {
 				st.tmp = ""
 			}
 		}
@@ -416,6 +435,26 @@ func (s *stage) name(st *staged, p string) error {
 	default:
 		return &fs.PathError{Op: "name the written file", Path: p, Err: err}
 	}
+}
+
+// nameTemp gives st's unnamed file a temp name in its folder.
+func (s *stage) nameTemp(st *staged) error {
+	d, err := s.folder(st.dir, st.dir)
+	if err != nil {
+		return err
+	}
+	name := catalog.TempPrefix + rand.Text()
+	if err := s.b.link(int(st.f.fd.Load()), d, name); err != nil {
+		return &fs.PathError{Op: "name the unnamed file", Path: path.Join(st.dir, name), Err: err}
+	}
+	st.tmp = name
+	st.f.Close()
+	st.f = nil
+	if st.slot {
+		s.b.releaseSlot()
+		st.slot = false
+	}
+	return nil
 }
 
 // discard drops st's file: an unnamed one vanishes when closed, a temp
@@ -440,6 +479,7 @@ func (st *staged) discard(s *stage) {
 // Close discards what was staged and not committed, removes the folders
 // the stage made that stayed empty, and closes the folder handles.
 func (s *stage) Close() error {
+	s.displaced.wait() // before the folder handles it uses are closed
 	s.mu.Lock()
 	files := s.files
 	s.files = map[string]*staged{}

@@ -29,6 +29,9 @@ func TestStagerContract(t *testing.T) {
 		// A kernel before 6.10 refuses linkat(AT_EMPTY_PATH): named
 		// through /proc instead.
 		{"link-through-proc", func(b *Backend) { b.noEmptyLink.Store(true) }},
+		// A file system that cannot swap two names: replacements rename
+		// over the old file.
+		{"no-exchange", func(b *Backend) { b.noExchange.Store(true) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			storagetest.RunStager(t, func(t *testing.T) storage.Backend {

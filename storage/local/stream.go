@@ -27,6 +27,23 @@ func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(i
 		return "", err
 	}
 	defer unlock()
+	if err := piped(write, func(src io.Reader) error {
+		_, err := b.writeAtomic(ctx, r, p, src, -1, true, storage.PutOptions{})
+		return err
+	}); err != nil {
+		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	if v, ok := b.stamp(r, p); ok {
+		return v, nil
+	}
+	_, v, err := b.readVersionByContent(r, p)
+	return v, err
+}
+
+// piped gives put the bytes write writes, through a pipe: never held
+// whole. write's own failure comes first; errStopped only follows a
+// failed put.
+func piped(write func(io.Writer) error, put func(io.Reader) error) error {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
@@ -38,18 +55,10 @@ func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(i
 		werr <- err
 		pw.CloseWithError(err) // nil: the reader sees EOF
 	}()
-	_, err = b.writeAtomic(ctx, r, p, pr, -1, true, storage.PutOptions{})
+	err := put(pr)
 	pr.CloseWithError(errStopped) // a write still in flight ends
-	// write's own failure first; errStopped only follows a failed Put.
 	if wErr := <-werr; wErr != nil && !errors.Is(wErr, errStopped) {
-		return "", fmt.Errorf("write %q in %s: %w", p, b.root, wErr)
+		return wErr
 	}
-	if err != nil {
-		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
-	}
-	if v, ok := b.stamp(r, p); ok {
-		return v, nil
-	}
-	_, v, err := b.readVersionByContent(r, p)
-	return v, err
+	return err
 }

@@ -374,23 +374,7 @@ func (r *publication) finish(ctx context.Context) error {
 		}
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
-	// Items are large and a republish may update every record: counted
-	// first, the report is one allocation instead of a doubling series.
-	updated := func(it *planner.Item) bool {
-		return it.Action == planner.Update && !it.Write && !r.seen[it.Path] // carried ones are reported as written
-	}
-	n := 0
-	for i := range p.Items {
-		if updated(&p.Items[i]) {
-			n++
-		}
-	}
-	r.res.Updated = slices.Grow(r.res.Updated, n)
-	for i := range p.Items {
-		if updated(&p.Items[i]) {
-			r.res.Updated = append(r.res.Updated, p.Items[i])
-		}
-	}
+	r.reportUpdated()
 	if saved == nil {
 		// The shards beside the commit's request (S3), or after it (nil).
 		if saved = r.e.saveBeside(ctx, r.root, r.l, r.pl.fps, p.Next); saved != nil {
@@ -408,6 +392,29 @@ func (r *publication) finish(ctx context.Context) error {
 	}
 	r.settle(ctx)
 	return nil
+}
+
+// reportUpdated adds the records updated without a byte write to the
+// result. Items are large and a republish may update every record:
+// counted first, the report is one allocation instead of a doubling
+// series.
+func (r *publication) reportUpdated() {
+	items := r.pl.Plan.Items
+	updated := func(it *planner.Item) bool {
+		return it.Action == planner.Update && !it.Write && !r.seen[it.Path] // carried ones are reported as written
+	}
+	n := 0
+	for i := range items {
+		if updated(&items[i]) {
+			n++
+		}
+	}
+	r.res.Updated = slices.Grow(r.res.Updated, n)
+	for i := range items {
+		if updated(&items[i]) {
+			r.res.Updated = append(r.res.Updated, items[i])
+		}
+	}
 }
 
 // saveFingerprints rewrites the fingerprint index in the background,

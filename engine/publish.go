@@ -445,9 +445,9 @@ func (r *publication) settle(ctx context.Context) {
 }
 
 // aheadMinWrites is how many outputs a publication writes for its large
-// catalog to be encoded beside them: with fewer (adding 10 outputs to a
-// root of 100,000) there is nothing to encode it beside, and the commit
-// streams it as before, its writeback started every MiB.
+// catalog to be encoded beside them: with fewer there is nothing to
+// encode it beside, and the commit streams it as before, its writeback
+// started every MiB.
 const aheadMinWrites = 8
 
 // large reports whether the publication's next catalog is large enough

@@ -4,12 +4,10 @@ package engine_test
 // lease, nor hold the root's line once their destination is over.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -135,43 +133,30 @@ func TestAWaitBehindAnEventOnItsWaySaysSo(t *testing.T) {
 	wantLineWaitLog(t, logs, 0, 1)
 }
 
-// lockedBuffer is a log sink safe for the publications' goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// logLines splits what the log sink holds into its lines.
+func logLines(l *testenv.SyncBuffer) []string {
+	return strings.Split(strings.TrimSpace(l.String()), "\n")
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
-}
-
-func captureLog(r *engine.Runner) *lockedBuffer {
-	buf := &lockedBuffer{}
+func captureLog(r *engine.Runner) *testenv.SyncBuffer {
+	buf := &testenv.SyncBuffer{}
 	r.Engine.Log = zerolog.New(buf)
 	return buf
 }
 
 // wantLineWaitLog: exactly one warning that a wait in the root's line
 // ran out, with who was ahead.
-func wantLineWaitLog(t *testing.T, logs *lockedBuffer, publishing, onTheWay int) {
+func wantLineWaitLog(t *testing.T, logs *testenv.SyncBuffer, publishing, onTheWay int) {
 	t.Helper()
 	var found []map[string]any
-	for _, l := range logs.lines() {
+	for _, l := range logLines(logs) {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["message"] == "waited the lease wait for the root's turn; asking for the lease anyway" {
 			found = append(found, m)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%d warnings of a wait in the line run out, want 1; log:\n%s", len(found), strings.Join(logs.lines(), "\n"))
+		t.Fatalf("%d warnings of a wait in the line run out, want 1; log:\n%s", len(found), strings.Join(logLines(logs), "\n"))
 	}
 	m := found[0]
 	if m["level"] != "warn" || m["ahead_publishing"] != float64(publishing) || m["ahead_on_their_way"] != float64(onTheWay) {
@@ -267,7 +252,7 @@ func TestACancelledWaitLeavesTheLine(t *testing.T) {
 	if got := r.Queued(pr.live.RootKey()); got != 1 {
 		t.Fatalf("%d places in the root's line, want 1 (the one ahead)", got)
 	}
-	for _, l := range logs.lines() {
+	for _, l := range logLines(logs) {
 		if strings.Contains(l, "waited the lease wait") {
 			t.Fatalf("a cancelled wait logged %s", l)
 		}

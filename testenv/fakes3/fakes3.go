@@ -93,12 +93,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) bool {
 		return false // gofakes3 says why, in its words
 	}
 	body := l.append(make([]byte, 0, 512+300*len(l.objects.Contents)+100*len(l.objects.CommonPrefixes)))
-	id := fmt.Sprintf("%016X", s.requestID.Add(1))
-	h := w.Header()
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("x-amz-id-2", base64.StdEncoding.EncodeToString([]byte(id+id+id+id)))
-	h.Set("x-amz-request-id", id)
-	h.Set("Server", "AmazonS3")
+	h := s.answerHeader(w)
 	// gofakes3 sets application/xml after writing, too late: net/http
 	// has sniffed the body by then.
 	h.Set("Content-Type", "text/xml; charset=utf-8")
@@ -288,4 +283,16 @@ func escape(b []byte, s string) []byte {
 		}
 	}
 	return b
+}
+
+// answerHeader sets the headers gofakes3 puts on every answer, for one
+// this handler answers itself, and returns the header.
+func (s *Server) answerHeader(w http.ResponseWriter) http.Header {
+	id := fmt.Sprintf("%016X", s.requestID.Add(1))
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("x-amz-id-2", base64.StdEncoding.EncodeToString([]byte(id+id+id+id)))
+	h.Set("x-amz-request-id", id)
+	h.Set("Server", "AmazonS3")
+	return h
 }

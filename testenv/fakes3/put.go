@@ -2,9 +2,7 @@ package fakes3
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -63,12 +61,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) bool {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return false
 	}
-	id := fmt.Sprintf("%016X", s.requestID.Add(1))
-	h := w.Header()
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("x-amz-id-2", base64.StdEncoding.EncodeToString([]byte(id+id+id+id)))
-	h.Set("x-amz-request-id", id)
-	h.Set("Server", "AmazonS3")
+	h := s.answerHeader(w)
 	if obj.VersionID != "" {
 		h.Set("x-amz-version-id", string(obj.VersionID))
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -12,10 +14,13 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	s3store "github.com/distributor/distributor/storage/s3"
+	"github.com/distributor/distributor/testenv"
 )
 
 // raceAtStreamedCommit is raceAtCommit for a large catalog, encoded into
@@ -105,5 +110,105 @@ func TestACatalogPreparedAheadLosingTheRaceLeavesNothing(t *testing.T) {
 	}
 	if left := tempFiles(t, root); len(left) > 0 {
 		t.Fatalf("the retry left temp files %q", left)
+	}
+}
+
+// racingPreparer is an S3 root whose catalog write, prepared beside the
+// outputs (storage.WritePreparer), is overtaken once armed: another writer
+// commits the catalog (the same records, a second later) right before it.
+type racingPreparer struct {
+	*s3store.Backend
+	armed  atomic.Bool
+	theirs []byte // the other writer's catalog
+}
+
+func (r *racingPreparer) PrepareWrite(p string, data []byte) storage.PreparedVersion {
+	pv := r.Backend.PrepareWrite(p, data)
+	if p != catalog.FileName || !r.armed.Swap(false) {
+		return pv
+	}
+	return racedWrite{PreparedVersion: pv, r: r}
+}
+
+type racedWrite struct {
+	storage.PreparedVersion
+	r *racingPreparer
+}
+
+func (w racedWrite) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
+	data, v, err := w.r.Backend.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return "", err
+	}
+	cat, _, err := catalog.Parse(data)
+	if err != nil {
+		return "", err
+	}
+	cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
+	if w.r.theirs, err = catalog.Marshal(cat); err != nil {
+		return "", err
+	}
+	if _, err := w.r.Backend.WriteIfVersion(ctx, catalog.FileName, w.r.theirs, v); err != nil {
+		return "", err
+	}
+	return w.PreparedVersion.CommitIfVersion(ctx, want)
+}
+
+// TestS3CatalogPreparedBesideTheWritesLosingTheRace: on S3 the catalog's
+// write is prepared (encoded, its sha256 taken) beside the outputs and its
+// shards are written beside its compare-and-swap; another writer's commit
+// in between still makes the publication fail as a race, leaves that
+// writer's catalog in place, and the retry ends with the catalog an
+// uninterrupted run writes.
+func TestS3CatalogPreparedBesideTheWritesLosingTheRace(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NewS3(t)
+	base := func(bucket string) config.Destination {
+		return config.Destination{Backend: config.BackendS3, Bucket: bucket, Path: s3Prefix,
+			Region: "us-east-1", Endpoint: srv.URL, PathStyle: true}
+	}
+	v1 := map[string]string{}
+	for i := range 20 {
+		v1[fmt.Sprintf("d/f%02d.txt", i)] = fmt.Sprintf("file %d\n", i)
+	}
+	v2 := maps.Clone(v1)
+	v2["d/f03.txt"], v2["d/f11.txt"], v2["d/new.txt"] = "changed 3\n", "changed 11\n", "new\n"
+	delete(v2, "d/f19.txt")
+
+	ref := newHarness(t)
+	refBucket := srv.Bucket(t)
+	refRoot := srv.Backend(t, refBucket, s3Prefix)
+	ref.addDest(named(base(refBucket), "archive", planner.Replacement), refRoot, pipeA)
+	ref.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+	ref.mustPublish(t2, pipeA, "archive", "weatherreporter.today", v2)
+	wantCatalog, _, err := refRoot.ReadVersion(context.Background(), catalog.FileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h := newHarness(t)
+	bucket := srv.Bucket(t)
+	root := &racingPreparer{Backend: srv.Backend(t, bucket, s3Prefix).(*s3store.Backend)}
+	h.addDest(named(base(bucket), "archive", planner.Replacement), root, pipeA)
+	h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+	dir, _ := makeBundleAt(t, "weatherreporter.today", t2.Add(-time.Hour), v2) // as mustPublish at t2
+	root.armed.Store(true)
+	if _, err := h.publish(t2, pipeA, "archive", dir); !errors.Is(err, engine.ErrCatalogRace) {
+		t.Fatalf("publication overtaken at its commit: %v, want ErrCatalogRace", err)
+	}
+	if root.armed.Load() || root.theirs == nil {
+		t.Fatal("the catalog's write was not prepared with PrepareWrite")
+	}
+	if cur, _, err := root.ReadVersion(context.Background(), catalog.FileName); err != nil || !bytes.Equal(cur, root.theirs) {
+		t.Fatalf("the catalog after the lost race is not the other writer's (%v):\n%s", err, cur)
+	}
+	res, err := h.publish(t2, pipeA, "archive", dir)
+	if err != nil || !res.Recovered {
+		t.Fatalf("retry: %v, recovered %v", err, res.Recovered)
+	}
+	wantContents(t, root, contents(t, refRoot))
+	assertDescribesStorage(t, root)
+	if got, _, err := root.ReadVersion(context.Background(), catalog.FileName); err != nil || !bytes.Equal(got, wantCatalog) {
+		t.Fatalf("catalog after the retry (%v):\n%s\nuninterrupted run:\n%s", err, got, wantCatalog)
 	}
 }

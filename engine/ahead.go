@@ -33,8 +33,8 @@ type encodedAhead struct {
 // encodeAhead starts encoding next for a root that commits it whole in
 // one request; nil for any other root (local roots prepare it themselves,
 // streamed catalogs are encoded as they are sent).
-func encodeAhead(root storage.Backend, next *catalog.Catalog) *encodedAhead {
-	if !commitsInOneRequest(root, next) {
+func (e *Engine) encodeAhead(root storage.Backend, next *catalog.Catalog) *encodedAhead {
+	if !e.commitsInOneRequest(root, next) {
 		return nil
 	}
 	a := &encodedAhead{done: make(chan struct{})}
@@ -50,12 +50,12 @@ func encodeAhead(root storage.Backend, next *catalog.Catalog) *encodedAhead {
 
 // commitsInOneRequest: the root takes next's bytes whole with
 // WriteIfVersion (commitPrepared's default).
-func commitsInOneRequest(root storage.Backend, next *catalog.Catalog) bool {
+func (e *Engine) commitsInOneRequest(root storage.Backend, next *catalog.Catalog) bool {
 	if _, ok := root.(storage.VersionPreparer); ok || next == nil {
 		return false
 	}
 	_, stream := root.(storage.VersionStreamer)
-	return !stream || len(next.Outputs) <= streamMinOutputs
+	return !stream || !e.streams(len(next.Outputs))
 }
 
 // wait returns the encoding's end (a nil receiver waits for nothing).
@@ -96,7 +96,7 @@ func (v encodedVersion) Close() error { return nil }
 // function waits for it. Nil when the shards are to be saved after the
 // commit, as on other roots.
 func (e *Engine) saveBeside(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) func() {
-	if !commitsInOneRequest(root, cat) || len(f.dirty) == 0 || FingerprintShards(len(cat.Outputs)) != f.shards {
+	if !e.commitsInOneRequest(root, cat) || len(f.dirty) == 0 || FingerprintShards(len(cat.Outputs)) != f.shards {
 		return nil
 	}
 	done := make(chan struct{})

@@ -31,12 +31,13 @@ func TestCatalogIsEncodedAheadOnlyForOneRequestCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := encodeAhead(disk, next); a != nil {
+	var e Engine // the default catalog size bounds
+	if a := e.encodeAhead(disk, next); a != nil {
 		t.Fatal("a local root (a VersionPreparer) got its catalog encoded ahead")
 	}
 	srv := testenv.NewS3(t)
 	root := srv.Backend(t, srv.Bucket(t), "site")
-	a := encodeAhead(root, next)
+	a := e.encodeAhead(root, next)
 	if a == nil {
 		t.Fatal("an S3 root did not get its catalog encoded ahead")
 	}

@@ -305,7 +305,7 @@ func (r *publication) write(ctx context.Context) error {
 	startItems(ctx, "writing", r.writes, nil)
 	// Started here, not earlier: beside the staging and the intent it
 	// only took their CPU (2 cores), beside the writes' round trips less.
-	r.ahead = encodeAhead(r.root, r.pl.Plan.Next)
+	r.ahead = r.e.encodeAhead(r.root, r.pl.Plan.Next)
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
 	if lc, ok := r.stageOf().(lateCloser); err != nil || !ok || !lc.ClosesLate() {
 		r.closeStage()
@@ -435,7 +435,7 @@ func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalo
 // settle ends a committed publication: once the files that the writes
 // and the commit swapped out are removed (in the background, local roots),
 // the intent goes; a crash until then leaves them (temp names) under the
-// intent, to its recovery.
+// intent, removed as leftovers once older than LeftoverAge.
 func (r *publication) settle(ctx context.Context) {
 	r.closeStage()
 	r.cat.close()

@@ -261,19 +261,7 @@ type racedPrepared struct {
 }
 
 func (pv racedPrepared) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
-	data, v, err := pv.b.ReadVersion(ctx, catalog.FileName)
-	if err != nil {
-		return "", err
-	}
-	cat, _, err := catalog.Parse(data)
-	if err != nil {
-		return "", err
-	}
-	cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
-	if data, err = catalog.Marshal(cat); err != nil {
-		return "", err
-	}
-	if _, err := pv.b.WriteIfVersion(ctx, catalog.FileName, data, v); err != nil {
+	if _, err := commitAnotherCatalog(ctx, pv.b); err != nil {
 		return "", err
 	}
 	return pv.PreparedVersion.CommitIfVersion(ctx, want)

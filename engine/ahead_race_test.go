@@ -136,21 +136,11 @@ type racedWrite struct {
 }
 
 func (w racedWrite) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
-	data, v, err := w.r.Backend.ReadVersion(ctx, catalog.FileName)
+	theirs, err := commitAnotherCatalog(ctx, w.r.Backend)
 	if err != nil {
 		return "", err
 	}
-	cat, _, err := catalog.Parse(data)
-	if err != nil {
-		return "", err
-	}
-	cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
-	if w.r.theirs, err = catalog.Marshal(cat); err != nil {
-		return "", err
-	}
-	if _, err := w.r.Backend.WriteIfVersion(ctx, catalog.FileName, w.r.theirs, v); err != nil {
-		return "", err
-	}
+	w.r.theirs = theirs
 	return w.PreparedVersion.CommitIfVersion(ctx, want)
 }
 

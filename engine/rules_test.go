@@ -813,24 +813,33 @@ func (r *racingBackend) WriteIfVersion(ctx context.Context, p string, data []byt
 	}
 	r.mu.Unlock()
 	if fire {
-		cur, v, err := r.Backend.ReadVersion(ctx, p)
-		if err != nil {
-			return "", err
-		}
-		cat, _, err := catalog.Parse(cur)
-		if err != nil {
-			return "", err
-		}
-		cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
-		other, err := catalog.Marshal(cat)
-		if err != nil {
-			return "", err
-		}
-		if _, err := r.Backend.WriteIfVersion(ctx, p, other, v); err != nil {
+		if _, err := commitAnotherCatalog(ctx, r.Backend); err != nil {
 			return "", fmt.Errorf("racing writer: %w", err)
 		}
 	}
 	return r.Backend.WriteIfVersion(ctx, p, data, want)
+}
+
+// commitAnotherCatalog commits the root's catalog as another writer would
+// (one second later, nothing else changed) and returns the bytes it wrote.
+func commitAnotherCatalog(ctx context.Context, root storage.Backend) ([]byte, error) {
+	cur, v, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return nil, err
+	}
+	cat, _, err := catalog.Parse(cur)
+	if err != nil {
+		return nil, err
+	}
+	cat.UpdatedAt = cat.UpdatedAt.Add(time.Second)
+	theirs, err := catalog.Marshal(cat)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := root.WriteIfVersion(ctx, catalog.FileName, theirs, v); err != nil {
+		return nil, err
+	}
+	return theirs, nil
 }
 
 func TestLostCatalogCompareAndSwapIsAnErrorAndARerunConverges(t *testing.T) {

@@ -544,6 +544,11 @@ func parseTime(field, s string) (time.Time, error) {
 // FormatTime renders t as the catalog writes times: RFC3339, UTC.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
+// MaxRecords bounds from above how many records a catalog of size bytes
+// holds: a record takes at least 256 bytes in any JSON form (two digests
+// of 71 bytes, three times, the keys).
+func MaxRecords(size int) int { return size / 256 }
+
 // Marshal writes the catalog deterministically: outputs sorted by path,
 // two-space indent, trailing newline, RFC3339 UTC times. It refuses to write
 // a catalog that would not read back as valid.
@@ -554,7 +559,7 @@ func Marshal(c *Catalog) ([]byte, error) {
 // MarshalTo writes exactly what Marshal returns to w, as it is made,
 // without holding the whole document. On an error (an invalid catalog, or
 // w's) part of it may have been written: write to something that is
-// discarded on error (storage.VersionStreamer).
+// discarded on error.
 func MarshalTo(w io.Writer, c *Catalog) error {
 	_, err := marshal(c, w)
 	return err

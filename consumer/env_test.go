@@ -368,9 +368,10 @@ func (s *testStores) Bundle(ctx context.Context, location string) (storage.Backe
 }
 
 // hooked is a backend with fault hooks. read runs before every ReadVersion
-// (the first call of every publication attempt), put before every Put of a
-// non-reserved path, commit before every catalog write; a non-nil error
-// from a hook is returned instead of the call.
+// (the first call of every publication attempt), put before every write
+// of a non-reserved path lands (a Put, a staged output named), commit
+// before every catalog commit; a non-nil error from a hook is returned
+// instead of the call.
 type hooked struct {
 	storage.Backend
 	read    func(ctx context.Context, path string) error // before every ReadVersion
@@ -397,17 +398,32 @@ func (h *hooked) Put(ctx context.Context, p string, r io.Reader, size int64, o s
 	return h.Backend.Put(ctx, p, r, size, o)
 }
 
-func (h *hooked) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
-	if p == catalog.FileName && h.commit != nil {
-		if err := h.commit(ctx); err != nil {
-			return "", err
+// Stage runs put before each staged output is named.
+func (h *hooked) Stage(ctx context.Context) storage.Stage {
+	return testenv.HookedStage{Stage: h.Backend.Stage(ctx), Hook: func(ctx context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		if h.put != nil && !catalog.IsReserved(p) {
+			if err := h.put(ctx, p); err != nil {
+				return storage.ObjectInfo{}, err
+			}
 		}
-	}
-	nv, err := h.Backend.WriteIfVersion(ctx, p, data, v)
-	if err == nil && p == catalog.FileName && h.commits != nil {
-		h.commits.Add(1)
-	}
-	return nv, err
+		return commit()
+	}}
+}
+
+// PrepareCatalog runs commit before the catalog's commit.
+func (h *hooked) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return testenv.HookedCatalog{PendingCatalog: h.Backend.PrepareCatalog(ctx, next, writes), Hook: func(ctx context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
+		if h.commit != nil {
+			if err := h.commit(ctx); err != nil {
+				return "", err
+			}
+		}
+		v, err := commit()
+		if err == nil && h.commits != nil {
+			h.commits.Add(1)
+		}
+		return v, err
+	}}
 }
 
 // collector keeps every result event in stream order.

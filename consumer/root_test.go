@@ -15,6 +15,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/testenv"
 )
 
 // tree is every file under dir (reserved ones included) with its bytes and
@@ -148,7 +149,16 @@ func (s *swapOnce) Put(ctx context.Context, p string, r io.Reader, size int64, o
 	return oi, nil
 }
 
-func (s *swapOnce) CheckRoot(ctx context.Context) error { return storage.CheckRoot(ctx, s.Backend) }
+// Stage swaps right after the first staged output is named.
+func (s *swapOnce) Stage(ctx context.Context) storage.Stage {
+	return testenv.HookedStage{Stage: s.Backend.Stage(ctx), Hook: func(ctx context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		oi, err := commit()
+		if err == nil && !catalog.IsReserved(p) {
+			s.once.Do(s.swap)
+		}
+		return oi, err
+	}}
+}
 
 // TestServeRetriesAPublicationWhoseRootWasSwappedMidway: the swap lands
 // between the writes and the catalog commit. That attempt commits nothing

@@ -87,24 +87,20 @@ type pausedAfterCommit struct {
 	paused, resume chan struct{}
 }
 
-func (p *pausedAfterCommit) PrepareVersion(ctx context.Context, path string, data []byte) (storage.PreparedVersion, error) {
-	pv, err := p.Backend.PrepareVersion(ctx, path, data)
-	if err != nil {
-		return nil, err
-	}
-	return pausedPrepared{pv, p}, nil
+func (p *pausedAfterCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return pausedPending{p.Backend.PrepareCatalog(ctx, next, writes), p}
 }
 
-type pausedPrepared struct {
-	storage.PreparedVersion
+type pausedPending struct {
+	storage.PendingCatalog
 	p *pausedAfterCommit
 }
 
-func (pv pausedPrepared) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
-	v, err := pv.PreparedVersion.CommitIfVersion(ctx, want)
+func (pc pausedPending) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
+	v, err := pc.PendingCatalog.Commit(ctx, want)
 	if err == nil {
-		close(pv.p.paused)
-		<-pv.p.resume
+		close(pc.p.paused)
+		<-pc.p.resume
 	}
 	return v, err
 }
@@ -146,7 +142,7 @@ func staleHolderNeverEmptiesANewerHoldersIntent(t *testing.T, lose bool) {
 	// The newer holder: its intent, then its new output, then killed
 	// before its commit.
 	newer := map[string]string{"data/a.csv": "a2\n", "data/c.csv": "c\n"}
-	dying := dyingOn(lb, 5)
+	dying := &dyingBackend{Backend: lb, atCommit: true}
 	if _, err := publishWith(t, dying, heldLease{}, newer, fixedNow); !errors.Is(err, errKilled) {
 		t.Fatalf("newer holder: %v, want killed", err)
 	}
@@ -214,7 +210,7 @@ func TestStaleHolderNeverRewritesANewerHoldersIntent(t *testing.T) {
 	}()
 	<-sl.paused
 	newer := map[string]string{"data/a.csv": "a3\n", "data/c.csv": "c\n"}
-	dying := dyingOn(lb, 4)
+	dying := &dyingBackend{Backend: lb, atCommit: true}
 	if _, err := publishWith(t, dying, heldLease{}, newer, fixedNow); !errors.Is(err, errKilled) {
 		t.Fatalf("newer holder: %v, want killed", err)
 	}
@@ -247,24 +243,20 @@ func TestStaleHolderNeverRewritesANewerHoldersIntent(t *testing.T) {
 // catalog and before it commits it.
 type raceAtCommit struct{ *local.Backend }
 
-func (r raceAtCommit) PrepareVersion(ctx context.Context, path string, data []byte) (storage.PreparedVersion, error) {
-	pv, err := r.Backend.PrepareVersion(ctx, path, data)
-	if err != nil {
-		return nil, err
-	}
-	return racedPrepared{pv, r.Backend}, nil
+func (r raceAtCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return racedPending{r.Backend.PrepareCatalog(ctx, next, writes), r.Backend}
 }
 
-type racedPrepared struct {
-	storage.PreparedVersion
+type racedPending struct {
+	storage.PendingCatalog
 	b *local.Backend
 }
 
-func (pv racedPrepared) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
-	if _, err := commitAnotherCatalog(ctx, pv.b); err != nil {
+func (pc racedPending) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
+	if _, err := commitAnotherCatalog(ctx, pc.b); err != nil {
 		return "", err
 	}
-	return pv.PreparedVersion.CommitIfVersion(ctx, want)
+	return pc.PendingCatalog.Commit(ctx, want)
 }
 
 // TestPreparedCatalogLosingTheRaceLeavesNothingAndConverges: a catalog

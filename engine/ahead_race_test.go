@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -24,28 +23,16 @@ import (
 )
 
 // raceAtStreamedCommit is raceAtCommit for a large catalog, encoded into
-// its file beside the writes (PrepareVersionFrom) and placed before the
-// barrier: another writer commits the catalog right before it.
+// its file beside the writes and placed before the barrier: another
+// writer commits the catalog right before it.
 type raceAtStreamedCommit struct {
 	*local.Backend
 	prepared atomic.Int32
 }
 
-func (r *raceAtStreamedCommit) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (storage.PreparedVersion, error) {
+func (r *raceAtStreamedCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
 	r.prepared.Add(1)
-	pv, err := r.Backend.PrepareVersionFrom(ctx, p, write)
-	if err != nil {
-		return nil, err
-	}
-	return racedPlaced{racedPrepared{pv, r.Backend}}, nil
-}
-
-// racedPlaced keeps the prepared version's Place, so that the publication
-// takes its own path (named before the barrier).
-type racedPlaced struct{ racedPrepared }
-
-func (p racedPlaced) Place() error {
-	return p.PreparedVersion.(interface{ Place() error }).Place()
+	return racedPending{r.Backend.PrepareCatalog(ctx, next, writes), r.Backend}
 }
 
 // TestACatalogPreparedAheadLosingTheRaceLeavesNothing: a large catalog
@@ -61,7 +48,7 @@ func TestACatalogPreparedAheadLosingTheRaceLeavesNothing(t *testing.T) {
 	before := publishedBefore(planner.Replacement, largeTree(0))
 	ref := t.TempDir()
 	before(t, ref)
-	rb, _ := local.New(ref)
+	rb, _ := local.New(ref, local.WithStreamMinOutputs(spec.streamMin))
 	if _, err := runPublication(t, rb, heldLease{}, spec, largeTree(1), fixedNow); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +56,7 @@ func TestACatalogPreparedAheadLosingTheRaceLeavesNothing(t *testing.T) {
 
 	root := t.TempDir()
 	before(t, root)
-	b, _ := local.New(root)
+	b, _ := local.New(root, local.WithStreamMinOutputs(spec.streamMin))
 	// What the other writer commits: the catalog read, a second later.
 	old, err := os.ReadFile(filepath.Join(root, catalog.FileName))
 	if err != nil {
@@ -90,7 +77,7 @@ func TestACatalogPreparedAheadLosingTheRaceLeavesNothing(t *testing.T) {
 		t.Fatalf("publication overtaken at its commit: %v, want ErrCatalogRace", err)
 	}
 	if raced.prepared.Load() != 1 {
-		t.Fatalf("the catalog was prepared ahead %d times, want once (the large-catalog path)", raced.prepared.Load())
+		t.Fatalf("the catalog was prepared %d times, want once", raced.prepared.Load())
 	}
 	if cur, err := os.ReadFile(filepath.Join(root, catalog.FileName)); err != nil || !bytes.Equal(cur, wantTheirs) {
 		t.Fatalf("the catalog after the lost race is not the other writer's (%v):\n%s", err, cur)
@@ -114,7 +101,7 @@ func TestACatalogPreparedAheadLosingTheRaceLeavesNothing(t *testing.T) {
 }
 
 // racingPreparer is an S3 root whose catalog write, prepared beside the
-// outputs (storage.WritePreparer), is overtaken once armed: another writer
+// outputs, is overtaken once armed: another writer
 // commits the catalog (the same records, a second later) right before it.
 type racingPreparer struct {
 	*s3store.Backend
@@ -122,26 +109,26 @@ type racingPreparer struct {
 	theirs []byte // the other writer's catalog
 }
 
-func (r *racingPreparer) PrepareWrite(p string, data []byte) storage.PreparedVersion {
-	pv := r.Backend.PrepareWrite(p, data)
-	if p != catalog.FileName || !r.armed.Swap(false) {
-		return pv
+func (r *racingPreparer) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	pc := r.Backend.PrepareCatalog(ctx, next, writes)
+	if !r.armed.Swap(false) {
+		return pc
 	}
-	return racedWrite{PreparedVersion: pv, r: r}
+	return racedWrite{PendingCatalog: pc, r: r}
 }
 
 type racedWrite struct {
-	storage.PreparedVersion
+	storage.PendingCatalog
 	r *racingPreparer
 }
 
-func (w racedWrite) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
+func (w racedWrite) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
 	theirs, err := commitAnotherCatalog(ctx, w.r.Backend)
 	if err != nil {
 		return "", err
 	}
 	w.r.theirs = theirs
-	return w.PreparedVersion.CommitIfVersion(ctx, want)
+	return w.PendingCatalog.Commit(ctx, want)
 }
 
 // TestS3CatalogPreparedBesideTheWritesLosingTheRace: on S3 the catalog's
@@ -187,7 +174,7 @@ func TestS3CatalogPreparedBesideTheWritesLosingTheRace(t *testing.T) {
 		t.Fatalf("publication overtaken at its commit: %v, want ErrCatalogRace", err)
 	}
 	if root.armed.Load() || root.theirs == nil {
-		t.Fatal("the catalog's write was not prepared with PrepareWrite")
+		t.Fatal("the catalog's commit was not overtaken")
 	}
 	if cur, _, err := root.ReadVersion(context.Background(), catalog.FileName); err != nil || !bytes.Equal(cur, root.theirs) {
 		t.Fatalf("the catalog after the lost race is not the other writer's (%v):\n%s", err, cur)

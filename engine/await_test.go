@@ -29,11 +29,9 @@ type intentReads struct {
 	n atomic.Int32
 }
 
-func (r *intentReads) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
-	if p == IntentPath {
-		r.n.Add(1)
-	}
-	return r.Backend.ReadVersion(ctx, p)
+func (r *intentReads) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+	r.n.Add(1)
+	return r.Backend.ReadIntent(ctx)
 }
 
 // TestEmptiedIntentDoesNotMakeAPublicationWaitForItsBundle: a publication

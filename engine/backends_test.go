@@ -165,12 +165,9 @@ func (c *countingBackend) Put(ctx context.Context, p string, r io.Reader, size i
 	return c.Backend.Put(ctx, p, r, size, o)
 }
 
-// countingStager is a countingBackend over a backend that stages writes:
-// a staged Put counts as a Put, its Commit as a Commit.
-type countingStager struct{ *countingBackend }
-
-func (c countingStager) Stage() storage.Stage {
-	return &countingStage{Stage: c.Backend.(storage.Stager).Stage(), c: c.countingBackend}
+// Stage counts a staged Put as a Put, its Commit as a Commit.
+func (c *countingBackend) Stage(ctx context.Context) storage.Stage {
+	return &countingStage{Stage: c.Backend.Stage(ctx), c: c}
 }
 
 type countingStage struct {
@@ -186,32 +183,55 @@ func (s *countingStage) Put(ctx context.Context, p string, r io.Reader, size int
 	return s.Stage.Put(ctx, p, r, size, o)
 }
 
-func (s *countingStage) Commit(ctx context.Context, p string) error {
+func (s *countingStage) Commit(ctx context.Context, p string) (storage.ObjectInfo, error) {
 	s.c.record("Commit", p)
 	return s.Stage.Commit(ctx, p)
 }
 
-// CommitInfo counts as a Commit; for a stage without it, the info is
-// left to the Put's (as the engine does).
-func (s *countingStage) CommitInfo(ctx context.Context, p string) (storage.ObjectInfo, error) {
-	s.c.record("Commit", p)
-	if ic, ok := s.Stage.(storage.InfoCommitter); ok {
-		return ic.CommitInfo(ctx, p)
+// Find records the paths it is asked about ("*": every object); how the
+// backend finds them (lookups, a listing) is its own.
+func (c *countingBackend) Find(ctx context.Context, q storage.Query, fn func(storage.ObjectInfo) error) error {
+	if q.Paths == nil {
+		c.record("Find", "*")
+	} else {
+		c.record("Find", q.Paths...)
 	}
-	return storage.ObjectInfo{}, s.Stage.Commit(ctx, p)
+	return c.Backend.Find(ctx, q, fn)
 }
 
-// counted wraps b in a countingBackend, which stages writes when staged
-// (skipping the test when b cannot).
-func counted(t *testing.T, b storage.Backend, staged bool) (*countingBackend, storage.Backend) {
-	c := newCounting(b)
-	if !staged {
-		return c, c
-	}
-	if _, ok := b.(storage.Stager); !ok {
-		t.Skipf("%T does not stage writes", b)
-	}
-	return c, countingStager{c}
+func (c *countingBackend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+	c.record("ReadIntent", "")
+	return c.Backend.ReadIntent(ctx)
+}
+
+func (c *countingBackend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	c.record("WriteIntent", "")
+	return c.Backend.WriteIntent(ctx, data)
+}
+
+func (c *countingBackend) ClearIntent(ctx context.Context, want storage.Version) error {
+	c.record("ClearIntent", "")
+	return c.Backend.ClearIntent(ctx, want)
+}
+
+// PrepareCatalog counts the commit of the catalog as "CommitCatalog".
+func (c *countingBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return countingCatalog{c.Backend.PrepareCatalog(ctx, next, writes), c}
+}
+
+type countingCatalog struct {
+	storage.PendingCatalog
+	c *countingBackend
+}
+
+func (cc countingCatalog) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
+	cc.c.record("CommitCatalog", catalog.FileName)
+	return cc.PendingCatalog.Commit(ctx, want)
+}
+
+func (c *countingBackend) Overwrite(ctx context.Context, p string, data []byte) error {
+	c.record("Overwrite", p)
+	return c.Backend.Overwrite(ctx, p, data)
 }
 
 func (c *countingBackend) Delete(ctx context.Context, paths ...string) error {

@@ -42,6 +42,12 @@ type dyingBackend struct {
 	committedAt int
 	// fingerprintCalls counts the writes of fingerprint index shards.
 	fingerprintCalls int
+	// afterIntent, when set, kills at the first mutating call after the
+	// intent is written.
+	afterIntent bool
+	// atCommit, when set, kills at the catalog's commit (every output
+	// named, the catalog not).
+	atCommit bool
 }
 
 func (d *dyingBackend) mutate() error {
@@ -137,12 +143,62 @@ func (d *dyingBackend) List(ctx context.Context, prefix string, fn func(storage.
 	return d.Backend.List(ctx, prefix, fn)
 }
 
-// dyingStager is a dyingBackend over a backend that stages writes (as the
-// local one does): staging and naming an output are mutating calls too.
-type dyingStager struct{ *dyingBackend }
+func (d *dyingBackend) Find(ctx context.Context, q storage.Query, fn func(storage.ObjectInfo) error) error {
+	if err := d.read(); err != nil {
+		return err
+	}
+	return d.Backend.Find(ctx, q, fn)
+}
 
-func (d dyingStager) Stage() storage.Stage {
-	return &dyingStage{Stage: d.Backend.(storage.Stager).Stage(), d: d.dyingBackend}
+func (d *dyingBackend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+	if err := d.read(); err != nil {
+		return nil, "", err
+	}
+	return d.Backend.ReadIntent(ctx)
+}
+
+func (d *dyingBackend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	if err := d.mutate(); err != nil {
+		return "", err
+	}
+	v, err := d.Backend.WriteIntent(ctx, data)
+	d.mu.Lock()
+	if err == nil && d.afterIntent {
+		d.killAt = d.calls + 1
+	}
+	d.mu.Unlock()
+	return v, err
+}
+
+func (d *dyingBackend) ClearIntent(ctx context.Context, want storage.Version) error {
+	if err := d.mutate(); err != nil {
+		return err
+	}
+	return d.Backend.ClearIntent(ctx, want)
+}
+
+func (d *dyingBackend) Overwrite(ctx context.Context, p string, data []byte) error {
+	if err := d.mutate(); err != nil {
+		return err
+	}
+	if strings.HasPrefix(p, engine.FingerprintsDir+"/") {
+		d.mu.Lock()
+		d.fingerprintCalls++
+		d.mu.Unlock()
+	}
+	return d.Backend.Overwrite(ctx, p, data)
+}
+
+func (d *dyingBackend) Sync(ctx context.Context) error {
+	if err := d.read(); err != nil {
+		return err
+	}
+	return d.Backend.Sync(ctx)
+}
+
+// Stage: staging and naming an output are mutating calls too.
+func (d *dyingBackend) Stage(ctx context.Context) storage.Stage {
+	return &dyingStage{Stage: d.Backend.Stage(ctx), d: d}
 }
 
 type dyingStage struct {
@@ -157,67 +213,53 @@ func (s *dyingStage) Put(ctx context.Context, p string, r io.Reader, size int64,
 	return s.Stage.Put(ctx, p, r, size, o)
 }
 
-func (s *dyingStage) Commit(ctx context.Context, p string) error {
+func (s *dyingStage) Commit(ctx context.Context, p string) (storage.ObjectInfo, error) {
 	if err := s.d.mutate(); err != nil {
-		return err
+		return storage.ObjectInfo{}, err
 	}
 	return s.Stage.Commit(ctx, p)
 }
 
-// PrepareVersion (the catalog's bytes written before the barrier) and the
-// prepared commit are mutating calls too.
-func (d dyingStager) PrepareVersion(ctx context.Context, p string, data []byte) (storage.PreparedVersion, error) {
+// PrepareCatalog (the catalog's bytes written before the barrier) and the
+// commit are mutating calls too.
+func (d *dyingBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	pc := d.Backend.PrepareCatalog(ctx, next, writes)
 	if err := d.mutate(); err != nil {
-		return nil, err
+		pc.Close()
+		return dyingPending{err: err}
 	}
-	pv, err := d.Backend.(storage.VersionPreparer).PrepareVersion(ctx, p, data)
-	if err != nil {
-		return nil, err
-	}
-	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
+	return &dyingPending{PendingCatalog: pc, d: d}
 }
 
-// PrepareVersionFrom (a large catalog encoded into its file while the
-// outputs are named) is a mutating call too.
-func (d dyingStager) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (storage.PreparedVersion, error) {
-	if err := d.mutate(); err != nil {
-		return nil, err
-	}
-	pv, err := d.Backend.(*local.Backend).PrepareVersionFrom(ctx, p, write)
-	if err != nil {
-		return nil, err
-	}
-	return &dyingPrepared{PreparedVersion: pv, d: d.dyingBackend, p: p}, nil
+type dyingPending struct {
+	storage.PendingCatalog
+	d   *dyingBackend
+	err error
 }
 
-type dyingPrepared struct {
-	storage.PreparedVersion
-	d *dyingBackend
-	p string
-}
-
-// Place (the prepared catalog named, under the intent) is a mutating call
-// too.
-func (pv *dyingPrepared) Place() error {
-	if err := pv.d.mutate(); err != nil {
-		return err
+func (pc dyingPending) Commit(ctx context.Context, v storage.Version) (storage.Version, error) {
+	if pc.err != nil {
+		return "", pc.err
 	}
-	if pl, ok := pv.PreparedVersion.(interface{ Place() error }); ok {
-		return pl.Place()
+	pc.d.mu.Lock()
+	if pc.d.atCommit {
+		pc.d.dead = true
 	}
-	return nil
-}
-
-func (pv *dyingPrepared) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
-	if err := pv.d.mutate(); err != nil {
+	pc.d.mu.Unlock()
+	if err := pc.d.mutate(); err != nil {
 		return "", err
 	}
-	if pv.p == catalog.FileName {
-		pv.d.mu.Lock()
-		pv.d.committedAt = pv.d.calls
-		pv.d.mu.Unlock()
+	pc.d.mu.Lock()
+	pc.d.committedAt = pc.d.calls
+	pc.d.mu.Unlock()
+	return pc.PendingCatalog.Commit(ctx, v)
+}
+
+func (pc dyingPending) Close() error {
+	if pc.PendingCatalog == nil {
+		return nil
 	}
-	return pv.PreparedVersion.CommitIfVersion(ctx, v)
+	return pc.PendingCatalog.Close()
 }
 
 // intentPending reports whether root holds an intent: a local root keeps
@@ -229,42 +271,6 @@ func intentPending(t *testing.T, root string) bool {
 		t.Fatal(err)
 	}
 	return len(data) > 0
-}
-
-// The intent rewritten in place and its emptying are mutating calls too.
-func (d dyingStager) OverwriteSync(ctx context.Context, p string, data []byte) error {
-	if err := d.mutate(); err != nil {
-		return err
-	}
-	return d.Backend.(storage.InPlaceWriter).OverwriteSync(ctx, p, data)
-}
-
-func (d dyingStager) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
-	if err := d.mutate(); err != nil {
-		return err
-	}
-	return d.Backend.(storage.InPlaceChecker).OverwriteSyncIfEmpty(ctx, p, data)
-}
-
-func (d dyingStager) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
-	if err := d.mutate(); err != nil {
-		return err
-	}
-	return d.Backend.(storage.InPlaceChecker).EmptyDeferSyncIf(ctx, p, want)
-}
-
-func (d dyingStager) EmptyDeferSync(ctx context.Context, p string) error {
-	if err := d.mutate(); err != nil {
-		return err
-	}
-	return d.Backend.(storage.InPlaceWriter).EmptyDeferSync(ctx, p)
-}
-
-func (d dyingStager) SyncEmptied(ctx context.Context, p string) error {
-	if err := d.read(); err != nil {
-		return err
-	}
-	return d.Backend.(storage.InPlaceWriter).SyncEmptied(ctx, p)
 }
 
 // heldLease is a lease that is always held (the crash tests are about
@@ -285,7 +291,7 @@ type scenario struct {
 	before func(t *testing.T, root string)
 	files  map[string]string // the bundle being published
 	// streamMin, when positive, is the catalog size past which the
-	// publication encodes its catalog as it writes it (streamMinOutputs).
+	// publication encodes its catalog as it writes it (local.WithStreamMinOutputs).
 	streamMin int
 }
 
@@ -343,8 +349,11 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 		BundleEventID: spec.eventID, Outputs: outs, Bundle: b,
 	}
 	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
-	if spec.streamMin > 0 {
-		e.SetStreamMinOutputs(spec.streamMin)
+	if lb, ok := root.(*local.Backend); ok && spec.streamMin > 0 {
+		// The same root, taking a large catalog's path.
+		if root, err = local.New(lb.String(), local.WithStreamMinOutputs(spec.streamMin)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return e.Publish(ctx, root, l, pub)
 }
@@ -544,23 +553,7 @@ func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testi
 // byte what an uninterrupted run produces.
 func TestCrashAtEveryStepConverges(t *testing.T) {
 	t.Parallel()
-	for _, staged := range []bool{false, true} {
-		t.Run(map[bool]string{false: "put", true: "staged"}[staged], func(t *testing.T) {
-			t.Parallel()
-			crashAtEveryStep(t, staged)
-		})
-	}
-}
-
-// crashAtEveryStep is TestCrashAtEveryStepConverges with writes through
-// Put, or staged and committed.
-func crashAtEveryStep(t *testing.T, staged bool) {
-	wrap := func(d *dyingBackend) storage.Backend {
-		if staged {
-			return dyingStager{d}
-		}
-		return d
-	}
+	wrap := func(d *dyingBackend) storage.Backend { return d }
 	for _, sc := range crashScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -657,8 +650,7 @@ func TestRetryAfterCrashDoesNotCollideWithItsOwnBytes(t *testing.T) {
 	root := t.TempDir()
 	lb, _ := local.New(root)
 	files := map[string]string{"data/a.csv": "a\n"}
-	// Calls: 1 intent, 2 data/a.csv, 3 catalog commit. Crash before 3.
-	crashing := &dyingBackend{Backend: lb, killAt: 3}
+	crashing := &dyingBackend{Backend: lb, atCommit: true}
 	if _, err := publish(t, crashing, planner.Additive, files, fixedNow); !errors.Is(err, errKilled) {
 		t.Fatalf("got %v, want crash", err)
 	}
@@ -688,15 +680,36 @@ func TestRetryAfterCrashDoesNotCollideWithItsOwnBytes(t *testing.T) {
 type failOncePut struct {
 	storage.Backend
 	path   string
+	mu     sync.Mutex
 	failed bool
 }
 
-func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+// fail reports whether the write of p fails (the first one of path).
+func (f *failOncePut) fail(p string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if p == f.path && !f.failed {
 		f.failed = true
+		return true
+	}
+	return false
+}
+
+func (f *failOncePut) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+	if f.fail(p) {
 		return storage.ObjectInfo{}, fmt.Errorf("injected: %w", storage.ErrUnavailable)
 	}
 	return f.Backend.Put(ctx, p, r, size, o)
+}
+
+// Stage fails the naming of the path's staged write instead.
+func (f *failOncePut) Stage(ctx context.Context) storage.Stage {
+	return hookedStage(f.Backend.Stage(ctx), func(ctx context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		if f.fail(p) {
+			return storage.ObjectInfo{}, fmt.Errorf("injected: %w", storage.ErrUnavailable)
+		}
+		return commit()
+	})
 }
 
 // A retry of the same event after a transient write failure reports
@@ -729,36 +742,8 @@ func TestRetryOfSameEventReportsWritesOfTheFailedAttempt(t *testing.T) {
 	}
 }
 
-// dyingInPlace is a dyingBackend over a root that rewrites its intent in
-// place (local), as the production path sees it.
-type dyingInPlace struct{ *dyingBackend }
-
-func (d dyingInPlace) OverwriteSync(ctx context.Context, p string, data []byte) error {
-	return dyingStager(d).OverwriteSync(ctx, p, data)
-}
-
-func (d dyingInPlace) EmptyDeferSync(ctx context.Context, p string) error {
-	return dyingStager(d).EmptyDeferSync(ctx, p)
-}
-
-func (d dyingInPlace) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
-	return dyingStager(d).OverwriteSyncIfEmpty(ctx, p, data)
-}
-
-func (d dyingInPlace) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
-	return dyingStager(d).EmptyDeferSyncIf(ctx, p, want)
-}
-
-func (d dyingInPlace) SyncEmptied(ctx context.Context, p string) error {
-	return dyingStager(d).SyncEmptied(ctx, p)
-}
-
 // dyingOn is a dyingBackend over root that dies at its killAt-th mutating
-// call, keeping root's in-place intent (a local root).
+// call.
 func dyingOn(root storage.Backend, killAt int) storage.Backend {
-	d := &dyingBackend{Backend: root, killAt: killAt}
-	if _, ok := root.(storage.InPlaceWriter); ok {
-		return dyingInPlace{d}
-	}
-	return d
+	return &dyingBackend{Backend: root, killAt: killAt}
 }

@@ -20,17 +20,14 @@
 //  7. commit the catalog with a compare-and-swap on the version read in 2;
 //  8. delete the intent.
 //
-// A local root writes a large next catalog (more than streamMinOutputs
-// records) while the outputs are staged (before 3), into an unnamed file
-// that is named (a temp name) only after 5 (nothing is left of it if the
-// run dies earlier), and swaps the replacements of a large stage and that
-// catalog in (5, 7), the old files left under temp names and removed in
-// the background; 8 waits for those removals, so a crash before them
-// leaves them under the intent.
+// The root writes the next catalog's bytes when it likes between 5 and 7
+// (storage.Backend.PrepareCatalog); a local root may leave the files its
+// replacements swapped out to its stage's Close, which 8 waits for, so a
+// crash before them leaves them (temp names) under the intent.
 //
 // Flushes: the intent is durable before step 4; the outputs are flushed
-// (storage.Sync) before step 7, and the catalog is durable when 7 returns.
-// The deletion in 8 is not waited for (storage.DeleteDeferSync): a power
+// (storage.Backend.Sync) before step 7, and the catalog is durable when 7
+// returns. The removal in 8 is not waited for (ClearIntent): a power
 // loss may bring that intent back, and rolling it forward then changes
 // nothing, because every commit follows a flush of the root (or, for
 // prune, a durable intent of its own that replaces it) and so no later
@@ -63,10 +60,10 @@
 // is again a legacy first run and rewrites every planned path.
 //
 // Before step 3 every bundle file to be copied is read and hashed against
-// the manifest, so a damaged bundle fails before anything is written: on a
-// backend that stages writes (storage.Stager) by staging every output,
-// hashing as it copies, and naming them only in step 5; elsewhere in a
-// pass of its own.
+// the manifest, so a damaged bundle fails before anything is written: by
+// staging every output (storage.Stage), hashing as it copies, and naming
+// them only in step 5; where deletes must first make room for the
+// writes' folders, in a pass of its own.
 //
 // # Fencing
 //

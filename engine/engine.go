@@ -70,9 +70,6 @@ type Engine struct {
 	// (default DefaultLeftoverAge; see Leftovers in the package doc).
 	LeftoverAge time.Duration
 	Log         zerolog.Logger
-	// streamMin overrides streamMinOutputs when positive (tests: a small
-	// root takes a large catalog's path).
-	streamMin int
 }
 
 // Output is one desired output and where its bytes come from.
@@ -145,94 +142,40 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 	return state{cat: cat, legacy: legacy, version: v}, nil
 }
 
-// listStored lists the root. cat (nil: none) tells a SplitLister where
-// to split the listing (catalogSplits). The map is sized for cat's
-// records, or else for hint objects.
-func listStored(ctx context.Context, root storage.Backend, cat *catalog.Catalog, hint int) (map[string]planner.Stored, error) {
-	if cat != nil {
-		hint = len(cat.Outputs)
-	}
-	return listStoredSplit(ctx, root, catalogSplits(cat), hint)
-}
-
-// listStoredSplit lists the root, a SplitLister in the ranges between
-// splits (none: one plain listing), into a map sized for hint objects.
-func listStoredSplit(ctx context.Context, root storage.Backend, splits []string, hint int) (map[string]planner.Stored, error) {
+// findStored returns what the planner needs to know of the root
+// (storage.Backend.Find): what is at, above and below paths, sorted (nil:
+// every object), given what the catalog says the root holds. The map is
+// sized for hint objects.
+func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int) (map[string]planner.Stored, error) {
 	stored := make(map[string]planner.Stored, hint)
-	add := func(o storage.ObjectInfo) error {
+	err := root.Find(ctx, storage.Query{Paths: paths, Held: held}, func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
 			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
 		}
 		return nil
-	}
-	var err error
-	if sl, ok := root.(storage.SplitLister); ok && len(splits) > 0 {
-		err = sl.ListSplit(ctx, splits, add)
-	} else {
-		err = root.List(ctx, "", add)
-	}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	return stored, nil
 }
 
-// listSplits picks, of n paths in order, every listSplit-th from the
-// middle of the first page: the reserved files (.distributor…) sort
-// before the outputs, and a first range of a whole page of outputs would
-// take a second request, which the ranges after it wait for. Not the last
-// path: the range after it would be one more request, for the objects
-// past it (mostly none). None under two pages.
-func listSplits(n int, path func(int) string) []string {
-	if n < 2*listSplit {
-		return nil
-	}
-	splits := make([]string, 0, n/listSplit+1)
-	for i := listSplit/2 - 1; i < n-1; i += listSplit {
-		splits = append(splits, path(i))
-	}
-	return splits
-}
-
-// catalogSplits: listSplits of the catalog's records (nil: none).
-func catalogSplits(cat *catalog.Catalog) []string {
+// heldBy tells Find what cat (nil: none) says the root holds.
+func heldBy(cat *catalog.Catalog) storage.Held {
 	if cat == nil {
-		return nil
+		return storage.Held{}
 	}
-	return listSplits(len(cat.Outputs), func(i int) string { return cat.Outputs[i].Path })
+	return storage.Held{AtMost: len(cat.Outputs), Paths: outputPaths(cat)}
 }
 
-// outputSplits: listSplits of the publication's paths, in order.
-func outputSplits(outs []Output) []string {
-	paths := make([]string, len(outs))
-	for i, o := range outs {
-		paths[i] = o.Path
+// outputPaths returns cat's records' paths as storage.Held takes them.
+func outputPaths(cat *catalog.Catalog) func() (int, func(int) string) {
+	return func() (int, func(int) string) {
+		if cat == nil {
+			return 0, func(int) string { return "" }
+		}
+		return len(cat.Outputs), func(i int) string { return cat.Outputs[i].Path }
 	}
-	if !slices.IsSorted(paths) {
-		slices.Sort(paths)
-	}
-	return listSplits(len(paths), func(i int) string { return paths[i] })
-}
-
-// listSplit: a split listing reads the records between two splits in one
-// request (S3 answers 1,000 keys a page), if nothing else lies between.
-const listSplit = 1000
-
-// statRatio: a publication whose outputs number less than 1/statRatio of
-// the catalog's records looks its paths up one by one instead of listing
-// the root (1,000: a listing request returns about that many objects).
-const statRatio = 1000
-
-// minRecordBytes bounds a catalog record's size from below in any JSON
-// form (two digests of 71 bytes, three times, the keys): a catalog of n
-// bytes holds at most n/minRecordBytes records.
-const minRecordBytes = 256
-
-// listsAnyway reports whether a publication of n outputs lists the root
-// whatever the catalog of size bytes (exists: there is one) turns out to
-// hold: then the listing need not wait for the catalog's parse.
-func listsAnyway(n, size int, exists bool) bool {
-	return !exists || n*statRatio >= size/minRecordBytes
 }
 
 // parsedState is a catalog parsed in the background.
@@ -241,186 +184,75 @@ type parsedState struct {
 	err error
 }
 
-// errListingUnneeded: the publication is small against its catalog, so
-// its paths are looked up one by one instead (storedFor).
-var errListingUnneeded = errors.New("listing not needed")
-
-// listing is a listing of the root run while the catalog is parsed.
-type listing struct {
+// found is what a Find in the background found.
+type found struct {
 	stored map[string]planner.Stored
 	err    error
 }
 
-// startListing lists the root in the background, split at splits (none:
-// one plain listing); the channel yields the result once.
-func startListing(ctx context.Context, root storage.Backend, splits []string, hint int) <-chan listing {
-	ch := make(chan listing, 1)
-	go func() {
-		stored, err := listStoredSplit(ctx, root, splits, hint)
-		ch <- listing{stored, err}
-	}()
-	return ch
-}
-
-// storedFor returns what the planner needs to know of the root: every
-// object for a first or legacy run or a large publication, else only the
-// outputs' paths, their folders and what lies below them — adding ten
-// outputs to a root of a million must not cost a million stats.
-func storedFor(ctx context.Context, root storage.Backend, st state, outs []Output) (map[string]planner.Stored, error) {
-	if lists(st, len(outs)) {
-		return listStored(ctx, root, st.cat, 0)
-	}
-	stored := map[string]planner.Stored{}
-	seen := map[string]bool{}
-	stat := func(p string) (bool, error) {
-		if seen[p] {
-			_, ok := stored[p]
-			return ok, nil
-		}
-		seen[p] = true
-		o, err := root.Stat(ctx, p)
-		if errors.Is(err, storage.ErrNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		stored[p] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
-		return true, nil
-	}
-	for _, o := range outs {
-		p := o.Path
-		var err error
-		for i := strings.IndexByte(p, '/'); i >= 0 && err == nil; i = nextSlash(p, i) {
-			_, err = stat(p[:i])
-		}
-		var found bool
-		if err == nil {
-			found, err = stat(p)
-		}
-		if err == nil && !found {
-			// A folder (or nothing) at p: whatever is below it is in the way.
-			err = root.List(ctx, p+"/", func(o storage.ObjectInfo) error {
-				if !catalog.IsReserved(o.Path) {
-					stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
-				}
-				return nil
-			})
-		}
-		if err != nil {
-			// A path the root refuses (a symlink on the way, say): the
-			// listing skips what it cannot use, as before.
-			return listStored(ctx, root, st.cat, 0)
-		}
-	}
-	return stored, nil
-}
-
-// lists reports whether a publication of n outputs lists the root
-// (rather than stat its own paths) given the state read.
-func lists(st state, n int) bool {
-	return st.cat == nil || st.legacy || n*statRatio >= len(st.cat.Outputs)
-}
-
-func nextSlash(p string, i int) int {
-	j := strings.IndexByte(p[i+1:], '/')
-	if j < 0 {
-		return -1
-	}
-	return i + 1 + j
-}
-
-// readAndList reads the catalog and, when a publication of outs lists
-// the root whatever the catalog holds, lists it while the catalog is
-// parsed and whileListing runs on the state read (two cores: the
-// listing's system calls and the parse overlap). stored is nil when the
-// caller must still find what is stored.
-// outputs gives the publication's outputs once the catalog is read: a
-// bundle still being opened is waited for only then; known reports
-// whether outputs would return at once.
-func readAndList(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), known func() bool, whileListing func(state) error) (state, map[string]planner.Stored, error) {
+// readAndFind reads the catalog and finds what is stored at the
+// publication's paths while the catalog is parsed and then whileFinding
+// runs on the state read (two cores). outputs gives the publication's
+// outputs; it may wait for a bundle still being opened, beside the parse.
+func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileFinding func(state) error) (state, map[string]planner.Stored, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
 		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	// The parse starts at once: a bundle still being opened (outputs waits
-	// for it) is the other core's work meanwhile.
-	parsed := make(chan parsedState, 1)
+	ch := make(chan parsedState, 1)
 	go func() {
 		st, err := parseState(root, data, v)
-		parsed <- parsedState{st, err}
+		ch <- parsedState{st, err}
 	}()
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// Sized for the records the catalog's bytes suggest (~550 bytes each).
-	hint := len(data) / 512
-	// A root listed in one pass (local: folders read and stat'ed, no
-	// request per page) whose outputs are not known yet (a bundle still
-	// being opened: a large manifest is still being parsed) starts its
-	// listing now, beside the two parses, rather than once they are; a
-	// publication that turns out too small to list stops it then. Known
-	// outputs decide at once: ten outputs added to a root of a million
-	// never start a listing.
-	_, split := root.(storage.SplitLister)
-	var ch <-chan listing
-	if (!split || v == "") && !known() {
-		ch = startListing(lctx, root, nil, hint)
+	var once sync.Once
+	var parsed parsedState
+	wait := func() parsedState {
+		once.Do(func() { parsed = <-ch })
+		return parsed
 	}
 	outs, err := outputs()
-	n := len(outs)
-	if err == nil && !listsAnyway(n, len(data), v != "") {
-		err = errListingUnneeded
-	}
 	if err != nil {
-		cancel()
-		if ch != nil {
-			<-ch
-		}
-		p := <-parsed // nothing outlives the call
-		if errors.Is(err, errListingUnneeded) {
-			return p.st, nil, p.err
-		}
+		wait() // nothing outlives the call
 		return state{}, nil, err
 	}
-	// A SplitLister (S3: a request per page) reads ranges 4 at once
-	// instead of pages one after another. When the catalog holds at most
-	// about twice the publication's outputs (the replacement of a root,
-	// say; a record takes 256 bytes at least, ~500 in practice) it splits
-	// at their paths and starts now; else it waits for the parse and
-	// splits at the catalog's records: the publication's paths may sit
-	// together in a much larger root. No catalog: nothing to split.
-	switch {
-	case ch != nil:
-	case !split || v == "":
-		ch = startListing(lctx, root, nil, hint)
-	case n >= 2*listSplit && len(data)/minRecordBytes <= 4*n:
-		ch = startListing(lctx, root, outputSplits(outs), hint)
+	var held storage.Held
+	if v != "" {
+		held = storage.Held{AtMost: catalog.MaxRecords(len(data)), Paths: func() (int, func(int) string) {
+			return outputPaths(wait().st.cat)()
+		}}
 	}
-	p := <-parsed
-	st, err := p.st, p.err
-	if err == nil && ch == nil {
-		ch = startListing(lctx, root, catalogSplits(st.cat), hint)
+	paths := make([]string, len(outs))
+	for i, o := range outs {
+		paths[i] = o.Path
 	}
+	if !slices.IsSorted(paths) {
+		slices.Sort(paths)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan found, 1)
+	go func() {
+		// Sized for the records the catalog's bytes suggest (~550 bytes each).
+		stored, err := findStored(fctx, root, paths, held, len(data)/512)
+		done <- found{stored, err}
+	}()
+	p := wait()
+	err = p.err
 	if err == nil {
-		err = whileListing(st)
+		err = whileFinding(p.st)
 	}
 	if err != nil {
 		cancel()
-		if ch != nil {
-			<-ch // nothing outlives the call
-		}
+		<-done // nothing outlives the call
 		return state{}, nil, err
 	}
-	// Should the bound have been loose (the catalog holds more than n *
-	// statRatio records), the listing still tells the planner all it
-	// needs: it is what storedFor falls back to.
-	l := <-ch
-	return st, l.stored, l.err
+	f := <-done
+	return p.st, f.stored, f.err
 }
 
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	pl, err := e.plan(ctx, root, &pub, nil, nil)
+	pl, err := e.plan(ctx, root, &pub, nil)
 	return pl.Plan, err
 }
 
@@ -435,9 +267,8 @@ type planned struct {
 }
 
 // plan plans *pub. await, when set, completes *pub (its bundle was still
-// being opened): it is called once the catalog is read; opened, when set,
-// reports whether it would return at once.
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error, opened func() bool) (planned, error) {
+// being opened): it is called once the catalog is read.
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error) (planned, error) {
 	var pl planned
 	var err error
 	outputs := func() ([]Output, error) {
@@ -465,17 +296,8 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		}
 		return nil
 	}
-	known := func() bool { return opened == nil || opened() }
-	if pl.st, pl.stored, err = readAndList(ctx, root, outputs, known, preload); err != nil {
+	if pl.st, pl.stored, err = readAndFind(ctx, root, outputs, preload); err != nil {
 		return pl, err
-	}
-	if pl.stored == nil {
-		if err = preload(pl.st); err != nil {
-			return pl, err
-		}
-		if pl.stored, err = storedFor(ctx, root, pl.st, pub.Outputs); err != nil {
-			return pl, err
-		}
 	}
 	desired := make([]planner.Desired, len(pub.Outputs))
 	for i, o := range pub.Outputs {
@@ -547,163 +369,26 @@ func (e *Engine) workersFor(n int) int {
 	return max(1, min(e.workers(), n))
 }
 
-// streamMinOutputs is the catalog size (records) above which a commit is
-// encoded as it is written instead of whole (~0.5 KiB a record).
-const streamMinOutputs = 2048
-
-// streams reports whether a catalog of n records is encoded as it is
-// written.
-func (e *Engine) streams(n int) bool {
-	if e.streamMin > 0 {
-		return n > e.streamMin
-	}
-	return n > streamMinOutputs
-}
-
+// commit writes next as the root's catalog if the catalog is still at
+// version (a compare-and-swap) and the lease holds.
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
-	return e.commitPrepared(ctx, root, l, next, version, nil)
+	pc := root.PrepareCatalog(ctx, next, 0)
+	defer pc.Close()
+	return commitPending(ctx, root, l, pc, version)
 }
 
-// prepareCatalog writes next's bytes ahead of the barrier (Sync) that
-// precedes its commit, where the backend allows (storage.VersionPreparer:
-// local roots): the barrier then makes them durable too, and the commit
-// only names them and flushes the root folder (one fsync fewer). A large
-// catalog is encoded as it is written (streamPreparer) when ahead is set
-// (a barrier follows, and many writes to encode it beside), else left to
-// the commit, which streams it with its writeback started every MiB and
-// flushes it itself (a republish that only updates records, or adds a
-// few outputs: there is nothing to write it beside, and a prepared one
-// measured no faster). Nil when it is left to the commit; the caller
-// must Close a non-nil result.
-func (e *Engine) prepareCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, ahead bool) (storage.PreparedVersion, error) {
-	pr, ok := root.(storage.VersionPreparer)
-	large := e.streams(len(next.Outputs))
-	if sp, stream := root.(streamPreparer); ok && large && stream && ahead {
-		pv, err := sp.PrepareVersionFrom(ctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
-		if errors.Is(err, catalog.ErrInvalid) {
-			return nil, fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)
-		}
-		return pv, nil
-	}
-	if _, stream := root.(storage.VersionStreamer); !ok || (stream && large) {
-		return nil, nil
-	}
-	data, err := catalog.Marshal(next)
-	if err != nil {
-		return nil, fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
-	}
-	pv, err := pr.PrepareVersion(ctx, catalog.FileName, data)
-	if err != nil {
-		return nil, fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)
-	}
-	return pv, nil
-}
-
-// streamPreparer is a storage.VersionPreparer that also takes the bytes
-// from a writer (storage/local): a catalog of any size is prepared ahead
-// of the barrier without being held whole.
-type streamPreparer interface {
-	PrepareVersionFrom(ctx context.Context, path string, write func(io.Writer) error) (storage.PreparedVersion, error)
-}
-
-// catalogPrep is the next catalog being prepared (prepareCatalog), in
-// the background while the publication writes its outputs, or when first
-// waited for.
-type catalogPrep struct {
-	start  func() // set until a deferred preparation runs
-	done   chan struct{}
-	cancel context.CancelFunc
-	pv     storage.PreparedVersion
-	err    error
-}
-
-// startCatalog begins prepareCatalog: in the background when ahead is
-// set, else when first waited for.
-func (e *Engine) startCatalog(ctx context.Context, root storage.Backend, next *catalog.Catalog, ahead bool) *catalogPrep {
-	c := &catalogPrep{done: make(chan struct{}), cancel: func() {}}
-	run := func(ctx context.Context) {
-		defer close(c.done)
-		c.pv, c.err = e.prepareCatalog(ctx, root, next, ahead)
-	}
-	if !ahead {
-		c.start = func() { run(ctx) }
-		return c
-	}
-	ctx, c.cancel = context.WithCancel(ctx)
-	go run(ctx)
-	return c
-}
-
-// wait returns prepareCatalog's result once it is done.
-func (c *catalogPrep) wait() (storage.PreparedVersion, error) {
-	if c.start != nil {
-		start := c.start
-		c.start = nil
-		start()
-	}
-	<-c.done
-	return c.pv, c.err
-}
-
-// close stops a preparation still under way and drops what it wrote unless
-// it was committed.
-func (c *catalogPrep) close() {
-	if c == nil || c.start != nil { // none, or never begun
-		return
-	}
-	c.cancel()
-	if pv, _ := c.wait(); pv != nil {
-		pv.Close()
-	}
-}
-
-// commitPrepared is commit; prep, when set, holds next's bytes already
-// (prepareCatalog).
-func (e *Engine) commitPrepared(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version, prep storage.PreparedVersion) error {
-	sw, stream := root.(storage.VersionStreamer)
-	// A small catalog is cheaper whole: streaming costs a pipe, a goroutine
-	// and a 1 MiB buffer per commit, several times a small catalog's bytes.
-	stream = stream && e.streams(len(next.Outputs)) && prep == nil
-	var data []byte
-	if !stream && prep == nil {
-		var err error
-		if data, err = catalog.Marshal(next); err != nil {
-			return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
-		}
-	}
+// commitPending commits a catalog PrepareCatalog began, as commit does.
+func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, pc storage.PendingCatalog, version storage.Version) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	// A root moved away (or re-pointed) since it was opened must not get the
-	// catalog: the publication fails and its retry lands in the new root.
-	if err := storage.CheckRoot(ctx, root); err != nil {
-		return fmt.Errorf("commit %s: %w", catalog.FileName, err)
-	}
-	var err error
+	_, err := pc.Commit(ctx, version)
 	switch {
-	case prep != nil:
-		_, err = prep.CommitIfVersion(ctx, version)
-	case stream:
-		// Encoded as it is written (half a gigabyte at a million records);
-		// an invalid record fails the write, which then changes nothing.
-		var merr error
-		_, err = sw.WriteIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
-			merr = catalog.MarshalTo(w, next)
-			return merr
-		}, version)
-		if errors.Is(merr, catalog.ErrInvalid) {
-			return fmt.Errorf("engine: refusing to write an invalid catalog: %w", merr)
-		}
-	default:
-		_, err = root.WriteIfVersion(ctx, catalog.FileName, data, version)
-	}
-	if errors.Is(err, storage.ErrConflict) {
+	case errors.Is(err, catalog.ErrInvalid):
+		return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
+	case errors.Is(err, storage.ErrConflict):
 		return fmt.Errorf("%w: %s", ErrCatalogRace, root)
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)
 	}
 	return nil
@@ -780,12 +465,10 @@ func (e *Engine) forEach(ctx context.Context, n int, fn func(ctx context.Context
 	return g.Wait()
 }
 
-// staged is a stage of a publication's writes, with the info of each
-// staged object.
+// staged is a stage of a publication's writes.
 type staged struct {
 	storage.Stage
-	mu   sync.Mutex
-	info map[string]storage.ObjectInfo
+	mu sync.Mutex
 	// unstaged are the paths the stage read and checked but did not keep
 	// (storage.ErrNotStaged): written with Put when the others are named.
 	unstaged map[string]bool
@@ -806,7 +489,7 @@ func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged
 		s, exists := stored[it.Path]
 		opts := putOptions(it, s, exists)
 		opts.SourceVerified = content[it.Path] == nil // bundle.Open checks the digest itself
-		oi, err := stg.Put(ctx, it.Path, src, it.Desired.Size, opts)
+		_, err = stg.Put(ctx, it.Path, src, it.Desired.Size, opts)
 		if src.err != nil && !errors.Is(src.err, io.EOF) && errors.Is(err, src.err) {
 			return src.err // the bundle's own error (a damaged file), as the verification pass reports it
 		}
@@ -814,13 +497,11 @@ func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged
 		if err != nil && !notStaged {
 			return writeError(root, it, err)
 		}
-		stg.mu.Lock()
 		if notStaged {
+			stg.mu.Lock()
 			stg.unstaged[it.Path] = true // read and checked to its end: verified
-		} else {
-			stg.info[it.Path] = oi
+			stg.mu.Unlock()
 		}
-		stg.mu.Unlock()
 		if _, generated := content[it.Path]; !generated {
 			progress.Add(ctx, 1, it.Desired.Size) // the "checking bundle" stage: this copy is verified
 		}
@@ -842,23 +523,13 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// commit names one staged output; its info is the commit's when the
-// stage reports it then (S3: the ETag), else its Put's.
+// commit names one staged output.
 func (stg *staged) commit(ctx context.Context, root storage.Backend, it planner.Item) (storage.ObjectInfo, error) {
-	if ic, ok := stg.Stage.(storage.InfoCommitter); ok {
-		oi, err := ic.CommitInfo(ctx, it.Path)
-		if err != nil {
-			return oi, writeError(root, it, err)
-		}
-		if oi.Fingerprint != "" {
-			return oi, nil
-		}
-	} else if err := stg.Commit(ctx, it.Path); err != nil {
-		return storage.ObjectInfo{}, writeError(root, it, err)
+	oi, err := stg.Commit(ctx, it.Path)
+	if err != nil {
+		return oi, writeError(root, it, err)
 	}
-	stg.mu.Lock()
-	defer stg.mu.Unlock()
-	return stg.info[it.Path], nil
+	return oi, nil
 }
 
 func (stg *staged) isUnstaged(path string) bool {

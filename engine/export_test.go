@@ -26,8 +26,3 @@ func (r *Runner) Waiting(key string) int {
 	}
 	return n
 }
-
-// SetStreamMinOutputs sets the catalog size (records) past which a commit
-// is encoded as it is written: a small root in a test takes the path of a
-// large catalog.
-func (e *Engine) SetStreamMinOutputs(n int) { e.streamMin = n }

@@ -32,7 +32,7 @@ const (
 	fingerprintsHeader   = "distributor-fingerprints 1"
 	// fingerprintsSum starts the line after the header that holds the
 	// sha256 (hex) of the rest of the shard. A shard rewritten in place
-	// (storage.Overwriter) may be read torn; one whose sum does not match
+	// (storage.Backend.Overwrite) may be read torn; one whose sum does not match
 	// counts as missing (its outputs are hashed once). A shard without
 	// the line (written whole, by rename or on S3, also by older
 	// versions) is read as before; older versions skip the line (it has
@@ -264,15 +264,13 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	}
 	sort.Strings(shards)
 	// At once, like the outputs: on S3 a shard is a request.
-	// A shard read with a matching sum is rewritten in place where the
-	// backend can (no new file and no rename: on ext4 those cost more CPU
-	// than anything else in a small publication); others are written
-	// whole.
-	over, _ := root.(storage.Overwriter)
+	// A shard read with a matching sum is rewritten in place (no new
+	// file and no rename on a local disk: there those cost more CPU than
+	// anything else in a small publication); others are written whole.
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
 		data := f.encode(byShard[shards[i]])
-		if over != nil && f.summed[shards[i]] {
-			return over.Overwrite(ctx, shards[i], data)
+		if f.summed[shards[i]] {
+			return root.Overwrite(ctx, shards[i], data)
 		}
 		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true})
 		return err

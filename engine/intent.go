@@ -63,86 +63,30 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 	if err := l.Err(); err != nil {
 		return writtenIntent{}, err
 	}
-	if c, ok := root.(storage.InPlaceChecker); ok {
-		// The check below and the rewrite through one open file.
-		err := c.OverwriteSyncIfEmpty(ctx, IntentPath, data)
-		if errors.Is(err, storage.ErrConflict) {
-			return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, err)
-		}
-		if err != nil {
-			return writtenIntent{}, fmt.Errorf("write intent in %s: %w", root, err)
-		}
-		return writtenIntent{data: data}, nil
-	}
-	if w, ok := root.(storage.InPlaceWriter); ok {
-		// Emptied in place counts as none.
-		cur, _, err := root.ReadVersion(ctx, IntentPath)
-		if err != nil {
-			return writtenIntent{}, fmt.Errorf("read intent in %s: %w", root, err)
-		}
-		if len(cur) > 0 {
-			return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, storage.ErrConflict)
-		}
-		// One file per root, rewritten: one flush, no folder flush. A
-		// crash mid-write leaves a copy whose checksum fails, and no
-		// output was named yet (see decodeIntent).
-		if err := w.OverwriteSync(ctx, IntentPath, data); err != nil {
-			return writtenIntent{}, fmt.Errorf("write intent in %s: %w", root, err)
-		}
-		return writtenIntent{data: data}, nil
-	}
-	// Written only where none is (S3: If-None-Match: *), removed only while
-	// it is still this version (dropIntent).
-	v, err := root.WriteIfVersion(ctx, IntentPath, data, "")
-	if errors.Is(err, storage.ErrConflict) {
-		v, err = replaceEmptied(ctx, root, data)
-	}
+	v, err := root.WriteIntent(ctx, data)
 	if errors.Is(err, storage.ErrConflict) {
 		return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, err)
 	}
 	if err != nil {
 		return writtenIntent{}, fmt.Errorf("write intent in %s: %w", root, err)
 	}
-	return writtenIntent{data: data, version: v}, nil
+	return writtenIntent{version: v}, nil
 }
 
-// replaceEmptied writes data over an intent emptied in place (a local root
-// reached through a wrapper that does not rewrite in place): ErrConflict
-// when the intent there is not empty.
-func replaceEmptied(ctx context.Context, root storage.Backend, data []byte) (storage.Version, error) {
-	cur, v, err := root.ReadVersion(ctx, IntentPath)
-	if errors.Is(err, storage.ErrNotExist) {
-		return root.WriteIfVersion(ctx, IntentPath, data, "")
-	}
-	if err != nil {
-		return "", err
-	}
-	if len(cur) > 0 {
-		return "", storage.ErrConflict
-	}
-	return root.WriteIfVersion(ctx, IntentPath, data, v)
-}
-
-// writtenIntent is the intent a run wrote: its bytes (an intent rewritten
-// in place) or its version (one written whole).
+// writtenIntent is the intent a run wrote.
 type writtenIntent struct {
-	data    []byte
 	version storage.Version
 }
 
 // dropIntent removes the intent of a run that committed. One left behind
 // is harmless: the next run finds its work done and removes it.
 //
-// The removal is not waited for (local: no folder fsync). One that a power
+// The removal is not waited for (storage.Backend.ClearIntent). One that a power
 // loss undoes brings back an intent whose writes the catalog records
 // already: rolling it forward changes nothing, unless a later commit
 // changed those records first. So every commit follows either a flush of
 // the root (Sync: publications, recovery, reconcile) or a durable intent of
 // its own, which replaces this one (prune).
-//
-// A root rewritten in place (storage.InPlaceWriter) keeps the file and
-// empties it, without a flush either: the same rule holds, since Sync,
-// SyncEmptied and the next intent's own flush cover the emptying.
 //
 // wrote is the intent this run wrote (putIntent). A holder that lost its
 // lease since its commit (paused past it) leaves the intent to the next
@@ -155,38 +99,14 @@ func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.L
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("left the intent to the next holder")
 		return
 	}
-	var err error
-	if c, ok := root.(storage.InPlaceChecker); ok {
-		// The check below and the emptying through one open file.
-		if err = c.EmptyDeferSyncIf(ctx, IntentPath, wrote.data); errors.Is(err, storage.ErrConflict) {
-			e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
-			return
-		}
-	} else if w, ok := root.(storage.InPlaceWriter); ok {
-		var cur []byte
-		if cur, _, err = root.ReadVersion(ctx, IntentPath); err == nil && !bytes.Equal(cur, wrote.data) {
-			e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
-			return
-		}
-		if err == nil {
-			err = w.EmptyDeferSync(ctx, IntentPath)
-		}
-	} else if err = root.DeleteIfVersion(ctx, IntentPath, wrote.version); errors.Is(err, storage.ErrConflict) {
+	err := root.ClearIntent(ctx, wrote.version)
+	if errors.Is(err, storage.ErrConflict) {
 		e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
 		return
 	}
 	if err != nil {
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the intent; the next run removes it")
 	}
-}
-
-// syncDroppedIntent makes the last dropIntent durable, with the flush of
-// that one file (in place) or folder.
-func syncDroppedIntent(ctx context.Context, root storage.Backend) error {
-	if w, ok := root.(storage.InPlaceWriter); ok {
-		return w.SyncEmptied(ctx, IntentPath)
-	}
-	return storage.SyncDeleted(ctx, root, IntentPath)
 }
 
 // intentSumHead starts every intent: its first member is the sha256 of

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,42 +35,32 @@ func (f *flushOrder) set(pending bool) {
 	f.pending = pending
 }
 
-func (f *flushOrder) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
-	oi, err := f.Backend.Put(ctx, p, r, size, o)
-	if err == nil && p == engine.IntentPath && !o.DeferSync {
-		f.set(false) // replaces the removed one, durably
+func (f *flushOrder) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	v, err := f.Backend.WriteIntent(ctx, data)
+	if err == nil {
+		f.set(false) // replaces the cleared one, durably
 	}
-	return oi, err
+	return v, err
 }
 
-func (f *flushOrder) Delete(ctx context.Context, paths ...string) error {
-	err := f.Backend.Delete(ctx, paths...)
-	if err == nil && hasIntent(paths) {
+func (f *flushOrder) ClearIntent(ctx context.Context, want storage.Version) error {
+	data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))
+	if err != nil || len(data) == 0 {
+		f.t.Errorf("deferred removal of an intent that is not there: %v", err)
+	}
+	f.mu.Lock()
+	f.removed, f.pending = data, true
+	f.deferred++
+	f.mu.Unlock()
+	return f.Backend.ClearIntent(ctx, want)
+}
+
+func (f *flushOrder) SyncIntent(ctx context.Context) error {
+	err := f.Backend.SyncIntent(ctx)
+	if err == nil {
 		f.set(false)
 	}
 	return err
-}
-
-func (f *flushOrder) SyncDeleted(ctx context.Context, paths ...string) error {
-	err := f.Backend.SyncDeleted(ctx, paths...)
-	if err == nil && hasIntent(paths) {
-		f.set(false)
-	}
-	return err
-}
-
-func (f *flushOrder) DeleteDeferSync(ctx context.Context, paths ...string) error {
-	if hasIntent(paths) {
-		data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))
-		if err != nil {
-			f.t.Errorf("deferred removal of an intent that is not there: %v", err)
-		}
-		f.mu.Lock()
-		f.removed, f.pending = data, true
-		f.deferred++
-		f.mu.Unlock()
-	}
-	return f.Backend.DeleteDeferSync(ctx, paths...)
 }
 
 func (f *flushOrder) Sync(ctx context.Context) error {
@@ -85,106 +74,24 @@ func (f *flushOrder) Sync(ctx context.Context) error {
 	return err
 }
 
-func (f *flushOrder) commit(p string) {
-	if p != catalog.FileName {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.commits++
-	if f.pending {
-		f.t.Errorf("catalog commit %d while an intent removal may not be durable", f.commits)
-	}
+// PrepareCatalog: a catalog is checked when it is committed.
+func (f *flushOrder) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return orderedCommit{f.Backend.PrepareCatalog(ctx, next, writes), f}
 }
 
-func (f *flushOrder) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
-	f.commit(p)
-	return f.Backend.WriteIfVersion(ctx, p, data, v)
-}
-
-func (f *flushOrder) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, v storage.Version) (storage.Version, error) {
-	f.commit(p)
-	return f.Backend.WriteIfVersionFrom(ctx, p, write, v)
-}
-
-// PrepareVersion: a prepared catalog is checked when it is committed.
-func (f *flushOrder) PrepareVersion(ctx context.Context, p string, data []byte) (storage.PreparedVersion, error) {
-	pv, err := f.Backend.PrepareVersion(ctx, p, data)
-	if err != nil {
-		return nil, err
-	}
-	return preparedOrder{PreparedVersion: pv, f: f, p: p}, nil
-}
-
-type preparedOrder struct {
-	storage.PreparedVersion
+type orderedCommit struct {
+	storage.PendingCatalog
 	f *flushOrder
-	p string
 }
 
-func (o preparedOrder) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
-	o.f.commit(o.p)
-	return o.PreparedVersion.CommitIfVersion(ctx, v)
-}
-
-// A local root rewrites its intent in place and empties it when done.
-func (f *flushOrder) OverwriteSync(ctx context.Context, p string, data []byte) error {
-	err := f.Backend.OverwriteSync(ctx, p, data)
-	if err == nil && p == engine.IntentPath {
-		f.set(false) // replaces the emptied one, durably (the same file)
+func (o orderedCommit) Commit(ctx context.Context, v storage.Version) (storage.Version, error) {
+	o.f.mu.Lock()
+	o.f.commits++
+	if o.f.pending {
+		o.f.t.Errorf("catalog commit %d while an intent removal may not be durable", o.f.commits)
 	}
-	return err
-}
-
-func (f *flushOrder) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
-	err := f.Backend.OverwriteSyncIfEmpty(ctx, p, data)
-	if err == nil && p == engine.IntentPath {
-		f.set(false) // as OverwriteSync
-	}
-	return err
-}
-
-func (f *flushOrder) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
-	if p == engine.IntentPath {
-		f.emptying()
-	}
-	return f.Backend.EmptyDeferSyncIf(ctx, p, want)
-}
-
-func (f *flushOrder) EmptyDeferSync(ctx context.Context, p string) error {
-	if p == engine.IntentPath {
-		f.emptying()
-	}
-	return f.Backend.EmptyDeferSync(ctx, p)
-}
-
-// emptying records a deferred emptying of the intent.
-func (f *flushOrder) emptying() {
-	data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))
-	if err != nil || len(data) == 0 {
-		f.t.Errorf("deferred emptying of an intent that is not there: %v", err)
-	}
-	f.mu.Lock()
-	f.removed, f.pending = data, true
-	f.deferred++
-	f.mu.Unlock()
-}
-
-func (f *flushOrder) SyncEmptied(ctx context.Context, p string) error {
-	err := f.Backend.SyncEmptied(ctx, p)
-	if err == nil && p == engine.IntentPath {
-		f.set(false)
-	}
-	return err
-}
-
-func hasIntent(paths []string) bool {
-	for _, p := range paths {
-		if p == engine.IntentPath {
-			return true
-		}
-	}
-	return false
+	o.f.mu.Unlock()
+	return o.PendingCatalog.Commit(ctx, v)
 }
 
 func newFlushOrder(t *testing.T, root string) *flushOrder {

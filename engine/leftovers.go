@@ -50,11 +50,7 @@ func (e *Engine) Leftovers(ctx context.Context, root storage.Backend) (LeftoverR
 }
 
 func (e *Engine) leftovers(ctx context.Context, root storage.Backend) ([]storage.Leftover, error) {
-	c, ok := root.(storage.LeftoverCleaner)
-	if !ok {
-		return nil, nil
-	}
-	ls, err := c.Leftovers(ctx, e.leftoverCutoff())
+	ls, err := root.Leftovers(ctx, e.leftoverCutoff())
 	if err != nil {
 		return nil, fmt.Errorf("look for leftovers of interrupted writes in %s: %w", root, err)
 	}
@@ -71,7 +67,7 @@ func (e *Engine) CleanLeftovers(ctx context.Context, root storage.Backend, l lea
 	if err := l.Err(); err != nil {
 		return summarizeLeftovers(nil), err
 	}
-	if err := root.(storage.LeftoverCleaner).RemoveLeftovers(ctx, ls); err != nil {
+	if err := root.RemoveLeftovers(ctx, ls); err != nil {
 		return summarizeLeftovers(nil), fmt.Errorf("remove leftovers of interrupted writes in %s: %w", root, err)
 	}
 	rep := summarizeLeftovers(ls)

@@ -65,11 +65,11 @@ func tempFiles(t *testing.T, root string) []string {
 // writing its intent, before any output.
 func crashAfterIntent(t *testing.T, root storage.Backend, files map[string]string) {
 	t.Helper()
-	if _, err := publish(t, dyingOn(root, 2), planner.Replacement, files, fixedNow); err == nil {
+	if _, err := publish(t, &dyingBackend{Backend: root, afterIntent: true}, planner.Replacement, files, fixedNow); err == nil {
 		t.Fatal("the crashing publication succeeded")
 	}
-	if _, _, err := root.ReadVersion(t.Context(), engine.IntentPath); err != nil {
-		t.Fatal(err)
+	if data, _, err := root.ReadIntent(t.Context()); err != nil || data == nil {
+		t.Fatalf("no intent after the crash: %v", err)
 	}
 }
 

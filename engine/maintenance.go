@@ -141,7 +141,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
-	stored, err := listStored(ctx, root, st.cat, 0)
+	stored, err := findStored(ctx, root, nil, heldBy(st.cat), 0)
 	if err != nil {
 		return res, err
 	}
@@ -179,7 +179,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 		return res, nil
 	}
 	// An earlier run's intent removal may not be durable yet (dropIntent).
-	if err := storage.Sync(ctx, root); err != nil {
+	if err := root.Sync(ctx); err != nil {
 		return res, fmt.Errorf("sync %s: %w", root, err)
 	}
 	return res, e.commit(ctx, root, l, next, st.version)
@@ -267,12 +267,12 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 type versions struct{ catalog, intent storage.Version }
 
 func stateVersions(ctx context.Context, root storage.Backend) (versions, error) {
-	intent, iv, err := root.ReadVersion(ctx, IntentPath)
+	intent, iv, err := root.ReadIntent(ctx)
 	if err != nil {
 		return versions{}, fmt.Errorf("read intent in %s: %w", root, err)
 	}
-	if len(intent) == 0 {
-		iv = "" // emptied in place: none
+	if intent == nil {
+		iv = ""
 	}
 	_, cv, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -34,134 +33,82 @@ func (c *callOrder) Sync(ctx context.Context) error {
 	return c.Backend.Sync(ctx)
 }
 
-func (c *callOrder) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
-	c.add("write " + p)
-	return c.Backend.WriteIfVersion(ctx, p, data, v)
+func (c *callOrder) SyncIntent(ctx context.Context) error {
+	c.add("sync-intent")
+	return c.Backend.SyncIntent(ctx)
 }
 
-func (c *callOrder) PrepareVersion(ctx context.Context, p string, data []byte) (storage.PreparedVersion, error) {
-	c.add("prepare " + p)
-	pv, err := c.Backend.PrepareVersion(ctx, p, data)
-	if err != nil {
-		return nil, err
-	}
-	return preparedLog{pv, c, p}, nil
+func (c *callOrder) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	c.add(fmt.Sprintf("prepare beside %d writes", writes))
+	return pendingLog{c.Backend.PrepareCatalog(ctx, next, writes), c}
 }
 
-func (c *callOrder) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (storage.PreparedVersion, error) {
-	c.add("prepare-from " + p)
-	pv, err := c.Backend.PrepareVersionFrom(ctx, p, write)
-	if err != nil {
-		return nil, err
-	}
-	return preparedLog{pv, c, p}, nil
+// ClearIntent (the intent dropped) logs the temp files the root holds
+// then.
+func (c *callOrder) ClearIntent(ctx context.Context, want storage.Version) error {
+	c.add(fmt.Sprintf("drop intent, temp files %q", tempFiles(c.t, c.String())))
+	return c.Backend.ClearIntent(ctx, want)
 }
 
-func (c *callOrder) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, v storage.Version) (storage.Version, error) {
-	c.add("write-from " + p)
-	return c.Backend.WriteIfVersionFrom(ctx, p, write, v)
-}
-
-// EmptyDeferSyncIf (the intent dropped) logs the temp files the root
-// holds then.
-func (c *callOrder) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) error {
-	c.add(fmt.Sprintf("drop %s, temp files %q", p, tempFiles(c.t, c.String())))
-	return c.Backend.EmptyDeferSyncIf(ctx, p, want)
-}
-
-type preparedLog struct {
-	storage.PreparedVersion
+type pendingLog struct {
+	storage.PendingCatalog
 	c *callOrder
-	p string
 }
 
-func (p preparedLog) Place() error {
-	p.c.add("place " + p.p)
-	return p.PreparedVersion.(interface{ Place() error }).Place()
+func (p pendingLog) Commit(ctx context.Context, v storage.Version) (storage.Version, error) {
+	p.c.add("commit")
+	return p.PendingCatalog.Commit(ctx, v)
 }
 
-func (p preparedLog) CommitIfVersion(ctx context.Context, v storage.Version) (storage.Version, error) {
-	p.c.add("commit " + p.p)
-	return p.PreparedVersion.CommitIfVersion(ctx, v)
-}
-
-// TestCatalogBytesGoOutBeforeThePublicationsFlush: a publication into a
-// local root writes its catalog's bytes before the one syncfs that makes
-// its outputs durable, and only names them after it, so that flush covers
-// them too (no fsync of the catalog file); the catalog is never written
-// whole after the flush.
-func TestCatalogBytesGoOutBeforeThePublicationsFlush(t *testing.T) {
-	b, err := local.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := &callOrder{Backend: b, t: t}
-	for i, files := range []map[string]string{dropFiles, {"data/a.csv": "a2\n", "data/c.csv": "c\n"}} {
-		root.log = nil
-		if _, err := publish(t, root, planner.Replacement, files, fixedNow.Add(time.Duration(i-3)*time.Hour)); err != nil {
+// TestTheCatalogIsPreparedBeforeThePublicationsFlush: a publication
+// hands its next catalog to the root before the one flush (Sync) that
+// makes its outputs durable, so that the root can write its bytes for
+// that flush to cover, and commits it after; the intent goes last, when
+// no temp file is left. A republish that only updates records flushes
+// only the last intent's removal (SyncIntent).
+func TestTheCatalogIsPreparedBeforeThePublicationsFlush(t *testing.T) {
+	for _, streamMin := range []int{0, 8} { // a small catalog, a large one
+		b, err := local.New(t.TempDir(), local.WithStreamMinOutputs(streamMin))
+		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"prepare " + catalog.FileName, "place " + catalog.FileName, "sync", "commit " + catalog.FileName, `drop .distributor/intent.json, temp files []`}
-		if !slices.Equal(root.log, want) {
-			t.Fatalf("publication %d: %q, want %q", i+1, root.log, want)
+		root := &callOrder{Backend: b, t: t}
+		for v := range 2 {
+			root.log = nil
+			if _, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-1"},
+				largeTree(v), fixedNow.Add(time.Duration(v-3)*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			writes := len(largeTree(v))
+			if v == 1 {
+				writes = 0
+				for p, data := range largeTree(1) {
+					if largeTree(0)[p] != data {
+						writes++
+					}
+				}
+			}
+			want := []string{fmt.Sprintf("prepare beside %d writes", writes), "sync", "commit", `drop intent, temp files []`}
+			if !slices.Equal(root.log, want) {
+				t.Fatalf("stream min %d, publication %d: %q, want %q", streamMin, v+1, root.log, want)
+			}
+			assertDescribesStorage(t, root)
 		}
-		assertDescribesStorage(t, root)
-	}
-}
-
-// TestALargeCatalogIsEncodedIntoItsFileBeforeThePublicationsFlush: a
-// catalog past the size written whole is encoded into its temp file while
-// the outputs are named (PrepareVersionFrom), before the one syncfs, and
-// named after it; the outputs' replaced files, swapped out, are gone
-// before the intent is dropped (a crash until then leaves them to the
-// intent's recovery).
-func TestALargeCatalogIsEncodedIntoItsFileBeforeThePublicationsFlush(t *testing.T) {
-	b, err := local.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := &callOrder{Backend: b, t: t}
-	for v := range 2 {
 		root.log = nil
-		if _, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-1", streamMin: 8},
-			largeTree(v), fixedNow.Add(time.Duration(v-3)*time.Hour)); err != nil {
+		res, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-2"},
+			largeTree(1), fixedNow.Add(-time.Hour))
+		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"prepare-from " + catalog.FileName, "place " + catalog.FileName, "sync", "commit " + catalog.FileName, `drop .distributor/intent.json, temp files []`}
-		if !slices.Equal(root.log, want) {
-			t.Fatalf("publication %d: %q, want %q", v+1, root.log, want)
+		if len(res.Written) != 0 || len(res.Updated) != len(largeTree(1)) {
+			t.Fatalf("record-only republish wrote %d and updated %d, want 0 and %d", len(res.Written), len(res.Updated), len(largeTree(1)))
+		}
+		if want := []string{"prepare beside 0 writes", "sync-intent", "commit"}; !slices.Equal(root.log, want) {
+			t.Fatalf("stream min %d, record-only republish: %q, want %q", streamMin, root.log, want)
 		}
 		assertDescribesStorage(t, root)
 		if left := tempFiles(t, b.String()); len(left) > 0 {
-			t.Fatalf("publication %d left temp files %q", v+1, left)
+			t.Fatalf("stream min %d: temp files %q left", streamMin, left)
 		}
 	}
-	// A republish that only updates records has no flush to write its
-	// catalog before: the commit streams it (and flushes it) itself.
-	root.log = nil
-	res, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-2", streamMin: 8},
-		largeTree(1), fixedNow.Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Written) != 0 || len(res.Updated) != len(largeTree(1)) {
-		t.Fatalf("record-only republish wrote %d and updated %d, want 0 and %d", len(res.Written), len(res.Updated), len(largeTree(1)))
-	}
-	if want := []string{"write-from " + catalog.FileName}; !slices.Equal(root.log, want) {
-		t.Fatalf("record-only republish: %q, want %q", root.log, want)
-	}
-	assertDescribesStorage(t, root)
-	// One that writes fewer than 8 outputs has nothing to encode it beside:
-	// the commit streams it after the flush, as before.
-	root.log = nil
-	files := largeTree(1)
-	files["data/one-more.csv"] = "more\n"
-	if _, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Replacement, eventID: "ev-3", streamMin: 8},
-		files, fixedNow); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"sync", "write-from " + catalog.FileName, `drop .distributor/intent.json, temp files []`}; !slices.Equal(root.log, want) {
-		t.Fatalf("republish adding one output: %q, want %q", root.log, want)
-	}
-	assertDescribesStorage(t, root)
 }

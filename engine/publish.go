@@ -36,10 +36,8 @@ type publication struct {
 	displaced []string
 	content   map[string][]byte
 	stg       *staged
-	// ahead is the next catalog encoded beside the writes (encodeAhead).
-	ahead *encodedAhead
 	// cat is the next catalog, prepared while the outputs are written.
-	cat *catalogPrep
+	cat storage.PendingCatalog
 	// open, when set, completes pub: its bundle is still being opened
 	// (Runner.PublishOpening). Nil once waited for.
 	open *opening
@@ -58,19 +56,6 @@ func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, p
 	err := r.run(ctx)
 	*spent = r.spent
 	return r.res, err
-}
-
-// bundleOpened reports whether awaitBundle would return at once.
-func (r *publication) bundleOpened() bool {
-	if r.open == nil {
-		return true
-	}
-	select {
-	case <-r.open.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // awaitBundle waits for the bundle still being opened, if any.
@@ -92,7 +77,7 @@ func (r *publication) run(ctx context.Context) error {
 	// run's recovery (a write) waits until the bundle is known good.
 	if r.open != nil {
 		// An intent emptied in place (dropIntent) is none.
-		if info, err := r.root.Stat(ctx, IntentPath); err != nil && !errors.Is(err, storage.ErrNotExist) || err == nil && info.Size > 0 {
+		if data, _, err := r.root.ReadIntent(ctx); err != nil || data != nil {
 			if err := r.awaitBundle(); err != nil {
 				return err
 			}
@@ -118,7 +103,7 @@ func (r *publication) run(ctx context.Context) error {
 	if !p.Changed {
 		// "Unchanged" must describe the configured root, not a folder moved
 		// away since it was opened.
-		if err := storage.CheckRoot(ctx, r.root); err != nil {
+		if err := r.root.CheckRoot(ctx); err != nil {
 			return err
 		}
 		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.cat)
@@ -129,11 +114,7 @@ func (r *publication) run(ctx context.Context) error {
 	// or files under a planned file) are deleted before the writes.
 	r.displaced = p.Displaced()
 	defer r.closeStage()
-	defer func() { r.ahead.wait() }() // never outlives the publication (set in write)
-	// A large catalog's bytes are encoded and written while many outputs
-	// are staged and named; unnamed until placed under the intent (finish).
-	r.cat = r.e.startCatalog(ctx, r.root, p.Next, r.large() && len(r.writes) >= aheadMinWrites)
-	defer r.cat.close()
+	defer r.closeCatalog()
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -152,7 +133,7 @@ func (r *publication) run(ctx context.Context) error {
 // plan plans the publication and refuses a superseded or blocked one.
 func (r *publication) plan(ctx context.Context) error {
 	var err error
-	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle, r.bundleOpened)
+	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle)
 	p := r.pl.Plan
 	r.res.Plan = p
 	if err != nil {
@@ -205,17 +186,16 @@ func (r *publication) prepare(ctx context.Context) error {
 			copies = append(copies, it.Desired.From)
 		}
 	}
-	// A backend that stages writes gets every output written invisibly
-	// first, the bundle's bytes hashed as they pass, and named only once
-	// all are complete: each bundle byte is read once. Not when deletes
-	// must first make room for the writes' folders.
-	stager, staging := r.root.(storage.Stager)
-	staging = staging && len(r.displaced) == 0 && len(r.writes) > 0
+	// Every output is written invisibly first, the bundle's bytes hashed
+	// as they pass, and named only once all are complete: each bundle
+	// byte is read once. Not when deletes must first make room for the
+	// writes' folders.
+	staging := len(r.displaced) == 0 && len(r.writes) > 0
 	if err := r.checkCopies(ctx, copies, staging); err != nil {
 		return err
 	}
 	if staging {
-		r.stg = &staged{Stage: stager.Stage(), info: make(map[string]storage.ObjectInfo, len(r.writes)), unstaged: map[string]bool{}}
+		r.stg = &staged{Stage: r.root.Stage(ctx), unstaged: map[string]bool{}}
 		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
 			// The sizes were not checked up front (see checkCopies): a
 			// missing or resized bundle file is reported as that check
@@ -303,15 +283,13 @@ func (r *publication) makeRoom(ctx context.Context) error {
 // write writes every planned output (naming the staged ones).
 func (r *publication) write(ctx context.Context) error {
 	startItems(ctx, "writing", r.writes, nil)
-	// Started here, not earlier: beside the staging and the intent it
-	// only took their CPU (2 cores), beside the writes' round trips less.
-	r.ahead = r.e.encodeAhead(r.root, r.pl.Plan.Next)
+	// The backend writes the next catalog beside the outputs as it sees
+	// fit (see storage.Backend.PrepareCatalog).
+	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
-	if lc, ok := r.stageOf().(lateCloser); err != nil || !ok || !lc.ClosesLate() {
-		r.closeStage()
-	}
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
+		r.closeStage()
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
 		// The intent stays: a retry of this event reports these writes.
@@ -326,30 +304,11 @@ func (r *publication) write(ctx context.Context) error {
 func (r *publication) finish(ctx context.Context) error {
 	p := r.pl.Plan
 	later := without(r.deletes, r.displaced)
-	// The catalog's bytes go out before the barrier, which then makes
-	// them durable with the outputs'.
-	prep, err := r.cat.wait()
-	if err != nil {
-		return err
-	}
-	if prep == nil && r.ahead != nil { // a root committing in one request (S3)
-		if prep, err = r.ahead.prepared(r.root); err != nil {
-			return err
-		}
-		defer prep.Close()
-	}
-	if pl, ok := prep.(placer); ok {
-		// Named (a temp name) before the barrier, which then makes the
-		// name durable with the bytes.
-		if err := pl.Place(); err != nil {
-			return fmt.Errorf("commit %s in %s: %w", catalog.FileName, r.root, err)
-		}
-	}
-	var saved func()
-	if r.large() {
-		saved = r.saveFingerprints(ctx, p.Next)
-		defer saved()
-	}
+	// The index's shards are written beside the barrier and the commit:
+	// facts about the versions written, true whether the commit wins or
+	// not (a failed one costs the next publication hashes, no more).
+	saved := r.saveFingerprints(ctx, p.Next)
+	defer saved()
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
 	// and displaced nothing and found no interrupted run has nothing to
@@ -359,10 +318,10 @@ func (r *publication) finish(ctx context.Context) error {
 	// still makes an earlier run's intent removal durable (dropIntent
 	// defers it), with the fsync of that one folder.
 	if r.flushes() {
-		if err := storage.Sync(ctx, r.root); err != nil {
+		if err := r.root.Sync(ctx); err != nil {
 			return fmt.Errorf("sync %s: %w", r.root, err)
 		}
-	} else if err := syncDroppedIntent(ctx, r.root); err != nil {
+	} else if err := r.root.SyncIntent(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}
 	if len(later) > 0 {
@@ -375,21 +334,11 @@ func (r *publication) finish(ctx context.Context) error {
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
 	r.reportUpdated()
-	if saved == nil {
-		// The shards beside the commit's request (S3), or after it (nil).
-		if saved = r.e.saveBeside(ctx, r.root, r.l, r.pl.fps, p.Next); saved != nil {
-			defer saved()
-		}
-	}
-	if err := r.e.commitPrepared(ctx, r.root, r.l, p.Next, r.pl.st.version, prep); err != nil {
+	if err := commitPending(ctx, r.root, r.l, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
 	// The index's writes, too, are done before the intent goes.
-	if saved != nil {
-		saved()
-	} else {
-		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, p.Next)
-	}
+	saved()
 	r.settle(ctx)
 	return nil
 }
@@ -420,9 +369,7 @@ func (r *publication) reportUpdated() {
 // saveFingerprints rewrites the fingerprint index in the background,
 // beside the barrier and the commit (its CPU beside their waits); the
 // caller must call the result, which waits for it (and may be called
-// again). Its entries are facts about the versions written, true whether
-// the commit succeeds or not (a failed one costs the next publication
-// hashes, no more).
+// again).
 func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalog) (wait func()) {
 	saved := make(chan struct{})
 	go func() {
@@ -432,29 +379,18 @@ func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalo
 	return func() { <-saved }
 }
 
-// settle ends a committed publication: once the files that the writes
-// and the commit swapped out are removed (in the background, local roots),
-// the intent goes; a crash until then leaves them (temp names) under the
-// intent, removed as leftovers once older than LeftoverAge.
+// settle ends a committed publication: once the stage is closed (which
+// may finish work its commits began: a local stage removes the files its
+// replacements swapped out), the intent goes; a crash until then leaves
+// those files (temp names) under the intent, removed as leftovers once
+// older than LeftoverAge.
 func (r *publication) settle(ctx context.Context) {
 	r.closeStage()
-	r.cat.close()
+	r.closeCatalog()
 	if len(r.writes)+len(r.deletes) > 0 {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
 }
-
-// aheadMinWrites is how many outputs a publication writes for its large
-// catalog to be encoded beside them: with fewer there is nothing to
-// encode it beside, and the commit streams it as before, its writeback
-// started every MiB.
-const aheadMinWrites = 8
-
-// large reports whether the publication's next catalog is large enough
-// (more than streamMinOutputs records) for its encoding and the fingerprint index's
-// rewrite to run beside other work: in a small one the goroutines cost
-// more (scheduling: ~18 system calls a publication) than they hide.
-func (r *publication) large() bool { return r.e.streams(len(r.pl.Plan.Next.Outputs)) }
 
 // flushes reports whether finish flushes the root (Sync) before the commit.
 func (r *publication) flushes() bool {
@@ -469,22 +405,11 @@ func (r *publication) rollForward(ctx context.Context, op string) {
 	}
 }
 
-// placer is a prepared version written unnamed (storage/local): Place
-// names it, so that a crash until then leaves nothing; CommitIfVersion
-// places it itself, with an fsync, if Place was not called.
-type placer interface{ Place() error }
-
-// lateCloser is a stage whose Close finishes work its commits began (a
-// local stage removes the files its replacements swapped out): closed
-// once the catalog is committed (settle), that work overlaps the barrier,
-// the commit and the fingerprint index.
-type lateCloser interface{ ClosesLate() bool }
-
-func (r *publication) stageOf() storage.Stage {
-	if r.stg == nil {
-		return nil
+func (r *publication) closeCatalog() {
+	if r.cat != nil {
+		r.cat.Close()
+		r.cat = nil
 	}
-	return r.stg.Stage
 }
 
 func (r *publication) closeStage() {

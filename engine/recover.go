@@ -27,15 +27,15 @@ type recovery struct {
 // logs at debug level and keeps the intent, so that the retry of the same
 // event can report what landed.
 func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool) (recovery, error) {
-	data, _, err := root.ReadVersion(ctx, IntentPath)
+	data, v, err := root.ReadIntent(ctx)
 	if err != nil {
 		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
 	}
-	if len(data) == 0 { // none, or emptied in place (dropIntent)
+	if data == nil {
 		return recovery{}, nil
 	}
 	doc, err := decodeIntent(data)
-	if w, inPlace := root.(storage.InPlaceWriter); inPlace && errors.Is(err, errTornIntent) {
+	if errors.Is(err, errTornIntent) && root.Properties().TornIntents {
 		// A crash in the middle of its rewrite, before its flush returned:
 		// no output of it was named yet, and the intent it replaced was
 		// committed and emptied first. Nothing to roll forward; emptied
@@ -46,7 +46,7 @@ func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Leas
 		if err := l.Err(); err != nil {
 			return recovery{}, err
 		}
-		if err := w.EmptyDeferSync(ctx, IntentPath); err != nil {
+		if err := root.ClearIntent(ctx, v); err != nil {
 			return recovery{}, fmt.Errorf("remove torn intent in %s: %w", root, err)
 		}
 		return recovery{}, nil
@@ -133,7 +133,7 @@ func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l 
 	if e.Version != "" {
 		next.DistributorVersion = e.Version
 	}
-	if err := storage.Sync(ctx, root); err != nil {
+	if err := root.Sync(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", root, err)
 	}
 	return e.commit(ctx, root, l, next, st.version)
@@ -149,7 +149,10 @@ func (e *Engine) closeIntent(ctx context.Context, root storage.Backend, l lease.
 	if err := e.keepReport(ctx, root, doc.EventID, doc.Owner, append(out.landed, doc.Reported...), out.deleted); err != nil {
 		return err
 	}
-	if err := root.Delete(ctx, IntentPath); err != nil {
+	if err := root.ClearIntent(ctx, ""); err != nil {
+		return fmt.Errorf("remove intent in %s: %w", root, err)
+	}
+	if err := root.SyncIntent(ctx); err != nil {
 		return fmt.Errorf("remove intent in %s: %w", root, err)
 	}
 	// Only space is at stake, so a failure does not stop the publication.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +19,7 @@ import (
 )
 
 // syncCounting is a local root that counts its file-system flushes
-// (storage.Syncer); every other method is the backend's own.
+// (Sync); every other method is the backend's own.
 type syncCounting struct {
 	*local.Backend
 	syncs atomic.Int32
@@ -71,9 +73,9 @@ func TestRecordOnlyRepublishDoesNotFlush(t *testing.T) {
 	wantContents(t, root, map[string]string{"a.txt": "a", "d/b.txt": "b2", "d/c.txt": "c"})
 }
 
-// A publication large enough to list the root lists it once (while the
-// catalog is parsed) and plans exactly as before: an unmanaged file in the
-// way of a wanted path blocks the publication.
+// A publication asks the root once about its paths (while the catalog is
+// parsed) and plans exactly as before: an unmanaged file in the way of a
+// wanted path blocks the publication.
 func TestLargePublicationListsTheRootOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
@@ -91,7 +93,8 @@ func TestLargePublicationListsTheRootOnce(t *testing.T) {
 		files["d0/f00.txt"] = "v2"
 		res := h.mustPublish(t2, pipeA, "latest", "weatherreporter.today", files)
 		wantStrings(t, "written", itemPaths(res.Written), []string{"d0/f00.txt"})
-		wantStrings(t, "List calls", root.Calls("List"), []string{""})
+		wantStrings(t, "Find calls", root.Calls("Find"), slices.Sorted(maps.Keys(files)))
+		wantStrings(t, "List calls", root.Calls("List"), nil)
 		wantStrings(t, "Stat calls", root.Calls("Stat"), nil)
 
 		root.Reset()
@@ -102,7 +105,7 @@ func TestLargePublicationListsTheRootOnce(t *testing.T) {
 			t.Fatalf("err = %v, want ErrCollision", err)
 		}
 		wantStrings(t, "collisions", res.Plan.Collisions, []string{"d9/f00.txt"})
-		wantStrings(t, "List calls", root.Calls("List"), []string{""})
+		wantStrings(t, "Find calls", root.Calls("Find"), slices.Sorted(maps.Keys(files)))
 	})
 }
 

@@ -113,14 +113,12 @@ type keepIntent struct {
 	n int
 }
 
-func (k *keepIntent) Delete(ctx context.Context, paths ...string) error {
-	if len(paths) == 1 && paths[0] == engine.IntentPath {
-		k.n++
-		if k.n == 2 {
-			return storage.ErrUnavailable
-		}
+func (k *keepIntent) ClearIntent(ctx context.Context, want storage.Version) error {
+	k.n++
+	if k.n == 2 {
+		return storage.ErrUnavailable
 	}
-	return k.Backend.Delete(ctx, paths...)
+	return k.Backend.ClearIntent(ctx, want)
 }
 
 // A retry that rewrites a path an earlier attempt landed (the bundle was

@@ -36,9 +36,16 @@ func (s *swapAfterFirstPut) Put(ctx context.Context, p string, r io.Reader, size
 	return oi, nil
 }
 
-// CheckRoot forwards to the wrapped backend (an embedded interface hides it).
-func (s *swapAfterFirstPut) CheckRoot(ctx context.Context) error {
-	return storage.CheckRoot(ctx, s.Backend)
+// Stage swaps right after the first staged output is named.
+func (s *swapAfterFirstPut) Stage(ctx context.Context) storage.Stage {
+	return hookedStage(s.Backend.Stage(ctx), func(ctx context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		oi, err := commit()
+		if err == nil && !s.swapped {
+			s.swapped = true
+			s.swap()
+		}
+		return oi, err
+	})
 }
 
 func exists(t *testing.T, p string) bool {

@@ -76,11 +76,20 @@ type pausedAfterS3Commit struct {
 	paused, resume chan struct{}
 }
 
-func (p *pausedAfterS3Commit) WriteIfVersion(ctx context.Context, path string, data []byte, want storage.Version) (storage.Version, error) {
-	v, err := p.Backend.WriteIfVersion(ctx, path, data, want)
-	if err == nil && path == catalog.FileName {
-		close(p.paused)
-		<-p.resume
+func (p *pausedAfterS3Commit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return pausedS3Pending{p.Backend.PrepareCatalog(ctx, next, writes), p}
+}
+
+type pausedS3Pending struct {
+	storage.PendingCatalog
+	p *pausedAfterS3Commit
+}
+
+func (pc pausedS3Pending) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
+	v, err := pc.PendingCatalog.Commit(ctx, want)
+	if err == nil {
+		close(pc.p.paused)
+		<-pc.p.resume
 	}
 	return v, err
 }

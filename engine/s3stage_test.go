@@ -74,7 +74,7 @@ func TestS3LargeOutputsAreStaged(t *testing.T) {
 
 func wantNoLeftovers(t *testing.T, root storage.Backend) {
 	t.Helper()
-	ls, err := root.(storage.LeftoverCleaner).Leftovers(t.Context(), time.Now().Add(time.Hour))
+	ls, err := root.Leftovers(t.Context(), time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,11 @@ import (
 )
 
 // A publication of a few outputs into a root whose catalog holds many
-// looks up its own paths instead of listing the root, and still sees what
-// is in their way: an unmanaged file below a wanted path blocks it, an
-// unmanaged file where a wanted path needs a folder blocks it too.
-func TestSmallPublicationToLargeRootStatsOnlyItsPaths(t *testing.T) {
+// asks the root about its own paths only (the backend looks them up
+// instead of listing the root), and still sees what is in their way: an
+// unmanaged file below a wanted path blocks it, an unmanaged file where a
+// wanted path needs a folder blocks it too.
+func TestSmallPublicationToLargeRootFindsOnlyItsPaths(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
@@ -32,8 +33,9 @@ func TestSmallPublicationToLargeRootStatsOnlyItsPaths(t *testing.T) {
 
 		res := h.mustPublish(t2, pipeA, "weather", "weatherreporter.v1", map[string]string{"new/a.txt": "a"})
 		wantStrings(t, "written", itemPaths(res.Written), []string{"new/a.txt"})
-		wantStrings(t, "List calls", root.Calls("List"), []string{"new/a.txt/"})
-		wantStrings(t, "Stat calls", root.Calls("Stat"), []string{"new", "new/a.txt"})
+		wantStrings(t, "Find calls", root.Calls("Find"), []string{"new/a.txt"})
+		wantStrings(t, "List calls", root.Calls("List"), nil)
+		wantStrings(t, "Stat calls", root.Calls("Stat"), nil)
 
 		for _, p := range []string{"blocked", "file/x.txt"} {
 			root.Reset()
@@ -43,7 +45,7 @@ func TestSmallPublicationToLargeRootStatsOnlyItsPaths(t *testing.T) {
 				t.Fatalf("%s: err = %v, want ErrCollision", p, err)
 			}
 			wantStrings(t, p+": collisions", res.Plan.Collisions, []string{p})
-			wantStrings(t, p+": List calls", root.Calls("List"), []string{p + "/"})
+			wantStrings(t, p+": Find calls", root.Calls("Find"), []string{p})
 		}
 	})
 }

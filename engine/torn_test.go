@@ -22,18 +22,15 @@ type intentCapture struct {
 	data []byte
 }
 
-func (c *intentCapture) OverwriteSync(_ context.Context, p string, data []byte) error {
+func (c *intentCapture) WriteIntent(_ context.Context, data []byte) (storage.Version, error) {
 	c.data = bytes.Clone(data)
-	return errKilled
+	return "", errKilled
 }
 
-func (c *intentCapture) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) error {
-	return c.OverwriteSync(ctx, p, data)
-}
-
-// plainRoot hides everything but storage.Backend (an intent written whole,
-// as on S3).
+// plainRoot is a root whose intents are written whole (as on S3).
 type plainRoot struct{ storage.Backend }
+
+func (plainRoot) Properties() storage.Properties { return storage.Properties{} }
 
 var tornNext = map[string]string{"data/a.csv": "a2\n", "data/c.csv": "c\n"}
 

@@ -59,6 +59,40 @@ func (o *orderBackend) DeleteIfVersion(ctx context.Context, p string, v storage.
 	return o.Backend.DeleteIfVersion(ctx, p, v)
 }
 
+// The intent's write and removal log as the compare-and-swaps they are.
+func (o *orderBackend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	o.log("cas", engine.IntentPath)
+	return o.Backend.WriteIntent(ctx, data)
+}
+
+func (o *orderBackend) ClearIntent(ctx context.Context, want storage.Version) error {
+	o.log("cas-delete", engine.IntentPath)
+	return o.Backend.ClearIntent(ctx, want)
+}
+
+// A staged output logs as a put when it is named.
+func (o *orderBackend) Stage(ctx context.Context) storage.Stage {
+	return hookedStage(o.Backend.Stage(ctx), func(ctx context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		o.log("put", p)
+		return commit()
+	})
+}
+
+// The catalog's commit logs as a compare-and-swap.
+func (o *orderBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return orderedCatalog{o.Backend.PrepareCatalog(ctx, next, writes), o}
+}
+
+type orderedCatalog struct {
+	storage.PendingCatalog
+	o *orderBackend
+}
+
+func (c orderedCatalog) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
+	c.o.log("cas", catalog.FileName)
+	return c.PendingCatalog.Commit(ctx, want)
+}
+
 // take returns the calls so far and forgets them. Writes run concurrently,
 // so each run of puts of outputs comes sorted.
 func (o *orderBackend) take() []string {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
@@ -42,6 +43,54 @@ func (r *readOnlyRoot) DeleteIfVersion(_ context.Context, p string, _ storage.Ve
 	return r.denied(p)
 }
 
+func (r *readOnlyRoot) WriteIfVersionNoSync(_ context.Context, p string, _ []byte, _ storage.Version) (storage.Version, error) {
+	return "", r.denied(p)
+}
+
+func (r *readOnlyRoot) DeleteIfVersionNoSync(_ context.Context, p string, _ storage.Version) error {
+	return r.denied(p)
+}
+
+func (r *readOnlyRoot) Overwrite(_ context.Context, p string, _ []byte) error { return r.denied(p) }
+
+func (r *readOnlyRoot) WriteIntent(context.Context, []byte) (storage.Version, error) {
+	return "", r.denied(engine.IntentPath)
+}
+
+func (r *readOnlyRoot) ClearIntent(context.Context, storage.Version) error {
+	return r.denied(engine.IntentPath)
+}
+
+func (r *readOnlyRoot) Stage(context.Context) storage.Stage { return readOnlyStage{r} }
+
+func (r *readOnlyRoot) PrepareCatalog(context.Context, *catalog.Catalog, int) storage.PendingCatalog {
+	return readOnlyCatalog{r}
+}
+
+func (r *readOnlyRoot) RemoveLeftovers(context.Context, []storage.Leftover) error {
+	return r.denied(".")
+}
+
+type readOnlyStage struct{ r *readOnlyRoot }
+
+func (s readOnlyStage) Put(_ context.Context, p string, _ io.Reader, _ int64, _ storage.PutOptions) (storage.ObjectInfo, error) {
+	return storage.ObjectInfo{}, s.r.denied(p)
+}
+
+func (s readOnlyStage) Commit(_ context.Context, p string) (storage.ObjectInfo, error) {
+	return storage.ObjectInfo{}, s.r.denied(p)
+}
+
+func (readOnlyStage) Close() error { return nil }
+
+type readOnlyCatalog struct{ r *readOnlyRoot }
+
+func (c readOnlyCatalog) Commit(context.Context, storage.Version) (storage.Version, error) {
+	return "", c.r.denied(catalog.FileName)
+}
+
+func (readOnlyCatalog) Close() error { return nil }
+
 // TestVerifyReadOnlyReportsPendingRecovery: verify never writes, so it
 // checks a read-only root; an interrupted publication there is reported
 // as a pending recovery and left for the next run, which finishes it.
@@ -61,12 +110,13 @@ func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
 			t.Fatalf("verify of an intact read-only root: %+v, %v", rep, err)
 		}
 
-		// Killed after its intent and first output landed.
-		dying := dyingOn(root, 3)
+		// Killed after its intent and first output landed (two outputs
+		// staged, the intent, the catalog prepared, one output named).
+		dying := dyingOn(root, 6)
 		if _, err := publish(t, dying, planner.Additive, map[string]string{"a.txt": "a2\n", "b.txt": "b2\n"}, fixedNow.Add(time.Minute)); !errors.Is(err, errKilled) {
 			t.Fatalf("interrupted run: %v", err)
 		}
-		intent, iv, err := root.ReadVersion(ctx, engine.IntentPath)
+		intent, iv, err := root.ReadIntent(ctx)
 		if err != nil || intent == nil {
 			t.Fatalf("no intent after the interrupted run: %v", err)
 		}
@@ -85,7 +135,7 @@ func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
 		if n := ro.writes.Load(); n != 0 {
 			t.Fatalf("verify tried %d write(s)", n)
 		}
-		if _, v, _ := root.ReadVersion(ctx, engine.IntentPath); v != iv {
+		if _, v, _ := root.ReadIntent(ctx); v != iv {
 			t.Fatal("verify changed the intent")
 		}
 		if got := catalogVersion(t, root); got != cv {

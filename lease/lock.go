@@ -34,7 +34,7 @@ type lockRecord struct {
 // A lock whose expiry passed, or whose holder process on this same host is
 // gone, is taken over with a compare-and-swap on its version, so a crashed
 // run never leaves a root stuck. The lock object is written without a
-// flush where the backend allows it (storage.Unsynced): a crash of the
+// flush (WriteIfVersionNoSync): a crash of the
 // machine, which ends every holder, may lose it or leave it torn, and an
 // unreadable lock is taken over at once (one contender wins the swap).
 type StorageLocker struct {
@@ -128,23 +128,17 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 }
 
 // writeLock writes the lock object with a compare-and-swap, without a
-// flush where the backend allows it (storage.Unsynced): a lock need not
+// flush (WriteIfVersionNoSync): a lock need not
 // survive a crash of the machine, which ends its holder too. Losing it
 // then frees the root; an older or torn version is taken over (takeOver).
 func writeLock(ctx context.Context, st storage.Backend, data []byte, want storage.Version) (storage.Version, error) {
-	if u, ok := st.(storage.Unsynced); ok {
-		return u.WriteIfVersionNoSync(ctx, LockPath, data, want)
-	}
-	return st.WriteIfVersion(ctx, LockPath, data, want)
+	return st.WriteIfVersionNoSync(ctx, LockPath, data, want)
 }
 
 // deleteLock removes the lock object if it is still version want, without
-// a flush where the backend allows it.
+// a flush.
 func deleteLock(ctx context.Context, st storage.Backend, want storage.Version) error {
-	if u, ok := st.(storage.Unsynced); ok {
-		return u.DeleteIfVersionNoSync(ctx, LockPath, want)
-	}
-	return st.DeleteIfVersion(ctx, LockPath, want)
+	return st.DeleteIfVersionNoSync(ctx, LockPath, want)
 }
 
 type storageLease struct {

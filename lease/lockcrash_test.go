@@ -87,7 +87,7 @@ func TestStorageLockLeftUnreadableByACrashIsTakenOverByOne(t *testing.T) {
 }
 
 // durableRefused is the local backend with its durable compare-and-swap
-// failing the test: the lock object must go through storage.Unsynced.
+// failing the test: the lock object must go through WriteIfVersionNoSync.
 type durableRefused struct {
 	*local.Backend
 	t *testing.T
@@ -375,7 +375,7 @@ func TestStorageLockOfAKilledProcessIsTakenOver(t *testing.T) {
 }
 
 // BenchmarkStorageLockAcquireRelease: one lock taken and given back on a
-// local root, without flushes (storage.Unsynced) and with them.
+// local root, without flushes (WriteIfVersionNoSync) and with them.
 func BenchmarkStorageLockAcquireRelease(b *testing.B) {
 	for _, c := range []struct {
 		name    string
@@ -389,7 +389,7 @@ func BenchmarkStorageLockAcquireRelease(b *testing.B) {
 			}
 			var st storage.Backend = lb
 			if c.durable {
-				st = struct{ storage.Backend }{lb} // hides storage.Unsynced
+				st = durableLock{lb}
 			}
 			root := lease.Root{Key: "file://" + lb.String() + "/", Store: st}
 			l := lease.NewStorageLocker("bench", time.Minute)
@@ -404,4 +404,15 @@ func BenchmarkStorageLockAcquireRelease(b *testing.B) {
 			}
 		})
 	}
+}
+
+// durableLock flushes the lock object as WriteIfVersion does.
+type durableLock struct{ storage.Backend }
+
+func (d durableLock) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	return d.WriteIfVersion(ctx, p, data, want)
+}
+
+func (d durableLock) DeleteIfVersionNoSync(ctx context.Context, p string, want storage.Version) error {
+	return d.DeleteIfVersion(ctx, p, want)
 }

@@ -23,8 +23,8 @@ type renewStore struct {
 	fault  func(ctx context.Context, n int, write func() (storage.Version, error)) (storage.Version, error)
 }
 
-func (s *renewStore) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
-	write := func() (storage.Version, error) { return s.Backend.WriteIfVersion(ctx, p, data, want) }
+func (s *renewStore) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	write := func() (storage.Version, error) { return s.Backend.WriteIfVersionNoSync(ctx, p, data, want) }
 	s.mu.Lock()
 	s.writes++
 	n := s.writes

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/distributor/distributor/catalog"
 )
 
 var (
@@ -74,214 +76,6 @@ type PutOptions struct {
 	SourceVerified bool
 }
 
-// SplitLister is implemented by backends whose listing is a request per
-// page, one after another (S3: 1,000 keys a page), and that can read
-// several ranges of keys at once when told where to split them.
-type SplitLister interface {
-	// ListSplit is List(ctx, "", fn): the same objects in the same order.
-	// splits are paths in increasing order, hints (they need not exist)
-	// that cut the listing into ranges read at once.
-	ListSplit(ctx context.Context, splits []string, fn func(ObjectInfo) error) error
-}
-
-// Sized is implemented by a reader Open returned that knows the object's
-// size as it was when opened, so a reader of the whole object can size its
-// buffer once instead of growing it.
-type Sized interface {
-	Size() int64
-}
-
-// Syncer is implemented by backends that honour PutOptions.DeferSync.
-type Syncer interface {
-	// Sync makes every Put that has returned durable.
-	Sync(ctx context.Context) error
-}
-
-// Sync makes deferred writes to b durable; a no-op for backends that are
-// durable on return.
-func Sync(ctx context.Context, b Backend) error {
-	if s, ok := b.(Syncer); ok {
-		return s.Sync(ctx)
-	}
-	return nil
-}
-
-// DeferredDeleter is implemented by backends whose Delete waits until the
-// removal is durable and that can skip that wait (local: the folder's
-// fsync). The removal is durable after the next Sync, or after a durable
-// write to the same path. Before a crash of the machine it is visible like
-// any other.
-type DeferredDeleter interface {
-	DeleteDeferSync(ctx context.Context, paths ...string) error
-	// SyncDeleted makes earlier deferred removals of paths durable, by
-	// flushing only the folders that held them (cheaper than Sync).
-	SyncDeleted(ctx context.Context, paths ...string) error
-}
-
-// DeleteDeferSync deletes paths, without waiting for the removal to be
-// durable where b allows it (DeferredDeleter); otherwise it is Delete.
-func DeleteDeferSync(ctx context.Context, b Backend, paths ...string) error {
-	if d, ok := b.(DeferredDeleter); ok {
-		return d.DeleteDeferSync(ctx, paths...)
-	}
-	return b.Delete(ctx, paths...)
-}
-
-// SyncDeleted makes earlier DeleteDeferSync removals of paths durable; a
-// no-op for backends whose removals are durable on return.
-func SyncDeleted(ctx context.Context, b Backend, paths ...string) error {
-	if d, ok := b.(DeferredDeleter); ok {
-		return d.SyncDeleted(ctx, paths...)
-	}
-	return nil
-}
-
-// Overwriter is implemented by backends that can rewrite a small file in
-// place without a flush (local): no new file and no rename, the two
-// costliest steps of a small write there. Until it returns, and after a
-// crash, path may hold any mix of its old and new bytes, or zeros, and a
-// reader may see such a mix: what is written this way must let a reader
-// recognise a torn copy (engine: the fingerprint shards' checksum).
-type Overwriter interface {
-	// Overwrite replaces path's bytes with data; a missing path is
-	// created (whole, not flushed).
-	Overwrite(ctx context.Context, path string, data []byte) error
-}
-
-// InPlaceChecker is implemented by InPlaceWriters that can check a file's
-// bytes and rewrite it through one open descriptor (local): one open per
-// step instead of a read and then a write.
-type InPlaceChecker interface {
-	// OverwriteSyncIfEmpty is OverwriteSync of a path that is empty or
-	// missing; ErrConflict, nothing written, when it holds bytes (or
-	// when a missing path was created meanwhile).
-	OverwriteSyncIfEmpty(ctx context.Context, path string, data []byte) error
-	// EmptyDeferSyncIf is EmptyDeferSync of a path that holds exactly
-	// want; ErrConflict, nothing changed, otherwise (also when missing).
-	EmptyDeferSyncIf(ctx context.Context, path string, want []byte) error
-}
-
-// InPlaceWriter is implemented by backends that can rewrite a small file
-// in place (local): the intent of a local root is one file rewritten by
-// each publication with one data flush and no new name (so no folder
-// flush), and emptied when the publication is done.
-type InPlaceWriter interface {
-	// OverwriteSync replaces path's bytes with data, durably on return;
-	// a missing path is created durably. A crash before it returns may
-	// leave path with any mix of its old and new bytes, or zeros: what is
-	// written this way must let a reader recognise a torn copy
-	// (engine: the intent's checksum).
-	OverwriteSync(ctx context.Context, path string, data []byte) error
-	// EmptyDeferSync truncates path to no bytes without waiting for that
-	// to be durable; a missing path is not an error.
-	EmptyDeferSync(ctx context.Context, path string) error
-	// SyncEmptied makes an earlier EmptyDeferSync of path durable.
-	SyncEmptied(ctx context.Context, path string) error
-}
-
-// Unsynced is implemented by backends that can compare-and-swap an object
-// without making the change durable (local: no fsync), for objects that
-// need not survive a crash, such as the direct-mode lock. After a crash of
-// the machine such an object may be missing, an older version, or
-// unreadable (torn); before one, readers see whole versions only, as with
-// WriteIfVersion. The conditions are those of WriteIfVersion and
-// DeleteIfVersion.
-type Unsynced interface {
-	WriteIfVersionNoSync(ctx context.Context, path string, data []byte, want Version) (Version, error)
-	DeleteIfVersionNoSync(ctx context.Context, path string, want Version) error
-}
-
-// VersionStreamer is implemented by backends that can write a
-// compare-and-swap object from a stream: a catalog of a million records
-// (half a gigabyte) is written as it is encoded, never held whole.
-type VersionStreamer interface {
-	// WriteIfVersionFrom is WriteIfVersion with the bytes that write
-	// writes. When write fails, nothing changes and its error is returned
-	// (wrapped).
-	WriteIfVersionFrom(ctx context.Context, path string, write func(io.Writer) error, want Version) (Version, error)
-}
-
-// VersionPreparer is implemented by backends that can write a
-// compare-and-swap object in two steps: its bytes first, without a flush,
-// then its name, under the condition. A publication prepares its catalog
-// before the barrier (Sync) that makes its outputs durable, so that one
-// barrier covers the catalog's bytes too and the commit is left with
-// naming them.
-type VersionPreparer interface {
-	// PrepareVersion writes data as the future object at path, invisible
-	// until committed. The caller must Close the result.
-	PrepareVersion(ctx context.Context, path string, data []byte) (PreparedVersion, error)
-}
-
-// WritePreparer is implemented by backends whose compare-and-swap write
-// is one request with work of its own before it (S3: the body's sha256,
-// which signs the request and is stored with it). PrepareWrite does that
-// work and nothing else: no request, nothing written. A publication
-// prepares its catalog's write while its outputs are written.
-type WritePreparer interface {
-	PrepareWrite(path string, data []byte) PreparedVersion
-}
-
-// PreparedVersion is an object written by PrepareVersion.
-type PreparedVersion interface {
-	// CommitIfVersion is WriteIfVersion of the prepared bytes: durable on
-	// return, whether or not a Sync ran since the prepare.
-	CommitIfVersion(ctx context.Context, want Version) (Version, error)
-	// Close drops the bytes if they were not committed.
-	Close() error
-}
-
-// Stager is implemented by backends that can write objects no reader sees
-// until they are committed (local: unnamed files). A publication stages
-// every output, hashing the bundle's bytes as they pass, and names them
-// only when all are complete and verified.
-type Stager interface {
-	// Stage begins a set of writes; the caller must Close it.
-	Stage() Stage
-}
-
-// Stage is a set of staged writes.
-type Stage interface {
-	// Put writes like Backend.Put (the same options) into an object that
-	// stays invisible, even to List, until Commit. The ObjectInfo is the
-	// object's once committed (Path, Size, Fingerprint). Safe for
-	// concurrent use; one Put per path.
-	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
-	// Commit makes the object staged at path visible, under its Put's
-	// conditions (IfAbsent, IfMatch: ErrConflict otherwise), checked now.
-	Commit(ctx context.Context, path string) error
-	// Close discards what was staged and not committed (leaving the root
-	// as it was, folders included) and releases the stage.
-	Close() error
-}
-
-// InfoCommitter is implemented by stages that learn a staged object's
-// fingerprint only when it is committed (S3: the ETag comes with the
-// write that makes the object visible). Its Put then returns no
-// Fingerprint.
-type InfoCommitter interface {
-	// CommitInfo is Stage.Commit returning the committed object's info.
-	CommitInfo(ctx context.Context, path string) (ObjectInfo, error)
-}
-
-// RootChecker is implemented by backends whose root can be swapped under
-// them (a local folder moved, deleted or re-pointed).
-type RootChecker interface {
-	// CheckRoot returns an error wrapping ErrRootMissing when the root's
-	// path names no folder, ErrRootChanged when it names another folder
-	// than the one the backend writes into, nil when it is still the same.
-	CheckRoot(ctx context.Context) error
-}
-
-// CheckRoot checks that b still writes into what its root path names; a
-// no-op for backends without that notion (S3: a prefix has no identity).
-func CheckRoot(ctx context.Context, b Backend) error {
-	if c, ok := b.(RootChecker); ok {
-		return c.CheckRoot(ctx)
-	}
-	return nil
-}
-
 // Leftover is what an interrupted write (a killed process) left behind in
 // a root: a local temp file, an unfinished S3 multipart upload. Readers
 // never see it (List skips it), but it holds space until removed.
@@ -297,43 +91,197 @@ type Leftover struct {
 	ID string
 }
 
-// LeftoverCleaner is implemented by backends whose interrupted writes can
-// leave something behind.
-type LeftoverCleaner interface {
-	// Leftovers returns the root's leftovers last written before cutoff,
-	// in path order. Younger ones may be writes still in flight.
-	Leftovers(ctx context.Context, cutoff time.Time) ([]Leftover, error)
-	// RemoveLeftovers removes leftovers that Leftovers returned; ones
-	// already gone are not an error. It never touches an object.
-	RemoveLeftovers(ctx context.Context, ls []Leftover) error
+// Query says what a caller of Backend.Find needs to know of a root.
+type Query struct {
+	// Paths are the root-relative paths the caller is about to write, in
+	// increasing order; nil asks for every object.
+	Paths []string
+	// Held is what the root is believed to hold.
+	Held Held
+}
+
+// Held describes the objects a root is believed to hold: its catalog's
+// records. The zero Held is a root with no catalog.
+type Held struct {
+	// AtMost bounds their number from above; it is known before Paths
+	// returns (from the catalog's size in bytes).
+	AtMost int
+	// Paths returns their number and the i-th path, in increasing order.
+	// It may block until they are known (a catalog still being parsed);
+	// nil when there is no catalog.
+	Paths func() (n int, path func(i int) string)
+}
+
+// Properties are what truly differs between backends, as data.
+type Properties struct {
+	// TornIntents: WriteIntent rewrites the intent in place, so a crash
+	// may leave a torn copy (recognised by its checksum; no output of it
+	// was named yet). Where false, intents are written whole and a torn
+	// one is damage.
+	TornIntents bool
 }
 
 // Backend is a destination root (or a bundle location) on some storage.
+// Every backend implements every method; where an operation has nothing
+// to do on a backend (Sync on S3, whose writes are durable on return), it
+// says so and does nothing. Paths are root-relative and '/'-separated;
+// a backend refuses a path that is not valid (catalog.ValidatePath) or
+// that would leave the root.
 type Backend interface {
 	// Stat returns the object's info or an error wrapping ErrNotExist.
 	Stat(ctx context.Context, path string) (ObjectInfo, error)
-	// Open streams the object's bytes; ErrNotExist when missing.
+
+	// Open streams the object's bytes; ErrNotExist when missing. The
+	// reader MUST implement Sized (the size when opened).
 	Open(ctx context.Context, path string) (io.ReadCloser, error)
-	// Put writes r (size bytes, -1 if unknown) to path atomically: readers see
-	// the old object or the whole new one, never a part. A failed or cancelled
-	// Put leaves the old object (or nothing) at path. It returns the new
-	// object's info (Path, Size and Fingerprint at least).
-	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
-	// Delete removes the objects; missing ones are not an error.
-	Delete(ctx context.Context, paths ...string) error
-	// List calls fn for every object under prefix ("" for all), in path order,
-	// recursively. Folders are not objects.
+
+	// List calls fn for every object under prefix ("" for all), in path
+	// order, recursively. Folders, leftovers of interrupted writes and
+	// things that are not regular objects are not objects.
 	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
-	// ReadVersion returns the object's bytes and version; a missing object
-	// returns (nil, "", nil).
+
+	// Find calls fn for every object a write of q.Paths must know of:
+	// each object at one of them, at a folder on the way to one of them,
+	// and under one of them; with nil q.Paths, every object. It MAY call
+	// fn for any other object as well (listing the whole root where that
+	// costs less than looking the paths up), never twice for one object,
+	// in no particular order. q.Held lets it choose how.
+	Find(ctx context.Context, q Query, fn func(ObjectInfo) error) error
+
+	// Put writes r (size bytes, -1 if unknown) to path atomically: readers
+	// see the old object or the whole new one, never a part. A failed or
+	// cancelled Put leaves the old object (or nothing) at path. Under
+	// opts.IfAbsent or opts.IfMatch a lost condition is ErrConflict and
+	// changes nothing. It returns the new object's info (Path, Size and
+	// Fingerprint at least). With opts.DeferSync the object is durable
+	// after the next Sync; otherwise when Put returns.
+	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
+
+	// Delete removes the objects, durably on return; missing ones are not
+	// an error.
+	Delete(ctx context.Context, paths ...string) error
+
+	// Overwrite replaces a small object's bytes with data, creating it if
+	// missing, durably after the next Sync. It need not be atomic: until
+	// it returns, and after a crash, path may hold any mix of its old and
+	// new bytes, or zeros, so what is written this way MUST let a reader
+	// recognise a torn copy (a checksum).
+	Overwrite(ctx context.Context, path string, data []byte) error
+
+	// Stage begins a set of writes that no reader sees until each is
+	// committed. The caller MUST Close it.
+	Stage(ctx context.Context) Stage
+
+	// Sync makes every Put with DeferSync, Overwrite and Stage.Put that
+	// returned, and every PendingCatalog's bytes, durable.
+	Sync(ctx context.Context) error
+
+	// ReadVersion returns the object's bytes and version; a missing
+	// object returns (nil, "", nil).
 	ReadVersion(ctx context.Context, path string) ([]byte, Version, error)
+
 	// WriteIfVersion writes data only if the object's current version is
-	// want ("" = must not exist); otherwise it fails with ErrConflict. It
-	// returns the new version.
+	// want ("" = must not exist); otherwise ErrConflict, nothing written.
+	// Durable on return; it returns the new version.
 	WriteIfVersion(ctx context.Context, path string, data []byte, want Version) (Version, error)
+
 	// DeleteIfVersion deletes the object only if its version is want;
-	// otherwise ErrConflict.
+	// otherwise ErrConflict. Durable on return.
 	DeleteIfVersion(ctx context.Context, path string, want Version) error
+
+	// WriteIfVersionNoSync is WriteIfVersion without the wait for
+	// durability, for objects that need not survive a crash of the
+	// machine (the direct-mode lock): after one it may be missing, an
+	// older version, or torn. Before one, readers see whole versions.
+	WriteIfVersionNoSync(ctx context.Context, path string, data []byte, want Version) (Version, error)
+
+	// DeleteIfVersionNoSync is DeleteIfVersion without the wait for
+	// durability (see WriteIfVersionNoSync).
+	DeleteIfVersionNoSync(ctx context.Context, path string, want Version) error
+
+	// WriteIntent records data as the root's intent, durably on return,
+	// only if the root holds none (missing, or cleared): otherwise
+	// ErrConflict, nothing written. A crash before it returns may leave
+	// a torn copy (see Overwrite), so data MUST carry a checksum. It
+	// returns the version that ClearIntent takes.
+	WriteIntent(ctx context.Context, data []byte) (Version, error)
+
+	// ReadIntent returns the intent's bytes and version; nil bytes when
+	// there is none (missing, or cleared).
+	ReadIntent(ctx context.Context) ([]byte, Version, error)
+
+	// ClearIntent removes the intent while it is still version want ("":
+	// whatever it holds); otherwise ErrConflict, nothing changed. The
+	// removal is durable after the next Sync, SyncIntent or WriteIntent;
+	// a crash before may bring the intent back.
+	ClearIntent(ctx context.Context, want Version) error
+
+	// SyncIntent makes the last ClearIntent durable (cheaper than Sync).
+	SyncIntent(ctx context.Context) error
+
+	// PrepareCatalog begins writing next as the root's catalog
+	// (catalog.FileName) and returns at once; the backend encodes and
+	// writes its bytes when it likes before PendingCatalog.Commit. writes
+	// is how many objects the caller writes before that Commit (0: Commit
+	// follows at once). The caller MUST Close the result.
+	PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) PendingCatalog
+
+	// CheckRoot returns an error wrapping ErrRootMissing when the root's
+	// path names no folder any more, ErrRootChanged when it names another
+	// one than the backend writes into, nil otherwise (always nil where a
+	// root has no identity: an S3 prefix).
+	CheckRoot(ctx context.Context) error
+
+	// Leftovers returns what interrupted writes left in the root, last
+	// written before cutoff, in path order (younger ones may be writes in
+	// flight). Nothing on a backend whose writes leave nothing.
+	Leftovers(ctx context.Context, cutoff time.Time) ([]Leftover, error)
+
+	// RemoveLeftovers removes leftovers that Leftovers returned; ones
+	// already gone are not an error. It never touches an object.
+	RemoveLeftovers(ctx context.Context, ls []Leftover) error
+
+	// Properties says how this backend differs from others.
+	Properties() Properties
+
 	// String names the root for messages (e.g. "/srv/x" or "s3://b/p/").
 	String() string
+}
+
+// Stage is a set of writes that no reader sees until committed.
+type Stage interface {
+	// Put writes like Backend.Put (the same options) into an object that
+	// stays invisible, even to List, until Commit. Safe for concurrent
+	// use; one Put per path. ErrNotStaged: the bytes were read to their
+	// end and checked, but not kept; the caller writes the path with
+	// Backend.Put instead.
+	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
+	// Commit makes the object staged at path visible, under its Put's
+	// conditions (IfAbsent, IfMatch: ErrConflict otherwise), checked now,
+	// and returns its info (Path, Size, Fingerprint).
+	Commit(ctx context.Context, path string) (ObjectInfo, error)
+	// Close discards what was staged and not committed (leaving the root
+	// as it was, folders included), finishes what the commits began, and
+	// releases the stage.
+	Close() error
+}
+
+// PendingCatalog is a catalog Backend.PrepareCatalog is writing.
+type PendingCatalog interface {
+	// Commit makes the catalog the root's only if the current catalog's
+	// version is want ("" = none), durably on return; otherwise
+	// ErrConflict, nothing changed. It fails with ErrRootMissing or
+	// ErrRootChanged (CheckRoot) rather than write into another folder,
+	// and with an error wrapping catalog.ErrInvalid, nothing written, for
+	// a catalog that does not validate.
+	Commit(ctx context.Context, want Version) (Version, error)
+	// Close drops the bytes if they were not committed.
+	Close() error
+}
+
+// Sized is implemented by every reader Backend.Open returns: the object's
+// size as it was when opened, so a reader of the whole object sizes its
+// buffer once.
+type Sized interface {
+	Size() int64
 }

@@ -98,7 +98,7 @@ func (o *Opener) cached(ctx context.Context, key string, open func() (storage.Ba
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if b, ok := o.cache[key]; ok {
-		err := storage.CheckRoot(ctx, b)
+		err := b.CheckRoot(ctx)
 		if err == nil {
 			return b, nil
 		}

@@ -65,6 +65,17 @@ func (b *hookBackend) Put(ctx context.Context, p string, r io.Reader, size int64
 	return oi, err
 }
 
+// Stage runs after once the first staged output is named.
+func (b *hookBackend) Stage(ctx context.Context) storage.Stage {
+	return testenv.HookedStage{Stage: b.Backend.Stage(ctx), Hook: func(ctx context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		oi, err := commit()
+		if err == nil && !strings.HasPrefix(p, ".distributor") {
+			b.h.once.Do(b.h.after)
+		}
+		return oi, err
+	}}
+}
+
 // TestDirectApplyOutlivesNATS: an apply that found NATS holds its KV lease
 // and the root's lock object. When NATS goes away after the first output is
 // written, the KV lease can no longer be renewed, but the lock object still

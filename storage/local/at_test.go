@@ -83,13 +83,13 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 			{"read the shard", func() error { _, _, err := b.ReadVersion(ctx, shard); return err }},
 			{"write the intent", func() error { return b.OverwriteSyncIfEmpty(ctx, intent, []byte("intent")) }},
 			{"stage and name outputs", func() error {
-				s := b.Stage()
+				s := b.Stage(t.Context())
 				defer s.Close()
 				for _, p := range []string{"report.md", "a/b/c.txt"} {
 					if _, err := s.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{DeferSync: true}); err != nil {
 						return err
 					}
-					if err := s.Commit(ctx, p); err != nil {
+					if _, err := s.Commit(ctx, p); err != nil {
 						return err
 					}
 				}

@@ -37,7 +37,7 @@ func TestAFailedSwappingStageLeavesNoDisplacedFile(t *testing.T) {
 		}
 		fps[p], names[p] = oi.Fingerprint, openNlink(t, filepath.Join(b.root, p))
 	}
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	for _, p := range paths {
 		if _, err := st.Put(ctx, p, strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
 			t.Fatal(err)
@@ -45,13 +45,13 @@ func TestAFailedSwappingStageLeavesNoDisplacedFile(t *testing.T) {
 	}
 	const committed = 5
 	for _, p := range paths[:committed] {
-		must(t, st.Commit(ctx, p))
+		must(t, commitErr(st.Commit(ctx, p)))
 	}
 	// Another writer replaces the next path (a new inode).
 	theirs := filepath.Join(b.root, "d", "theirs")
 	must(t, os.WriteFile(theirs, []byte("theirs"), 0o644))
 	must(t, os.Rename(theirs, filepath.Join(b.root, paths[committed])))
-	if err := st.Commit(ctx, paths[committed]); !errors.Is(err, storage.ErrConflict) {
+	if _, err := st.Commit(ctx, paths[committed]); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("commit over another writer's file: %v, want ErrConflict", err)
 	}
 	if got := st.(*stage).swap; got != 1 {
@@ -92,7 +92,7 @@ func TestASymlinkSwappedInBeforeTheCommitIsReplacedNotFollowed(t *testing.T) {
 		if _, err := b.Put(ctx, "d/a.txt", strings.NewReader("old"), 3, storage.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		st := b.Stage()
+		st := b.Stage(t.Context())
 		st.(*stage).displaced.min = 1
 		if _, err := st.Put(ctx, "d/a.txt", strings.NewReader("new!"), 4, storage.PutOptions{DeferSync: true}); err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestASymlinkSwappedInBeforeTheCommitIsReplacedNotFollowed(t *testing.T) {
 		target := filepath.Join(b.root, "d/a.txt")
 		must(t, os.Remove(target))
 		must(t, os.Symlink(outside, target))
-		must(t, st.Commit(ctx, "d/a.txt"))
+		must(t, commitErr(st.Commit(ctx, "d/a.txt")))
 		must(t, st.Close())
 		if fi, err := os.Lstat(target); err != nil || !fi.Mode().IsRegular() {
 			t.Fatalf("noExchange %v: d/a.txt is %v (%v), want a regular file", noExchange, fi.Mode(), err)

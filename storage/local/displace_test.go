@@ -51,13 +51,13 @@ func TestStagedReplacementLeavesOnlyTheNewFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		names := openNlink(t, filepath.Join(b.root, "d/a.txt"))
-		st := b.Stage()
+		st := b.Stage(t.Context())
 		st.(*stage).displaced.min = 1 // swaps even in a stage of one file
 		oi, err := st.Put(ctx, "d/a.txt", strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: old.Fingerprint, DeferSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, st.Commit(ctx, "d/a.txt"))
+		must(t, commitErr(st.Commit(ctx, "d/a.txt")))
 		if data, err := os.ReadFile(filepath.Join(b.root, "d/a.txt")); err != nil || string(data) != "new!" {
 			t.Fatalf("noExchange %v: after commit %q (%v), want the new bytes", noExchange, data, err)
 		}
@@ -201,14 +201,14 @@ func TestOnlyALargeStageSwaps(t *testing.T) {
 			}
 			fps[p], want = oi.Fingerprint, append(want, p)
 		}
-		st := b.Stage()
+		st := b.Stage(t.Context())
 		for _, p := range want {
 			if _, err := st.Put(ctx, p, strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, p := range want {
-			must(t, st.Commit(ctx, p))
+			must(t, commitErr(st.Commit(ctx, p)))
 		}
 		if got, wantSwap := st.(*stage).swap, map[bool]int{false: -1, true: 1}[n >= displaceAsyncMin]; got != wantSwap {
 			t.Fatalf("%d files: swap = %d, want %d", n, got, wantSwap)

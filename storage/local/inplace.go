@@ -14,14 +14,8 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var (
-	_ storage.InPlaceWriter  = (*Backend)(nil)
-	_ storage.InPlaceChecker = (*Backend)(nil)
-	_ storage.Overwriter     = (*Backend)(nil)
-)
-
 // OverwriteSyncIfEmpty is OverwriteSync of p while it is empty or missing
-// (storage.InPlaceChecker): its bytes are read and rewritten through one
+// (the intent: WriteIntent): its bytes are read and rewritten through one
 // descriptor. A missing p is created durably, only where nothing is.
 func (b *Backend) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) (err error) {
 	defer b.classifyTo(&err)
@@ -38,14 +32,19 @@ func (b *Backend) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byt
 }
 
 // EmptyDeferSyncIf is EmptyDeferSync of p while it holds exactly want
-// (storage.InPlaceChecker), checked through the descriptor it truncates.
+// (ClearIntent), checked through the descriptor it truncates.
 func (b *Backend) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) (err error) {
+	return b.emptyDeferSyncIf(ctx, p, func(cur []byte) bool { return bytes.Equal(cur, want) })
+}
+
+// emptyDeferSyncIf is EmptyDeferSync of p while its bytes pass holds.
+func (b *Backend) emptyDeferSyncIf(ctx context.Context, p string, holds func(cur []byte) bool) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	err = b.checkedWritable(p, func(fd int, cur []byte) error {
-		if !bytes.Equal(cur, want) {
+		if !holds(cur) {
 			return fmt.Errorf("%q holds other bytes: %w", p, storage.ErrConflict)
 		}
 		return unix.Ftruncate(fd, 0)
@@ -85,7 +84,7 @@ func (b *Backend) checkedWritable(p string, fn func(fd int, cur []byte) error) e
 }
 
 // Overwrite writes data over p's bytes in place, without a flush
-// (storage.Overwriter): one open, a write and a truncation, no new file
+// (storage.Backend.Overwrite): one open, a write and a truncation, no new file
 // and no rename. A missing p is created as by Put with DeferSync.
 func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) (err error) {
 	defer b.classifyTo(&err)
@@ -100,7 +99,7 @@ func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) (err err
 // (fdatasync: the data and the size) before it returns: one flush, no new
 // name, so no folder to flush. A missing p is created durably (Put). A
 // crash before it returns may leave p holding any mix of its old and new
-// bytes, or neither (storage.InPlaceWriter): the caller recognises that.
+// bytes, or neither: the caller recognises that.
 func (b *Backend) OverwriteSync(ctx context.Context, p string, data []byte) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {

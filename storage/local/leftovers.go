@@ -13,8 +13,6 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var _ storage.LeftoverCleaner = (*Backend)(nil)
-
 // isLeftover reports whether p names a file only an interrupted write can
 // leave: a temp name anywhere, or anything in the temp folder that earlier
 // versions wrote into.

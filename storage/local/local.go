@@ -113,18 +113,17 @@ type Backend struct {
 	// while syncCalls was n is durable once syncedThrough > n (prepare.go).
 	syncCalls, syncedThrough atomic.Uint64
 
+	// streamMin overrides defaultStreamMin when positive (WithStreamMinOutputs).
+	streamMin int
+	// pending are the catalogs the next Sync writes first (contract.go).
+	pending pendingCatalogs
+
 	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
 	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
 	dirents   sync.Pool // *[]byte getdents(2) buffers of 8 KiB (as os.File uses)
 }
 
-var (
-	_ storage.Backend         = (*Backend)(nil)
-	_ storage.RootChecker     = (*Backend)(nil)
-	_ storage.Unsynced        = (*Backend)(nil)
-	_ storage.DeferredDeleter = (*Backend)(nil)
-	_ storage.VersionPreparer = (*Backend)(nil)
-)
+var _ storage.Backend = (*Backend)(nil)
 
 // Option tunes a Backend made by New.
 type Option func(*Backend)
@@ -400,7 +399,7 @@ func (b *Backend) writeAtomic(ctx context.Context, _ *os.Root, p string, src io.
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	if err := s.Commit(ctx, p); err != nil {
+	if err := s.commit(ctx, p); err != nil {
 		return storage.ObjectInfo{}, err
 	}
 	return oi, nil
@@ -413,6 +412,7 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	b.pending.ready(ctx)
 	made := b.freshFolders()
 	n := b.syncCalls.Add(1)
 	if b.group != nil {
@@ -453,8 +453,7 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 	return b.delete(ctx, true, paths)
 }
 
-// DeleteDeferSync is Delete without the folders' fsync
-// (storage.DeferredDeleter): Sync, or a durable write of the same path,
+// DeleteDeferSync is Delete without the folders' fsync: Sync, or a durable write of the same path,
 // makes the removal durable.
 func (b *Backend) DeleteDeferSync(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)

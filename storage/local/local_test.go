@@ -33,9 +33,35 @@ func newBackend(t testing.TB) *Backend {
 	return b
 }
 
+// contractVariants are the local backends the whole contract suite runs
+// against, each on fresh temp roots opened with its options.
+var contractVariants = []struct {
+	name string
+	opts []Option
+}{
+	{"default", nil},
+	// Catalogs of more than 8 records take the large-catalog ways: encoded
+	// as the commit writes them, or beside the caller's writes and named
+	// by the Sync before the commit.
+	{"stream-min-8", []Option{WithStreamMinOutputs(8)}},
+}
+
+// TestContract runs the whole storage contract (storagetest.RunAll) on
+// every variant; an interrupted write is a writer process killed midway.
 func TestContract(t *testing.T) {
 	t.Parallel()
-	storagetest.Run(t, func(t *testing.T) storage.Backend { return newBackend(t) })
+	for _, v := range contractVariants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			storagetest.RunAll(t, func(t *testing.T) storage.Backend {
+				b, err := New(t.TempDir(), v.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}, interruptByKill)
+		})
+	}
 }
 
 func TestNew(t *testing.T) {
@@ -369,7 +395,7 @@ func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := storage.Sync(ctx, b); err != nil {
+	if err := b.Sync(ctx); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
 	n := 0
@@ -568,3 +594,6 @@ func TestStreamedWriteReportsTheWritesOwnFailure(t *testing.T) {
 		t.Fatalf("after the failed write: %q, %q, %v; want the old object", got, cur, err)
 	}
 }
+
+// commitErr is the error of a Stage.Commit.
+func commitErr(_ storage.ObjectInfo, err error) error { return err }

@@ -12,13 +12,13 @@ import (
 )
 
 // PrepareVersion writes data as the future object p under a temp name,
-// without a flush (storage.VersionPreparer). A Sync that begins after it
+// without a flush (PrepareCatalog). A Sync that begins after it
 // (or after Place, a no-op here) makes the bytes durable; CommitIfVersion
 // then only renames them into place and flushes the folder. A publication
 // prepares its catalog before the syncfs that makes its outputs durable:
 // one flush (the catalog file's fsync) fewer per publication, the same
 // guarantee.
-func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ storage.PreparedVersion, err error) {
+func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ *prepared, err error) {
 	defer b.classifyTo(&err)
 	// Prepared after the intent (a small catalog): named at once, and
 	// renamed over the old version, as before.
@@ -39,7 +39,7 @@ func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ 
 // file, whose writeback starts every writebackChunk as it is written. Not every MiB, as for a file flushed at once: the bytes of
 // a 5 MB catalog then queued on the disk ahead of the intent's flush,
 // which the publication waits for (1.4 → 9 ms).
-func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ storage.PreparedVersion, err error) {
+func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ *prepared, err error) {
 	defer b.classifyTo(&err)
 	s := b.newStage()
 	// Written unnamed (a publication prepares a large catalog before its
@@ -113,7 +113,7 @@ func (pv *prepared) CommitIfVersion(ctx context.Context, want storage.Version) (
 	if err := pv.s.makeDurable(pv.p, flushed); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", pv.p, b.root, err)
 	}
-	if err := pv.s.Commit(ctx, pv.p); err != nil {
+	if err := pv.s.commit(ctx, pv.p); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", pv.p, b.root, err)
 	}
 	if pv.streamed || len(pv.data) >= statVersionMin {

@@ -160,9 +160,9 @@ func leftoverIsRemoved(t *testing.T, b *Backend) {
 
 // place names prepared bytes (Place: what a publication does before its
 // Sync).
-func place(t *testing.T, pv storage.PreparedVersion) {
+func place(t *testing.T, pv *prepared) {
 	t.Helper()
-	if err := pv.(*prepared).Place(); err != nil {
+	if err := pv.Place(); err != nil {
 		t.Fatal(err)
 	}
 }

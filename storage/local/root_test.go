@@ -97,9 +97,9 @@ func TestCheckRoot(t *testing.T) {
 				t.Fatalf("CheckRoot = %v, want %q (wrapping %v)", err, tc.msg(path), tc.is)
 			}
 			// The checker is the storage helper's: backends are checked
-			// through storage.CheckRoot.
-			if err2 := storage.CheckRoot(context.Background(), b); !errors.Is(err2, tc.is) {
-				t.Fatalf("storage.CheckRoot = %v, want %v", err2, tc.is)
+			// through CheckRoot.
+			if err2 := b.CheckRoot(context.Background()); !errors.Is(err2, tc.is) {
+				t.Fatalf("CheckRoot = %v, want %v", err2, tc.is)
 			}
 		})
 	}

@@ -19,10 +19,8 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var _ storage.Stager = (*Backend)(nil)
-
 // Stage begins a set of writes that stay invisible until committed
-// (storage.Stager). New paths (IfAbsent) are written to unnamed files
+// (storage.Backend.Stage). New paths (IfAbsent) are written to unnamed files
 // (O_TMPFILE) that are named by linkat(2) at Commit; replacements, and new
 // paths past the stage's share of open files, to temp names that List
 // skips, renamed (or linked) at Commit. Conditions are checked at Commit.
@@ -33,7 +31,7 @@ var _ storage.Stager = (*Backend)(nil)
 // a link while the stage is open is not noticed; the handle stays on the
 // folder that was opened (as a root moved away stays on its handle: see
 // CheckRoot).
-func (b *Backend) Stage() storage.Stage {
+func (b *Backend) Stage(context.Context) storage.Stage {
 	s := b.newStage()
 	s.displace = true
 	return s
@@ -65,6 +63,8 @@ type staged struct {
 	cond    storage.PutOptions
 	durable bool
 	slot    bool // holds one of the backend's unnamed-file slots
+	// info is the object's once named (its Put's: naming keeps the inode).
+	info storage.ObjectInfo
 }
 
 func (b *Backend) newStage() *stage {
@@ -195,6 +195,7 @@ func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, op
 		st.discard(s)
 		return storage.ObjectInfo{}, fmt.Errorf("put %q in %s: %w", p, s.b.root, err)
 	}
+	st.info = oi
 	s.mu.Lock()
 	_, dup = s.files[p]
 	if !dup {
@@ -346,7 +347,18 @@ func (w *writeback) Write(p []byte) (int, error) {
 // IfAbsent links it (link never replaces: ErrConflict when anything is at
 // p); IfMatch compares p's fingerprint right before the rename (see
 // Backend.Put).
-func (s *stage) Commit(ctx context.Context, p string) (err error) {
+func (s *stage) Commit(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	s.mu.Lock()
+	st := s.files[p]
+	s.mu.Unlock()
+	if err := s.commit(ctx, p); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return st.info, nil
+}
+
+// commit is Commit without the info.
+func (s *stage) commit(ctx context.Context, p string) (err error) {
 	defer s.b.classifyTo(&err)
 	s.mu.Lock()
 	st := s.files[p]

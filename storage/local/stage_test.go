@@ -74,7 +74,7 @@ func TestStageCloseLeavesTheTreeAsItWas(t *testing.T) {
 		ctx := t.Context()
 		must(t, os.MkdirAll(filepath.Join(b.root, "kept/empty"), 0o755))
 		before := tree(t, b.root)
-		st := b.Stage()
+		st := b.Stage(t.Context())
 		for _, p := range []string{"kept/empty/a.txt", "kept/new/deep/b.txt", "fresh/c.txt", "d.txt"} {
 			if _, err := st.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{IfAbsent: true}); err != nil {
 				t.Fatal(err)
@@ -93,7 +93,7 @@ func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
 	ctx := t.Context()
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	if _, err := st.Put(ctx, "d/e/new.txt", strings.NewReader("new"), 3, storage.PutOptions{IfAbsent: true}); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b.root, "d")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("d still there after the delete: %v", err)
 	}
-	if err := st.Commit(ctx, "d/e/new.txt"); err != nil {
+	if _, err := st.Commit(ctx, "d/e/new.txt"); err != nil {
 		t.Fatalf("Commit into a removed folder: %v", err)
 	}
 	if data, err := os.ReadFile(filepath.Join(b.root, "d/e/new.txt")); err != nil || string(data) != "new" {
@@ -123,7 +123,7 @@ func TestStageRefusesSymlinks(t *testing.T) {
 	must(t, os.Symlink(outside, filepath.Join(b.root, "out")))
 	must(t, os.Mkdir(filepath.Join(b.root, "real"), 0o755))
 	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "link")))
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	for _, tc := range []struct {
 		p    string
@@ -142,7 +142,7 @@ func TestStageRefusesSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "late")))
-	if err := st.Commit(ctx, "real/late"); !errors.Is(err, ErrOutsideRoot) {
+	if _, err := st.Commit(ctx, "real/late"); !errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("Commit onto a link: err = %v, want ErrOutsideRoot", err)
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
@@ -157,7 +157,7 @@ func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
 	b := newBackend(t)
 	b.maxUnnamed = 1
 	ctx := t.Context()
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	for _, p := range []string{"a.txt", "b.txt", "c.txt"} {
 		if _, err := st.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{IfAbsent: true}); err != nil {
 			t.Fatal(err)
@@ -172,7 +172,7 @@ func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
 	if temps != 2 {
 		t.Errorf("%d temp names while staged, want 2 (one write holds the only unnamed slot)", temps)
 	}
-	must(t, st.Commit(ctx, "b.txt"))
+	must(t, commitErr(st.Commit(ctx, "b.txt")))
 	must(t, st.Close())
 	if got := tree(t, b.root); !slices.Equal(got, []string{"b.txt"}) {
 		t.Errorf("tree = %q, want only b.txt", got)
@@ -194,7 +194,7 @@ func TestStageLargeDeferredObjects(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7 / 3)
 	}
-	stg := b.Stage()
+	stg := b.Stage(t.Context())
 	defer stg.Close()
 	for _, tc := range []struct {
 		path     string
@@ -204,7 +204,7 @@ func TestStageLargeDeferredObjects(t *testing.T) {
 		if _, err := stg.Put(ctx, tc.path, bytes.NewReader(data), tc.size, storage.PutOptions{IfAbsent: true, DeferSync: tc.deferred}); err != nil {
 			t.Fatal(err)
 		}
-		if err := stg.Commit(ctx, tc.path); err != nil {
+		if _, err := stg.Commit(ctx, tc.path); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(filepath.Join(b.root, tc.path))
@@ -212,7 +212,7 @@ func TestStageLargeDeferredObjects(t *testing.T) {
 			t.Fatalf("%s: read %d bytes (%v), want the %d written", tc.path, len(got), err, len(data))
 		}
 	}
-	if err := storage.Sync(ctx, b); err != nil {
+	if err := b.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var _ storage.VersionStreamer = (*Backend)(nil)
-
 // errStopped is what a streamed write sees when the write it feeds failed.
 var errStopped = errors.New("the write it feeds stopped")
 

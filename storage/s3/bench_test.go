@@ -212,11 +212,11 @@ func BenchmarkStageLarge(b *testing.B) {
 			var rss int64
 			for b.Loop() {
 				resetPeakRSS(b)
-				st := be.Stage()
+				st := be.Stage(b.Context())
 				if _, err := st.Put(b.Context(), "big.bin", src(), size, storage.PutOptions{SHA256: digest, SourceVerified: true}); err != nil {
 					b.Fatal(err)
 				}
-				if err := st.Commit(b.Context(), "big.bin"); err != nil {
+				if _, err := st.Commit(b.Context(), "big.bin"); err != nil {
 					b.Fatal(err)
 				}
 				if err := st.Close(); err != nil {

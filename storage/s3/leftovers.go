@@ -15,8 +15,6 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var _ storage.LeftoverCleaner = (*Backend)(nil)
-
 // Leftovers lists the unfinished multipart uploads under the root's prefix
 // started before cutoff: a Put killed mid-upload leaves its parts stored
 // (and billed) until the upload is aborted. Each one's Size is the sum of

@@ -8,11 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/distributor/distributor/storage"
-	s3store "github.com/distributor/distributor/storage/s3"
-	"github.com/distributor/distributor/storage/storagetest"
-	"github.com/distributor/distributor/testenv"
 )
 
 // startUpload leaves what a Put killed mid-upload leaves: a multipart
@@ -43,32 +38,4 @@ func openUploads(t *testing.T, client *s3.Client, bucket string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// TestLeftoverContract runs the leftover contract on a prefixed root whose
-// bucket also holds unfinished uploads outside the prefix: they are never
-// listed nor aborted.
-func TestLeftoverContract(t *testing.T) {
-	t.Parallel()
-	env := testenv.NewS3(t)
-	var bucket string
-	neighbours := []string{"dest/root-sibling", "dest/rootx/y", "other/root/z"}
-	storagetest.RunLeftovers(t, func(t *testing.T) storage.Backend {
-		bucket = env.Bucket(t)
-		for _, k := range neighbours {
-			startUpload(t, env.Client, bucket, k, 1000)
-		}
-		t.Cleanup(func() {
-			if got := openUploads(t, env.Client, bucket); len(got) != len(neighbours) {
-				t.Errorf("uploads outside the prefix: %q, want %q kept", got, neighbours)
-			}
-		})
-		b, err := s3store.NewFromClient(env.Client, bucket, "dest/root", s3store.Options{PartSize: 5 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}, func(t *testing.T, _ storage.Backend, p string, size int64) {
-		startUpload(t, env.Client, bucket, "dest/root/"+p, size/2)
-	})
 }

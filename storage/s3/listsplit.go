@@ -11,8 +11,6 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-var _ storage.SplitLister = (*Backend)(nil)
-
 // listRanges is how many key ranges ListSplit reads at once.
 const listRanges = 4
 

@@ -106,7 +106,7 @@ func TestListMatchesTheSDKsDecoding(t *testing.T) {
 	// One request a range when each holds up to a page.
 	counted, reqs := env.CountedBackend(t, bucket, "root")
 	splits = []string{want[299].Path, want[599].Path, want[899].Path}
-	if err := counted.(storage.SplitLister).ListSplit(t.Context(), splits, func(storage.ObjectInfo) error { return nil }); err != nil {
+	if err := counted.(*s3store.Backend).ListSplit(t.Context(), splits, func(storage.ObjectInfo) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if l := reqs.Lines(); len(l) != 4 {

@@ -80,7 +80,7 @@ func TestStagedPartsFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := b.Stage()
+			st := b.Stage(t.Context())
 			defer st.Close()
 			start := time.Now()
 			_, err = st.Put(t.Context(), "big.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, SourceVerified: true, IfAbsent: true})
@@ -104,7 +104,7 @@ func TestStagedPartsFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantNoObject(t, b, "big.bin")
-			if err := st.Commit(t.Context(), "big.bin"); err != nil {
+			if _, err := st.Commit(t.Context(), "big.bin"); err != nil {
 				t.Fatal(err)
 			}
 			got, _, err := b.ReadVersion(t.Context(), "big.bin")
@@ -124,7 +124,7 @@ func TestStagedPartsCheckTheSource(t *testing.T) {
 	b := newBackend(t, env.Client, bucket, "", multipartStaged)
 	data := bytes.Repeat([]byte{'p'}, 12<<20)
 	errDamaged := errors.New("bundle file damaged")
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	for name, r := range map[string]io.Reader{
 		"fails at its end": &endErrReader{bytes.NewReader(data), errDamaged},

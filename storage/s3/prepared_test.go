@@ -6,47 +6,52 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
 
-// A prepared write sends nothing until committed, and its commit is
-// WriteIfVersion: the same conditions, the same bytes and sha256 metadata.
-func TestPreparedWriteIsWriteIfVersion(t *testing.T) {
+// A prepared catalog sends nothing until committed, and its commit is
+// WriteIfVersion of the catalog's bytes: the same conditions, the same
+// sha256 metadata.
+func TestPreparedCatalogIsWriteIfVersion(t *testing.T) {
 	t.Parallel()
 	env := testenv.NewS3(t)
 	b := env.Backend(t, env.Bucket(t), "root")
-	wp, ok := b.(storage.WritePreparer)
-	if !ok {
-		t.Fatal("the S3 backend does not prepare writes")
-	}
-	first, second := []byte(`{"n":1}`), []byte(`{"n":2}`)
-	pv := wp.PrepareWrite(".distributor.json", first)
-	defer pv.Close()
-	wantNoObject(t, b, ".distributor.json")
-	v1, err := pv.CommitIfVersion(t.Context(), "")
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	first := &catalog.Catalog{DistributorVersion: "test", CreatedAt: at, UpdatedAt: at}
+	second := &catalog.Catalog{DistributorVersion: "test", CreatedAt: at, UpdatedAt: at.Add(time.Second)}
+	pc := b.PrepareCatalog(t.Context(), first, 10)
+	defer pc.Close()
+	wantNoObject(t, b, catalog.FileName)
+	v1, err := pc.Commit(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pv.CommitIfVersion(t.Context(), ""); !errors.Is(err, storage.ErrConflict) {
+	if _, err := pc.Commit(t.Context(), ""); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("create-only commit over an object: err = %v, want ErrConflict", err)
 	}
-	next := wp.PrepareWrite(".distributor.json", second)
-	v2, err := next.CommitIfVersion(t.Context(), v1)
+	next := b.PrepareCatalog(t.Context(), second, 0)
+	defer next.Close()
+	v2, err := next.Commit(t.Context(), v1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := next.CommitIfVersion(t.Context(), v1); !errors.Is(err, storage.ErrConflict) {
+	if _, err := next.Commit(t.Context(), v1); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("commit at a replaced version: err = %v, want ErrConflict", err)
 	}
-	got, gotV, err := b.ReadVersion(t.Context(), ".distributor.json")
-	if err != nil || !bytes.Equal(got, second) || gotV != v2 {
-		t.Fatalf("stored %q at %s (%v), want %q at %s", got, gotV, err, second, v2)
+	want, err := catalog.Marshal(second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	sum := sha256.Sum256(second)
-	if info, err := b.Stat(t.Context(), ".distributor.json"); err != nil || info.SHA256 != catalog.Digest(sum[:]) {
+	got, gotV, err := b.ReadVersion(t.Context(), catalog.FileName)
+	if err != nil || !bytes.Equal(got, want) || gotV != v2 {
+		t.Fatalf("stored %q at %s (%v), want %q at %s", got, gotV, err, want, v2)
+	}
+	sum := sha256.Sum256(want)
+	if info, err := b.Stat(t.Context(), catalog.FileName); err != nil || info.SHA256 != catalog.Digest(sum[:]) {
 		t.Fatalf("sha256 metadata %q (%v), want %s", info.SHA256, err, catalog.Digest(sum[:]))
 	}
 }

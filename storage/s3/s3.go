@@ -808,28 +808,6 @@ func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, wan
 	return b.writeIfVersion(ctx, p, data, sha256.Sum256(data), want)
 }
 
-var _ storage.WritePreparer = (*Backend)(nil)
-
-// PrepareWrite takes data's sha256 (a 5 MB catalog's is milliseconds)
-// ahead of its WriteIfVersion; it sends nothing.
-func (b *Backend) PrepareWrite(p string, data []byte) storage.PreparedVersion {
-	return &preparedWrite{b: b, path: p, data: data, sum: sha256.Sum256(data)}
-}
-
-// preparedWrite is a WriteIfVersion whose sha256 is taken.
-type preparedWrite struct {
-	b    *Backend
-	path string
-	data []byte
-	sum  [sha256.Size]byte
-}
-
-func (w *preparedWrite) CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error) {
-	return w.b.writeIfVersion(ctx, w.path, w.data, w.sum, want)
-}
-
-func (w *preparedWrite) Close() error { return nil }
-
 // writeIfVersion is WriteIfVersion of data whose sha256 is sum.
 func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, sum [sha256.Size]byte, want storage.Version) (storage.Version, error) {
 	key, err := b.key(p)

@@ -58,13 +58,8 @@ const (
 	stageSmallMax = 1 << 20
 )
 
-var (
-	_ storage.Stager        = (*Backend)(nil)
-	_ storage.InfoCommitter = (*stage)(nil)
-)
-
 // Stage begins a set of staged writes.
-func (b *Backend) Stage() storage.Stage {
+func (b *Backend) Stage(context.Context) storage.Stage {
 	return &stage{b: b, objs: map[string]*stagedObject{}}
 }
 
@@ -87,7 +82,7 @@ type stagedObject struct {
 }
 
 // Put stages one object (see the file comment). The ObjectInfo has no
-// Fingerprint: CommitInfo returns it.
+// Fingerprint: Commit returns it.
 func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
 	key, err := s.b.key(p)
 	if err != nil {
@@ -175,13 +170,8 @@ func withPayloadHashHex(h string) func(*s3.Options) {
 }
 
 // Commit makes the staged object visible, under its Put's condition.
-func (s *stage) Commit(ctx context.Context, p string) error {
-	_, err := s.CommitInfo(ctx, p)
-	return err
-}
-
-// CommitInfo commits and returns the object's info, with its ETag.
-func (s *stage) CommitInfo(ctx context.Context, p string) (storage.ObjectInfo, error) {
+// Commit commits and returns the object's info, with its ETag.
+func (s *stage) Commit(ctx context.Context, p string) (storage.ObjectInfo, error) {
 	s.mu.Lock()
 	o := s.objs[p]
 	if o == nil || o.committed {

@@ -61,7 +61,7 @@ func TestStageLargeObject(t *testing.T) {
 	b, seen := stageBackend(t, env, bucket, multipartStaged)
 	data := bytes.Repeat([]byte("large staged object\n"), 300_000) // 6 MB: over a part
 	digest := sha(data)
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	oi, err := st.Put(t.Context(), "big/a.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestStageLargeObject(t *testing.T) {
 		t.Fatalf("staged Put info = %+v, want the size and no fingerprint (known at commit)", oi)
 	}
 	wantNoObject(t, b, "big/a.bin")
-	ci, err := st.(storage.InfoCommitter).CommitInfo(t.Context(), "big/a.bin")
+	ci, err := st.Commit(t.Context(), "big/a.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestStageSmallObjectIsOneRequest(t *testing.T) {
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b, seen := stageBackend(t, env, bucket, s3store.Options{})
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	data := []byte("small")
 	if _, err := st.Put(t.Context(), "s.txt", bytes.NewReader(data), 5, storage.PutOptions{SHA256: sha(data), SourceVerified: true}); err != nil {
@@ -115,7 +115,7 @@ func TestStageSmallObjectIsOneRequest(t *testing.T) {
 	if s := seen(); len(s) != 0 {
 		t.Fatalf("requests before Commit: %q, want none", s)
 	}
-	if err := st.Commit(t.Context(), "s.txt"); err != nil {
+	if _, err := st.Commit(t.Context(), "s.txt"); err != nil {
 		t.Fatal(err)
 	}
 	if s := seen(); len(s) != 1 || !strings.HasSuffix(s[0], " "+strings.TrimPrefix(sha(data), "sha256:")) {
@@ -135,7 +135,7 @@ func TestStageLargeConditionsAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	for _, c := range []struct {
 		path string
 		opts storage.PutOptions
@@ -153,7 +153,7 @@ func TestStageLargeConditionsAndClose(t *testing.T) {
 	rawPut(t, env.Client, bucket, "n.bin", "other")
 	rawPut(t, env.Client, bucket, "m.bin", "v2-other")
 	for _, p := range []string{"n.bin", "m.bin", "gone.bin"} {
-		if err := st.Commit(t.Context(), p); !errors.Is(err, storage.ErrConflict) {
+		if _, err := st.Commit(t.Context(), p); !errors.Is(err, storage.ErrConflict) {
 			t.Fatalf("Commit %s after another writer: err = %v, want ErrConflict", p, err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestStageChecksContent(t *testing.T) {
 	b := newBackend(t, env.Client, bucket, "", multipartStaged)
 	for _, n := range []int{1000, 3 << 20, 6 << 20} {
 		data := bytes.Repeat([]byte{'d'}, n)
-		st := b.Stage()
+		st := b.Stage(t.Context())
 		for _, c := range []struct {
 			name, want string
 			size       int64
@@ -193,7 +193,7 @@ func TestStageChecksContent(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%d bytes, %s: staged Put error = %v, want one containing %q", n, c.name, err, c.want)
 			}
-			if err := st.Commit(t.Context(), c.name); err == nil {
+			if _, err := st.Commit(t.Context(), c.name); err == nil {
 				t.Errorf("%d bytes, %s: Commit of a failed Put succeeded", n, c.name)
 			}
 		}
@@ -217,7 +217,7 @@ func TestStageMemoryShare(t *testing.T) {
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, MemoryBudget: 20 << 20}) // share: 5 MiB
 	data := bytes.Repeat([]byte{'s'}, 1<<20)
-	st := b.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	var staged, notStaged []string
 	for _, p := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -238,7 +238,7 @@ func TestStageMemoryShare(t *testing.T) {
 	if len(staged) != 5 || len(notStaged) != 1 {
 		t.Fatalf("staged %q, not staged %q; want the 5 MiB share staged, then none", staged, notStaged)
 	}
-	if err := st.Commit(t.Context(), staged[0]); err != nil {
+	if _, err := st.Commit(t.Context(), staged[0]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Put(t.Context(), "g", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
@@ -247,7 +247,7 @@ func TestStageMemoryShare(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st2 := b.Stage()
+	st2 := b.Stage(t.Context())
 	defer st2.Close()
 	for _, p := range []string{"h", "i", "j", "k", "l"} {
 		if _, err := st2.Put(t.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {

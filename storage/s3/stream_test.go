@@ -27,7 +27,7 @@ func TestMidSizeObjectsArePutWhole(t *testing.T) {
 	for _, size := range []int{3 << 20, 12 << 20} {
 		data := bytes.Repeat([]byte("mid-size object\n"), size/16)
 		digest := sha(data)
-		st := b.Stage()
+		st := b.Stage(t.Context())
 		_, err := st.Put(t.Context(), "m.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
 		if !errors.Is(err, storage.ErrNotStaged) {
 			t.Fatalf("%d bytes: staged Put error = %v, want ErrNotStaged", size, err)

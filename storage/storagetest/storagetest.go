@@ -1,6 +1,10 @@
 // Package storagetest is the one contract suite every storage.Backend must
-// pass. A backend's own tests call Run with a constructor for a fresh, empty
-// root; the suite then checks the storage.Backend contract against it.
+// pass. A backend's own tests call RunAll with a constructor for a fresh,
+// empty root and a way to interrupt a write; the suite then checks every
+// method of storage.Backend, storage.Stage and storage.PendingCatalog
+// against the MUST-contract in their comments. Run, RunStager and
+// RunLeftovers run the parts of it, for a backend's variants that need
+// only one part checked again.
 package storagetest
 
 import (
@@ -23,14 +27,36 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// Run runs every contract subtest, in parallel. newBackend must return a
-// fresh, empty root for each call (it is called once per subtest, with the
-// subtest's t, possibly concurrently).
+// RunAll runs the whole suite against a backend: Run, RunStager and
+// RunLeftovers. newBackend must return a fresh, empty root for each call
+// (it is called once per subtest, with the subtest's t, possibly
+// concurrently); interrupt is RunLeftovers'.
+func RunAll(t *testing.T, newBackend func(t *testing.T) storage.Backend, interrupt Interrupt) {
+	t.Run("Backend", func(t *testing.T) {
+		t.Parallel()
+		Run(t, newBackend)
+	})
+	t.Run("Stage", func(t *testing.T) {
+		t.Parallel()
+		RunStager(t, newBackend)
+	})
+	t.Run("Leftovers", func(t *testing.T) {
+		t.Parallel()
+		RunLeftovers(t, newBackend, interrupt)
+	})
+}
+
+// Run checks the methods of storage.Backend but Stage, Leftovers and
+// RemoveLeftovers (RunStager, RunLeftovers), and storage.PendingCatalog,
+// each case on a root of its own, in parallel. newBackend must return a
+// fresh, empty root for each call (it is called once per subtest, with
+// the subtest's t, possibly concurrently).
 func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, b storage.Backend)
 	}{
+		// Stat, Open (Sized), List, Put, Delete.
 		{"RoundTrip", testRoundTrip},
 		{"UnknownSize", testUnknownSize},
 		{"OpenKnowsItsSize", testOpenKnowsItsSize},
@@ -49,17 +75,39 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"ListPrefix", testListPrefix},
 		{"ListStopsOnError", testListStopsOnError},
 		{"ManyKeys", testManyKeys},
+		{"Large", testLarge},
+		{"Fingerprint", testFingerprint},
+		{"PutIfAbsent", testPutIfAbsent},
+		{"PutIfMatch", testPutIfMatch},
+		// Find.
+		{"FindEverything", testFindEverything},
+		{"FindPaths", testFindPaths},
+		{"FindManyPaths", testFindManyPaths},
+		{"FindObjectAndObjectsUnderIt", testFindObjectAndObjectsUnder},
+		{"FindCancelled", testFindCancelled},
+		{"FindStopsOnError", testFindStopsOnError},
+		// ReadVersion, WriteIfVersion, DeleteIfVersion and their NoSync forms.
 		{"CreateIfAbsent", testCreateIfAbsent},
 		{"WriteIfVersion", testWriteIfVersion},
 		{"ConcurrentWriteIfVersion", testConcurrentWriteIfVersion},
 		{"LargeVersionsInQuickSuccession", testLargeVersionsInQuickSuccession},
 		{"LargeReadModifyWriteRace", testLargeReadModifyWriteRace},
-		{"WriteIfVersionFrom", testWriteIfVersionFrom},
 		{"DeleteIfVersion", testDeleteIfVersion},
-		{"Large", testLarge},
-		{"Fingerprint", testFingerprint},
-		{"PutIfAbsent", testPutIfAbsent},
-		{"PutIfMatch", testPutIfMatch},
+		{"WriteIfVersionNoSync", testWriteIfVersionNoSync},
+		{"DeleteIfVersionNoSync", testDeleteIfVersionNoSync},
+		{"NoSyncVersionsAreVersions", testNoSyncVersionsAreVersions},
+		// Overwrite, Sync, CheckRoot.
+		{"Overwrite", testOverwrite},
+		{"Sync", testSync},
+		{"CheckRoot", testCheckRoot},
+		// WriteIntent, ReadIntent, ClearIntent, SyncIntent; Properties.
+		{"Intent", testIntent},
+		{"IntentClearedWhatever", testIntentClearedWhatever},
+		{"IntentRace", testIntentRace},
+		{"IntentWhole", testIntentWhole},
+		// PrepareCatalog and PendingCatalog; every way of driving them:
+		// runCatalog, after these.
+		{"CatalogRace", testCatalogRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +121,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 			tc.fn(t, b)
 		})
 	}
+	runCatalog(t, newBackend)
 }
 
 func put(t *testing.T, b storage.Backend, path string, data []byte) {
@@ -288,8 +337,39 @@ func testInvalidPaths(t *testing.T, b storage.Backend) {
 		if err := b.Delete(t.Context(), p); err == nil {
 			t.Errorf("Delete(%q) succeeded, want an invalid path error", p)
 		}
+		if rc, err := b.Open(t.Context(), p); err == nil || errors.Is(err, storage.ErrNotExist) {
+			if err == nil {
+				rc.Close()
+			}
+			t.Errorf("Open(%q) error = %v, want an invalid path error", p, err)
+		}
+		if _, _, err := b.ReadVersion(t.Context(), p); err == nil {
+			t.Errorf("ReadVersion(%q) succeeded, want an invalid path error", p)
+		}
+		if err := b.DeleteIfVersion(t.Context(), p, ""); err == nil {
+			t.Errorf("DeleteIfVersion(%q) succeeded, want an invalid path error", p)
+		}
+		if _, err := b.WriteIfVersionNoSync(t.Context(), p, []byte("x"), ""); err == nil {
+			t.Errorf("WriteIfVersionNoSync(%q) succeeded, want an invalid path error", p)
+		}
+		if err := b.DeleteIfVersionNoSync(t.Context(), p, ""); err == nil {
+			t.Errorf("DeleteIfVersionNoSync(%q) succeeded, want an invalid path error", p)
+		}
+		if err := b.Overwrite(t.Context(), p, []byte("x")); err == nil {
+			t.Errorf("Overwrite(%q) succeeded, want an invalid path error", p)
+		}
+		st := b.Stage(t.Context())
+		if _, err := st.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{IfAbsent: true}); err == nil {
+			t.Errorf("Stage.Put(%q) succeeded, want an invalid path error", p)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("Stage.Close: %v", err)
+		}
 	}
 	wantPaths(t, b, "")
+	if ls := leftovers(t, b, later()); len(ls) != 0 {
+		t.Fatalf("refused writes left %+v", ls)
+	}
 }
 
 // testAtomicReplace overwrites one object repeatedly while readers read it:
@@ -461,6 +541,21 @@ func testMetadata(t *testing.T, b storage.Backend) {
 			t.Fatalf("List SHA256 = %q, want %q or empty", oi.SHA256, sum)
 		}
 	}
+	// A verified source (the backend may skip hashing it) has its SHA256
+	// stored all the same.
+	_, err = b.Put(t.Context(), "v.txt", bytes.NewReader(data), int64(len(data)),
+		storage.PutOptions{SHA256: sum, SourceVerified: true})
+	if err != nil {
+		t.Fatalf("Put (SourceVerified): %v", err)
+	}
+	want := ""
+	if oi.SHA256 != "" { // the backend keeps metadata
+		want = sum
+	}
+	if got, err := b.Stat(t.Context(), "v.txt"); err != nil || got.SHA256 != want {
+		t.Fatalf("Stat (SourceVerified) = %+v, %v; want SHA256 %q, as for a source not verified", got, err, want)
+	}
+	wantContent(t, b, "v.txt", data)
 }
 
 func testDelete(t *testing.T, b storage.Backend) {
@@ -786,90 +881,9 @@ func testLargeReadModifyWriteRace(t *testing.T, b storage.Backend) {
 	}
 }
 
-// A backend that streams compare-and-swap writes keeps WriteIfVersion's
-// contract, and a failing writer changes nothing.
-func testWriteIfVersionFrom(t *testing.T, b storage.Backend) {
-	sb, ok := b.(storage.VersionStreamer)
-	if !ok {
-		t.Skip("the backend does not stream compare-and-swap writes")
-	}
-	from := func(data []byte) func(io.Writer) error {
-		return func(w io.Writer) error {
-			for len(data) > 0 { // in pieces, as an encoder writes
-				n := min(len(data), 100_000)
-				if _, err := w.Write(data[:n]); err != nil {
-					return err
-				}
-				data = data[n:]
-			}
-			return nil
-		}
-	}
-	v1, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(1)), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(2)), ""); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("WriteIfVersionFrom(must not exist) over an object: %v, want ErrConflict", err)
-	}
-	data, v, err := b.ReadVersion(t.Context(), "cat.json")
-	if err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
-		t.Fatalf("ReadVersion = %d bytes, %q, %v; want the streamed bytes and version %q", len(data), v, err, v1)
-	}
-	broken := errors.New("encoder failed")
-	failing := func(w io.Writer) error {
-		if _, err := w.Write(largeDoc(3)); err != nil {
-			return err
-		}
-		return broken
-	}
-	if _, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", failing, v1); !errors.Is(err, broken) {
-		t.Fatalf("WriteIfVersionFrom with a failing writer: %v, want its error", err)
-	}
-	wantContent(t, b, "cat.json", largeDoc(1))
-	v2, err := sb.WriteIfVersionFrom(t.Context(), "cat.json", from(largeDoc(4)), v1)
-	if err != nil {
-		t.Fatalf("WriteIfVersionFrom(current version): %v", err)
-	}
-	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("stale"), v1); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("WriteIfVersion(version before the streamed write): %v, want ErrConflict", err)
-	}
-	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("next"), v2); err != nil {
-		t.Fatalf("WriteIfVersion(the streamed write's version): %v", err)
-	}
-	wantPaths(t, b, "", "cat.json")
-}
-
+// DeleteIfVersion deletes at the current version only.
 func testDeleteIfVersion(t *testing.T, b storage.Backend) {
-	v1, err := b.WriteIfVersion(t.Context(), "lock", []byte("one"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2, err := b.WriteIfVersion(t.Context(), "lock", []byte("two"), v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.DeleteIfVersion(t.Context(), "lock", v1); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("DeleteIfVersion(stale) error = %v, want ErrConflict", err)
-	}
-	wantContent(t, b, "lock", []byte("two"))
-	if err := b.DeleteIfVersion(t.Context(), "lock", v2); err != nil {
-		t.Fatalf("DeleteIfVersion(current): %v", err)
-	}
-	wantMissing(t, b, "lock")
-	if err := b.DeleteIfVersion(t.Context(), "lock", v2); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("DeleteIfVersion(already deleted) error = %v, want ErrConflict", err)
-	}
-	// Versions of Put objects work too, in nested folders.
-	put(t, b, "d/e/f", []byte("f"))
-	_, v, err := b.ReadVersion(t.Context(), "d/e/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.DeleteIfVersion(t.Context(), "d/e/f", v); err != nil {
-		t.Fatalf("DeleteIfVersion(Put object): %v", err)
-	}
-	wantPaths(t, b, "")
+	testDeleteIfVersionOf(t, b, synced)
 }
 
 // testLarge streams 64 MiB from a generator in and out; neither side holds
@@ -1045,27 +1059,25 @@ func testPutIfMatch(t *testing.T, b storage.Backend) {
 // hand), without finishing or cleaning up the write.
 type Interrupt func(t *testing.T, b storage.Backend, path string, size int64)
 
-// RunLeftovers checks the storage.LeftoverCleaner contract: interrupted
-// writes are found (older than a cutoff only), never listed as objects,
-// and removed without touching any object. newBackend must return a fresh,
-// empty root that implements storage.LeftoverCleaner.
+// RunLeftovers checks Backend.Leftovers and Backend.RemoveLeftovers:
+// interrupted writes are found (older than a cutoff only, in path order),
+// never listed as objects, and removed without touching any object.
+// newBackend must return a fresh, empty root; the subtests run in
+// parallel, each on a root of its own.
 func RunLeftovers(t *testing.T, newBackend func(t *testing.T) storage.Backend, interrupt Interrupt) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, interrupt Interrupt)
+		fn   func(t *testing.T, b storage.Backend, interrupt Interrupt)
 	}{
 		{"NoneAfterWritesAndFailures", testNoLeftovers},
 		{"InterruptedWrite", testInterruptedWrite},
+		{"InPathOrder", testLeftoversInPathOrder},
 		{"RemoveNeverTouchesObjects", testRemoveNeverTouchesObjects},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newBackend(t)
-			c, ok := b.(storage.LeftoverCleaner)
-			if !ok {
-				t.Fatalf("%T does not implement storage.LeftoverCleaner", b)
-			}
-			tc.fn(t, b, c, interrupt)
+			t.Parallel()
+			tc.fn(t, newBackend(t), interrupt)
 		})
 	}
 }
@@ -1073,9 +1085,9 @@ func RunLeftovers(t *testing.T, newBackend func(t *testing.T) storage.Backend, i
 // later is a cutoff that every leftover made by the test is older than.
 func later() time.Time { return time.Now().Add(time.Hour) }
 
-func leftovers(t *testing.T, c storage.LeftoverCleaner, cutoff time.Time) []storage.Leftover {
+func leftovers(t *testing.T, b storage.Backend, cutoff time.Time) []storage.Leftover {
 	t.Helper()
-	ls, err := c.Leftovers(t.Context(), cutoff)
+	ls, err := b.Leftovers(t.Context(), cutoff)
 	if err != nil {
 		t.Fatalf("Leftovers: %v", err)
 	}
@@ -1083,8 +1095,8 @@ func leftovers(t *testing.T, c storage.LeftoverCleaner, cutoff time.Time) []stor
 }
 
 // Writes that finish, fail or are cancelled clean up after themselves.
-func testNoLeftovers(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, _ Interrupt) {
-	if ls := leftovers(t, c, later()); len(ls) != 0 {
+func testNoLeftovers(t *testing.T, b storage.Backend, _ Interrupt) {
+	if ls := leftovers(t, b, later()); len(ls) != 0 {
 		t.Fatalf("fresh root: Leftovers = %+v, want none", ls)
 	}
 	put(t, b, "a/b/c.txt", []byte("c"))
@@ -1103,12 +1115,12 @@ func testNoLeftovers(t *testing.T, b storage.Backend, c storage.LeftoverCleaner,
 	if _, err := b.Put(t.Context(), "a/failed-new", &failingReader{n: 1000}, 2000, storage.PutOptions{IfAbsent: true}); err == nil {
 		t.Fatal("Put with a failing reader succeeded")
 	}
-	if ls := leftovers(t, c, later()); len(ls) != 0 {
+	if ls := leftovers(t, b, later()); len(ls) != 0 {
 		t.Fatalf("after finished and failed writes: Leftovers = %+v, want none", ls)
 	}
 }
 
-func testInterruptedWrite(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, interrupt Interrupt) {
+func testInterruptedWrite(t *testing.T, b storage.Backend, interrupt Interrupt) {
 	put(t, b, "keep/a.txt", []byte("kept"))
 	put(t, b, "dir/big.bin", []byte("old"))
 	start := time.Now().Add(-time.Minute) // clocks of a server may lag a little
@@ -1117,7 +1129,7 @@ func testInterruptedWrite(t *testing.T, b storage.Backend, c storage.LeftoverCle
 	wantPaths(t, b, "", "dir/big.bin", "keep/a.txt")
 	wantContent(t, b, "dir/big.bin", []byte("old"))
 
-	ls := leftovers(t, c, later())
+	ls := leftovers(t, b, later())
 	if len(ls) != 1 {
 		t.Fatalf("after an interrupted write: Leftovers = %+v, want exactly one", ls)
 	}
@@ -1126,16 +1138,16 @@ func testInterruptedWrite(t *testing.T, b storage.Backend, c storage.LeftoverCle
 		t.Errorf("Leftover = %+v; want one in dir/ holding 1..%d bytes, written just now", l, size)
 	}
 	// A cutoff before the write: it may still be in flight, so it is not listed.
-	if young := leftovers(t, c, start); len(young) != 0 {
+	if young := leftovers(t, b, start); len(young) != 0 {
 		t.Errorf("Leftovers(cutoff before the write) = %+v, want none", young)
 	}
-	if err := c.RemoveLeftovers(t.Context(), ls); err != nil {
+	if err := b.RemoveLeftovers(t.Context(), ls); err != nil {
 		t.Fatalf("RemoveLeftovers: %v", err)
 	}
-	if again := leftovers(t, c, later()); len(again) != 0 {
+	if again := leftovers(t, b, later()); len(again) != 0 {
 		t.Fatalf("after RemoveLeftovers: Leftovers = %+v, want none", again)
 	}
-	if err := c.RemoveLeftovers(t.Context(), ls); err != nil {
+	if err := b.RemoveLeftovers(t.Context(), ls); err != nil {
 		t.Errorf("RemoveLeftovers of leftovers already gone: %v, want nil", err)
 	}
 	wantPaths(t, b, "", "dir/big.bin", "keep/a.txt")
@@ -1143,40 +1155,62 @@ func testInterruptedWrite(t *testing.T, b storage.Backend, c storage.LeftoverCle
 	wantContent(t, b, "keep/a.txt", []byte("kept"))
 }
 
-func testRemoveNeverTouchesObjects(t *testing.T, b storage.Backend, c storage.LeftoverCleaner, _ Interrupt) {
+// Leftovers come in path order, whatever order they were left in.
+func testLeftoversInPathOrder(t *testing.T, b storage.Backend, interrupt Interrupt) {
+	put(t, b, "b/early.bin", []byte("old b"))
+	put(t, b, "z/late.bin", []byte("old z"))
+	const size = 6 << 20
+	interrupt(t, b, "z/late.bin", size)
+	interrupt(t, b, "b/early.bin", size)
+	ls := leftovers(t, b, later())
+	var dirs []string
+	for _, l := range ls {
+		dirs = append(dirs, path.Dir(l.Path))
+	}
+	if !slices.Equal(dirs, []string{"b", "z"}) || !slices.IsSortedFunc(ls, func(x, y storage.Leftover) int { return strings.Compare(x.Path, y.Path) }) {
+		t.Fatalf("Leftovers = %+v; want one in b/, then one in z/, in path order", ls)
+	}
+	if err := b.RemoveLeftovers(t.Context(), ls); err != nil {
+		t.Fatalf("RemoveLeftovers: %v", err)
+	}
+	if again := leftovers(t, b, later()); len(again) != 0 {
+		t.Fatalf("after RemoveLeftovers: Leftovers = %+v, want none", again)
+	}
+	wantContent(t, b, "b/early.bin", []byte("old b"))
+	wantContent(t, b, "z/late.bin", []byte("old z"))
+}
+
+func testRemoveNeverTouchesObjects(t *testing.T, b storage.Backend, _ Interrupt) {
 	put(t, b, "keep/a.txt", []byte("kept"))
 	put(t, b, catalog.TempPrefix+"x/a.txt", []byte("in a folder with a temp-like name"))
 	for _, l := range []storage.Leftover{{Path: "keep/a.txt"}, {Path: catalog.TempPrefix + "x/a.txt"}, {Path: "keep/a.txt", ID: "not-an-upload"}} {
-		_ = c.RemoveLeftovers(t.Context(), []storage.Leftover{l}) // may refuse or do nothing
+		_ = b.RemoveLeftovers(t.Context(), []storage.Leftover{l}) // may refuse or do nothing
 	}
 	wantContent(t, b, "keep/a.txt", []byte("kept"))
 	wantContent(t, b, catalog.TempPrefix+"x/a.txt", []byte("in a folder with a temp-like name"))
 }
 
-// RunStager checks the storage.Stager contract: staged objects are
-// invisible until committed, their conditions are checked at Commit, and
-// Close discards the rest. newBackend must return a fresh, empty root that
-// implements storage.Stager; the subtests run in parallel.
+// RunStager checks Backend.Stage and storage.Stage: staged objects are
+// invisible until committed, their conditions are checked at Commit, which
+// returns what Stat and List then report, and Close discards the rest.
+// newBackend must return a fresh, empty root; the subtests run in
+// parallel, each on a root of its own.
 func RunStager(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, b storage.Backend, s storage.Stager)
+		fn   func(t *testing.T, b storage.Backend)
 	}{
 		{"InvisibleUntilCommit", testStagedInvisibleUntilCommit},
 		{"CloseDiscards", testStageCloseDiscards},
 		{"ConditionsAtCommit", testStageConditionsAtCommit},
 		{"FailingReader", testStageFailingReader},
 		{"Concurrent", testStageConcurrent},
+		{"NotStaged", testStageNotStaged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBackend(t)
-			s, ok := b.(storage.Stager)
-			if !ok {
-				t.Fatalf("%T is not a storage.Stager", b)
-			}
-			tc.fn(t, b, s)
+			tc.fn(t, newBackend(t))
 		})
 	}
 }
@@ -1190,10 +1224,10 @@ func stagePut(t *testing.T, st storage.Stage, path, data string, opts storage.Pu
 	return oi
 }
 
-func testStagedInvisibleUntilCommit(t *testing.T, b storage.Backend, s storage.Stager) {
+func testStagedInvisibleUntilCommit(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
 	old := putInfo(t, b, "old.txt", "old", storage.PutOptions{})
-	st := s.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	infos := map[string]storage.ObjectInfo{
 		"a/b/new.txt": stagePut(t, st, "a/b/new.txt", "new", storage.PutOptions{IfAbsent: true, DeferSync: true}),
@@ -1204,59 +1238,72 @@ func testStagedInvisibleUntilCommit(t *testing.T, b storage.Backend, s storage.S
 	wantContent(t, b, "old.txt", []byte("old"))
 	wantMissing(t, b, "top.txt")
 	for _, p := range []string{"a/b/new.txt", "old.txt", "top.txt"} {
-		// A stage that learns the fingerprint at commit returns it then.
-		if ic, ok := st.(storage.InfoCommitter); ok {
-			oi, err := ic.CommitInfo(ctx, p)
-			if err != nil {
-				t.Fatalf("CommitInfo %s: %v", p, err)
-			}
-			infos[p] = oi
-		} else if err := st.Commit(ctx, p); err != nil {
+		oi, err := st.Commit(ctx, p)
+		if err != nil {
 			t.Fatalf("Commit %s: %v", p, err)
 		}
-		if got := listed(t, b, p); got.Fingerprint != infos[p].Fingerprint || got.Size != infos[p].Size || infos[p].Path != p {
-			t.Fatalf("%s listed as %+v after Commit; the stage returned %+v", p, got, infos[p])
+		if oi.Fingerprint == "" || oi.Size != infos[p].Size || oi.Path != p {
+			t.Fatalf("Commit %s returned %+v; want its path, size and fingerprint", p, oi)
+		}
+		infos[p] = oi
+		if got := listed(t, b, p); got.Path != p || got.Fingerprint != oi.Fingerprint || got.Size != oi.Size {
+			t.Fatalf("%s listed as %+v after Commit; the stage returned %+v", p, got, oi)
+		}
+		if got, err := b.Stat(ctx, p); err != nil || got.Path != p || got.Fingerprint != oi.Fingerprint || got.Size != oi.Size {
+			t.Fatalf("Stat(%s) = %+v, %v after Commit; the stage returned %+v", p, got, err, oi)
 		}
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Closing again (a deferred Close after an explicit one) changes nothing.
+	if err := st.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	// Close finished what the commits began: nothing is left over (the
+	// replaced version of old.txt included).
+	if ls := leftovers(t, b, later()); len(ls) != 0 {
+		t.Fatalf("Leftovers after Close = %+v, want none", ls)
+	}
 	wantPaths(t, b, "", "a/b/new.txt", "old.txt", "top.txt")
 	wantContent(t, b, "a/b/new.txt", []byte("new"))
 	wantContent(t, b, "old.txt", []byte("replaced"))
 	wantContent(t, b, "top.txt", []byte("top"))
-	if err := st.Commit(ctx, "top.txt"); err == nil {
+	if _, err := st.Commit(ctx, "top.txt"); err == nil {
 		t.Fatal("a second Commit of one path succeeded")
 	}
 }
 
-func testStageCloseDiscards(t *testing.T, b storage.Backend, s storage.Stager) {
+func testStageCloseDiscards(t *testing.T, b storage.Backend) {
 	put(t, b, "keep/x.txt", []byte("keep"))
-	st := s.Stage()
+	st := b.Stage(t.Context())
 	stagePut(t, st, "keep/y.txt", "y", storage.PutOptions{IfAbsent: true})
 	stagePut(t, st, "fresh/deep/z.txt", "z", storage.PutOptions{IfAbsent: true})
 	stagePut(t, st, "keep/x.txt", "replaced", storage.PutOptions{})
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 	wantPaths(t, b, "", "keep/x.txt")
 	wantContent(t, b, "keep/x.txt", []byte("keep"))
 }
 
-func testStageConditionsAtCommit(t *testing.T, b storage.Backend, s storage.Stager) {
+func testStageConditionsAtCommit(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
 	v1 := putInfo(t, b, "m.txt", "v1", storage.PutOptions{})
-	st := s.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	stagePut(t, st, "n.txt", "stale", storage.PutOptions{IfAbsent: true})
 	stagePut(t, st, "m.txt", "stale", storage.PutOptions{IfMatch: v1.Fingerprint})
 	// Another writer gets there between the stage's Put and its Commit.
 	put(t, b, "n.txt", []byte("other"))
 	putInfo(t, b, "m.txt", "v2-other", storage.PutOptions{IfMatch: v1.Fingerprint})
-	if err := st.Commit(ctx, "n.txt"); !errors.Is(err, storage.ErrConflict) {
+	if _, err := st.Commit(ctx, "n.txt"); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("Commit of a new path taken meanwhile: err = %v, want ErrConflict", err)
 	}
-	if err := st.Commit(ctx, "m.txt"); !errors.Is(err, storage.ErrConflict) {
+	if _, err := st.Commit(ctx, "m.txt"); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("Commit of a replacement of a version replaced meanwhile: err = %v, want ErrConflict", err)
 	}
 	if err := st.Close(); err != nil {
@@ -1267,9 +1314,9 @@ func testStageConditionsAtCommit(t *testing.T, b storage.Backend, s storage.Stag
 	wantPaths(t, b, "", "m.txt", "n.txt")
 }
 
-func testStageFailingReader(t *testing.T, b storage.Backend, s storage.Stager) {
+func testStageFailingReader(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
-	st := s.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	const size = 256 << 10
 	if _, err := st.Put(ctx, "d/f.bin", &failingReader{n: size / 2}, size, storage.PutOptions{IfAbsent: true}); !errors.Is(err, errBoom) {
@@ -1278,15 +1325,15 @@ func testStageFailingReader(t *testing.T, b storage.Backend, s storage.Stager) {
 	if _, err := st.Put(ctx, "short.bin", strings.NewReader("abc"), 4, storage.PutOptions{IfAbsent: true}); err == nil {
 		t.Fatal("stage Put of 3 bytes for a size of 4 succeeded")
 	}
-	if err := st.Commit(ctx, "d/f.bin"); err == nil {
+	if _, err := st.Commit(ctx, "d/f.bin"); err == nil {
 		t.Fatal("Commit of a failed Put succeeded")
 	}
 	wantPaths(t, b, "")
 }
 
-func testStageConcurrent(t *testing.T, b storage.Backend, s storage.Stager) {
+func testStageConcurrent(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
-	st := s.Stage()
+	st := b.Stage(t.Context())
 	defer st.Close()
 	const n = 64
 	var wg sync.WaitGroup
@@ -1305,7 +1352,7 @@ func testStageConcurrent(t *testing.T, b storage.Backend, s storage.Stager) {
 		p := fmt.Sprintf("d%d/f%03d.txt", i%4, i)
 		want = append(want, p)
 		wg.Go(func() {
-			if err := st.Commit(ctx, p); err != nil {
+			if _, err := st.Commit(ctx, p); err != nil {
 				t.Errorf("Commit %s: %v", p, err)
 			}
 		})
@@ -1316,4 +1363,96 @@ func testStageConcurrent(t *testing.T, b storage.Backend, s storage.Stager) {
 	for _, p := range want {
 		wantContent(t, b, p, []byte(p))
 	}
+}
+
+// eofReader records whether its reader was read to its end.
+type eofReader struct {
+	r   io.Reader
+	eof bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.eof = true
+	}
+	return n, err
+}
+
+// A Put the stage does not keep (ErrNotStaged) read the bytes to their
+// end and keeps nothing: no object, nothing to commit; the caller then
+// writes the path with Backend.Put. Which objects a backend keeps is its
+// own (S3: not those of unknown size, nor those it sends whole).
+func testStageNotStaged(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	cases := []struct {
+		path  string
+		size  int
+		known bool // the size is given
+		sum   bool // so is the SHA256
+	}{
+		{"small-unknown.bin", 1000, false, false},
+		{"d/large-unknown.bin", 3 << 20, false, false},
+		{"d/large-known.bin", 3 << 20, true, false},
+		{"d/large-sum.bin", 6 << 20, true, true},
+	}
+	content := func(i int) []byte {
+		data := make([]byte, cases[i].size)
+		for j := range data {
+			data[j] = byte('a' + (i+j)%26)
+		}
+		return data
+	}
+	st := b.Stage(ctx)
+	defer st.Close()
+	notStaged := map[string]bool{}
+	for i, c := range cases {
+		data := content(i)
+		size := int64(-1)
+		if c.known {
+			size = int64(len(data))
+		}
+		opts := storage.PutOptions{IfAbsent: true}
+		if c.sum {
+			h := sha256.Sum256(data)
+			opts.SHA256 = catalog.Digest(h[:])
+		}
+		r := &eofReader{r: bytes.NewReader(data)}
+		_, err := st.Put(ctx, c.path, r, size, opts)
+		switch {
+		case errors.Is(err, storage.ErrNotStaged):
+			if !r.eof {
+				t.Errorf("stage Put %s: ErrNotStaged before the bytes were read to their end", c.path)
+			}
+			notStaged[c.path] = true
+		case err != nil:
+			t.Fatalf("stage Put %s: %v", c.path, err)
+		}
+	}
+	wantPaths(t, b, "")
+	for i, c := range cases {
+		if notStaged[c.path] {
+			if _, err := st.Commit(ctx, c.path); err == nil {
+				t.Fatalf("Commit of %s, not staged, succeeded", c.path)
+			}
+			wantMissing(t, b, c.path)
+			data := content(i)
+			if _, err := b.Put(ctx, c.path, bytes.NewReader(data), int64(len(data)), storage.PutOptions{IfAbsent: true}); err != nil {
+				t.Fatalf("Put %s after ErrNotStaged: %v", c.path, err)
+			}
+		} else if _, err := st.Commit(ctx, c.path); err != nil {
+			t.Fatalf("Commit %s: %v", c.path, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i, c := range cases {
+		wantContent(t, b, c.path, content(i))
+		want = append(want, c.path)
+	}
+	slices.Sort(want)
+	wantPaths(t, b, "", want...)
+	t.Logf("not staged: %d of %d", len(notStaged), len(cases))
 }

@@ -1,0 +1,172 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
+)
+
+// intentPath is the object a root's intent is written to.
+const intentPath = catalog.ReservedDir + "/intent.json"
+
+// Properties: every write is whole.
+func (b *Backend) Properties() storage.Properties { return storage.Properties{} }
+
+// Sync does nothing: every write is durable when its request returns.
+func (b *Backend) Sync(context.Context) error { return nil }
+
+// CheckRoot does nothing: a prefix has no identity to lose.
+func (b *Backend) CheckRoot(context.Context) error { return nil }
+
+// Overwrite is Put: an object is replaced whole.
+func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) error {
+	_, err := b.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true})
+	return err
+}
+
+// WriteIfVersionNoSync is WriteIfVersion: a request is durable on return.
+func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	return b.WriteIfVersion(ctx, p, data, want)
+}
+
+// DeleteIfVersionNoSync is DeleteIfVersion.
+func (b *Backend) DeleteIfVersionNoSync(ctx context.Context, p string, want storage.Version) error {
+	return b.DeleteIfVersion(ctx, p, want)
+}
+
+// WriteIntent writes the intent object where none is (If-None-Match: *).
+func (b *Backend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	return b.WriteIfVersion(ctx, intentPath, data, "")
+}
+
+// ReadIntent reads the intent object.
+func (b *Backend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+	data, v, err := b.ReadVersion(ctx, intentPath)
+	if len(data) == 0 {
+		data = nil
+	}
+	return data, v, err
+}
+
+// ClearIntent deletes the intent object while it is still version want.
+func (b *Backend) ClearIntent(ctx context.Context, want storage.Version) error {
+	if want == "" {
+		return b.Delete(ctx, intentPath)
+	}
+	return b.DeleteIfVersion(ctx, intentPath, want)
+}
+
+// SyncIntent does nothing: ClearIntent is durable on return.
+func (b *Backend) SyncIntent(context.Context) error { return nil }
+
+// Find lists the root, split into ranges read at once where the paths
+// to write or the catalog tell where (ListSplit), or looks the paths up
+// one by one when they are few against what the root holds.
+func (b *Backend) Find(ctx context.Context, q storage.Query, fn func(storage.ObjectInfo) error) error {
+	held := q.Held
+	switch n := len(q.Paths); {
+	case held.Paths == nil:
+		return b.List(ctx, "", fn)
+	case q.Paths == nil:
+	case n*lookupRatio < held.AtMost:
+		if count, _ := held.Paths(); n*lookupRatio < count {
+			return b.lookUp(ctx, q.Paths, fn)
+		}
+	case n >= 2*pageKeys && held.AtMost <= 4*n:
+		// The catalog holds at most about twice the paths (a root
+		// replaced, say): split at them now, not after the catalog's parse.
+		return b.ListSplit(ctx, listSplits(n, func(i int) string { return q.Paths[i] }), fn)
+	}
+	return b.ListSplit(ctx, listSplits(held.Paths()), fn)
+}
+
+// lookUp is storage.LookUp, which lists under a path only where no object
+// is at it, plus a listing under each path that is an object: keys are
+// flat, so "p" and "p/x" may both be objects, and a write of p must know
+// of both.
+func (b *Backend) lookUp(ctx context.Context, paths []string, fn func(storage.ObjectInfo) error) error {
+	seen := map[string]bool{}
+	report := func(o storage.ObjectInfo) error {
+		if seen[o.Path] {
+			return nil
+		}
+		seen[o.Path] = true
+		return fn(o)
+	}
+	if err := storage.LookUp(ctx, b, paths, report); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if seen[p] {
+			if err := b.List(ctx, p+"/", report); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lookupRatio: a write of fewer paths than 1/lookupRatio of the objects
+// a root holds looks them up instead of listing (a listing request
+// returns about that many objects).
+const lookupRatio = pageKeys
+
+// pageKeys is how many keys a listing request returns.
+const pageKeys = 1000
+
+// listSplits picks, of n paths in order, every pageKeys-th from the
+// middle of the first page: the reserved files (.distributor…) sort
+// before the outputs, and a first range of a whole page of outputs would
+// take a second request, which the ranges after it wait for. Not the last
+// path: the range after it would be one more request, for the objects
+// past it (mostly none). None under two pages.
+func listSplits(n int, path func(int) string) []string {
+	if n < 2*pageKeys {
+		return nil
+	}
+	splits := make([]string, 0, n/pageKeys+1)
+	for i := pageKeys/2 - 1; i < n-1; i += pageKeys {
+		splits = append(splits, path(i))
+	}
+	return splits
+}
+
+// PrepareCatalog encodes next and takes its sha256 (which signs the
+// request and is stored with it) in the background, while the caller
+// writes; Commit sends it in one conditional request.
+func (b *Backend) PrepareCatalog(_ context.Context, next *catalog.Catalog, _ int) storage.PendingCatalog {
+	c := &pendingCatalog{b: b, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		if c.data, c.err = catalog.Marshal(next); c.err == nil {
+			c.sum = sha256.Sum256(c.data)
+		}
+	}()
+	return c
+}
+
+// pendingCatalog is a catalog being encoded for its commit.
+type pendingCatalog struct {
+	b    *Backend
+	done chan struct{}
+	data []byte
+	sum  [sha256.Size]byte
+	err  error
+}
+
+func (c *pendingCatalog) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
+	<-c.done
+	if c.err != nil {
+		return "", c.err
+	}
+	return c.b.writeIfVersion(ctx, catalog.FileName, c.data, c.sum, want)
+}
+
+// Close waits for the encoding: nothing outlives the publication.
+func (c *pendingCatalog) Close() error {
+	<-c.done
+	return nil
+}

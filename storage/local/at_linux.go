@@ -326,10 +326,3 @@ func (b *Backend) checkPathAt(p string) error {
 		i += j + 1
 	}
 }
-
-// tookGeneral tells the test hook of an operation on the general path.
-func (b *Backend) tookGeneral(op string) {
-	if b.onGeneral != nil {
-		b.onGeneral(op)
-	}
-}

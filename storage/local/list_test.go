@@ -82,7 +82,7 @@ func TestStatFingerprintMatchesFileInfos(t *testing.T) {
 		if err := unix.Lstat(p, &st); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := statFingerprint(&st), fingerprint(fi); got != want || want == "" {
+		if got, want := statFingerprint(&st), fingerprint(nil, "", fi); got != want || want == "" {
 			t.Errorf("size %d: statFingerprint = %q, fingerprint = %q", size, got, want)
 		}
 	}

@@ -337,9 +337,13 @@ func (s portableImpl) writable(p string, read bool, fn func(f rwFile, cur []byte
 	if err := fn(w, cur); err != nil {
 		return err
 	}
-	if w.dirty {
-		return w.Datasync()
+	if !w.dirty {
+		return nil
 	}
+	if err := w.Datasync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	s.b.synced("file", path.Dir(p))
 	return nil
 }
 

@@ -17,7 +17,7 @@ func syncAll() { syscall.Sync() }
 // peakRSS is the ended process's peak resident set in KiB (getrusage).
 func peakRSS(ps *os.ProcessState) int64 {
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss * maxrssBytes / 1024
+		return int64(ru.Maxrss) * maxrssBytes / 1024
 	}
 	return 0
 }

@@ -491,7 +491,7 @@ func statFingerprint(st *unix.Stat_t) string {
 	b = append(b, ':')
 	b = strconv.AppendInt(b, st.Size, 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, st.Mtim.Sec*1e9+st.Mtim.Nsec, 10)
+	b = strconv.AppendInt(b, st.Mtim.Nano(), 10)
 	return string(b)
 }
 

@@ -647,6 +647,10 @@ type portablePrepared struct {
 	streamed bool
 }
 
+// Place does nothing: the bytes have their temp name and are flushed
+// already.
+func (pv *portablePrepared) Place() error { return nil }
+
 // CommitIfVersion renames the prepared bytes over p if p is at version
 // want (ErrConflict otherwise), under the root's compare-and-swap lock,
 // and flushes the folder: durable on return.

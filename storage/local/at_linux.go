@@ -104,7 +104,7 @@ func (b *Backend) readOpen(f *fdFile, begin time.Time) (_ []byte, _ storage.Vers
 	var stamped storage.Version
 	hasStamp := false
 	if st.Size >= statVersionMin {
-		// The stamp before the stat (stamp.go).
+		// The stamp before the stat (stamp_linux.go).
 		if stamped, hasStamp = stampedVersion(fd); hasStamp {
 			if err := unix.Fstat(fd, &st); err != nil {
 				return nil, "", true, fmt.Errorf("read %s: %w", f.name, err)

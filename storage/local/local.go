@@ -5,7 +5,8 @@
 // and the portable one (portable.go), on os.Root alone, which every other
 // system runs and which Portable selects on Linux. Both confine paths, check
 // conditions and name errors alike, and both pass the storage contract
-// suite; what differs is how many system calls and flushes a write costs.
+// suite; what differs is how many system calls and flushes a write costs and
+// what a killed write of a new path leaves (nothing, or a temp name).
 //
 // Confinement: every path is checked with catalog.ValidatePath and every
 // operation resolves it below the folder's handle, with openat2(2)
@@ -29,7 +30,10 @@
 // makes a whole batch durable at once: one flush instead of two per file.
 // The portable implementation has no such flush: every write there is
 // durable when it returns (DeferSync defers nothing), and a new path is
-// named by link(2) from its temp file, which never replaces anything.
+// named by a hard link from its temp file, which never replaces anything.
+// Windows cannot flush a folder: there a new or removed name is durable
+// only once NTFS writes its metadata back (the files themselves are
+// flushed).
 //
 // Compare-and-swap (catalog writes, lock objects) holds an exclusive lock on
 // .distributor/cas.lock around the version check and the rename (flock on

@@ -372,7 +372,7 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}
 	defer f.Close()
-	// The stamp before the stat (stamp.go); both of the opened file,
+	// The stamp before the stat (stamp_linux.go); both of the opened file,
 	// whatever replaces p meanwhile.
 	stamped, hasStamp := stampedVersion(int(f.Fd()))
 	fi, err := f.Stat()

@@ -13,7 +13,8 @@ import (
 // then only renames them into place and flushes the folder. A publication
 // prepares its catalog before the syncfs that makes its outputs durable:
 // one flush (the catalog file's fsync) fewer per publication, the same
-// guarantee.
+// guarantee. The portable implementation writes and flushes the bytes
+// under their temp name at once; CommitIfVersion renames them into place.
 func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
 	return b.sys.prepare(ctx, p, data)
@@ -27,7 +28,8 @@ func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ 
 // CommitIfVersion swaps them in. The bytes go through a pipe into the
 // file, whose writeback starts every writebackChunk as it is written. Not every MiB, as for a file flushed at once: the bytes of
 // a 5 MB catalog then queued on the disk ahead of the intent's flush,
-// which the publication waits for (1.4 → 9 ms).
+// which the publication waits for (1.4 → 9 ms). The portable
+// implementation writes them under a temp name, as PrepareVersion does.
 func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ storage.PreparedVersion, err error) {
 	defer b.classifyTo(&err)
 	return b.sys.prepareFrom(ctx, p, write)

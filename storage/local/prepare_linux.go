@@ -113,7 +113,7 @@ func (pv *prepared) CommitIfVersion(ctx context.Context, want storage.Version) (
 }
 
 // Close drops the bytes unless they were committed, and waits for the
-// removal of the version the commit swapped out (displace.go).
+// removal of the version the commit swapped out (displace_linux.go).
 func (pv *prepared) Close() error { return pv.s.Close() }
 
 // makeDurable marks the object staged at p durable, so that Commit flushes

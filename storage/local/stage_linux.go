@@ -27,7 +27,7 @@ type stage struct {
 	made  []string       // folders this stage created, parents first
 	files map[string]*staged
 	// displace: replacements swap the old file out and remove it in the
-	// background (displace.go); Close waits for the removals.
+	// background (displace_linux.go); Close waits for the removals.
 	displace  bool
 	displaced displacer
 	swap      int // swaps: 0 undecided, 1 yes, -1 no

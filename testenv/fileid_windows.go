@@ -20,7 +20,7 @@ func FileID(t testing.TB, name string) uint64 {
 	if err != nil {
 		t.Fatalf("open %s: %v", name, err)
 	}
-	defer windows.CloseHandle(h)
+	defer func() { _ = windows.CloseHandle(h) }()
 	var d windows.ByHandleFileInformation
 	if err := windows.GetFileInformationByHandle(h, &d); err != nil {
 		t.Fatalf("file id of %s: %v", name, err)

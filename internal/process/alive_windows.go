@@ -22,7 +22,7 @@ func Alive(pid int) bool {
 	if err != nil {
 		return !errors.Is(err, windows.ERROR_INVALID_PARAMETER)
 	}
-	defer windows.CloseHandle(h)
+	defer func() { _ = windows.CloseHandle(h) }()
 	var code uint32
 	if err := windows.GetExitCodeProcess(h, &code); err != nil {
 		return true

@@ -16,13 +16,6 @@ func (b *Backend) freshFolders() []string {
 	return dirs
 }
 
-// forgetFresh drops folders whose entries were flushed.
-func (b *Backend) forgetFresh(dirs []string) {
-	for _, d := range dirs {
-		b.fresh.Delete(d)
-	}
-}
-
 // synced tells the test hook of an fsync of a file or a folder in dir.
 func (b *Backend) synced(kind, dir string) {
 	if b.onSync != nil {

@@ -7,6 +7,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// forgetFresh drops folders whose entries were flushed.
+func (b *Backend) forgetFresh(dirs []string) {
+	for _, d := range dirs {
+		b.fresh.Delete(d)
+	}
+}
+
 // syncFreshParents makes dir's path durable: the parent of every fresh
 // folder on it, from dir up to the root, is fsynced. p names the object
 // for messages.

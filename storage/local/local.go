@@ -104,14 +104,15 @@ type Backend struct {
 
 	// linuxState is the Linux implementation's (local_linux.go); empty
 	// elsewhere.
-	linuxState
+	linuxState //nolint:unused // read by the _linux.go files only
 }
 
 // impl is the seam between the operations and the system: each method is
 // one step that the Linux implementation (linuxImpl, the _linux.go files)
 // takes on descriptors below the root's handle and the portable one
-// (portableImpl, portable.go) takes through os.Root. Paths are validated
-// before; errors are classified after (Classify), by the callers.
+// (portableImpl, portable.go) takes through os.Root. Each checks the paths
+// it is given (catalog.ValidatePath, no symlink on the way); the callers
+// classify the errors (Classify).
 type impl interface {
 	// stat is Stat; open is Open.
 	stat(p string) (storage.ObjectInfo, error)

@@ -109,11 +109,15 @@ func rootHandle(r *os.Root, abs string, held fs.FileInfo) (int, error) {
 // is the portable implementation's or, for versions, its own.
 type linuxImpl struct{ b *Backend }
 
+// general is the path taken where the fast one does not answer plainly,
+// where that is the portable implementation's.
+func (l linuxImpl) general() portableImpl { return portableImpl(l) }
+
 func (l linuxImpl) stat(p string) (storage.ObjectInfo, error) {
 	if oi, ok, err := l.b.statBeneath(p); ok {
 		return oi, err
 	}
-	return portableImpl{l.b}.stat(p)
+	return l.general().stat(p)
 }
 
 func (l linuxImpl) open(p string) (io.ReadCloser, error) {
@@ -123,7 +127,7 @@ func (l linuxImpl) open(p string) (io.ReadCloser, error) {
 		}
 		return rc, nil
 	}
-	return portableImpl{l.b}.open(p)
+	return l.general().open(p)
 }
 
 func (l linuxImpl) readVersion(p string) ([]byte, storage.Version, error) {
@@ -169,7 +173,7 @@ func (l linuxImpl) syncDir(dir string) error {
 	if ok, err := l.b.syncDirAt(dir); ok {
 		return err
 	}
-	return portableImpl{l.b}.syncDir(dir)
+	return l.general().syncDir(dir)
 }
 
 // sync flushes the root's filesystem (syncfs(2)), or has the group do it.

@@ -22,7 +22,8 @@ import (
 )
 
 // portableImpl is the implementation every system has (impl), and the
-// reference the Linux one is checked against: every path goes through the
+// reference: the plainest way to what the Linux one does, held to the same
+// tests (eachImpl, the contract suites). Every path goes through the
 // root's os.Root after checkPath refused links on it; a write is a temp
 // file beside its path, fsynced, then linked into place (IfAbsent: a link
 // never replaces anything) or renamed over the old file, and its folder

@@ -409,10 +409,12 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 
 // DeleteDeferSync is Delete without the folders' fsync
 // (storage.DeferredDeleter): Sync, or a durable write of the same path,
-// makes the removal durable.
+// makes the removal durable. The portable implementation flushes them as
+// Delete does: its Sync flushes no folder that held a removal.
 func (b *Backend) DeleteDeferSync(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)
-	return b.delete(ctx, false, paths)
+	_, portable := b.sys.(portableImpl)
+	return b.delete(ctx, portable, paths)
 }
 
 // SyncDeleted flushes the folders that held paths (storage.DeferredDeleter):

@@ -4,9 +4,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BIN ?= bin/distributor
 
-.PHONY: all build test test-race vet lint bench fmt clean
+CROSS ?= darwin/amd64 darwin/arm64 windows/amd64 windows/arm64 freebsd/amd64 freebsd/arm64
 
-all: vet lint test build
+.PHONY: all build test test-race vet cross lint bench fmt clean
+
+all: vet cross lint test build
 
 # The binary reports VERSION in `distributor version` and in the catalogs it writes.
 build:
@@ -20,6 +22,15 @@ test-race:
 
 vet:
 	$(GO) vet ./...
+
+# Build and vet (which compiles the tests too) for the other systems; CI
+# (.ci/run) runs the same.
+cross:
+	@for t in $(CROSS); do \
+		echo "-- $$t"; \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./... && \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./... || exit 1; \
+	done
 
 # Pinned golangci-lint through go run: nothing to install.
 lint:

@@ -34,7 +34,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
@@ -60,6 +59,10 @@ func main() {
 			fmt.Printf("%-14s %s\n", c.name, c.title)
 		}
 		return
+	}
+	if err := supported(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
 	}
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -352,8 +355,6 @@ func warm(dir string) {
 		return nil
 	})
 }
-
-func syncAll() { syscall.Sync() }
 
 // buildBaseline builds distributor from a git revision.
 func (e *env) buildBaseline(ctx context.Context, rev string) error {

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -27,10 +26,7 @@ func spawnMain() {
 	start := time.Now()
 	err := cmd.Run()
 	secs := time.Since(start).Seconds()
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss
-	}
+	rss := peakRSS(cmd.ProcessState)
 	report := os.NewFile(3, "report")
 	fmt.Fprintf(report, "%f %d\n", secs, rss)
 	report.Close()

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/renameio/v2"
+	"github.com/google/renameio/v2/maybe"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/internal/ctxio"
@@ -342,7 +342,10 @@ func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, [
 	if err := checkManifestSize(len(data), len(m.Files), MaxManifestSize); err != nil {
 		return Manifest{}, nil, fmt.Errorf("bundle create %s: %w", dir, err)
 	}
-	if err := renameio.WriteFile(filepath.Join(dir, ManifestName), data, 0o644); err != nil {
+	// Replaced atomically (temp file, fsync, rename) where the system
+	// allows it; on Windows written in place, where an interrupted create
+	// leaves a manifest that ParseManifest refuses until create runs again.
+	if err := maybe.WriteFile(filepath.Join(dir, ManifestName), data, 0o644); err != nil {
 		return Manifest{}, nil, fmt.Errorf("bundle create %s: write %s: %w", dir, ManifestName, err)
 	}
 	return m, data, nil

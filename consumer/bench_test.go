@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/stores"
+	"github.com/distributor/distributor/testenv"
 )
 
 // publishedWaiter signals published events by bundle event id, as they
@@ -318,9 +318,9 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 
 // cpuTime is the process's user + system CPU time so far.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := testenv.CPUTime()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/testenv"
 )
 
 // In a local root, a publication rewrites the fingerprint shard it read
@@ -32,11 +32,7 @@ func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 	at := t1
 	inode := func() uint64 {
 		t.Helper()
-		fi, err := os.Stat(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Sys().(*syscall.Stat_t).Ino
+		return testenv.FileID(t, file)
 	}
 	publish := func(change int) {
 		t.Helper()

@@ -8,9 +8,9 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/distributor/distributor/internal/process"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -61,16 +61,11 @@ func WithProcess(host string, pid int, alive func(int) bool) LockOption {
 // holder on another host blocks the root.
 func NewStorageLocker(holder string, ttl time.Duration, opts ...LockOption) *StorageLocker {
 	host, _ := os.Hostname()
-	l := &StorageLocker{holder: holder, ttl: ttl, now: time.Now, host: host, pid: os.Getpid(), alive: processAlive}
+	l := &StorageLocker{holder: holder, ttl: ttl, now: time.Now, host: host, pid: os.Getpid(), alive: process.Alive}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
-}
-
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Acquire implements Locker.

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/testenv"
 )
 
 // benchInput is a root holding n records of one owner and a publication
@@ -52,11 +52,11 @@ func benchLoop(b *testing.B, f func()) {
 
 // cpuTime is the process's user + system CPU time so far.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := testenv.CPUTime()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // benchSizes are the catalog sizes benchmarked; the million is left out

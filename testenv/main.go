@@ -6,8 +6,6 @@ import (
 	"os"
 	"strconv"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // MainOptions tunes a package's test run; see Main.
@@ -19,9 +17,10 @@ type MainOptions struct {
 	// those waits overlap. 0 keeps Go's default.
 	Parallel int
 	// TempInMemory puts the tests' temporary folders (t.TempDir) on the
-	// memory filesystem /dev/shm, unless TMPDIR is set or /dev/shm is not
-	// a tmpfs with room. The local backend fsyncs every write and syncs
-	// the whole filesystem per publication; on a shared disk those waits
+	// memory filesystem /dev/shm (Linux only), unless TMPDIR is set or
+	// /dev/shm is not a tmpfs with room. The local backend fsyncs every
+	// write and syncs the whole filesystem per publication; on a shared
+	// disk those waits
 	// were most of the engine's test time. The assertions do not depend
 	// on the disk (no test cuts the power); storage/local's own tests stay
 	// on the disk's filesystem, and so does a run with -bench.
@@ -69,25 +68,4 @@ func flagGiven(name string) bool {
 		}
 	})
 	return given
-}
-
-// memoryMinFree is the room /dev/shm must have for the tests' folders
-// (they hold small files; a container's default 64 MiB is too tight).
-const memoryMinFree = 1 << 30
-
-// memoryTempDir makes a fresh folder on /dev/shm, or returns "" where the
-// tests should keep the default temporary folder.
-func memoryTempDir() string {
-	if os.Getenv("TMPDIR") != "" {
-		return ""
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC || st.Bavail*uint64(st.Bsize) < memoryMinFree {
-		return ""
-	}
-	dir, err := os.MkdirTemp("/dev/shm", "distributor-test-")
-	if err != nil {
-		return ""
-	}
-	return dir
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/internal/process"
 	"github.com/distributor/distributor/natsserver"
 )
 
@@ -83,7 +84,7 @@ func findAdvert(cfg *config.Config) (advert, error) {
 		return ad, errors.New("the advertisement names no server")
 	case ad.Config != configHash(cfg.File):
 		return ad, errors.New("the advertising serve runs another configuration")
-	case !processAlive(ad.PID):
+	case !process.Alive(ad.PID):
 		return ad, fmt.Errorf("the advertising serve (pid %d) is gone", ad.PID)
 	}
 	return ad, nil

@@ -16,11 +16,11 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/testenv"
 )
 
 // runCLI runs distributor with args and returns what it printed and its
@@ -286,7 +286,7 @@ func (e *cliEnv) snapshot(root string) map[string]entry {
 		if err != nil {
 			return err
 		}
-		en := entry{dir: d.IsDir(), mtime: fi.ModTime(), ino: fi.Sys().(*syscall.Stat_t).Ino}
+		en := entry{dir: d.IsDir(), mtime: fi.ModTime(), ino: testenv.FileID(e.t, name)}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			target, _ := os.Readlink(name)
 			en.data = "symlink -> " + target
@@ -465,5 +465,5 @@ func stampOf(t *testing.T, name string) fileStamp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fileStamp{fi.ModTime(), fi.Sys().(*syscall.Stat_t).Ino}
+	return fileStamp{fi.ModTime(), testenv.FileID(t, name)}
 }

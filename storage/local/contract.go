@@ -25,7 +25,7 @@ func (b *Backend) Properties() storage.Properties {
 // empty at once, one writes and the others see its bytes.
 func (b *Backend) WriteIntent(ctx context.Context, data []byte) (_ storage.Version, err error) {
 	defer b.classifyTo(&err)
-	unlock, err := b.lock(ctx)
+	unlock, err := b.sys.lock(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -57,7 +57,7 @@ func (b *Backend) ClearIntent(ctx context.Context, want storage.Version) (err er
 		return b.EmptyDeferSync(ctx, intentPath)
 	}
 	defer b.classifyTo(&err)
-	unlock, err := b.lock(ctx)
+	unlock, err := b.sys.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ type pendingCatalog struct {
 	// nothing.
 	closed bool
 	done   chan struct{}
-	pv     *prepared
+	pv     preparedVersion
 	err    error
 }
 

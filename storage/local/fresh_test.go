@@ -1,13 +1,9 @@
 package local
 
 import (
-	"context"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
-
-	"github.com/distributor/distributor/storage"
 )
 
 // syncLog records the backend's fsyncs as "kind dir".
@@ -27,10 +23,11 @@ func (l *syncLog) take() []string {
 
 func newSyncLogged(t *testing.T) (*Backend, *syncLog) {
 	t.Helper()
-	b, err := New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	return syncLogged(newBackend(t))
+}
+
+// syncLogged has b's fsyncs recorded in the log returned.
+func syncLogged(b *Backend) (*Backend, *syncLog) {
 	l := &syncLog{}
 	b.onSync = func(kind, dir string) {
 		l.mu.Lock()
@@ -38,73 +35,4 @@ func newSyncLogged(t *testing.T) (*Backend, *syncLog) {
 		l.mu.Unlock()
 	}
 	return b, l
-}
-
-func put(t *testing.T, b *Backend, p string, opts storage.PutOptions) {
-	t.Helper()
-	if _, err := b.Put(context.Background(), p, strings.NewReader(p), int64(len(p)), opts); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestDurablePutSyncsTheParentsOfTheFoldersItMade(t *testing.T) {
-	t.Parallel()
-	b, l := newSyncLogged(t)
-	put(t, b, "a/b/c.txt", storage.PutOptions{})
-	// The file, its folder, and the entries of a/b (in a) and of a (in the root).
-	want := []string{"file a/b", "folder .", "folder a", "folder a/b"}
-	if got := l.take(); !slices.Equal(got, want) {
-		t.Fatalf("first write into new folders synced %q, want %q", got, want)
-	}
-	put(t, b, "a/b/d.txt", storage.PutOptions{})
-	if got, want := l.take(), []string{"file a/b", "folder a/b"}; !slices.Equal(got, want) {
-		t.Fatalf("second write into the same folder synced %q, want %q", got, want)
-	}
-}
-
-func TestSyncCoversTheFoldersDeferredWritesMade(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	b, l := newSyncLogged(t)
-	put(t, b, "x/y.txt", storage.PutOptions{DeferSync: true})
-	if got := l.take(); len(got) != 0 {
-		t.Fatalf("deferred write synced %q, want nothing", got)
-	}
-	if err := b.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// syncfs flushed x's entry: a durable write in x no longer syncs the root.
-	put(t, b, "x/z.txt", storage.PutOptions{})
-	if got, want := l.take(), []string{"file x", "folder x"}; !slices.Equal(got, want) {
-		t.Fatalf("durable write after Sync synced %q, want %q", got, want)
-	}
-}
-
-func TestReservedFolderMadeByTheLockIsSyncedByTheFirstDurableWrite(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	b, l := newSyncLogged(t)
-	v, err := b.WriteIfVersionNoSync(ctx, ".distributor/lock", []byte("a"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := l.take(); len(got) != 0 {
-		t.Fatalf("WriteIfVersionNoSync synced %q, want nothing", got)
-	}
-	if err := b.DeleteIfVersionNoSync(ctx, ".distributor/lock", v); err != nil {
-		t.Fatal(err)
-	}
-	if got := l.take(); len(got) != 0 {
-		t.Fatalf("DeleteIfVersionNoSync synced %q, want nothing", got)
-	}
-	if _, v, err := b.ReadVersion(ctx, ".distributor/lock"); err != nil || v != "" {
-		t.Fatalf("lock after DeleteIfVersionNoSync: version %q, %v; want gone", v, err)
-	}
-	if _, err := b.WriteIfVersion(ctx, ".distributor/intent.json", []byte("{}"), ""); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"file .distributor", "folder .", "folder .distributor"}
-	if got := l.take(); !slices.Equal(got, want) {
-		t.Fatalf("first durable write in .distributor synced %q, want %q", got, want)
-	}
 }

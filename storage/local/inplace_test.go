@@ -6,91 +6,26 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/distributor/distributor/storage"
 )
 
-// The intent's file is created durably once (the file, its folder and the
-// new folder's entry), then rewritten in place with one flush of the file
-// and none of its folder, emptied without a flush, and the emptying made
-// durable with one flush of the file; with openat2 and without.
-func TestInPlaceRewriteFlushesTheFileOnly(t *testing.T) {
-	t.Parallel()
-	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
-		inPlaceRewrite(t, general)
-	})
-}
-
-func inPlaceRewrite(t *testing.T, general bool) {
-	ctx := context.Background()
-	b, l := newSyncLogged(t)
-	b.noOpenat2.Store(general)
-	const p = ".distributor/intent.json"
-	read := func() string {
-		data, err := os.ReadFile(filepath.Join(b.root, filepath.FromSlash(p)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(data)
-	}
-	steps := []struct {
-		name    string
-		run     func() error
-		content string
-		synced  []string
-	}{
-		{"create", func() error { return b.OverwriteSync(ctx, p, []byte("first, longer")) }, "first, longer",
-			[]string{"file .distributor", "folder .", "folder .distributor"}},
-		{"rewrite shorter", func() error { return b.OverwriteSync(ctx, p, []byte("second")) }, "second", []string{"file .distributor"}},
-		{"empty", func() error { return b.EmptyDeferSync(ctx, p) }, "", nil},
-		{"sync the emptying", func() error { return b.SyncEmptied(ctx, p) }, "", []string{"file .distributor"}},
-		{"rewrite into the empty file", func() error { return b.OverwriteSync(ctx, p, []byte("third")) }, "third", []string{"file .distributor"}},
-	}
-	for _, s := range steps {
-		if err := s.run(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		if got := read(); got != s.content {
-			t.Fatalf("%s: file holds %q, want %q", s.name, got, s.content)
-		}
-		if got := l.take(); !slices.Equal(got, s.synced) {
-			t.Fatalf("%s: synced %q, want %q", s.name, got, s.synced)
-		}
-	}
-	// Emptying or syncing a missing file is nothing.
-	if err := b.EmptyDeferSync(ctx, "missing.json"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SyncEmptied(ctx, "missing.json"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A link where the file goes, or on its way, is refused, never written
-// through; with openat2 and without.
+// through; on every path (eachPath).
 func TestInPlaceRewriteRefusesALink(t *testing.T) {
 	t.Parallel()
-	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
-		inPlaceRefusesLinks(t, general)
-	})
+	eachPath(t, func(t *testing.T, b *Backend, _ *syncLog) { inPlaceRefusesLinks(t, b) })
 }
 
-func inPlaceRefusesLinks(t *testing.T, general bool) {
+func inPlaceRefusesLinks(t *testing.T, b *Backend) {
 	ctx := context.Background()
-	b, _ := newSyncLogged(t)
-	b.noOpenat2.Store(general)
 	outside := filepath.Join(t.TempDir(), "target")
 	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, filepath.Join(b.root, "intent.json")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Dir(outside), filepath.Join(b.root, "dir")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, outside, filepath.Join(b.root, "intent.json"))
+	symlink(t, filepath.Dir(outside), filepath.Join(b.root, "dir"))
 	for name, run := range map[string]func() error{
 		"overwrite":                  func() error { return b.OverwriteSync(ctx, "intent.json", []byte("x")) },
 		"empty":                      func() error { return b.EmptyDeferSync(ctx, "intent.json") },
@@ -112,56 +47,15 @@ func inPlaceRefusesLinks(t *testing.T, general bool) {
 	}
 }
 
-// Overwrite (storage.Overwriter) creates a missing file whole, then
-// rewrites it in place: the same inode, no temp file, no flush; with
-// openat2 and without.
-func TestOverwriteRewritesInPlaceWithoutAFlush(t *testing.T) {
-	t.Parallel()
-	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
-		ctx := context.Background()
-		b, l := newSyncLogged(t)
-		b.noOpenat2.Store(general)
-		const p = ".distributor/fingerprints/1-00"
-		full := filepath.Join(b.root, filepath.FromSlash(p))
-		var ino uint64
-		for i, content := range []string{"first, longer", "second", "third, longest of all"} {
-			if err := b.Overwrite(ctx, p, []byte(content)); err != nil {
-				t.Fatalf("write %d: %v", i, err)
-			}
-			data, err := os.ReadFile(full)
-			if err != nil || string(data) != content {
-				t.Fatalf("write %d: file holds %q (%v), want %q", i, data, err, content)
-			}
-			fi, err := os.Stat(full)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st := fi.Sys().(*syscall.Stat_t); i == 0 {
-				ino = st.Ino
-			} else if st.Ino != ino {
-				t.Fatalf("write %d: inode %d, want %d (rewritten in place)", i, st.Ino, ino)
-			}
-			if got := l.take(); len(got) != 0 {
-				t.Fatalf("write %d: synced %q, want no flush", i, got)
-			}
-			entries, err := os.ReadDir(filepath.Dir(full))
-			if err != nil || len(entries) != 1 {
-				t.Fatalf("write %d: folder holds %v (%v), want the file alone", i, entries, err)
-			}
-		}
-	})
-}
-
 // OverwriteSyncIfEmpty writes only over an empty or missing file (a
 // missing one created durably, only where nothing is), and
 // EmptyDeferSyncIf empties only a file holding exactly the bytes given:
-// otherwise ErrConflict and the file as it was; with openat2 and without.
+// otherwise ErrConflict and the file as it was; on every path. Linux
+// flushes the new file and folders, then the rewritten file only.
 func TestInPlaceCheckedRewrite(t *testing.T) {
 	t.Parallel()
-	withAndWithoutOpenat2(t, func(t *testing.T, general bool) {
+	eachPath(t, func(t *testing.T, b *Backend, l *syncLog) {
 		ctx := context.Background()
-		b, l := newSyncLogged(t)
-		b.noOpenat2.Store(general)
 		const p = ".distributor/intent.json"
 		full := filepath.Join(b.root, filepath.FromSlash(p))
 		holds := func(step, want string) {
@@ -181,7 +75,7 @@ func TestInPlaceCheckedRewrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		holds("created", "mine, long")
-		if got, want := l.take(), []string{"file .distributor", "folder .", "folder .distributor"}; !slices.Equal(got, want) {
+		if got, want := l.take(), []string{"file .distributor", "folder .", "folder .distributor"}; !b.portable && !slices.Equal(got, want) {
 			t.Fatalf("created: synced %q, want %q", got, want)
 		}
 		conflict("write over another run's", b.OverwriteSyncIfEmpty(ctx, p, []byte("theirs")))
@@ -196,19 +90,29 @@ func TestInPlaceCheckedRewrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		holds("rewritten in place", "next")
-		if got, want := l.take(), []string{"file .distributor"}; !slices.Equal(got, want) {
+		if got, want := l.take(), []string{"file .distributor"}; !b.portable && !slices.Equal(got, want) {
 			t.Fatalf("rewritten: synced %q, want %q (the file only)", got, want)
 		}
 	})
 }
 
-// withAndWithoutOpenat2 runs fn in parallel subtests on the openat2 path
-// (general false) and on the general os.Root one (general true).
-func withAndWithoutOpenat2(t *testing.T, fn func(t *testing.T, general bool)) {
-	for _, general := range []bool{false, true} {
-		t.Run(map[bool]string{false: "openat2", true: "general"}[general], func(t *testing.T) {
+// eachPath runs fn in parallel subtests on every way a backend here
+// reaches files: each implementation and, on Linux, the general path of
+// its own (generalPaths); each backend's fsyncs are logged.
+func eachPath(t *testing.T, fn func(t *testing.T, b *Backend, l *syncLog)) {
+	for _, ti := range testImpls {
+		t.Run(ti.name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, general)
+			b, l := syncLogged(ti.new(t))
+			fn(t, b, l)
+		})
+	}
+	for name, tune := range generalPaths {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, l := newSyncLogged(t)
+			tune(b)
+			fn(t, b, l)
 		})
 	}
 }

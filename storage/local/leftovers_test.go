@@ -1,16 +1,13 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,12 +17,15 @@ import (
 )
 
 // The kill helper: the test binary re-run with these set writes to a root
-// and is killed (SIGKILL, as kill -9) half-way through the bytes.
+// (through the portable implementation with envKillPortable) and is killed
+// (os.Process.Kill: SIGKILL, as kill -9, on Unix) half-way through the
+// bytes.
 const (
 	envKillRoot     = "LOCAL_TEST_KILL_ROOT"
 	envKillPath     = "LOCAL_TEST_KILL_PATH"
 	envKillSize     = "LOCAL_TEST_KILL_SIZE"
 	envKillIfAbsent = "LOCAL_TEST_KILL_IF_ABSENT"
+	envKillPortable = "LOCAL_TEST_KILL_PORTABLE"
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +40,9 @@ type killingReader struct{ n int64 }
 
 func (r *killingReader) Read(p []byte) (int, error) {
 	if r.n <= 0 {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		if self, err := os.FindProcess(os.Getpid()); err == nil {
+			self.Kill()
+		}
 		select {}
 	}
 	p = p[:min(int64(len(p)), r.n)]
@@ -50,7 +52,11 @@ func (r *killingReader) Read(p []byte) (int, error) {
 }
 
 func killedWrite(root string) int {
-	b, err := New(root)
+	var impl []Option
+	if os.Getenv(envKillPortable) == "1" {
+		impl = append(impl, Portable())
+	}
+	b, err := New(root, impl...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -62,17 +68,18 @@ func killedWrite(root string) int {
 	return 2
 }
 
-// killDuringPut runs a Put of size bytes to p in a child process that is
-// killed with SIGKILL after writing half of them.
-func killDuringPut(t *testing.T, root, p string, size int64, ifAbsent bool) {
+// killDuringPut runs a Put of size bytes to p in a child process, through
+// the implementation b has, that is killed after writing half of them.
+func killDuringPut(t *testing.T, b *Backend, p string, size int64, ifAbsent bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envKillRoot+"="+root, envKillPath+"="+p,
-		envKillSize+"="+strconv.FormatInt(size, 10), envKillIfAbsent+"="+map[bool]string{true: "1"}[ifAbsent])
+	cmd.Env = append(os.Environ(), envKillRoot+"="+b.root, envKillPath+"="+p,
+		envKillSize+"="+strconv.FormatInt(size, 10), envKillIfAbsent+"="+map[bool]string{true: "1"}[ifAbsent],
+		envKillPortable+"="+map[bool]string{true: "1"}[b.portable])
 	cmd.Stderr = os.Stderr
 	err := cmd.Run()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+	if !ok || !killed(ee.ProcessState) {
 		t.Fatalf("the writer was not killed: %v", err)
 	}
 }
@@ -80,14 +87,17 @@ func killDuringPut(t *testing.T, root, p string, size int64, ifAbsent bool) {
 // interruptByKill is the contract suite's interrupted write: a writer
 // process killed halfway through a Put.
 func interruptByKill(t *testing.T, b storage.Backend, p string, size int64) {
-	killDuringPut(t, b.String(), p, size, false)
+	killDuringPut(t, b.(*Backend), p, size, false)
 }
 
 // Temp files of every kind are found wherever they are, never through a
 // symlink, and objects never are.
 func TestLeftoversEverywhere(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { leftoversEverywhere(t, ti.new(t)) })
+}
+
+func leftoversEverywhere(t *testing.T, b *Backend) {
 	root := b.String()
 	old := time.Now().Add(-2 * time.Hour)
 	write := func(rel string, mtime time.Time) {
@@ -117,9 +127,7 @@ func TestLeftoversEverywhere(t *testing.T) {
 	if err := os.Chtimes(linked, old, old); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, outside, filepath.Join(root, "link"))
 	ls, err := b.Leftovers(t.Context(), time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -153,51 +161,5 @@ func TestLeftoversEverywhere(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 			t.Errorf("%s: %v, want it kept", p, err)
 		}
-	}
-}
-
-// A write of a new path (PutOptions.IfAbsent, what publications use for
-// new outputs) killed half-way leaves nothing at all in the tree: the
-// bytes went to an unnamed file (O_TMPFILE), named only when complete.
-func TestKilledNewPathWriteLeavesNothing(t *testing.T) {
-	t.Parallel()
-	b := newBackend(t)
-	if b.noTmpfile.Load() {
-		t.Skip("this filesystem has no O_TMPFILE")
-	}
-	killDuringPut(t, b.String(), "dir/new.bin", 4<<20, true)
-	var names []string
-	err := filepath.WalkDir(b.String(), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			names = append(names, p)
-		}
-		return err
-	})
-	if err != nil || len(names) != 0 {
-		t.Fatalf("files left in the root after a killed write of a new path: %q, %v; want none", names, err)
-	}
-}
-
-// BenchmarkPutNew4KiB: writes of new paths as publications make them
-// (IfAbsent, DeferSync), through an unnamed file and through a named temp
-// file, to compare the two.
-func BenchmarkPutNew4KiB(b *testing.B) {
-	data := bytes.Repeat([]byte("x"), 4<<10)
-	for _, named := range []bool{false, true} {
-		b.Run(map[bool]string{false: "unnamed", true: "named"}[named], func(b *testing.B) {
-			be := newBackend(b)
-			if named {
-				be.noTmpfile.Store(true)
-			} else if be.noTmpfile.Load() {
-				b.Skip("no O_TMPFILE here")
-			}
-			b.SetBytes(int64(len(data)))
-			for i := 0; b.Loop(); i++ {
-				p := fmt.Sprintf("d%02d/f%06d", i%20, i)
-				if _, err := be.Put(b.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{IfAbsent: true, DeferSync: true}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

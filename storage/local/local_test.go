@@ -7,34 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/storagetest"
-	"github.com/distributor/distributor/testenv"
 )
 
-func newBackend(t testing.TB) *Backend {
-	t.Helper()
-	b, err := New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// contractVariants are the local backends the whole contract suite runs
-// against, each on fresh temp roots opened with its options.
+// contractVariants are the options the whole contract suite runs with on
+// each implementation, each on fresh temp roots.
 var contractVariants = []struct {
 	name string
 	opts []Option
@@ -47,21 +33,25 @@ var contractVariants = []struct {
 }
 
 // TestContract runs the whole storage contract (storagetest.RunAll) on
-// every variant; an interrupted write is a writer process killed midway.
+// every implementation and variant; an interrupted write is a writer
+// process killed midway.
 func TestContract(t *testing.T) {
 	t.Parallel()
-	for _, v := range contractVariants {
-		t.Run(v.name, func(t *testing.T) {
-			t.Parallel()
-			storagetest.RunAll(t, func(t *testing.T) storage.Backend {
-				b, err := New(t.TempDir(), v.opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b
-			}, interruptByKill)
-		})
-	}
+	eachImpl(t, func(t *testing.T, ti testImpl) {
+		for _, v := range contractVariants {
+			t.Run(v.name, func(t *testing.T) {
+				t.Parallel()
+				opts := append(slices.Clone(ti.opts), v.opts...)
+				storagetest.RunAll(t, func(t *testing.T) storage.Backend {
+					b, err := New(t.TempDir(), opts...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return b
+				}, interruptByKill)
+			})
+		}
+	})
 }
 
 func TestNew(t *testing.T) {
@@ -93,17 +83,21 @@ func TestNew(t *testing.T) {
 
 func TestSymlinksRefused(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, symlinksRefused)
+}
+
+func symlinksRefused(t *testing.T, ti testImpl) {
+	b := ti.new(t)
 	ctx := t.Context()
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret")
 	if err := os.WriteFile(secret, []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	must(t, os.Symlink(outside, filepath.Join(b.root, "out")))
-	must(t, os.Symlink(secret, filepath.Join(b.root, "secret-link")))
+	symlink(t, outside, filepath.Join(b.root, "out"))
+	symlink(t, secret, filepath.Join(b.root, "secret-link"))
 	must(t, os.Mkdir(filepath.Join(b.root, "real"), 0o755))
-	must(t, os.Symlink("real", filepath.Join(b.root, "inside-link"))) // inside, still refused
+	symlink(t, "real", filepath.Join(b.root, "inside-link")) // inside, still refused
 
 	for _, p := range []string{"out/secret", "out/new", "secret-link", "inside-link/x"} {
 		wantOutside := func(op string, err error) {
@@ -160,18 +154,23 @@ func TestSymlinksRefused(t *testing.T) {
 
 func TestDotDotRefused(t *testing.T) {
 	t.Parallel()
-	parent := t.TempDir()
-	root := filepath.Join(parent, "root")
-	must(t, os.Mkdir(root, 0o755))
-	b, err := New(root)
-	must(t, err)
+	eachImpl(t, func(t *testing.T, ti testImpl) {
+		parent := t.TempDir()
+		root := filepath.Join(parent, "root")
+		must(t, os.Mkdir(root, 0o755))
+		dotDotRefused(t, ti.at(t, root), parent)
+	})
+}
+
+func dotDotRefused(t *testing.T, b *Backend, parent string) {
+	root := b.root
 	for _, p := range []string{"../escape", "a/../../escape", "/etc/escape"} {
 		_, err := b.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{})
 		if !errors.Is(err, catalog.ErrBadPath) {
 			t.Errorf("Put(%q) error = %v, want ErrBadPath", p, err)
 		}
 	}
-	_, err = b.Put(t.Context(), "../escape", strings.NewReader("x"), 1, storage.PutOptions{})
+	_, err := b.Put(t.Context(), "../escape", strings.NewReader("x"), 1, storage.PutOptions{})
 	if want := fmt.Sprintf(`local root %s: invalid path "../escape": has a ".." segment`, root); err.Error() != want {
 		t.Errorf("error = %v\nwant    %s", err, want)
 	}
@@ -182,7 +181,10 @@ func TestDotDotRefused(t *testing.T) {
 
 func TestDeleteRemovesEmptiedFolders(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { deleteRemovesEmptiedFolders(t, ti.new(t)) })
+}
+
+func deleteRemovesEmptiedFolders(t *testing.T, b *Backend) {
 	ctx := t.Context()
 	for _, p := range []string{"a/b/c/f", "a/g", "top"} {
 		_, err := b.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{})
@@ -246,7 +248,10 @@ func (r *failAfter) Read(p []byte) (int, error) {
 
 func TestTempFilesNeverListed(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { tempFilesNeverListed(t, ti.new(t)) })
+}
+
+func tempFilesNeverListed(t *testing.T, b *Backend) {
 	ctx := t.Context()
 	_, err := b.Put(ctx, "f", &failAfter{n: 100 << 10}, 200<<10, storage.PutOptions{})
 	if !errors.Is(err, errBoom) {
@@ -280,7 +285,10 @@ func TestTempFilesNeverListed(t *testing.T) {
 
 func TestPutSizeMismatch(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { putSizeMismatch(t, ti.new(t)) })
+}
+
+func putSizeMismatch(t *testing.T, b *Backend) {
 	_, err := b.Put(t.Context(), "short", strings.NewReader("abc"), 4, storage.PutOptions{})
 	want := fmt.Sprintf(`put "short" in %s: the source gave 3 bytes, expected 4`, b.root)
 	if err == nil || err.Error() != want {
@@ -293,7 +301,10 @@ func TestPutSizeMismatch(t *testing.T) {
 
 func TestVersionIsContentDigest(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { versionIsContentDigest(t, ti.new(t)) })
+}
+
+func versionIsContentDigest(t *testing.T, b *Backend) {
 	data := []byte("catalog bytes")
 	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, "")
 	must(t, err)
@@ -301,28 +312,27 @@ func TestVersionIsContentDigest(t *testing.T) {
 	if v != want {
 		t.Fatalf("version = %q, want %q", v, want)
 	}
-	if fi, err := os.Stat(filepath.Join(b.root, catalog.FileName)); err != nil || fi.Mode().Perm() != 0o644&^umask() {
+	if fi, err := os.Stat(filepath.Join(b.root, catalog.FileName)); err != nil || fi.Mode().Perm() != newFilePerm() {
 		t.Fatalf("catalog file mode: %v, %v", fi.Mode(), err)
 	}
-}
-
-func umask() os.FileMode {
-	m := unix.Umask(0)
-	unix.Umask(m)
-	return os.FileMode(m)
 }
 
 // TestLockExcludesOtherHolders holds the lock file the way another process
 // would (its own open file description) and checks that CAS waits for it.
 func TestLockExcludesOtherHolders(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	other, err := New(b.root) // a second backend on the same root
-	must(t, err)
+	eachImpl(t, lockExcludesOtherHolders)
+}
+
+func lockExcludesOtherHolders(t *testing.T, ti testImpl) {
+	b := ti.new(t)
+	other := ti.at(t, b.root) // a second backend on the same root
 	must(t, os.MkdirAll(filepath.Join(b.root, ".distributor"), 0o755))
 	f, err := os.OpenFile(filepath.Join(b.root, ".distributor", "cas.lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	must(t, err)
-	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	if ok, err := tryLockFile(f); !ok || err != nil {
+		t.Fatalf("lock the lock file: %v, %v", ok, err)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
@@ -340,27 +350,9 @@ func TestLockExcludesOtherHolders(t *testing.T) {
 		t.Fatalf("WriteIfVersion finished while the lock was held: %v", err)
 	case <-time.After(30 * time.Millisecond):
 	}
+	unlockFile(f)
 	f.Close() // release
 	must(t, <-done)
-}
-
-func TestOpenStreamsFile(t *testing.T) {
-	t.Parallel()
-	b := newBackend(t)
-	data := bytes.Repeat([]byte("x"), 1<<20)
-	_, err := b.Put(t.Context(), "f", bytes.NewReader(data), int64(len(data)), storage.PutOptions{})
-	must(t, err)
-	rc, err := b.Open(t.Context(), "f")
-	must(t, err)
-	defer rc.Close()
-	// A stream over the open file, not its bytes read into memory.
-	if _, ok := rc.(*fdFile); !ok {
-		t.Fatalf("Open returned %T, want a file stream", rc)
-	}
-	n, err := io.Copy(io.Discard, rc)
-	if err != nil || n != int64(len(data)) {
-		t.Fatalf("read %d, %v", n, err)
-	}
 }
 
 func BenchmarkPut4KiB(b *testing.B) {
@@ -384,11 +376,11 @@ func must(t testing.TB, err error) {
 
 func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
 	t.Parallel()
+	eachImpl(t, func(t *testing.T, ti testImpl) { deferSyncWritesAreVisible(t, ti.new(t)) })
+}
+
+func deferSyncWritesAreVisible(t *testing.T, b *Backend) {
 	ctx := context.Background()
-	b, err := New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		p := fmt.Sprintf("d/f%d.txt", i)
 		if _, err := b.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{DeferSync: true}); err != nil {
@@ -409,169 +401,15 @@ func TestDeferSyncWritesAreVisibleAndSyncSucceeds(t *testing.T) {
 	}
 }
 
-// TestSmallWritesAllocateLittle: a service's writes are mostly small (the
-// catalog, the intent, one-file outputs); their copy buffer is sized to
-// the object, not a fixed 256 KiB each.
-func TestSmallWritesAllocateLittle(t *testing.T) {
-	b := newBackend(t)
-	data := []byte("# a one-line report\n")
-	if _, err := b.WriteIfVersion(t.Context(), "c.json", data, ""); err != nil {
-		t.Fatal(err)
-	}
-	const n = 50
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := range n {
-		if _, err := b.Put(t.Context(), fmt.Sprintf("r%d.md", i%10), bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.WriteIfVersion(t.Context(), "c.json", data, Version(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / (2 * n); per > 32<<10 {
-		t.Errorf("a %d-byte write allocated %d KiB on average, want at most 32 KiB", len(data), per>>10)
-	}
-}
-
-// settledLarge writes a file large enough for a stat version and lets it
-// settle (with the backend's settle time shortened).
-func settledLarge(t *testing.T) (*Backend, []byte) {
-	t.Helper()
-	b := newBackend(t)
-	b.settle = 50 * time.Millisecond
-	data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
-	must(t, os.WriteFile(filepath.Join(b.root, catalog.FileName), data, 0o644))
-	waitSettled(t, b, catalog.FileName)
-	return b, data
-}
-
-// waitSettled waits until p's mtime and ctime are older than the backend's
-// settle time.
-func waitSettled(t *testing.T, b *Backend, p string) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		fi, err := os.Stat(filepath.Join(b.root, p))
-		must(t, err)
-		return settledBefore(fi, time.Now().Add(-b.settle))
-	}, "%s to settle", p)
-}
-
-// TestSettledLargeFileCASByStat: a large file unchanged for a while is
-// versioned by stat, so the compare-and-swap needs no second read; a write
-// against that version lands, and the file just written is versioned by
-// its stamp at once (no settling, no hash), read back the same.
-func TestSettledLargeFileCASByStat(t *testing.T) {
-	t.Parallel()
-	b, data := settledLarge(t)
-	got, v, err := b.ReadVersion(t.Context(), catalog.FileName)
-	must(t, err)
-	if !bytes.Equal(got, data) || !strings.HasPrefix(string(v), "stat:") {
-		t.Fatalf("ReadVersion = %d bytes, version %q; want %d bytes and a stat version", len(got), v, len(data))
-	}
-	next := append([]byte("x"), data...)
-	// "Just written" must hold however slowly a loaded machine runs the
-	// next lines: the file is unsettled for a minute from now on.
-	b.settle = time.Minute
-	nv, err := b.WriteIfVersion(t.Context(), catalog.FileName, next, v)
-	must(t, err)
-	if !strings.HasPrefix(string(nv), "stamp:") {
-		t.Fatalf("WriteIfVersion = %q, want a stamp version", nv)
-	}
-	if _, rv, err := b.ReadVersion(t.Context(), catalog.FileName); err != nil || rv != nv {
-		t.Fatalf("ReadVersion right after the write = %q, %v; want %q", rv, err, nv)
-	}
-}
-
-// TestStatVersionSeesEveryChange: after a stat-versioned read, rewriting the
-// file in place with the same bytes, or replacing it with a copy, is a
-// conflict for both compare-and-swap operations; deleting against the
-// current version works.
-func TestStatVersionSeesEveryChange(t *testing.T) {
-	t.Parallel()
-	for name, change := range map[string]func(t *testing.T, path string, data []byte){
-		"same bytes in place": func(t *testing.T, path string, data []byte) {
-			must(t, os.WriteFile(path, data, 0o644))
-		},
-		"replaced by a copy": func(t *testing.T, path string, data []byte) {
-			must(t, os.WriteFile(path+".new", data, 0o644))
-			must(t, os.Rename(path+".new", path))
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			b, data := settledLarge(t)
-			_, v, err := b.ReadVersion(t.Context(), catalog.FileName)
-			must(t, err)
-			change(t, filepath.Join(b.root, catalog.FileName), data)
-			if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("x"), v); !errors.Is(err, storage.ErrConflict) {
-				t.Fatalf("WriteIfVersion after the change: %v, want ErrConflict", err)
-			}
-			if err := b.DeleteIfVersion(t.Context(), catalog.FileName, v); !errors.Is(err, storage.ErrConflict) {
-				t.Fatalf("DeleteIfVersion after the change: %v, want ErrConflict", err)
-			}
-			waitSettled(t, b, catalog.FileName)
-			_, cur, err := b.ReadVersion(t.Context(), catalog.FileName)
-			must(t, err)
-			if cur == v || !strings.HasPrefix(string(cur), "stat:") {
-				t.Fatalf("version after the change = %q (before %q); want another stat version", cur, v)
-			}
-			must(t, b.DeleteIfVersion(t.Context(), catalog.FileName, cur))
-			if _, err := os.Stat(filepath.Join(b.root, catalog.FileName)); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("after DeleteIfVersion: %v, want the file gone", err)
-			}
-		})
-	}
-}
-
-// TestStampVersionSeesEveryChange: a stamped version (a large file written
-// by WriteIfVersion a moment ago) goes stale when the file is replaced by a
-// copy (same bytes, even with the attribute copied), rewritten in place with
-// other bytes, or written again by WriteIfVersion with the same bytes.
-func TestStampVersionSeesEveryChange(t *testing.T) {
-	t.Parallel()
-	for name, change := range map[string]func(t *testing.T, b *Backend, path string, data []byte, v storage.Version){
-		"replaced by a copy with its stamp": func(t *testing.T, _ *Backend, path string, data []byte, _ storage.Version) {
-			stamp := make([]byte, stampLen)
-			_, err := unix.Getxattr(path, stampAttr, stamp)
-			must(t, err)
-			must(t, os.WriteFile(path+".new", data, 0o644))
-			must(t, unix.Setxattr(path+".new", stampAttr, stamp, 0))
-			must(t, os.Rename(path+".new", path))
-		},
-		"other bytes in place": func(t *testing.T, _ *Backend, path string, data []byte, _ storage.Version) {
-			must(t, os.WriteFile(path, bytes.ToUpper(data), 0o644))
-		},
-		"written again, same bytes": func(t *testing.T, b *Backend, _ string, data []byte, v storage.Version) {
-			_, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, v)
-			must(t, err)
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			b := newBackend(t)
-			data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
-			v, err := b.WriteIfVersion(t.Context(), catalog.FileName, data, "")
-			must(t, err)
-			if !strings.HasPrefix(string(v), "stamp:") {
-				t.Skipf("no stamp on this file system (version %q)", v)
-			}
-			change(t, b, filepath.Join(b.root, catalog.FileName), data, v)
-			if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("x"), v); !errors.Is(err, storage.ErrConflict) {
-				t.Fatalf("WriteIfVersion after the change: %v, want ErrConflict", err)
-			}
-			if err := b.DeleteIfVersion(t.Context(), catalog.FileName, v); !errors.Is(err, storage.ErrConflict) {
-				t.Fatalf("DeleteIfVersion after the change: %v, want ErrConflict", err)
-			}
-		})
-	}
-}
-
 // TestStreamedWriteReportsTheWritesOwnFailure: when the write a stream
 // feeds fails (here: cancelled halfway), WriteIfVersionFrom returns that
 // failure, not the stopped stream's, and the old object stays.
 func TestStreamedWriteReportsTheWritesOwnFailure(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { streamedWriteReportsItsFailure(t, ti.new(t)) })
+}
+
+func streamedWriteReportsItsFailure(t *testing.T, b *Backend) {
 	v, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("old"), "")
 	must(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -30,22 +30,36 @@ func Classify(root string, err error) error {
 		return err
 	}
 	kind, hint := storage.ErrUnavailable, ""
-	switch errno {
-	case syscall.ENOSPC, syscall.EDQUOT:
+	switch classOf(errno) {
+	case classFull:
 		hint = fmt.Sprintf("%s is full (no space or quota left): free space there; serve retries with back-off", root)
-	case syscall.EIO:
+	case classIO:
 		hint = fmt.Sprintf("I/O error under %s: check the disk; serve retries with back-off", root)
-	case syscall.EAGAIN, syscall.EBUSY, syscall.ETIMEDOUT:
+	case classBusy:
 		hint = fmt.Sprintf("%s is busy or timed out; serve retries with back-off", root)
-	case syscall.EACCES, syscall.EPERM:
+	case classDenied:
 		kind, hint = storage.ErrDenied, fmt.Sprintf("no permission in %s: fix the permissions so that the user distributor runs as can read and write there", root)
-	case syscall.EROFS:
+	case classReadOnly:
 		kind, hint = storage.ErrDenied, fmt.Sprintf("%s is on a read-only file system: remount it read-write", root)
 	default:
 		return err
 	}
 	return &osError{err: err, kind: kind, hint: hint}
 }
+
+// errClass is what an OS error says about the root's file system; classOf
+// reads it from the system's own error numbers (oserr_unix.go,
+// oserr_windows.go).
+type errClass int
+
+const (
+	classOther    errClass = iota // about one path, or unknown: passed unchanged
+	classFull                     // no space or quota left
+	classIO                       // an I/O error
+	classBusy                     // busy or timed out
+	classDenied                   // no permission
+	classReadOnly                 // a read-only file system
+)
 
 // classifyTo is Classify for a deferred call on a named error result.
 func (b *Backend) classifyTo(err *error) { *err = Classify(b.root, *err) }

@@ -26,6 +26,10 @@ func TestNewOnAMissingRootIsErrRootMissing(t *testing.T) {
 // operator can and checks what CheckRoot says, by device and inode.
 func TestCheckRoot(t *testing.T) {
 	t.Parallel()
+	eachImpl(t, checkRoot)
+}
+
+func checkRoot(t *testing.T, ti testImpl) {
 	missing := func(root string) string {
 		return "destination root " + root + " does not exist (moved or deleted?): recreate the folder or fix the destination's path"
 	}
@@ -66,7 +70,7 @@ func TestCheckRoot(t *testing.T) {
 			other := filepath.Join(filepath.Dir(target), "other")
 			must(t, os.Mkdir(other, 0o755))
 			must(t, os.Remove(path))
-			must(t, os.Symlink(other, path))
+			symlink(t, other, path)
 		}, is: storage.ErrRootChanged, msg: changed},
 		{name: "symlink dangling", link: true, swap: func(t *testing.T, _, target string) {
 			must(t, os.RemoveAll(target))
@@ -79,14 +83,11 @@ func TestCheckRoot(t *testing.T) {
 			path := target
 			if tc.link {
 				path = filepath.Join(dir, "link")
-				must(t, os.Symlink(target, path))
+				symlink(t, target, path)
 			}
-			b, err := New(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := ti.at(t, path)
 			tc.swap(t, path, target)
-			err = b.CheckRoot(context.Background())
+			err := b.CheckRoot(context.Background())
 			if tc.is == nil {
 				if err != nil {
 					t.Fatalf("CheckRoot = %v, want nil", err)
@@ -109,18 +110,16 @@ func TestCheckRoot(t *testing.T) {
 // which is what the stores package does on ErrRootChanged.
 func TestCheckRootAfterReopen(t *testing.T) {
 	t.Parallel()
+	eachImpl(t, checkRootAfterReopen)
+}
+
+func checkRootAfterReopen(t *testing.T, ti testImpl) {
 	root := filepath.Join(t.TempDir(), "root")
 	must(t, os.Mkdir(root, 0o755))
-	old, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := ti.at(t, root)
 	must(t, os.Rename(root, root+".old"))
 	must(t, os.Mkdir(root, 0o755))
-	fresh, err := New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh := ti.at(t, root)
 	if err := fresh.CheckRoot(context.Background()); err != nil {
 		t.Fatalf("fresh backend: %v", err)
 	}

@@ -10,37 +10,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/storagetest"
 )
 
-// The stage contract, with unnamed files, with temp names once the
-// unnamed-file share is used up, and on a filesystem without O_TMPFILE.
+// The stage contract holds for each implementation.
 func TestStagerContract(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		tune func(b *Backend)
-	}{
-		{"unnamed", func(*Backend) {}},
-		{"share-used-up", func(b *Backend) { b.maxUnnamed = 0 }},
-		{"no-tmpfile", func(b *Backend) { b.noTmpfile.Store(true) }},
-		// A kernel before 6.10 refuses linkat(AT_EMPTY_PATH): named
-		// through /proc instead.
-		{"link-through-proc", func(b *Backend) { b.noEmptyLink.Store(true) }},
-		// A file system that cannot swap two names: replacements rename
-		// over the old file.
-		{"no-exchange", func(b *Backend) { b.noExchange.Store(true) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			storagetest.RunStager(t, func(t *testing.T) storage.Backend {
-				b := newBackend(t)
-				tc.tune(b)
-				return b
-			})
-		})
-	}
+	eachImpl(t, func(t *testing.T, ti testImpl) {
+		storagetest.RunStager(t, func(t *testing.T) storage.Backend { return ti.new(t) })
+	})
 }
 
 // tree lists everything under root, folders with a trailing slash.
@@ -68,48 +47,22 @@ func tree(t *testing.T, root string) []string {
 // file, temp name or folder of its own; folders that were there stay.
 func TestStageCloseLeavesTheTreeAsItWas(t *testing.T) {
 	t.Parallel()
-	for _, maxUnnamed := range []int64{1 << 20, 0} {
-		b := newBackend(t)
-		b.maxUnnamed = maxUnnamed
-		ctx := t.Context()
-		must(t, os.MkdirAll(filepath.Join(b.root, "kept/empty"), 0o755))
-		before := tree(t, b.root)
-		st := b.Stage(t.Context())
-		for _, p := range []string{"kept/empty/a.txt", "kept/new/deep/b.txt", "fresh/c.txt", "d.txt"} {
-			if _, err := st.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{IfAbsent: true}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		must(t, st.Close())
-		if got := tree(t, b.root); !slices.Equal(got, before) {
-			t.Errorf("maxUnnamed %d: tree after Close = %q, want %q", maxUnnamed, got, before)
-		}
-	}
+	eachImpl(t, func(t *testing.T, ti testImpl) { stageCloseLeavesTheTree(t, ti.new(t)) })
 }
 
-// A Delete that removes a folder emptied meanwhile does not fail a staged
-// write into it: its Commit makes the folder again.
-func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
-	t.Parallel()
-	b := newBackend(t)
+func stageCloseLeavesTheTree(t *testing.T, b *Backend) {
 	ctx := t.Context()
+	must(t, os.MkdirAll(filepath.Join(b.root, "kept/empty"), 0o755))
+	before := tree(t, b.root)
 	st := b.Stage(t.Context())
-	defer st.Close()
-	if _, err := st.Put(ctx, "d/e/new.txt", strings.NewReader("new"), 3, storage.PutOptions{IfAbsent: true}); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"kept/empty/a.txt", "kept/new/deep/b.txt", "fresh/c.txt", "d.txt"} {
+		if _, err := st.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{IfAbsent: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := b.Put(ctx, "d/e/other.txt", strings.NewReader("o"), 1, storage.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	must(t, b.Delete(ctx, "d/e/other.txt")) // removes d/e and d, now empty
-	if _, err := os.Stat(filepath.Join(b.root, "d")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("d still there after the delete: %v", err)
-	}
-	if _, err := st.Commit(ctx, "d/e/new.txt"); err != nil {
-		t.Fatalf("Commit into a removed folder: %v", err)
-	}
-	if data, err := os.ReadFile(filepath.Join(b.root, "d/e/new.txt")); err != nil || string(data) != "new" {
-		t.Fatalf("d/e/new.txt = %q, %v", data, err)
+	must(t, st.Close())
+	if got := tree(t, b.root); !slices.Equal(got, before) {
+		t.Errorf("tree after Close = %q, want %q", got, before)
 	}
 }
 
@@ -117,12 +70,15 @@ func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
 // after the root was opened, and never names an object onto a link.
 func TestStageRefusesSymlinks(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { stageRefusesSymlinks(t, ti.new(t)) })
+}
+
+func stageRefusesSymlinks(t *testing.T, b *Backend) {
 	ctx := t.Context()
 	outside := t.TempDir()
-	must(t, os.Symlink(outside, filepath.Join(b.root, "out")))
+	symlink(t, outside, filepath.Join(b.root, "out"))
 	must(t, os.Mkdir(filepath.Join(b.root, "real"), 0o755))
-	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "link")))
+	symlink(t, filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "link"))
 	st := b.Stage(t.Context())
 	defer st.Close()
 	for _, tc := range []struct {
@@ -141,7 +97,7 @@ func TestStageRefusesSymlinks(t *testing.T) {
 	if _, err := st.Put(ctx, "real/late", strings.NewReader("pwned"), 5, storage.PutOptions{IfAbsent: true}); err != nil {
 		t.Fatal(err)
 	}
-	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "late")))
+	symlink(t, filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "late"))
 	if _, err := st.Commit(ctx, "real/late"); !errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("Commit onto a link: err = %v, want ErrOutsideRoot", err)
 	}
@@ -150,47 +106,22 @@ func TestStageRefusesSymlinks(t *testing.T) {
 	}
 }
 
-// Past the unnamed-file share, staged writes take temp names: never
-// listed, and gone after Close.
-func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
-	t.Parallel()
-	b := newBackend(t)
-	b.maxUnnamed = 1
-	ctx := t.Context()
-	st := b.Stage(t.Context())
-	for _, p := range []string{"a.txt", "b.txt", "c.txt"} {
-		if _, err := st.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{IfAbsent: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var temps int
-	for _, name := range tree(t, b.root) {
-		if catalog.IsTempName(name) {
-			temps++
-		}
-	}
-	if temps != 2 {
-		t.Errorf("%d temp names while staged, want 2 (one write holds the only unnamed slot)", temps)
-	}
-	must(t, commitErr(st.Commit(ctx, "b.txt")))
-	must(t, st.Close())
-	if got := tree(t, b.root); !slices.Equal(got, []string{"b.txt"}) {
-		t.Errorf("tree = %q, want only b.txt", got)
-	}
-	if n := b.unnamed.Load(); n != 0 {
-		t.Errorf("%d unnamed slots still held after Close", n)
-	}
-}
-
-// Large deferred objects start their writeback while written (every
-// writebackChunk bytes), durable ones every durableChunk bytes: the bytes
-// named are exactly the bytes given, of a known size or not, across chunk
-// boundaries.
+// Large deferred objects start their writeback while written (Linux:
+// every writebackChunk bytes), durable ones every durableChunk bytes: the
+// bytes named are exactly the bytes given, of a known size or not, across
+// chunk boundaries.
 func TestStageLargeDeferredObjects(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
+	eachImpl(t, func(t *testing.T, ti testImpl) { stageLargeObjects(t, ti.new(t)) })
+}
+
+// largeChunk is writebackChunk (Linux), the largest chunk of a stage's
+// writes.
+const largeChunk = 8 << 20
+
+func stageLargeObjects(t *testing.T, b *Backend) {
 	ctx := t.Context()
-	data := make([]byte, 2*writebackChunk+12345)
+	data := make([]byte, 2*largeChunk+12345)
 	for i := range data {
 		data[i] = byte(i * 7 / 3)
 	}

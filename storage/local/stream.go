@@ -16,25 +16,25 @@ var errStopped = errors.New("the write it feeds stopped")
 // WriteIfVersionFrom writes what write writes at p only if p's current
 // version is want, like WriteIfVersion, without holding the bytes: they go
 // through a pipe into the temp file, which is renamed over p only once
-// write returned nil. The result is stamped (stamp.go); without a stamp it
-// is the content's version, read back.
+// write returned nil. The result is stamped (stamp_linux.go); without a
+// stamp it is the content's version, read back.
 func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, want storage.Version) (_ storage.Version, err error) {
 	defer b.classifyTo(&err)
-	r, unlock, err := b.lockAt(ctx, "write", p, want)
+	unlock, err := b.sys.lockAt(ctx, "write", p, want)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
 	if err := piped(write, func(src io.Reader) error {
-		_, err := b.writeAtomic(ctx, r, p, src, -1, true, storage.PutOptions{})
+		_, err := b.writeAtomic(ctx, b.r, p, src, -1, true, storage.PutOptions{})
 		return err
 	}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
-	if v, ok := b.stamp(r, p); ok {
+	if v, ok := b.sys.stamp(p); ok {
 		return v, nil
 	}
-	_, v, err := b.readVersionByContent(r, p)
+	_, v, err := b.readVersionByContent(b.r, p)
 	return v, err
 }
 

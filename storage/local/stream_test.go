@@ -37,18 +37,18 @@ func from(data []byte) func(io.Writer) error {
 // and a failing writer changes nothing.
 func TestWriteIfVersionFrom(t *testing.T) {
 	t.Parallel()
-	for _, general := range []bool{false, true} {
-		b := newBackend(t)
-		b.noOpenat2.Store(general)
+	for _, ti := range testImpls {
+		b := ti.new(t)
+		general := ti.name
 		ctx := t.Context()
 		v1, err := b.WriteIfVersionFrom(ctx, "cat.json", from(largeDoc(1)), "")
 		must(t, err)
 		if _, err := b.WriteIfVersionFrom(ctx, "cat.json", from(largeDoc(2)), ""); !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("general=%t: WriteIfVersionFrom(must not exist) over an object: %v, want ErrConflict", general, err)
+			t.Fatalf("impl %s: WriteIfVersionFrom(must not exist) over an object: %v, want ErrConflict", general, err)
 		}
 		data, v, err := b.ReadVersion(ctx, "cat.json")
 		if err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
-			t.Fatalf("general=%t: ReadVersion = %d bytes, %q, %v; want the streamed bytes and version %q", general, len(data), v, err, v1)
+			t.Fatalf("impl %s: ReadVersion = %d bytes, %q, %v; want the streamed bytes and version %q", general, len(data), v, err, v1)
 		}
 		broken := errors.New("encoder failed")
 		failing := func(w io.Writer) error {
@@ -58,20 +58,20 @@ func TestWriteIfVersionFrom(t *testing.T) {
 			return broken
 		}
 		if _, err := b.WriteIfVersionFrom(ctx, "cat.json", failing, v1); !errors.Is(err, broken) {
-			t.Fatalf("general=%t: WriteIfVersionFrom with a failing writer: %v, want its error", general, err)
+			t.Fatalf("impl %s: WriteIfVersionFrom with a failing writer: %v, want its error", general, err)
 		}
 		if data, v, err := b.ReadVersion(ctx, "cat.json"); err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
-			t.Fatalf("general=%t: after a failing writer: %d bytes, %q, %v; want the first write", general, len(data), v, err)
+			t.Fatalf("impl %s: after a failing writer: %d bytes, %q, %v; want the first write", general, len(data), v, err)
 		}
 		v2, err := b.WriteIfVersionFrom(ctx, "cat.json", from(largeDoc(4)), v1)
 		if err != nil {
-			t.Fatalf("general=%t: WriteIfVersionFrom(current version): %v", general, err)
+			t.Fatalf("impl %s: WriteIfVersionFrom(current version): %v", general, err)
 		}
 		if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("stale"), v1); !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("general=%t: WriteIfVersion(version before the streamed write): %v, want ErrConflict", general, err)
+			t.Fatalf("impl %s: WriteIfVersion(version before the streamed write): %v, want ErrConflict", general, err)
 		}
 		if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("next"), v2); err != nil {
-			t.Fatalf("general=%t: WriteIfVersion(the streamed write's version): %v", general, err)
+			t.Fatalf("impl %s: WriteIfVersion(the streamed write's version): %v", general, err)
 		}
 		wantTree(t, b.root, ".distributor/", ".distributor/cas.lock", "cat.json")
 	}

@@ -17,7 +17,8 @@ import (
 // flush each. A caller that arrives while a flush is running waits for the
 // next one (the running one may have started before its writes), which
 // starts as soon as the running one ends and serves every caller that
-// arrived meanwhile.
+// arrived meanwhile. A backend made with Portable does not use its group:
+// its writes are durable on return.
 type SyncGroup struct {
 	mu   sync.Mutex
 	byFS map[uint64]*fsSync

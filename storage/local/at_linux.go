@@ -104,7 +104,7 @@ func (b *Backend) readOpen(f *fdFile, begin time.Time) (_ []byte, _ storage.Vers
 	var stamped storage.Version
 	hasStamp := false
 	if st.Size >= statVersionMin {
-		// The stamp before the stat (stamp.go).
+		// The stamp before the stat (stamp_linux.go).
 		if stamped, hasStamp = stampedVersion(fd); hasStamp {
 			if err := unix.Fstat(fd, &st); err != nil {
 				return nil, "", true, fmt.Errorf("read %s: %w", f.name, err)
@@ -324,12 +324,5 @@ func (b *Backend) checkPathAt(p string) error {
 			return nil
 		}
 		i += j + 1
-	}
-}
-
-// tookGeneral tells the test hook of an operation on the general path.
-func (b *Backend) tookGeneral(op string) {
-	if b.onGeneral != nil {
-		b.onGeneral(op)
 	}
 }

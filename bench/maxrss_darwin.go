@@ -1,0 +1,4 @@
+package main
+
+// maxrssBytes is the unit of Rusage.Maxrss: bytes on macOS.
+const maxrssBytes = 1

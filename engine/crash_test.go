@@ -466,7 +466,7 @@ var crashScenarios = []scenario{
 		files: map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"},
 	},
 	// A catalog past streamMin records is encoded into its temp file
-	// beside the writes (PrepareVersionFrom); the replaced outputs and the
+	// beside the writes (prepareStream); the replaced outputs and the
 	// old catalog are swapped out and removed in the background.
 	{
 		name: "replacement republish of a catalog encoded as it is written", workflow: planner.Replacement,

@@ -81,7 +81,7 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				return b.List(ctx, catalog.ReservedDir+"/reports/", func(storage.ObjectInfo) error { return nil })
 			}},
 			{"read the shard", func() error { _, _, err := b.ReadVersion(ctx, shard); return err }},
-			{"write the intent", func() error { return b.OverwriteSyncIfEmpty(ctx, intent, []byte("intent")) }},
+			{"write the intent", func() error { return b.overwriteSyncIfEmpty(ctx, intent, []byte("intent")) }},
 			{"stage and name outputs", func() error {
 				s := b.Stage(t.Context())
 				defer s.Close()
@@ -96,7 +96,7 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				return nil
 			}},
 			{"prepare, flush and commit the catalog", func() error {
-				pv, err := b.PrepareVersion(ctx, catalog.FileName, []byte(`{"v":2}`))
+				pv, err := b.prepareBytes(ctx, catalog.FileName, []byte(`{"v":2}`))
 				if err != nil {
 					return err
 				}
@@ -107,8 +107,8 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				catV, err = pv.CommitIfVersion(ctx, catV)
 				return err
 			}},
-			{"empty the intent", func() error { return b.EmptyDeferSyncIf(ctx, intent, []byte("intent")) }},
-			{"flush the emptying", func() error { return b.SyncEmptied(ctx, intent) }},
+			{"empty the intent", func() error { return b.emptyDeferSyncIfBytes(ctx, intent, []byte("intent")) }},
+			{"flush the emptying", func() error { return b.syncEmptied(ctx, intent) }},
 			{"write the shard", func() error { return b.Overwrite(ctx, shard, []byte("shard")) }},
 			{"delete an output", func() error { return b.Delete(ctx, "a/b/c.txt") }},
 			{"give the lock object back", func() error {

@@ -30,7 +30,7 @@ func (b *Backend) WriteIntent(ctx context.Context, data []byte) (_ storage.Versi
 		return "", err
 	}
 	defer unlock()
-	if err := b.OverwriteSyncIfEmpty(ctx, intentPath, data); err != nil {
+	if err := b.overwriteSyncIfEmpty(ctx, intentPath, data); err != nil {
 		return "", err
 	}
 	return Version(data), nil
@@ -54,7 +54,7 @@ func (b *Backend) ReadIntent(ctx context.Context) ([]byte, storage.Version, erro
 // intent written after the check is never the one emptied.
 func (b *Backend) ClearIntent(ctx context.Context, want storage.Version) (err error) {
 	if want == "" {
-		return b.EmptyDeferSync(ctx, intentPath)
+		return b.emptyDeferSync(ctx, intentPath)
 	}
 	defer b.classifyTo(&err)
 	unlock, err := b.sys.lock(ctx)
@@ -67,7 +67,7 @@ func (b *Backend) ClearIntent(ctx context.Context, want storage.Version) (err er
 
 // SyncIntent flushes the intent file (its size).
 func (b *Backend) SyncIntent(ctx context.Context) error {
-	return b.SyncEmptied(ctx, intentPath)
+	return b.syncEmptied(ctx, intentPath)
 }
 
 // Find lists the root, or looks q.Paths up one by one when they are few
@@ -125,7 +125,7 @@ func (b *Backend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, wri
 		cctx, c.cancel = context.WithCancel(ctx)
 		go func() {
 			defer close(c.done)
-			c.pv, c.err = b.PrepareVersionFrom(cctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
+			c.pv, c.err = b.prepareStream(cctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
 		}()
 		b.pending.add(c)
 	case large:
@@ -167,7 +167,7 @@ func (c *pendingCatalog) ready(ctx context.Context) {
 		c.deferred = false
 		var data []byte
 		if data, c.err = catalog.Marshal(c.next); c.err == nil {
-			c.pv, c.err = c.b.PrepareVersion(ctx, catalog.FileName, data)
+			c.pv, c.err = c.b.prepareBytes(ctx, catalog.FileName, data)
 		}
 		close(c.done)
 	}
@@ -184,7 +184,7 @@ func (c *pendingCatalog) Commit(ctx context.Context, want storage.Version) (stor
 	}
 	if c.stream {
 		var merr error
-		v, err := c.b.WriteIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
+		v, err := c.b.writeIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
 			merr = catalog.MarshalTo(w, c.next)
 			return merr
 		}, want)

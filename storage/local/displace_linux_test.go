@@ -104,7 +104,7 @@ func TestReplaceGivesBackAFolderSwappedIn(t *testing.T) {
 	}
 }
 
-// PrepareVersionFrom writes what the writer writes, invisible until the
+// prepareStream writes what the writer writes, invisible until the
 // commit; a Sync after it covers the bytes (the commit flushes only the
 // folder), the commit swaps the old version out and Close removes it, and
 // the version returned is the one a read reports.
@@ -118,7 +118,7 @@ func TestPreparedVersionFromAWriter(t *testing.T) {
 	}
 	names := openNlink(t, filepath.Join(b.root, "cat.json"))
 	big := strings.Repeat("x", 9<<20) // past writebackChunk: its writeback starts as it is written
-	pv, err := b.PrepareVersionFrom(ctx, "cat.json", func(w io.Writer) error {
+	pv, err := b.prepareStream(ctx, "cat.json", func(w io.Writer) error {
 		_, err := io.WriteString(w, big)
 		return err
 	})
@@ -163,14 +163,14 @@ func TestPreparedVersionFromAFailingWriterLeavesNothing(t *testing.T) {
 	}
 	before := tree(t, b.root)
 	errBroken := errors.New("broken encoder")
-	_, err := b.PrepareVersionFrom(ctx, "cat.json", func(w io.Writer) error {
+	_, err := b.prepareStream(ctx, "cat.json", func(w io.Writer) error {
 		if _, err := io.WriteString(w, strings.Repeat("y", 2<<20)); err != nil {
 			return err
 		}
 		return errBroken
 	})
 	if !errors.Is(err, errBroken) {
-		t.Fatalf("PrepareVersionFrom: %v, want the writer's error", err)
+		t.Fatalf("prepareStream: %v, want the writer's error", err)
 	}
 	if data, _, _ := b.ReadVersion(ctx, "cat.json"); string(data) != "v1" {
 		t.Fatalf("object = %q, want v1", data)

@@ -20,10 +20,10 @@ type rwFile interface {
 	Datasync() error
 }
 
-// OverwriteSyncIfEmpty is OverwriteSync of p while it is empty or missing
+// overwriteSyncIfEmpty is overwriteSync of p while it is empty or missing
 // (the intent: WriteIntent): its bytes are read and rewritten through one
 // open file. A missing p is created durably, only where nothing is.
-func (b *Backend) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byte) (err error) {
+func (b *Backend) overwriteSyncIfEmpty(ctx context.Context, p string, data []byte) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -37,13 +37,13 @@ func (b *Backend) OverwriteSyncIfEmpty(ctx context.Context, p string, data []byt
 	return b.overwritten(ctx, p, data, err, true, storage.PutOptions{IfAbsent: true})
 }
 
-// EmptyDeferSyncIf is EmptyDeferSync of p while it holds exactly want
+// emptyDeferSyncIfBytes is emptyDeferSync of p while it holds exactly want
 // (ClearIntent), checked through the open file it truncates.
-func (b *Backend) EmptyDeferSyncIf(ctx context.Context, p string, want []byte) (err error) {
+func (b *Backend) emptyDeferSyncIfBytes(ctx context.Context, p string, want []byte) (err error) {
 	return b.emptyDeferSyncIf(ctx, p, func(cur []byte) bool { return bytes.Equal(cur, want) })
 }
 
-// emptyDeferSyncIf is EmptyDeferSync of p while its bytes pass holds.
+// emptyDeferSyncIf is emptyDeferSync of p while its bytes pass holds.
 func (b *Backend) emptyDeferSyncIf(ctx context.Context, p string, holds func(cur []byte) bool) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
@@ -76,12 +76,12 @@ func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) (err err
 	return b.overwritten(ctx, p, data, err, false, storage.PutOptions{})
 }
 
-// OverwriteSync writes data over p's bytes in place and flushes them
+// overwriteSync writes data over p's bytes in place and flushes them
 // (fdatasync: the data and the size) before it returns: one flush, no new
 // name, so no folder to flush. A missing p is created durably (Put). A
 // crash before it returns may leave p holding any mix of its old and new
 // bytes, or neither: the caller recognises that.
-func (b *Backend) OverwriteSync(ctx context.Context, p string, data []byte) (err error) {
+func (b *Backend) overwriteSync(ctx context.Context, p string, data []byte) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -123,10 +123,10 @@ func (b *Backend) overwritten(ctx context.Context, p string, data []byte, err er
 	return nil
 }
 
-// EmptyDeferSync truncates p to nothing without a flush; a missing p is
-// not an error. Sync, SyncEmptied or the next OverwriteSync of p (the
+// emptyDeferSync truncates p to nothing without a flush; a missing p is
+// not an error. Sync, syncEmptied or the next overwriteSync of p (the
 // same file) makes it durable.
-func (b *Backend) EmptyDeferSync(ctx context.Context, p string) (err error) {
+func (b *Backend) emptyDeferSync(ctx context.Context, p string) (err error) {
 	defer b.classifyTo(&err)
 	err = b.sys.writable(p, false, func(f rwFile, _ []byte) error { return f.Truncate(0) })
 	if missing(err) {
@@ -138,9 +138,9 @@ func (b *Backend) EmptyDeferSync(ctx context.Context, p string) (err error) {
 	return nil
 }
 
-// SyncEmptied makes an earlier EmptyDeferSync of p durable (fdatasync of
+// syncEmptied makes an earlier emptyDeferSync of p durable (fdatasync of
 // the file: its size).
-func (b *Backend) SyncEmptied(ctx context.Context, p string) (err error) {
+func (b *Backend) syncEmptied(ctx context.Context, p string) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err

@@ -36,12 +36,12 @@ func inPlaceRewrite(t *testing.T, general bool) {
 		content string
 		synced  []string
 	}{
-		{"create", func() error { return b.OverwriteSync(ctx, p, []byte("first, longer")) }, "first, longer",
+		{"create", func() error { return b.overwriteSync(ctx, p, []byte("first, longer")) }, "first, longer",
 			[]string{"file .distributor", "folder .", "folder .distributor"}},
-		{"rewrite shorter", func() error { return b.OverwriteSync(ctx, p, []byte("second")) }, "second", []string{"file .distributor"}},
-		{"empty", func() error { return b.EmptyDeferSync(ctx, p) }, "", nil},
-		{"sync the emptying", func() error { return b.SyncEmptied(ctx, p) }, "", []string{"file .distributor"}},
-		{"rewrite into the empty file", func() error { return b.OverwriteSync(ctx, p, []byte("third")) }, "third", []string{"file .distributor"}},
+		{"rewrite shorter", func() error { return b.overwriteSync(ctx, p, []byte("second")) }, "second", []string{"file .distributor"}},
+		{"empty", func() error { return b.emptyDeferSync(ctx, p) }, "", nil},
+		{"sync the emptying", func() error { return b.syncEmptied(ctx, p) }, "", []string{"file .distributor"}},
+		{"rewrite into the empty file", func() error { return b.overwriteSync(ctx, p, []byte("third")) }, "third", []string{"file .distributor"}},
 	}
 	for _, s := range steps {
 		if err := s.run(); err != nil {
@@ -55,10 +55,10 @@ func inPlaceRewrite(t *testing.T, general bool) {
 		}
 	}
 	// Emptying or syncing a missing file is nothing.
-	if err := b.EmptyDeferSync(ctx, "missing.json"); err != nil {
+	if err := b.emptyDeferSync(ctx, "missing.json"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SyncEmptied(ctx, "missing.json"); err != nil {
+	if err := b.syncEmptied(ctx, "missing.json"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -27,16 +27,16 @@ func inPlaceRefusesLinks(t *testing.T, b *Backend) {
 	symlink(t, outside, filepath.Join(b.root, "intent.json"))
 	symlink(t, filepath.Dir(outside), filepath.Join(b.root, "dir"))
 	for name, run := range map[string]func() error{
-		"overwrite":                  func() error { return b.OverwriteSync(ctx, "intent.json", []byte("x")) },
-		"empty":                      func() error { return b.EmptyDeferSync(ctx, "intent.json") },
-		"sync":                       func() error { return b.SyncEmptied(ctx, "intent.json") },
+		"overwrite":                  func() error { return b.overwriteSync(ctx, "intent.json", []byte("x")) },
+		"empty":                      func() error { return b.emptyDeferSync(ctx, "intent.json") },
+		"sync":                       func() error { return b.syncEmptied(ctx, "intent.json") },
 		"overwrite unsynced":         func() error { return b.Overwrite(ctx, "intent.json", []byte("x")) },
-		"overwrite if empty":         func() error { return b.OverwriteSyncIfEmpty(ctx, "intent.json", []byte("x")) },
-		"empty if":                   func() error { return b.EmptyDeferSyncIf(ctx, "intent.json", []byte("keep")) },
-		"empty if through a folder":  func() error { return b.EmptyDeferSyncIf(ctx, "dir/target", []byte("keep")) },
-		"overwrite through a folder": func() error { return b.OverwriteSync(ctx, "dir/target", []byte("x")) },
+		"overwrite if empty":         func() error { return b.overwriteSyncIfEmpty(ctx, "intent.json", []byte("x")) },
+		"empty if":                   func() error { return b.emptyDeferSyncIfBytes(ctx, "intent.json", []byte("keep")) },
+		"empty if through a folder":  func() error { return b.emptyDeferSyncIfBytes(ctx, "dir/target", []byte("keep")) },
+		"overwrite through a folder": func() error { return b.overwriteSync(ctx, "dir/target", []byte("x")) },
 		"unsynced through a folder":  func() error { return b.Overwrite(ctx, "dir/target", []byte("x")) },
-		"empty through a folder":     func() error { return b.EmptyDeferSync(ctx, "dir/target") },
+		"empty through a folder":     func() error { return b.emptyDeferSync(ctx, "dir/target") },
 	} {
 		if err := run(); !errors.Is(err, ErrOutsideRoot) {
 			t.Errorf("%s through a link: %v, want it refused", name, err)
@@ -47,9 +47,9 @@ func inPlaceRefusesLinks(t *testing.T, b *Backend) {
 	}
 }
 
-// OverwriteSyncIfEmpty writes only over an empty or missing file (a
+// overwriteSyncIfEmpty writes only over an empty or missing file (a
 // missing one created durably, only where nothing is), and
-// EmptyDeferSyncIf empties only a file holding exactly the bytes given:
+// emptyDeferSyncIfBytes empties only a file holding exactly the bytes given:
 // otherwise ErrConflict and the file as it was; on every path. Linux
 // flushes the new file and folders, then the rewritten file only.
 func TestInPlaceCheckedRewrite(t *testing.T) {
@@ -70,23 +70,23 @@ func TestInPlaceCheckedRewrite(t *testing.T) {
 				t.Fatalf("%s: %v, want ErrConflict", step, err)
 			}
 		}
-		conflict("empty a missing file", b.EmptyDeferSyncIf(ctx, p, []byte("mine")))
-		if err := b.OverwriteSyncIfEmpty(ctx, p, []byte("mine, long")); err != nil {
+		conflict("empty a missing file", b.emptyDeferSyncIfBytes(ctx, p, []byte("mine")))
+		if err := b.overwriteSyncIfEmpty(ctx, p, []byte("mine, long")); err != nil {
 			t.Fatal(err)
 		}
 		holds("created", "mine, long")
 		if got, want := l.take(), []string{"file .distributor", "folder .", "folder .distributor"}; !b.portable && !slices.Equal(got, want) {
 			t.Fatalf("created: synced %q, want %q", got, want)
 		}
-		conflict("write over another run's", b.OverwriteSyncIfEmpty(ctx, p, []byte("theirs")))
+		conflict("write over another run's", b.overwriteSyncIfEmpty(ctx, p, []byte("theirs")))
 		holds("not written over", "mine, long")
-		conflict("empty other bytes", b.EmptyDeferSyncIf(ctx, p, []byte("mine")))
+		conflict("empty other bytes", b.emptyDeferSyncIfBytes(ctx, p, []byte("mine")))
 		holds("not emptied", "mine, long")
-		if err := b.EmptyDeferSyncIf(ctx, p, []byte("mine, long")); err != nil {
+		if err := b.emptyDeferSyncIfBytes(ctx, p, []byte("mine, long")); err != nil {
 			t.Fatal(err)
 		}
 		holds("emptied", "")
-		if err := b.OverwriteSyncIfEmpty(ctx, p, []byte("next")); err != nil {
+		if err := b.overwriteSyncIfEmpty(ctx, p, []byte("next")); err != nil {
 			t.Fatal(err)
 		}
 		holds("rewritten in place", "next")

@@ -146,7 +146,7 @@ type impl interface {
 	stamp(p string) (_ storage.Version, ok bool)
 	// newStage begins a stage (stage.go); displace as for Stage.
 	newStage(displace bool) stager
-	// prepare and prepareFrom are PrepareVersion and PrepareVersionFrom.
+	// prepare and prepareFrom are prepareBytes and prepareStream.
 	prepare(ctx context.Context, p string, data []byte) (preparedVersion, error)
 	prepareFrom(ctx context.Context, p string, write func(io.Writer) error) (preparedVersion, error)
 	// writable runs fn on the regular file p opened for an in-place
@@ -409,20 +409,20 @@ func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 	return b.delete(ctx, true, paths)
 }
 
-// DeleteDeferSync is Delete without the folders' fsync: Sync, or a
+// deleteDeferSync is Delete without the folders' fsync: Sync, or a
 // durable write of the same path, makes the removal durable. The portable
 // implementation flushes them as Delete does: its Sync flushes no folder
 // that held a removal.
-func (b *Backend) DeleteDeferSync(ctx context.Context, paths ...string) (err error) {
+func (b *Backend) deleteDeferSync(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)
 	_, portable := b.sys.(portableImpl)
 	return b.delete(ctx, portable, paths)
 }
 
-// SyncDeleted flushes the folders that held paths (storage.DeferredDeleter):
+// syncDeleted flushes the folders that held paths (storage.DeferredDeleter):
 // the nearest one still there, since a removal also removes the folders
 // it empties.
-func (b *Backend) SyncDeleted(ctx context.Context, paths ...string) (err error) {
+func (b *Backend) syncDeleted(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)
 	dirty := map[string]bool{}
 	for _, p := range paths {

@@ -402,7 +402,7 @@ func deferSyncWritesAreVisible(t *testing.T, b *Backend) {
 }
 
 // TestStreamedWriteReportsTheWritesOwnFailure: when the write a stream
-// feeds fails (here: cancelled halfway), WriteIfVersionFrom returns that
+// feeds fails (here: cancelled halfway), writeIfVersionFrom returns that
 // failure, not the stopped stream's, and the old object stays.
 func TestStreamedWriteReportsTheWritesOwnFailure(t *testing.T) {
 	t.Parallel()
@@ -415,7 +415,7 @@ func streamedWriteReportsItsFailure(t *testing.T, b *Backend) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
-	_, err = b.WriteIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
+	_, err = b.writeIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
 		for i := 0; ; i++ {
 			if i == 64 {
 				cancel()
@@ -426,7 +426,7 @@ func streamedWriteReportsItsFailure(t *testing.T, b *Backend) {
 		}
 	}, v)
 	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("WriteIfVersionFrom cancelled halfway: %v, want context.Canceled", err)
+		t.Fatalf("writeIfVersionFrom cancelled halfway: %v, want context.Canceled", err)
 	}
 	if got, cur, err := b.ReadVersion(t.Context(), catalog.FileName); err != nil || string(got) != "old" || cur != v {
 		t.Fatalf("after the failed write: %q, %q, %v; want the old object", got, cur, err)

@@ -653,7 +653,7 @@ type portablePrepared struct {
 	s    *portableStage
 	p    string
 	data []byte
-	// streamed: written by PrepareVersionFrom (data is nil).
+	// streamed: written by prepareStream (data is nil).
 	streamed bool
 }
 

@@ -11,7 +11,7 @@ import (
 
 // The portable implementation defers no flush: a write with DeferSync
 // flushes its file, its folder and the entries of the folders it made,
-// DeleteDeferSync the folder that held the file, and a Sync after them
+// deleteDeferSync the folder that held the file, and a Sync after them
 // has nothing left but a folder made without a write below it (the
 // lock's).
 func TestPortableDefersNoFlush(t *testing.T) {
@@ -24,9 +24,9 @@ func TestPortableDefersNoFlush(t *testing.T) {
 	if got, want := l.take(), []string{"file a", "folder .", "folder a"}; !slices.Equal(got, want) {
 		t.Fatalf("Put with DeferSync flushed %q, want %q", got, want)
 	}
-	must(t, b.DeleteDeferSync(ctx, "a/b.txt", "c.txt"))
+	must(t, b.deleteDeferSync(ctx, "a/b.txt", "c.txt"))
 	if got, want := l.take(), []string{"folder ."}; !slices.Equal(got, want) {
-		t.Fatalf("DeleteDeferSync flushed %q, want %q (a, emptied, is gone)", got, want)
+		t.Fatalf("deleteDeferSync flushed %q, want %q (a, emptied, is gone)", got, want)
 	}
 	// The lock's folder, made by a compare-and-swap that wrote nothing.
 	must(t, b.DeleteIfVersionNoSync(ctx, ".distributor/lock", ""))

@@ -7,7 +7,7 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// PrepareVersion writes data as the future object p under a temp name,
+// prepareBytes writes data as the future object p under a temp name,
 // without a flush (PrepareCatalog). A Sync that begins after it
 // (or after Place, a no-op here) makes the bytes durable; CommitIfVersion
 // then only renames them into place and flushes the folder. A publication
@@ -15,12 +15,12 @@ import (
 // one flush (the catalog file's fsync) fewer per publication, the same
 // guarantee. The portable implementation writes and flushes the bytes
 // under their temp name at once; CommitIfVersion renames them into place.
-func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ preparedVersion, err error) {
+func (b *Backend) prepareBytes(ctx context.Context, p string, data []byte) (_ preparedVersion, err error) {
 	defer b.classifyTo(&err)
 	return b.sys.prepare(ctx, p, data)
 }
 
-// PrepareVersionFrom is PrepareVersion with the bytes that write writes,
+// prepareStream is prepareBytes with the bytes that write writes,
 // never held whole (a catalog of a million records), into an unnamed file
 // where the file system has them (else under a temp name): a process that
 // dies before Place leaves nothing. Place gives the bytes a temp name; a
@@ -29,14 +29,14 @@ func (b *Backend) PrepareVersion(ctx context.Context, p string, data []byte) (_ 
 // file, whose writeback starts every writebackChunk as it is written. Not every MiB, as for a file flushed at once: the bytes of
 // a 5 MB catalog then queued on the disk ahead of the intent's flush,
 // which the publication waits for (1.4 → 9 ms). The portable
-// implementation writes them under a temp name, as PrepareVersion does.
-func (b *Backend) PrepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (_ preparedVersion, err error) {
+// implementation writes them under a temp name, as prepareBytes does.
+func (b *Backend) prepareStream(ctx context.Context, p string, write func(io.Writer) error) (_ preparedVersion, err error) {
 	defer b.classifyTo(&err)
 	return b.sys.prepareFrom(ctx, p, write)
 }
 
 // preparedVersion is an object's next version written ahead of its
-// compare-and-swap (PrepareVersion, PrepareVersionFrom).
+// compare-and-swap (prepareBytes, prepareStream).
 type preparedVersion interface {
 	// Place names the bytes (a temp name), so that a Sync begun after it
 	// makes them durable with their name.

@@ -11,7 +11,7 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// prepareVersion is PrepareVersion.
+// prepareVersion is prepareBytes.
 func (b *Backend) prepareVersion(ctx context.Context, p string, data []byte) (preparedVersion, error) {
 	// Prepared after the intent (a small catalog): named at once, and
 	// renamed over the old version, as before.
@@ -23,7 +23,7 @@ func (b *Backend) prepareVersion(ctx context.Context, p string, data []byte) (pr
 	return &prepared{b: b, s: s, p: p, data: data}, nil
 }
 
-// prepareVersionFrom is PrepareVersionFrom.
+// prepareVersionFrom is prepareStream.
 func (b *Backend) prepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (preparedVersion, error) {
 	s := b.newStage()
 	// Written unnamed (a publication prepares a large catalog before its
@@ -40,14 +40,14 @@ func (b *Backend) prepareVersionFrom(ctx context.Context, p string, write func(i
 	return &prepared{b: b, s: s, p: p, streamed: true}, nil
 }
 
-// prepared is bytes written by PrepareVersion; mark is syncCalls when
+// prepared is bytes written by prepareBytes; mark is syncCalls when
 // they were placed (named).
 type prepared struct {
 	b    *Backend
 	s    *stage
 	p    string
 	data []byte
-	// streamed: written by PrepareVersionFrom (data is nil).
+	// streamed: written by prepareStream (data is nil).
 	streamed bool
 	placed   bool
 	mark     uint64

@@ -31,14 +31,14 @@ func TestPreparedVersionFlushesWhatNoSyncCovered(t *testing.T) {
 			if err := b.Sync(ctx); err != nil { // a Sync before the prepare covers nothing of it
 				t.Fatal(err)
 			}
-			pv, err := b.PrepareVersion(ctx, "cat.json", []byte("v1"))
+			pv, err := b.prepareBytes(ctx, "cat.json", []byte("v1"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer pv.Close()
 			place(t, pv)
 			if got := l.take(); len(got) != 0 {
-				t.Fatalf("PrepareVersion synced %q, want nothing", got)
+				t.Fatalf("prepareBytes synced %q, want nothing", got)
 			}
 			if _, err := os.Stat(filepath.Join(b.root, "cat.json")); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("prepared object visible before its commit: %v", err)
@@ -78,7 +78,7 @@ func TestPreparedVersionNeverCommittedIsALeftover(t *testing.T) {
 		}
 		// Killed: neither committed nor closed.
 		if fromWriter {
-			pv, err := b.PrepareVersionFrom(ctx, "cat.json", func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err })
+			pv, err := b.prepareStream(ctx, "cat.json", func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestPreparedVersionNeverCommittedIsALeftover(t *testing.T) {
 				t.Fatalf("leftovers before Place = %+v (%v), want none", ls, err)
 			}
 			place(t, pv)
-		} else if _, err := b.PrepareVersion(ctx, "cat.json", []byte("v2")); err != nil {
+		} else if _, err := b.prepareBytes(ctx, "cat.json", []byte("v2")); err != nil {
 			t.Fatal(err)
 		}
 		leftoverIsRemoved(t, b)
@@ -131,7 +131,7 @@ func TestPreparedVersionPlacedAfterTheSyncIsFlushedByItsCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, l := newSyncLogged(t)
-	pv, err := b.PrepareVersion(ctx, "cat.json", []byte("v1"))
+	pv, err := b.prepareBytes(ctx, "cat.json", []byte("v1"))
 	if err != nil {
 		t.Fatal(err)
 	}

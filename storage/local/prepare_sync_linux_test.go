@@ -16,7 +16,7 @@ import (
 )
 
 // TestPreparedVersionCountsOnlyASuccessfulSyncBegunAfterIt: the prepared
-// bytes count as flushed only by a Sync that began after PrepareVersion
+// bytes count as flushed only by a Sync that began after prepareBytes
 // returned and succeeded. One that was running when they were written
 // (it may have passed them) and one that failed leave them to the
 // commit, which then fsyncs the file before it names it.
@@ -50,7 +50,7 @@ func TestPreparedVersionCountsOnlyASuccessfulSyncBegunAfterIt(t *testing.T) {
 				go func() { synced <- b.Sync(ctx) }()
 				<-h.entered // running: it began before the bytes were written
 			}
-			pv, err := b.PrepareVersion(ctx, "cat.json", []byte("v1"))
+			pv, err := b.prepareBytes(ctx, "cat.json", []byte("v1"))
 			if err != nil {
 				t.Fatal(err)
 			}

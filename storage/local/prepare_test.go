@@ -25,7 +25,7 @@ func preparedConflictChangesNothing(t *testing.T, b *Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pv, err := b.PrepareVersion(ctx, "cat.json", []byte("mine"))
+	pv, err := b.prepareBytes(ctx, "cat.json", []byte("mine"))
 	if err != nil {
 		t.Fatal(err)
 	}

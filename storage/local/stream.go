@@ -13,12 +13,12 @@ import (
 // errStopped is what a streamed write sees when the write it feeds failed.
 var errStopped = errors.New("the write it feeds stopped")
 
-// WriteIfVersionFrom writes what write writes at p only if p's current
+// writeIfVersionFrom writes what write writes at p only if p's current
 // version is want, like WriteIfVersion, without holding the bytes: they go
 // through a pipe into the temp file, which is renamed over p only once
 // write returned nil. The result is stamped (stamp_linux.go); without a
 // stamp it is the content's version, read back.
-func (b *Backend) WriteIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, want storage.Version) (_ storage.Version, err error) {
+func (b *Backend) writeIfVersionFrom(ctx context.Context, p string, write func(io.Writer) error, want storage.Version) (_ storage.Version, err error) {
 	defer b.classifyTo(&err)
 	unlock, err := b.sys.lockAt(ctx, "write", p, want)
 	if err != nil {

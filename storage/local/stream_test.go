@@ -32,7 +32,7 @@ func from(data []byte) func(io.Writer) error {
 	}
 }
 
-// WriteIfVersionFrom (a large catalog's commit, encoded as it is written)
+// writeIfVersionFrom (a large catalog's commit, encoded as it is written)
 // keeps WriteIfVersion's conditions, its versions are WriteIfVersion's,
 // and a failing writer changes nothing.
 func TestWriteIfVersionFrom(t *testing.T) {
@@ -41,10 +41,10 @@ func TestWriteIfVersionFrom(t *testing.T) {
 		b := ti.new(t)
 		general := ti.name
 		ctx := t.Context()
-		v1, err := b.WriteIfVersionFrom(ctx, "cat.json", from(largeDoc(1)), "")
+		v1, err := b.writeIfVersionFrom(ctx, "cat.json", from(largeDoc(1)), "")
 		must(t, err)
-		if _, err := b.WriteIfVersionFrom(ctx, "cat.json", from(largeDoc(2)), ""); !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("impl %s: WriteIfVersionFrom(must not exist) over an object: %v, want ErrConflict", general, err)
+		if _, err := b.writeIfVersionFrom(ctx, "cat.json", from(largeDoc(2)), ""); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("impl %s: writeIfVersionFrom(must not exist) over an object: %v, want ErrConflict", general, err)
 		}
 		data, v, err := b.ReadVersion(ctx, "cat.json")
 		if err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
@@ -57,15 +57,15 @@ func TestWriteIfVersionFrom(t *testing.T) {
 			}
 			return broken
 		}
-		if _, err := b.WriteIfVersionFrom(ctx, "cat.json", failing, v1); !errors.Is(err, broken) {
-			t.Fatalf("impl %s: WriteIfVersionFrom with a failing writer: %v, want its error", general, err)
+		if _, err := b.writeIfVersionFrom(ctx, "cat.json", failing, v1); !errors.Is(err, broken) {
+			t.Fatalf("impl %s: writeIfVersionFrom with a failing writer: %v, want its error", general, err)
 		}
 		if data, v, err := b.ReadVersion(ctx, "cat.json"); err != nil || !bytes.Equal(data, largeDoc(1)) || v != v1 {
 			t.Fatalf("impl %s: after a failing writer: %d bytes, %q, %v; want the first write", general, len(data), v, err)
 		}
-		v2, err := b.WriteIfVersionFrom(ctx, "cat.json", from(largeDoc(4)), v1)
+		v2, err := b.writeIfVersionFrom(ctx, "cat.json", from(largeDoc(4)), v1)
 		if err != nil {
-			t.Fatalf("impl %s: WriteIfVersionFrom(current version): %v", general, err)
+			t.Fatalf("impl %s: writeIfVersionFrom(current version): %v", general, err)
 		}
 		if _, err := b.WriteIfVersion(ctx, "cat.json", []byte("stale"), v1); !errors.Is(err, storage.ErrConflict) {
 			t.Fatalf("impl %s: WriteIfVersion(version before the streamed write): %v, want ErrConflict", general, err)

@@ -148,7 +148,7 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 	}
 }
 
-// TestDeleteDeferSyncSkipsOnlyTheFolderFlush: DeleteDeferSync removes like
+// TestDeleteDeferSyncSkipsOnlyTheFolderFlush: deleteDeferSync removes like
 // Delete (the file and the folders it emptied) but flushes no folder;
 // Delete flushes the folder that held the file.
 func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
@@ -163,11 +163,11 @@ func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
 	if got, want := l.take(), []string{"folder a"}; !slices.Equal(got, want) {
 		t.Fatalf("Delete flushed %q, want %q", got, want)
 	}
-	if err := b.DeleteDeferSync(t.Context(), "b/y.txt", "a/missing.txt"); err != nil {
+	if err := b.deleteDeferSync(t.Context(), "b/y.txt", "a/missing.txt"); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.take(); len(got) != 0 {
-		t.Fatalf("DeleteDeferSync flushed %q, want nothing", got)
+		t.Fatalf("deleteDeferSync flushed %q, want nothing", got)
 	}
 	for _, p := range []string{"a/x.txt", "b/y.txt", "b"} {
 		if _, err := os.Lstat(filepath.Join(b.root, p)); !errors.Is(err, fs.ErrNotExist) {
@@ -176,7 +176,7 @@ func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
 	}
 }
 
-// TestSyncDeletedFlushesTheNearestFolderLeft: SyncDeleted flushes the
+// TestSyncDeletedFlushesTheNearestFolderLeft: syncDeleted flushes the
 // folder that held each removed path, or the nearest one left when the
 // removal emptied and removed it.
 func TestSyncDeletedFlushesTheNearestFolderLeft(t *testing.T) {
@@ -184,16 +184,16 @@ func TestSyncDeletedFlushesTheNearestFolderLeft(t *testing.T) {
 	put(t, b, "a/keep.txt", storage.PutOptions{})
 	put(t, b, "a/x.txt", storage.PutOptions{})
 	put(t, b, "b/c/y.txt", storage.PutOptions{})
-	if err := b.DeleteDeferSync(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
+	if err := b.deleteDeferSync(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
 		t.Fatal(err)
 	}
 	l.take()
-	if err := b.SyncDeleted(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
+	if err := b.syncDeleted(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
 		t.Fatal(err)
 	}
 	got := l.take()
 	slices.Sort(got)
 	if want := []string{"folder .", "folder a"}; !slices.Equal(got, want) {
-		t.Fatalf("SyncDeleted flushed %q, want %q", got, want)
+		t.Fatalf("syncDeleted flushed %q, want %q", got, want)
 	}
 }

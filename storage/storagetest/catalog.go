@@ -89,7 +89,7 @@ func (f catalogFlow) prepare(t *testing.T, b storage.Backend, next *catalog.Cata
 			for i := range jobs {
 				p, data := flowWrite(i)
 				if _, err := b.Put(t.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
-					errs <- fmt.Errorf("Put %s: %w", p, err)
+					errs <- fmt.Errorf("put %s: %w", p, err)
 				}
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 // TestTornIntentIsClearedByTheNextRunThatIgnoresIt: a torn intent (a
@@ -79,30 +80,23 @@ func publishWith(t *testing.T, root storage.Backend, l lease.Lease, files map[st
 	return runPublication(t, root, l, publicationSpec{workflow: planner.Additive, eventID: "ev-" + now.Format("150405")}, files, now)
 }
 
-// pausedAfterCommit is a local root whose holder is paused (SIGSTOP, a
-// long GC pause) right after its catalog commit returned, before it
-// empties its intent.
+// pausedAfterCommit is a root whose holder is paused (SIGSTOP, a long GC
+// pause) right after its catalog commit returned, before it removes its
+// intent.
 type pausedAfterCommit struct {
-	*local.Backend
+	storage.Backend
 	paused, resume chan struct{}
 }
 
 func (p *pausedAfterCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
-	return pausedPending{p.Backend.PrepareCatalog(ctx, next, writes), p}
-}
-
-type pausedPending struct {
-	storage.PendingCatalog
-	p *pausedAfterCommit
-}
-
-func (pc pausedPending) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
-	v, err := pc.PendingCatalog.Commit(ctx, want)
-	if err == nil {
-		close(pc.p.paused)
-		<-pc.p.resume
-	}
-	return v, err
+	return testenv.HookedCatalog{PendingCatalog: p.Backend.PrepareCatalog(ctx, next, writes), Hook: func(_ context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
+		v, err := commit()
+		if err == nil {
+			close(p.paused)
+			<-p.resume
+		}
+		return v, err
+	}}
 }
 
 // TestStaleHolderNeverEmptiesANewerHoldersIntent: a holder paused past its

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
@@ -69,31 +68,6 @@ func TestS3StaleHolderNeverReplacesANewerHoldersIntent(t *testing.T) {
 	}
 }
 
-// pausedAfterS3Commit holds its holder right after the catalog's
-// compare-and-swap succeeded, before it removes its intent.
-type pausedAfterS3Commit struct {
-	storage.Backend
-	paused, resume chan struct{}
-}
-
-func (p *pausedAfterS3Commit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
-	return pausedS3Pending{p.Backend.PrepareCatalog(ctx, next, writes), p}
-}
-
-type pausedS3Pending struct {
-	storage.PendingCatalog
-	p *pausedAfterS3Commit
-}
-
-func (pc pausedS3Pending) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
-	v, err := pc.PendingCatalog.Commit(ctx, want)
-	if err == nil {
-		close(pc.p.paused)
-		<-pc.p.resume
-	}
-	return v, err
-}
-
 // TestS3StaleHolderNeverRemovesANewerHoldersIntent: on S3 the intent is
 // removed only while it is the version this run wrote (If-Match). A holder
 // paused after its commit, before it removes its intent, while another
@@ -108,7 +82,7 @@ func TestS3StaleHolderNeverRemovesANewerHoldersIntent(t *testing.T) {
 			if _, err := publishWith(t, root, heldLease{}, map[string]string{"data/a.csv": "a1\n"}, fixedNow.Add(-time.Hour)); err != nil {
 				t.Fatal(err)
 			}
-			stale := &pausedAfterS3Commit{Backend: root, paused: make(chan struct{}), resume: make(chan struct{})}
+			stale := &pausedAfterCommit{Backend: root, paused: make(chan struct{}), resume: make(chan struct{})}
 			sl := &switchLease{}
 			staleDone := make(chan error, 1)
 			go func() {

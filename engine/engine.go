@@ -231,9 +231,12 @@ func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan found, 1)
+	// Sized for the records the catalog's bytes suggest (~550 bytes each),
+	// or for about the paths asked about, when fewer: a backend that looks
+	// them up reports little more.
+	hint := min(len(data)/512, 2*len(paths))
 	go func() {
-		// Sized for the records the catalog's bytes suggest (~550 bytes each).
-		stored, err := findStored(fctx, root, paths, held, len(data)/512)
+		stored, err := findStored(fctx, root, paths, held, hint)
 		done <- found{stored, err}
 	}()
 	p := wait()

@@ -30,13 +30,12 @@ func (l *generalLog) take() []string {
 
 func newGeneralLogged(t *testing.T) (*Backend, *generalLog) {
 	t.Helper()
-	b := newBackend(t)
 	l := &generalLog{}
-	b.onGeneral = func(op string) {
+	b := testImpl{opts: []Option{withGeneralHook(func(op string) {
 		l.mu.Lock()
 		l.ops = append(l.ops, op)
 		l.mu.Unlock()
-	}
+	})}}.new(t)
 	return b, l
 }
 

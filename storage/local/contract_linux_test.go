@@ -49,9 +49,7 @@ func TestPendingCatalogFlushedByTheSyncBeforeItsCommit(t *testing.T) {
 			if c.name != "small, written at the Sync" {
 				streamMin = 8
 			}
-			b, err := New(t.TempDir(), WithStreamMinOutputs(streamMin))
-			must(t, err)
-			b, l := syncLogged(b)
+			b, l := newSyncLogged(t, WithStreamMinOutputs(streamMin))
 			pc := b.PrepareCatalog(ctx, recordsCatalog(c.records), c.writes)
 			defer pc.Close()
 			must(t, b.Sync(ctx))

@@ -21,18 +21,18 @@ func (l *syncLog) take() []string {
 	return got
 }
 
-func newSyncLogged(t *testing.T) (*Backend, *syncLog) {
+// newSyncLogged is a backend made with opts on a fresh folder, its fsyncs
+// recorded in the log returned.
+func newSyncLogged(t *testing.T, opts ...Option) (*Backend, *syncLog) {
 	t.Helper()
-	return syncLogged(newBackend(t))
+	l := &syncLog{}
+	b := testImpl{opts: append(slices.Clone(opts), withSyncHook(l.add))}.new(t)
+	return b, l
 }
 
-// syncLogged has b's fsyncs recorded in the log returned.
-func syncLogged(b *Backend) (*Backend, *syncLog) {
-	l := &syncLog{}
-	b.onSync = func(kind, dir string) {
-		l.mu.Lock()
-		l.got = append(l.got, kind+" "+dir)
-		l.mu.Unlock()
-	}
-	return b, l
+// add records one fsync.
+func (l *syncLog) add(kind, dir string) {
+	l.mu.Lock()
+	l.got = append(l.got, kind+" "+dir)
+	l.mu.Unlock()
 }

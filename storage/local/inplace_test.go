@@ -103,7 +103,7 @@ func eachPath(t *testing.T, fn func(t *testing.T, b *Backend, l *syncLog)) {
 	for _, ti := range testImpls {
 		t.Run(ti.name, func(t *testing.T) {
 			t.Parallel()
-			b, l := syncLogged(ti.new(t))
+			b, l := newSyncLogged(t, ti.opts...)
 			fn(t, b, l)
 		})
 	}

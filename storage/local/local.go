@@ -90,11 +90,11 @@ type Backend struct {
 	// below one flushes its parent too (fresh.go).
 	fresh sync.Map
 	// onSync, when set, is told of every fsync: kind "file" or "folder",
-	// and the folder (tests).
+	// and the folder (a test's option).
 	onSync func(kind, dir string)
 	// onGeneral, when set, is told of every operation that took the
-	// general os.Root path instead of openat2 (tests: a publication's
-	// operations must not).
+	// general os.Root path instead of openat2 (a test's option: a
+	// publication's operations must not).
 	onGeneral func(op string)
 	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
 	group *SyncGroup

@@ -28,7 +28,7 @@ type linuxState struct {
 	// unnamed temp files; writes use named ones.
 	noTmpfile atomic.Bool
 	// settle is how long a file must have been unchanged for a stat version
-	// (settled; tests shorten it).
+	// (settled, unless a test's option set it).
 	settle time.Duration
 	// noOpenat2: the kernel has no openat2(2); reads take the general path.
 	noOpenat2 atomic.Bool
@@ -63,7 +63,10 @@ func nativeImpl(b *Backend) (impl, error) {
 	if err != nil {
 		return nil, Classify(b.root, fmt.Errorf("local root %s: %w", b.root, err))
 	}
-	b.rootFD, b.settle = fd, settled
+	b.rootFD = fd
+	if b.settle == 0 {
+		b.settle = settled
+	}
 	b.dirents.New = func() any { buf := make([]byte, 8<<10); return &buf }
 	if b.group != nil {
 		// The flushes that failed before the backend existed are not its

@@ -69,8 +69,7 @@ func TestSmallWritesAllocateLittle(t *testing.T) {
 // settle (with the backend's settle time shortened).
 func settledLarge(t *testing.T) (*Backend, []byte) {
 	t.Helper()
-	b := newBackend(t)
-	b.settle = 50 * time.Millisecond
+	b := testImpl{opts: []Option{withSettle(50 * time.Millisecond)}}.new(t)
 	data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
 	must(t, os.WriteFile(filepath.Join(b.root, catalog.FileName), data, 0o644))
 	waitSettled(t, b, catalog.FileName)
@@ -103,7 +102,7 @@ func TestSettledLargeFileCASByStat(t *testing.T) {
 	next := append([]byte("x"), data...)
 	// "Just written" must hold however slowly a loaded machine runs the
 	// next lines: the file is unsettled for a minute from now on.
-	b.settle = time.Minute
+	b = testImpl{opts: []Option{withSettle(time.Minute)}}.at(t, b.root)
 	nv, err := b.WriteIfVersion(t.Context(), catalog.FileName, next, v)
 	must(t, err)
 	if !strings.HasPrefix(string(nv), "stamp:") {
@@ -195,3 +194,7 @@ func TestStampVersionSeesEveryChange(t *testing.T) {
 		})
 	}
 }
+
+// withSettle sets how long a file must have been unchanged for a stat
+// version (tests shorten or lengthen it).
+func withSettle(d time.Duration) Option { return func(b *Backend) { b.settle = d } }

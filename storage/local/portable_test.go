@@ -17,7 +17,7 @@ import (
 func TestPortableDefersNoFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, l := syncLogged(testImpl{opts: []Option{Portable()}}.new(t))
+	b, l := newSyncLogged(t, Portable())
 	if _, err := b.Put(ctx, "a/b.txt", strings.NewReader("b"), 1, storage.PutOptions{DeferSync: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -37,14 +37,9 @@ func TestPreparedVersionCountsOnlyASuccessfulSyncBegunAfterIt(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			h := &heldSyncs{entered: make(chan struct{}), release: make(chan struct{}), err: c.err}
-			_, bs := groupOf(t, h)
-			b := bs[0]
 			l := &syncLog{}
-			b.onSync = func(kind, dir string) {
-				l.mu.Lock()
-				l.got = append(l.got, kind+" "+dir)
-				l.mu.Unlock()
-			}
+			_, bs := groupOf(t, h, withSyncHook(l.add))
+			b := bs[0]
 			synced := make(chan error, 1)
 			if c.syncBefore {
 				go func() { synced <- b.Sync(ctx) }()

@@ -42,12 +42,16 @@ func (h *heldSyncs) syncfs(fd int) error {
 
 // groupOf returns two backends on one filesystem sharing a group whose
 // syncfs is h's.
-func groupOf(t *testing.T, h *heldSyncs) (*SyncGroup, []*Backend) {
+func groupOf(t *testing.T, h *heldSyncs, firstOpts ...Option) (*SyncGroup, []*Backend) {
 	g := NewSyncGroup()
 	g.syncfs = h.syncfs
 	var bs []*Backend
-	for range 2 {
-		b, err := New(t.TempDir(), WithSyncGroup(g))
+	for i := range 2 {
+		opts := []Option{WithSyncGroup(g)}
+		if i == 0 {
+			opts = append(opts, firstOpts...)
+		}
+		b, err := New(t.TempDir(), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

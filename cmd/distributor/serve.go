@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -64,7 +65,7 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
 	cmd.Flags().IntVar(&workers, "workers", consumer.DefaultWorkers, "bundle events processed at once")
 	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
-	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url, e.g. 2m or 1h (default 0: until stopped)")
+	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url and the set-up of JetStream, e.g. 2m or 1h (default 0: until stopped)")
 	return cmd
 }
 
@@ -89,7 +90,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 		return err
 	}
 	cleanup.add(nc.Close)
-	js, streams, err := setupStreams(ctx, nc, cfg, a.log)
+	js, streams, err := a.setupStreamsWaiting(ctx, nc, cfg, time.Duration(so.connectTimeout))
+	if errors.Is(err, errStoppedConnecting) {
+		a.log.Info().Msg("shutdown signal received while setting up JetStream; stopped")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -98,6 +103,74 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	ready.connected(nc, streams)
 	return a.runUntilStopped(ctx, c, ready)
 }
+
+// setupStreamsWaiting is setupStreams, retried with back-off while
+// JetStream does not answer (a cluster without a leader or without
+// enough peers yet, another process creating the streams): serve is not
+// ready meanwhile. It gives up after timeout (0: never), as the first
+// connection does, and returns errStoppedConnecting when ctx ends.
+func (a *app) setupStreamsWaiting(ctx context.Context, nc *nats.Conn, cfg *config.Config, timeout time.Duration) (jetstream.JetStream, *events.Streams, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	delay := connectFirstDelay
+	for attempt := 1; ; attempt++ {
+		js, streams, err := setupStreams(ctx, nc, cfg, a.log)
+		if err == nil {
+			if attempt > 1 {
+				a.log.Info().Int("attempt", attempt).Msg("JetStream answered; streams and lease bucket set up")
+			}
+			return js, streams, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, errStoppedConnecting
+		}
+		if !jetStreamUnanswered(err) {
+			return nil, nil, err
+		}
+		wait := delay
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, nil, fmt.Errorf("%w; gave up after %s (--connect-timeout)", err, timeout)
+			}
+			wait = min(wait, left) // a last attempt at the deadline
+		}
+		a.log.Warn().Err(err).Int("attempt", attempt).Str("next_delay", wait.Round(time.Millisecond).String()).
+			Msg("JetStream does not answer (no leader or not enough peers yet?); retrying")
+		select {
+		case <-ctx.Done():
+			return nil, nil, errStoppedConnecting
+		case <-time.After(wait):
+		}
+		delay = min(2*delay, connectMaxDelay)
+	}
+}
+
+// jetStreamUnanswered reports whether err says JetStream did not answer
+// in time, has no leader, or lacks the peers to place a stream: worth
+// retrying. JetStream not enabled, a denied permission or a bad setting
+// is not.
+func jetStreamUnanswered(err error) bool {
+	var api *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return false
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoStreamResponse):
+		return true
+	case errors.As(err, &api):
+		// 503: the JetStream system is temporarily unavailable (no
+		// meta leader); no suitable peers for the replicas asked for.
+		return api.Code == 503 || api.ErrorCode == jsErrCodeClusterNoPeers
+	}
+	return false
+}
+
+// jsErrCodeClusterNoPeers is the server's "no suitable peers for
+// placement": fewer servers up than the replicas asked for.
+const jsErrCodeClusterNoPeers jetstream.ErrorCode = 10005
 
 // undo holds cleanups to run in reverse order, like defers registered by
 // the functions that set things up.

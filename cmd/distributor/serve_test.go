@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -500,5 +502,97 @@ func TestWaitResultsEndedBeforeReading(t *testing.T) {
 	_, err = waitResults(context.Background(), streams, ev, time.Now(), resultWait{results: 2, timeout: time.Nanosecond})
 	if err == nil || !strings.HasPrefix(err.Error(), "timed out after 1ns waiting for results of ev1 (0 of 2)") {
 		t.Errorf("timed out before reading: %v, want the timed-out message", err)
+	}
+}
+
+// TestServeComesUpOnAClusterThatGainsQuorumLate: serve started while only
+// 1 of 3 nodes runs (the R3 streams exist, no quorum) does not exit: it
+// retries the set-up, logs why at warn, and is not consuming; once the
+// other two nodes return it comes up by itself and publishes.
+func TestServeComesUpOnAClusterThatGainsQuorumLate(t *testing.T) {
+	// Not parallel: see TestServeOnCluster.
+	cl := testenv.NewCluster(t)
+	ctx := context.Background()
+	js := cl.JetStream(t)
+	var st *events.Streams
+	testenv.Retry(t, time.Minute, func() (err error) {
+		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+		return err
+	}, "placing the R3 streams")
+	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
+	cfg, err := config.Load(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	durable := consumer.New(js, st.Subjects, nil, consumerOptions(cfg, 1, zerolog.Nop()))
+	testenv.Retry(t, time.Minute, func() error { _, err := durable.Durable(ctx); return err }, "placing the R3 durable")
+	cl.Kill(1)
+	cl.Kill(2)
+
+	sctx, cancel := context.WithCancel(context.Background())
+	stderr := &testenv.SyncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(sctx, []string{"serve", "--config", e.cfg, "--http-addr", "127.0.0.1:0"}, &testenv.SyncBuffer{}, stderr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop within 15s: %s", stderr.String())
+		}
+	}()
+	testenv.Eventually(t, time.Minute, func() bool {
+		return strings.Contains(stderr.String(), "JetStream does not answer")
+	}, "serve to retry its set-up without quorum")
+	select {
+	case code := <-done:
+		t.Fatalf("serve exited %d without quorum, want it to wait: %s", code, stderr.String())
+	default:
+	}
+	if strings.Contains(stderr.String(), "consuming bundle-ready events") {
+		t.Fatalf("serve consuming without quorum: %s", stderr.String())
+	}
+	cl.Restart(1)
+	cl.Restart(2)
+	testenv.Eventually(t, 2*time.Minute, func() bool {
+		return strings.Contains(stderr.String(), "consuming bundle-ready events")
+	}, "serve to come up once the cluster has quorum")
+	// publish asks the streams' leaders: wait until they are elected and
+	// current after the restarts (see TestServeOnCluster).
+	for _, name := range []string{"DISTRIBUTOR_BUNDLES", "DISTRIBUTOR_EVENTS"} {
+		cl.WaitStreamLeader(t, name)
+		cl.WaitStreamCurrent(t, name)
+	}
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	code, stdout, errOut := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1)
+	if code != 0 {
+		t.Fatalf("publish once the cluster is back: exit %d\n%s%s", code, stdout, errOut)
+	}
+	assertBlocks(t, "publish --wait", stdout, "published d3 p.two written 2, unchanged 0, deleted 0 | + data.csv | + report.md")
+}
+
+// Set-up errors that say JetStream did not answer (yet) are retried;
+// others end serve at once.
+func TestJetStreamUnanswered(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("set up stream X: %w", context.DeadlineExceeded), true},
+		{nats.ErrTimeout, true},
+		{nats.ErrNoResponders, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10005, Description: "no suitable peers for placement"}, true},
+		{jetstream.ErrJetStreamNotEnabled, false},
+		{jetstream.ErrJetStreamNotEnabledForAccount, false},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
+		{errors.New("nats: permissions violation for publish to \"$JS.API.STREAM.INFO.X\""), false},
+	} {
+		if got := jetStreamUnanswered(c.err); got != c.want {
+			t.Errorf("jetStreamUnanswered(%v) = %t, want %t", c.err, got, c.want)
+		}
 	}
 }

@@ -90,7 +90,22 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 		return err
 	}
 	cleanup.add(nc.Close)
-	js, streams, err := a.setupStreamsWaiting(ctx, nc, cfg, time.Duration(so.connectTimeout))
+	timeout := time.Duration(so.connectTimeout)
+	var js jetstream.JetStream
+	var streams *events.Streams
+	err = a.waitForJetStream(ctx, timeout, "streams and lease bucket set up", func(ctx context.Context) (err error) {
+		js, streams, err = setupStreams(ctx, nc, cfg, a.log)
+		return err
+	})
+	opts.Observer = m
+	var c *consumer.Consumer
+	if err == nil {
+		c = consumer.New(js, streams.Subjects, a.serveRunner(cfg, js, streams, m), opts)
+		err = a.waitForJetStream(ctx, timeout, "durable consumer set up", func(ctx context.Context) error {
+			_, err := c.Durable(ctx)
+			return err
+		})
+	}
 	if errors.Is(err, errStoppedConnecting) {
 		a.log.Info().Msg("shutdown signal received while setting up JetStream; stopped")
 		return nil
@@ -98,42 +113,48 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	if err != nil {
 		return err
 	}
-	opts.Observer = m
-	c := consumer.New(js, streams.Subjects, a.serveRunner(cfg, js, streams, m), opts)
 	ready.connected(nc, streams)
 	return a.runUntilStopped(ctx, c, ready)
 }
 
-// setupStreamsWaiting is setupStreams, retried with back-off while
+// waitForJetStream runs the set-up step try, retried with back-off while
 // JetStream does not answer (a cluster without a leader or without
-// enough peers yet, another process creating the streams): serve is not
-// ready meanwhile. It gives up after timeout (0: never), as the first
-// connection does, and returns errStoppedConnecting when ctx ends.
-func (a *app) setupStreamsWaiting(ctx context.Context, nc *nats.Conn, cfg *config.Config, timeout time.Duration) (jetstream.JetStream, *events.Streams, error) {
+// enough peers yet, another process creating the same thing): serve is
+// not ready meanwhile. Each attempt is bounded, as a server may hang
+// instead of failing. It gives up after timeout (0: never), as the first
+// connection does, and returns errStoppedConnecting when ctx ends; done
+// names the step for the log.
+func (a *app) waitForJetStream(ctx context.Context, timeout time.Duration, done string, try func(context.Context) error) error {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	delay := connectFirstDelay
 	for attempt := 1; ; attempt++ {
-		js, streams, err := setupStreams(ctx, nc, cfg, a.log)
+		end := time.Now().Add(setupAttemptTimeout)
+		if !deadline.IsZero() && deadline.Before(end) {
+			end = deadline
+		}
+		actx, cancel := context.WithDeadline(ctx, end)
+		err := try(actx)
+		cancel()
 		if err == nil {
 			if attempt > 1 {
-				a.log.Info().Int("attempt", attempt).Msg("JetStream answered; streams and lease bucket set up")
+				a.log.Info().Int("attempt", attempt).Msg("JetStream answered; " + done)
 			}
-			return js, streams, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, nil, errStoppedConnecting
+			return errStoppedConnecting
 		}
 		if !jetStreamUnanswered(err) {
-			return nil, nil, err
+			return err
 		}
 		wait := delay
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return nil, nil, fmt.Errorf("%w; gave up after %s (--connect-timeout)", err, timeout)
+				return fmt.Errorf("%w; gave up after %s (--connect-timeout)", err, timeout)
 			}
 			wait = min(wait, left) // a last attempt at the deadline
 		}
@@ -141,12 +162,16 @@ func (a *app) setupStreamsWaiting(ctx context.Context, nc *nats.Conn, cfg *confi
 			Msg("JetStream does not answer (no leader or not enough peers yet?); retrying")
 		select {
 		case <-ctx.Done():
-			return nil, nil, errStoppedConnecting
+			return errStoppedConnecting
 		case <-time.After(wait):
 		}
 		delay = min(2*delay, connectMaxDelay)
 	}
 }
+
+// setupAttemptTimeout bounds one attempt of a set-up step (a few
+// JetStream API requests).
+const setupAttemptTimeout = 15 * time.Second
 
 // jetStreamUnanswered reports whether err says JetStream did not answer
 // in time, has no leader, or lacks the peers to place a stream: worth

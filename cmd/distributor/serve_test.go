@@ -226,22 +226,7 @@ func TestServeOnCluster(t *testing.T) {
 	cl := testenv.NewCluster(t)
 	ctx := context.Background()
 	js := cl.JetStream(t)
-	// The first placement of R3 streams and of the R3 durable on a fresh
-	// cluster can outlast serve's 5 s API timeout on a busy machine: place
-	// them first, retrying, as serve configures them (serve then finds
-	// them as configured).
-	var st *events.Streams
-	testenv.Retry(t, time.Minute, func() (err error) {
-		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
-		return err
-	}, "placing the R3 streams")
-	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
-	cfg, err := config.Load(e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	durable := consumer.New(js, st.Subjects, nil, consumerOptions(cfg, 1, zerolog.Nop()))
-	testenv.Retry(t, time.Minute, func() error { _, err := durable.Durable(ctx); return err }, "placing the R3 durable")
+	e := placedOnCluster(t, cl)
 	startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.two", "--bundle", b1)
@@ -505,13 +490,13 @@ func TestWaitResultsEndedBeforeReading(t *testing.T) {
 	}
 }
 
-// TestServeComesUpOnAClusterThatGainsQuorumLate: serve started while only
-// 1 of 3 nodes runs (the R3 streams exist, no quorum) does not exit: it
-// retries the set-up, logs why at warn, and is not consuming; once the
-// other two nodes return it comes up by itself and publishes.
-func TestServeComesUpOnAClusterThatGainsQuorumLate(t *testing.T) {
-	// Not parallel: see TestServeOnCluster.
-	cl := testenv.NewCluster(t)
+// placedOnCluster places the R3 streams, lease bucket and durable on cl as
+// serve configures them, retrying, and returns a configuration naming cl
+// with nats.replicas 3. The first placement on a fresh cluster can
+// outlast serve's 5 s API timeout on a busy machine; serve then finds
+// them as configured.
+func placedOnCluster(t *testing.T, cl *testenv.Cluster) *natsEnv {
+	t.Helper()
 	ctx := context.Background()
 	js := cl.JetStream(t)
 	var st *events.Streams
@@ -526,6 +511,18 @@ func TestServeComesUpOnAClusterThatGainsQuorumLate(t *testing.T) {
 	}
 	durable := consumer.New(js, st.Subjects, nil, consumerOptions(cfg, 1, zerolog.Nop()))
 	testenv.Retry(t, time.Minute, func() error { _, err := durable.Durable(ctx); return err }, "placing the R3 durable")
+	return e
+}
+
+// TestServeComesUpOnAClusterThatGainsQuorumLate: serve started while only
+// 1 of 3 nodes of a fresh cluster runs (no meta leader: nothing can be
+// created) does not exit: it retries the set-up, logs why at warn, and is
+// not consuming; once the other two nodes return it creates the R3
+// streams and its durable by itself and publishes.
+func TestServeComesUpOnAClusterThatGainsQuorumLate(t *testing.T) {
+	// Not parallel: see TestServeOnCluster.
+	cl := testenv.NewCluster(t)
+	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
 	cl.Kill(1)
 	cl.Kill(2)
 
@@ -556,9 +553,17 @@ func TestServeComesUpOnAClusterThatGainsQuorumLate(t *testing.T) {
 	}
 	cl.Restart(1)
 	cl.Restart(2)
-	testenv.Eventually(t, 2*time.Minute, func() bool {
-		return strings.Contains(stderr.String(), "consuming bundle-ready events")
-	}, "serve to come up once the cluster has quorum")
+	up := func() bool { return strings.Contains(stderr.String(), "consuming bundle-ready events") }
+	for deadline := time.Now().Add(2 * time.Minute); !up(); time.Sleep(50 * time.Millisecond) {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d once the cluster was back: %s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not consuming 2m after the cluster was back: %s", stderr.String())
+		}
+	}
 	// publish asks the streams' leaders: wait until they are elected and
 	// current after the restarts (see TestServeOnCluster).
 	for _, name := range []string{"DISTRIBUTOR_BUNDLES", "DISTRIBUTOR_EVENTS"} {
@@ -594,5 +599,24 @@ func TestJetStreamUnanswered(t *testing.T) {
 		if got := jetStreamUnanswered(c.err); got != c.want {
 			t.Errorf("jetStreamUnanswered(%v) = %t, want %t", c.err, got, c.want)
 		}
+	}
+}
+
+// TestServeGivesUpWaitingForJetStreamAtConnectTimeout: with
+// --connect-timeout, serve on a cluster without quorum gives up after it
+// with exit 1 and one line naming the timeout.
+func TestServeGivesUpWaitingForJetStreamAtConnectTimeout(t *testing.T) {
+	// Not parallel: see TestServeOnCluster.
+	cl := testenv.NewCluster(t)
+	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
+	cl.Kill(1)
+	cl.Kill(2)
+	start := time.Now()
+	code, _, stderr := e.cmd(t, "serve", "--http-addr", "127.0.0.1:0", "--connect-timeout", "3s")
+	if code != 1 || !strings.Contains(stderr, "gave up after 3s (--connect-timeout)") {
+		t.Fatalf("serve without quorum, --connect-timeout 3s: exit %d after %s\n%s", code, time.Since(start), stderr)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("serve gave up after %s, want about 3s (plus one API timeout)", took)
 	}
 }

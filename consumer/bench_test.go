@@ -15,6 +15,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
 	"github.com/distributor/distributor/testenv"
 )
@@ -104,7 +105,7 @@ func BenchmarkThroughput(b *testing.B) {
 	// serveLock: the lease serve takes (the KV lease and the lock object
 	// in the root, lease.Both), not the KV lease alone.
 	// noHandOver: every publication acquires and releases the lease
-	// (engine.Runner.HandOver off), as before hand-overs.
+	// (service.Service.HandOver off), as before hand-overs.
 	for _, c := range []struct {
 		roots, nodes, workers int
 		serveLock, noHandOver bool
@@ -141,7 +142,7 @@ func BenchmarkThroughput(b *testing.B) {
 			for i := range c.nodes {
 				nc := nodeConfig{name: fmt.Sprintf("node%d", i), opts: opts}
 				if c.noHandOver {
-					nc.handOver = engine.HandOver{Max: -1}
+					nc.handOver = service.HandOver{Max: -1}
 				}
 				nc.wrapLocker = func(kv lease.Locker) lease.Locker {
 					if c.serveLock {
@@ -181,7 +182,7 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 			b.ReportMetric(float64(superseded), "superseded")
 			// Publications that took a lease another one handed them
-			// (engine.HandOver) instead of acquiring it.
+			// (service.HandOver) instead of acquiring it.
 			b.ReportMetric(float64(b.N-int(acquired.n.Load())), "handed-over")
 			// CPU time (user + system) of the whole process, NATS server
 			// included: on a shared machine it varies far less than the rate.
@@ -277,7 +278,7 @@ func BenchmarkEngineDirect(b *testing.B) {
 		b.Skip("measurement")
 	}
 	e := newEnv(b, archiveYAML, false)
-	r := &engine.Runner{
+	r := &service.Service{
 		Engine: &engine.Engine{Version: "test"},
 		Config: e.cfg,
 		Stores: &testStores{open: stores.New(e.cfg)},
@@ -293,12 +294,12 @@ func BenchmarkEngineDirect(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		req := engine.Request{PipelineID: "weather.daily", Bundle: srcs[i].loc, ManifestDigest: srcs[i].digest, BundleEventID: events.NewEventID()}
+		req := service.Request{PipelineID: "weather.daily", Bundle: srcs[i].loc, ManifestDigest: srcs[i].digest, BundleEventID: events.NewEventID()}
 		bd, err := r.OpenBundle(e.ctx, req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := r.Publish(e.ctx, req, bd, d)
+		res, err := r.PublishTo(e.ctx, req, bd, d)
 		if err != nil || len(res.Written) != 1 {
 			b.Fatalf("event %d: %v (written %d)", i, err, len(res.Written))
 		}

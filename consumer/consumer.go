@@ -3,7 +3,7 @@
 // lease through the engine, reports one result event per destination, and
 // acks, naks with back-off, or terminates the message.
 //
-// Every serve process shares one durable consumer. engine.Classify splits
+// Every serve process shares one durable consumer. service.Classify splits
 // errors in two: transient ones (storage or lease unavailable, a full disk,
 // a lease held by another live holder, a lost catalog race, a root replaced
 // during the publication) are retried with a delay; bad input and states
@@ -37,11 +37,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 )
 
 // Options tune the consumer. Zero values take the defaults.
@@ -109,9 +109,9 @@ type Observation struct {
 // its flushes, which overlap across roots (and share their syncfs), so
 // many workers publish more than a few on two cores; the S3 upload memory
 // does not grow with them (one budget per process, stores.Opener.S3Budget).
-// Events for one root queue in process in delivery order (engine.Places),
+// Events for one root queue in process in delivery order (service.Places),
 // and a queued event takes over the lease of the one before it
-// (engine.HandOver): with more workers than busy roots, most events skip
+// (service.HandOver): with more workers than busy roots, most events skip
 // the lease's acquisition and release.
 const DefaultWorkers = 32
 
@@ -156,7 +156,7 @@ func (o Options) withDefaults() Options {
 type Consumer struct {
 	js        jetstream.JetStream
 	subjects  events.Subjects
-	runner    *engine.Runner
+	svc       *service.Service
 	publisher *events.Publisher
 	opts      Options
 	// The durable's settings on the server, which win over opts (an
@@ -167,9 +167,9 @@ type Consumer struct {
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
-func New(js jetstream.JetStream, subjects events.Subjects, runner *engine.Runner, opts Options) *Consumer {
+func New(js jetstream.JetStream, subjects events.Subjects, svc *service.Service, opts Options) *Consumer {
 	opts = opts.withDefaults()
-	c := &Consumer{js: js, subjects: subjects, runner: runner, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
+	c := &Consumer{js: js, subjects: subjects, svc: svc, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
 	c.maxDeliver.Store(int64(opts.MaxDeliver))
 	c.heartbeat.Store(int64(opts.Heartbeat))
 	return c
@@ -277,7 +277,7 @@ type delivery struct {
 	msg    jetstream.Msg
 	ev     events.BundleReady
 	err    error // the message is no bundle-ready event
-	places *engine.Places
+	places *service.Places
 }
 
 // deliver decodes msg and, when its destinations are known, takes its
@@ -288,8 +288,8 @@ func (c *Consumer) deliver(msg jetstream.Msg) delivery {
 	if d.ev, d.err = events.DecodeBundleReady(msg.Data()); d.err != nil {
 		return d
 	}
-	if dests, err := c.runner.Destinations(engine.RequestFor(d.ev)); err == nil {
-		d.places = c.runner.Queue(dests)
+	if dests, err := c.svc.Destinations(service.RequestFor(d.ev)); err == nil {
+		d.places = c.svc.Queue(dests)
 	}
 	return d
 }
@@ -486,10 +486,10 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 
 // process runs every destination of the event, concurrently; each under its
 // own root lease. Destinations sharing a root serialise on that lease.
-func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *engine.Places, attempt int, stored time.Time) []outcome {
-	req := engine.RequestFor(ev)
+func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *service.Places, attempt int, stored time.Time) []outcome {
+	req := service.RequestFor(ev)
 	req.Places = places
-	dests, err := c.runner.Destinations(req)
+	dests, err := c.svc.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}
 	}
@@ -502,33 +502,13 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *e
 			return nil
 		}
 	}
-	b, err := c.runner.OpenBundle(ctx, req)
-	if err != nil {
-		outs := make([]outcome, len(dests))
-		for i, d := range dests {
-			outs[i] = outcome{dest: d.ID, err: err, transient: engine.Classify(err).Retry, root: d.RootKey()}
-		}
-		return outs
+	_, done := c.svc.Publish(ctx, req, dests)
+	outs := make([]outcome, len(done))
+	for i, d := range done {
+		outs[i] = outcome{dest: d.Destination.ID, result: d.Result, err: d.Err, transient: service.Classify(d.Err).Retry,
+			root: d.Destination.RootKey(), took: d.Took}
 	}
-	outs := make([]outcome, len(dests))
-	if len(dests) == 1 { // the common case: no goroutine (and stack) of its own
-		outs[0] = c.publishTo(ctx, req, b, dests[0])
-		return outs
-	}
-	var wg sync.WaitGroup
-	for i, d := range dests {
-		wg.Go(func() { outs[i] = c.publishTo(ctx, req, b, d) })
-	}
-	wg.Wait()
 	return outs
-}
-
-// publishTo publishes b to d under d's root lease.
-func (c *Consumer) publishTo(ctx context.Context, req engine.Request, b *bundle.Bundle, d config.Destination) outcome {
-	dctx := engine.WithLog(ctx, engine.LogFrom(ctx, c.opts.Log).With().Str("destination_id", d.ID).Logger())
-	start := time.Now()
-	res, err := c.runner.Publish(dctx, req, b, d)
-	return outcome{dest: d.ID, result: res, err: err, transient: engine.Classify(err).Retry, root: d.RootKey(), took: time.Since(start)}
 }
 
 // unreported drops the destinations that an earlier delivery of ev already
@@ -584,7 +564,7 @@ func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored
 }
 
 func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	return engine.ResultEvent(o.dest, o.result, o.err, engine.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
+	return service.ResultEvent(o.dest, o.result, o.err, service.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
 }
 
 func (c *Consumer) publish(ctx context.Context, r events.Result) error {

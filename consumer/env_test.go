@@ -27,6 +27,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/s3"
 	"github.com/distributor/distributor/stores"
@@ -208,8 +209,8 @@ type nodeConfig struct {
 	// negative: none).
 	leaseWait time.Duration
 	// handOver bounds the runner's lease hand-overs (default serve's,
-	// engine.DefaultHandOver; Max < 0: none).
-	handOver engine.HandOver
+	// service.DefaultHandOver; Max < 0: none).
+	handOver service.HandOver
 	// splitLock gives the leases their own connection, so a test can cut
 	// renewals without cutting the consumer.
 	splitLock bool
@@ -243,8 +244,8 @@ func (e *env) start(nc nodeConfig) *node {
 	if nc.leaseWait == 0 {
 		nc.leaseWait = 10 * time.Second
 	}
-	if nc.handOver == (engine.HandOver{}) {
-		nc.handOver = engine.DefaultHandOver
+	if nc.handOver == (service.HandOver{}) {
+		nc.handOver = service.DefaultHandOver
 	}
 	connect := e.nats.Conn
 	if nc.user != "" {
@@ -276,7 +277,7 @@ func (e *env) start(nc nodeConfig) *node {
 	if nc.open == nil {
 		nc.open = stores.New(e.cfg)
 	}
-	runner := &engine.Runner{
+	runner := &service.Service{
 		Engine:    &engine.Engine{Version: "test", Log: nc.log},
 		Config:    e.cfg,
 		Stores:    &testStores{open: nc.open, s3: e.s3, wrap: nc.wrap},

@@ -17,6 +17,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -275,7 +276,7 @@ func complete(e *env, sent []events.BundleReady) bool {
 // way, and returns the outputs written per destination.
 func runSerial(t *testing.T, e *env, cfg *config.Config, sent []events.BundleReady) map[string]int {
 	t.Helper()
-	r := &engine.Runner{
+	r := &service.Service{
 		Engine: &engine.Engine{Version: "test"},
 		Config: cfg,
 		Stores: &testStores{open: stores.New(cfg)},
@@ -283,7 +284,7 @@ func runSerial(t *testing.T, e *env, cfg *config.Config, sent []events.BundleRea
 	}
 	written := map[string]int{}
 	for _, ev := range sent {
-		req := engine.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Destinations: ev.Destinations, BundleEventID: ev.ID}
+		req := service.Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Destinations: ev.Destinations, BundleEventID: ev.ID}
 		dests, err := r.Destinations(req)
 		if err != nil {
 			t.Fatal(err)
@@ -293,7 +294,7 @@ func runSerial(t *testing.T, e *env, cfg *config.Config, sent []events.BundleRea
 			t.Fatal(err)
 		}
 		for _, d := range dests {
-			res, err := r.Publish(e.ctx, req, b, d)
+			res, err := r.PublishTo(e.ctx, req, b, d)
 			if err != nil {
 				t.Fatalf("serial %s → %s: %v", ev.ID, d.ID, err)
 			}

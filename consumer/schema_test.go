@@ -21,6 +21,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
@@ -81,17 +82,17 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		}
 		results = append(results, r)
 	}
-	add(pub, engine.ResultEvent("site", published, nil, engine.Delivery{Event: ev("e-pub"), Attempt: 1}))
-	add(pub, engine.ResultEvent("site", published, nil, engine.Delivery{Event: admin, Attempt: 2}))
-	add(pub, engine.ResultEvent("site", engine.Result{}, nil, engine.Delivery{Event: ev("e-empty"), Attempt: 1}))
-	add(small, engine.ResultEvent("site", many, nil, engine.Delivery{Event: ev("e-many"), Attempt: 1}))
-	add(pub, engine.ResultEvent("site", engine.Result{},
+	add(pub, service.ResultEvent("site", published, nil, service.Delivery{Event: ev("e-pub"), Attempt: 1}))
+	add(pub, service.ResultEvent("site", published, nil, service.Delivery{Event: admin, Attempt: 2}))
+	add(pub, service.ResultEvent("site", engine.Result{}, nil, service.Delivery{Event: ev("e-empty"), Attempt: 1}))
+	add(small, service.ResultEvent("site", many, nil, service.Delivery{Event: ev("e-many"), Attempt: 1}))
+	add(pub, service.ResultEvent("site", engine.Result{},
 		&engine.SupersededError{Root: "/srv/site", Owner: catalog.Owner{PipelineID: "weather.daily", DestinationID: "site"}, Source: src, By: newer},
-		engine.Delivery{Event: ev("e-old"), Attempt: 1}))
+		service.Delivery{Event: ev("e-old"), Attempt: 1}))
 	collided := engine.Result{Plan: planner.Plan{Collisions: []string{"report.md"}, Items: []planner.Item{
 		{Path: "report.md", Action: planner.Collision, Record: rec("report.md", 12, "")}}}}
-	add(pub, engine.ResultEvent("site", collided, fmt.Errorf("%w in /srv/site: 1 planned path(s) blocked", engine.ErrCollision), engine.Delivery{Event: ev("e-col"), Attempt: 1}))
-	add(small, engine.ResultEvent("site", manyCollisions, fmt.Errorf("%w in /srv/site: 200 planned path(s) blocked", engine.ErrCollision), engine.Delivery{Event: ev("e-col-many"), Attempt: 1}))
+	add(pub, service.ResultEvent("site", collided, fmt.Errorf("%w in /srv/site: 1 planned path(s) blocked", engine.ErrCollision), service.Delivery{Event: ev("e-col"), Attempt: 1}))
+	add(small, service.ResultEvent("site", manyCollisions, fmt.Errorf("%w in /srv/site: 200 planned path(s) blocked", engine.ErrCollision), service.Delivery{Event: ev("e-col-many"), Attempt: 1}))
 
 	// One failure per reason, with the error that leads to it.
 	failures := []struct {
@@ -101,8 +102,8 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		reason    string
 	}{
 		{fmt.Errorf("manifest: %w", bundle.ErrInvalidManifest), "site", false, events.ReasonInvalidEvent},
-		{fmt.Errorf("%w \"nope\"", engine.ErrUnknownPipeline), "", false, events.ReasonUnknownPipeline},
-		{fmt.Errorf("%w \"nope\"", engine.ErrUnknownDestination), "", false, events.ReasonUnknownDestination},
+		{fmt.Errorf("%w \"nope\"", service.ErrUnknownPipeline), "", false, events.ReasonUnknownPipeline},
+		{fmt.Errorf("%w \"nope\"", service.ErrUnknownDestination), "", false, events.ReasonUnknownDestination},
 		{fmt.Errorf("s3://bundles/run-1/: %w", bundle.ErrNoManifest), "site", false, events.ReasonBundleMissing},
 		{bundle.ErrDigestMismatch, "site", false, events.ReasonDigestMismatch},
 		{bundle.ErrContentMismatch, "site", false, events.ReasonContentMismatch},
@@ -116,7 +117,7 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		{errors.New("boom"), "site", false, events.ReasonInternal},
 	}
 	for i, f := range failures {
-		r := engine.ResultEvent(f.dest, published, f.err, engine.Delivery{Event: ev("e-fail-" + strconv.Itoa(i)), Attempt: 5, Exhausted: f.exhausted})
+		r := service.ResultEvent(f.dest, published, f.err, service.Delivery{Event: ev("e-fail-" + strconv.Itoa(i)), Attempt: 5, Exhausted: f.exhausted})
 		if r.Reason != f.reason {
 			t.Fatalf("%v: reason %q, want %q", f.err, r.Reason, f.reason)
 		}

@@ -63,7 +63,7 @@ func TestEmptiedIntentDoesNotMakeAPublicationWaitForItsBundle(t *testing.T) {
 		readFirst = root.n.Load() > 0
 		return full, nil
 	}
-	res, err := e.publish(ctx, root, alwaysHeld{}, Publication{Owner: full.Owner, Workflow: full.Workflow, BundleEventID: full.BundleEventID}, &opening{wait: await, done: make(chan struct{})})
+	res, err := e.publish(ctx, root, alwaysHeld{}, Publication{Owner: full.Owner, Workflow: full.Workflow, BundleEventID: full.BundleEventID}, await)
 	if err != nil || len(res.Written) != 1 {
 		t.Fatalf("second publication: %v, %+v", err, res)
 	}

@@ -2,7 +2,7 @@ package engine_test
 
 // The backend matrix: every test in rules_test.go and maintenance_test.go
 // runs once on a local folder and once on a prefix of a bucket on the
-// in-process S3 server, through engine.Runner with the direct-mode lock
+// in-process S3 server, through service.Service with the direct-mode lock
 // object in the root (lease.StorageLocker), so the S3 conditional writes
 // are exercised by the lock as well as by the catalog.
 
@@ -25,6 +25,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 	"github.com/distributor/distributor/testenv"
@@ -249,7 +250,7 @@ func (c *countingBackend) DeleteIfVersion(ctx context.Context, p string, v stora
 	return c.Backend.DeleteIfVersion(ctx, p, v)
 }
 
-// testStores is the engine.Stores of the tests: destination roots registered
+// testStores is the service.Stores of the tests: destination roots registered
 // by RootKey, bundle folders opened on the local disk, optionally wrapped.
 type testStores struct {
 	mu    sync.Mutex
@@ -341,12 +342,12 @@ type harness struct {
 	clock  *clock
 	stores *testStores
 	cfg    *config.Config
-	runner *engine.Runner
+	runner *service.Service
 }
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, clock: &clock{t: t1}, stores: &testStores{}, cfg: &config.Config{}}
-	h.runner = &engine.Runner{
+	h.runner = &service.Service{
 		Engine: &engine.Engine{Now: h.clock.Now, Version: "test", Workers: 4},
 		Config: h.cfg,
 		Stores: h.stores,
@@ -401,10 +402,10 @@ func makeBundleAt(t *testing.T, id string, created time.Time, files map[string]s
 
 // publish runs Runner.Publish of the bundle in dir for pipeline to dest at
 // time now, as the consumer or `apply` would.
-func (h *harness) publish(now time.Time, pipeline, dest, dir string, mod ...func(*engine.Request)) (engine.Result, error) {
+func (h *harness) publish(now time.Time, pipeline, dest, dir string, mod ...func(*service.Request)) (engine.Result, error) {
 	ctx := context.Background()
 	h.clock.Set(now)
-	req := engine.Request{PipelineID: pipeline, Bundle: dir, Destinations: []string{dest}, BundleEventID: "ev-" + filepath.Base(dir)}
+	req := service.Request{PipelineID: pipeline, Bundle: dir, Destinations: []string{dest}, BundleEventID: "ev-" + filepath.Base(dir)}
 	for _, m := range mod {
 		m(&req)
 	}
@@ -420,7 +421,7 @@ func (h *harness) publish(now time.Time, pipeline, dest, dir string, mod ...func
 	if len(ds) != 1 {
 		return engine.Result{}, fmt.Errorf("request resolves to %d destinations, want 1", len(ds))
 	}
-	return h.runner.Publish(ctx, req, b, ds[0])
+	return h.runner.PublishTo(ctx, req, b, ds[0])
 }
 
 // mustPublish publishes a new bundle of files and fails the test on error.

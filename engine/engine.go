@@ -103,7 +103,7 @@ type Result struct {
 	Unchanged int
 	Recovered bool // an interrupted earlier run was rolled forward first
 	// LeaseToken is the fencing token of the root's lease, once it was
-	// held (Runner.Publish).
+	// held (by the service).
 	LeaseToken string
 }
 
@@ -346,8 +346,18 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	return e.publish(ctx, root, l, pub, nil)
 }
 
+// PublishOpening is Publish of a publication whose bundle is still being
+// opened: head names its owner, workflow and options, and open blocks
+// until the bundle is open and returns the whole publication. The run
+// calls open once the catalog is read (the manifest's read and parse
+// leave the critical path), or before it recovers an interrupted run: a
+// bundle that turns out unusable changes nothing in the root.
+func (e *Engine) PublishOpening(ctx context.Context, root storage.Backend, l lease.Lease, head Publication, open func() (Publication, error)) (Result, error) {
+	return e.publish(ctx, root, l, head, open)
+}
+
 // publish is Publish of pub, which open (when set) completes.
-func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open *opening) (Result, error) {
+func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open func() (Publication, error)) (Result, error) {
 	var spent string
 	res, err := e.run(ctx, root, l, pub, open, &spent)
 	// A successful result reports what earlier attempts changed: their

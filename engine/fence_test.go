@@ -19,6 +19,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -98,14 +99,15 @@ func (s *pausingStage) Commit(ctx context.Context, path string) (storage.ObjectI
 }
 
 // fenceHolder publishes bundle dir to d's root as one holder with its own
-// lease, the way Runner.Publish does once the lease is held.
+// lease, the way the service does once the lease is held.
 func (h *harness) fenceHolder(ctx context.Context, root storage.Backend, l lease.Lease, d config.Destination, dir string, workers int) (engine.Result, error) {
-	req := engine.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + dir}
+	req := service.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + dir}
 	b, err := h.runner.OpenBundle(ctx, req)
 	if err != nil {
 		return engine.Result{}, err
 	}
-	pub, err := h.runner.Publication(ctx, req, b, d)
+	pub, err := engine.PublicationTo(d, pipeA).WithBundle(ctx, d, b)
+	pub.BundleEventID = req.BundleEventID
 	if err != nil {
 		return engine.Result{}, err
 	}

@@ -8,9 +8,10 @@ import (
 
 type logKey struct{}
 
-// WithLog returns ctx carrying l. Runner.Publish logs with it (adding the
-// lease token once held), so that a caller's fields, such as the event a
-// publication belongs to, are on every line the publication logs.
+// WithLog returns ctx carrying l. The service logs each destination with
+// it (adding the lease token once held), so that a caller's fields, such
+// as the event a publication belongs to, are on every line the
+// publication logs.
 func WithLog(ctx context.Context, l zerolog.Logger) context.Context {
 	return context.WithValue(ctx, logKey{}, l)
 }

@@ -140,3 +140,21 @@ func escapeURLPath(p string) string {
 }
 
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }
+
+// PublicationTo is what every publication to d for pipelineID starts
+// from: its owner, workflow and limits. WithBundle adds the bundle's part;
+// the caller sets the event and the operator's options.
+func PublicationTo(d config.Destination, pipelineID string) Publication {
+	return Publication{Owner: catalog.Owner{PipelineID: pipelineID, DestinationID: d.ID}, Workflow: d.Workflow, MaxDeletes: d.MaxDeletes}
+}
+
+// WithBundle is p with b's source and outputs on d (Desire).
+func (p Publication) WithBundle(ctx context.Context, d config.Destination, b *bundle.Bundle) (Publication, error) {
+	outs, err := Desire(ctx, d, p.Owner.PipelineID, b)
+	if err != nil {
+		return Publication{}, fmt.Errorf("destination %q: %w", d.ID, err)
+	}
+	p.Source = catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()}
+	p.Outputs, p.Bundle = outs, b
+	return p, nil
+}

@@ -39,19 +39,11 @@ type publication struct {
 	// cat is the next catalog, prepared while the outputs are written.
 	cat storage.PendingCatalog
 	// open, when set, completes pub: its bundle is still being opened
-	// (Runner.PublishOpening). Nil once waited for.
-	open *opening
+	// (Engine.PublishOpening). Nil once waited for.
+	open func() (Publication, error)
 }
 
-// opening is a publication's bundle still being opened.
-type opening struct {
-	// wait blocks until the bundle is open and returns the publication.
-	wait func() (Publication, error)
-	// done is closed once wait would not block.
-	done <-chan struct{}
-}
-
-func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open *opening, spent *string) (Result, error) {
+func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open func() (Publication, error), spent *string) (Result, error) {
 	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}, open: open}
 	err := r.run(ctx)
 	*spent = r.spent
@@ -63,7 +55,7 @@ func (r *publication) awaitBundle() error {
 	if r.open == nil {
 		return nil
 	}
-	pub, err := r.open.wait()
+	pub, err := r.open()
 	r.open = nil
 	if err != nil {
 		return err

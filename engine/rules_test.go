@@ -27,6 +27,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
@@ -381,7 +382,7 @@ func TestTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
 		mustPut(t, root, "u.txt", "untouched")
 
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"m.txt": "managed 2", "b.txt": "mine", "a.txt": "new"})
-		res, err := h.publish(t2, pipeA, "latest", dir, func(r *engine.Request) { r.TakeOwnership = true })
+		res, err := h.publish(t2, pipeA, "latest", dir, func(r *service.Request) { r.TakeOwnership = true })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -607,7 +608,7 @@ func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {
 		_, announced := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a3"})
 		root.Reset()
 
-		_, err := h.publish(t2, pipeA, "archive", dir, func(r *engine.Request) { r.ManifestDigest = announced })
+		_, err := h.publish(t2, pipeA, "archive", dir, func(r *service.Request) { r.ManifestDigest = announced })
 		if !errors.Is(err, bundle.ErrDigestMismatch) {
 			t.Fatalf("err = %v, want ErrDigestMismatch", err)
 		}
@@ -620,7 +621,7 @@ func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {
 		}
 
 		// The right digest goes through (the check is not refusing everything).
-		if _, err := h.publish(t2, pipeA, "archive", dir, func(r *engine.Request) { r.ManifestDigest = digest }); err != nil {
+		if _, err := h.publish(t2, pipeA, "archive", dir, func(r *service.Request) { r.ManifestDigest = digest }); err != nil {
 			t.Fatal(err)
 		}
 		wantContents(t, plain, map[string]string{"a.txt": "a2"})

@@ -18,6 +18,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -226,7 +227,7 @@ func TestUnmanagedContentInTheWayBlocks(t *testing.T) {
 					root.take()
 
 					dir, _ := makeBundle(t, "weatherreporter.v2", tc.files)
-					res, err := h.publish(t2, pipeA, "latest", dir, func(r *engine.Request) { r.TakeOwnership = take })
+					res, err := h.publish(t2, pipeA, "latest", dir, func(r *service.Request) { r.TakeOwnership = take })
 					if !errors.Is(err, engine.ErrCollision) {
 						t.Fatalf("err = %v, want ErrCollision", err)
 					}

@@ -13,6 +13,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 )
@@ -185,7 +186,7 @@ func TestVerifyDuringPublicationAsksToRunAgain(t *testing.T) {
 		}}
 		e := &engine.Engine{Now: func() time.Time { return fixedNow }, Version: "test"}
 		rep, err := e.Verify(context.Background(), rr, all)
-		if !errors.Is(err, storage.ErrConflict) || !engine.Classify(err).Retry {
+		if !errors.Is(err, storage.ErrConflict) || !service.Classify(err).Retry {
 			t.Fatalf("verify during a publication: %+v, %v; want a retryable ErrConflict", rep, err)
 		}
 		want := "verify " + root.String() + ": a publication changed the root while verify read it: object changed since it was read; run verify again"

@@ -30,7 +30,7 @@
 //
 // # One lease, several publications
 //
-// A holder may use one lease for several runs in a row (engine.Runner's
+// A holder may use one lease for several runs in a row (service.Service's
 // HandOver: the publications of one process queued for a root), as long
 // as they never overlap and it checks Err between them: the holder, and
 // so the token, does not change, and no one else can have held the root

@@ -175,7 +175,7 @@ func (m *Metrics) Observe(o consumer.Observation) {
 	m.publications.WithLabelValues(d, o.Type).Inc()
 }
 
-// LeaseWaited records one lease acquisition (engine.Runner.LeaseWaited).
+// LeaseWaited records one lease acquisition (service.Service.LeaseWaited).
 func (m *Metrics) LeaseWaited(d time.Duration) { m.leaseWait.Observe(d.Seconds()) }
 
 // ConsumerInfo returns the durable consumer's backlog: messages not yet

@@ -2,13 +2,11 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +17,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
-	"github.com/distributor/distributor/stores"
+	"github.com/distributor/distributor/service"
 )
 
 // publishFlags are shared by plan and apply.
@@ -39,21 +37,21 @@ func (f *publishFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&f.destinations, "destination", nil, "only these destinations of the pipeline (repeatable)")
 }
 
-func (f *publishFlags) request() (engine.Request, error) {
+func (f *publishFlags) request() (service.Request, error) {
 	if err := requireFlag("pipeline", f.pipeline); err != nil {
-		return engine.Request{}, err
+		return service.Request{}, err
 	}
 	if err := requireFlag("bundle", f.bundle); err != nil {
-		return engine.Request{}, err
+		return service.Request{}, err
 	}
 	if f.digest != "" && !catalog.ValidDigest(f.digest) {
-		return engine.Request{}, usageErr("--digest %q: give the manifest digest as sha256:<64 lowercase hex> (bundle create prints it)", f.digest)
+		return service.Request{}, usageErr("--digest %q: give the manifest digest as sha256:<64 lowercase hex> (bundle create prints it)", f.digest)
 	}
 	loc, err := absLocation(f.bundle)
 	if err != nil {
-		return engine.Request{}, err
+		return service.Request{}, err
 	}
-	return engine.Request{PipelineID: f.pipeline, Bundle: loc, ManifestDigest: f.digest,
+	return service.Request{PipelineID: f.pipeline, Bundle: loc, ManifestDigest: f.digest,
 		Destinations: f.destinations, TakeOwnership: f.takeOwnership, AllowOlder: f.allowOlder}, nil
 }
 
@@ -74,23 +72,31 @@ func (a *app) planCommand() *cobra.Command {
 				return err
 			}
 			// Planning reads only: no lease, no NATS.
-			r := &engine.Runner{Engine: &engine.Engine{Version: version, Log: a.log}, Config: cfg, Stores: stores.New(cfg)}
-			// A plan that apply would refuse exits like apply (3).
-			plan := func(ctx context.Context, req engine.Request, ob *openedBundle, d config.Destination) (engine.Result, error) {
-				b, err := ob.get(ctx)
-				if err != nil {
-					return engine.Result{}, err
-				}
-				res, err := r.Plan(ctx, req, b, d)
+			svc := a.newService(cfg, a.log, nil, 0)
+			ctx := cmd.Context()
+			dests, err := svc.Destinations(req)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			b, err := svc.OpenBundle(ctx, req)
+			if err != nil {
+				return err
+			}
+			done := make([]service.Done, len(dests))
+			for i, d := range dests {
+				pctx, end := a.withProgress(ctx, d.ID)
+				res, err := svc.Plan(pctx, req, b, d)
+				end()
+				// A plan that apply would refuse exits like apply (3).
 				if err == nil && res.Plan.Superseded != nil {
 					err = superseded(req, b, d, res)
 				}
 				if err == nil && res.Plan.Blocked() {
 					err = fmt.Errorf("%w in %s: apply would write nothing there: %d planned path(s) are blocked by content distributor does not manage", engine.ErrCollision, res.Root, len(res.Plan.Collisions))
 				}
-				return res, err
+				done[i] = service.Done{Destination: d, Result: res, Err: err}
 			}
-			return a.eachDestination(cmd.Context(), r, req, eachOptions{asJSON: asJSON, planOnly: true}, plan)
+			return a.printDone(done, eachOptions{asJSON: asJSON, planOnly: true})
 		},
 	}
 	f.register(cmd)
@@ -118,24 +124,30 @@ func (a *app) applyCommand() *cobra.Command {
 				return err
 			}
 			defer s.close()
+			dests, err := s.svc.Destinations(req)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
 			// With NATS there, downstream hears of this publication like of
 			// any other: one result event per destination.
 			req.BundleEventID = "apply." + events.NewEventID()
-			publish := func(ctx context.Context, req engine.Request, ob *openedBundle, d config.Destination) (engine.Result, error) {
-				// The manifest is read and parsed while the lease is taken.
-				res, b, err := s.runner.PublishOpening(ctx, req, ob.get, d)
-				if b == nil {
-					return res, err // an unusable bundle: no destination ran
-				}
-				if s.publisher != nil {
-					s.report(ctx, a, engine.ResultEvent(d.ID, res, err, req.Direct(b.Digest)))
-				}
-				if errors.Is(err, engine.ErrSuperseded) {
-					err = fmt.Errorf("%w; use --allow-older to roll back", err)
-				}
-				return res, err
+			if a.drawsProgress() {
+				// One progress display at a time.
+				s.svc.Around, s.svc.Parallel = a.withDestinationProgress, 1
 			}
-			return a.eachDestination(ctx, s.runner, req, eachOptions{asJSON: asJSON}, publish)
+			b, done := s.svc.Publish(ctx, req, dests)
+			if b == nil {
+				return done[0].Err // an unusable bundle: no destination ran
+			}
+			for i, d := range done {
+				if s.publisher != nil {
+					s.report(ctx, a, service.ResultEvent(d.Destination.ID, d.Result, d.Err, req.Direct(b.Digest)))
+				}
+				if errors.Is(d.Err, engine.ErrSuperseded) {
+					done[i].Err = fmt.Errorf("%w; use --allow-older to roll back", d.Err)
+				}
+			}
+			return a.printDone(done, eachOptions{asJSON: asJSON})
 		},
 	}
 	f.register(cmd)
@@ -151,52 +163,14 @@ type eachOptions struct {
 	asJSON, planOnly bool
 }
 
-// openedBundle is the bundle of one command, opened once by the first
-// step that asks for it (every later one gets the same answer).
-type openedBundle struct {
-	once   sync.Once
-	open   func(context.Context) (*bundle.Bundle, error)
-	opened bool
-	b      *bundle.Bundle
-	err    error
-}
-
-func (o *openedBundle) get(ctx context.Context) (*bundle.Bundle, error) {
-	o.once.Do(func() { o.opened = true; o.b, o.err = o.open(ctx) })
-	return o.b, o.err
-}
-
-// failed is the error of a bundle that was asked for (the steps run one
-// after the other: a step's call has returned when it has) and could not
-// be opened.
-func (o *openedBundle) failed() error {
-	if !o.opened {
-		return nil
-	}
-	return o.err
-}
-
-// eachDestination runs step for every destination, printing each result;
-// the bundle is opened once, by the first step (apply reads the manifest
-// while it takes the first root's lease). A bundle that cannot be opened
-// fails the command before any result is printed. The first error
-// decides the exit code.
-func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.Request, o eachOptions, step func(context.Context, engine.Request, *openedBundle, config.Destination) (engine.Result, error)) error {
-	dests, err := r.Destinations(req)
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	ob := &openedBundle{open: func(ctx context.Context) (*bundle.Bundle, error) { return r.OpenBundle(ctx, req) }}
+// printDone prints what each destination came to, in order; the first
+// error decides the exit code.
+func (a *app) printDone(done []service.Done, o eachOptions) error {
 	var first error
 	var failed []string // "dest: error" of every failure after the first
 	var reports []resultJSON
-	for _, d := range dests {
-		pctx, done := a.withProgress(ctx, d.ID)
-		res, err := step(pctx, req, ob, d)
-		done()
-		if berr := ob.failed(); berr != nil {
-			return berr
-		}
+	for _, dd := range done {
+		d, res, err := dd.Destination, dd.Result, dd.Err
 		if o.asJSON {
 			reports = append(reports, a.toResultJSON(d, res, err, o.planOnly))
 		} else {
@@ -216,7 +190,7 @@ func (a *app) eachDestination(ctx context.Context, r *engine.Runner, req engine.
 			return err
 		}
 	}
-	if first != nil && len(dests) > 1 {
+	if first != nil && len(done) > 1 {
 		if len(failed) > 0 {
 			return fmt.Errorf("not every destination succeeded: %w; %s", first, strings.Join(failed, "; "))
 		}
@@ -398,7 +372,7 @@ func (a *app) toResultJSON(d config.Destination, res engine.Result, err error, p
 
 // superseded is the error of a plan that the destination's newer version of
 // the source supersedes (apply gets it from the engine).
-func superseded(req engine.Request, b *bundle.Bundle, d config.Destination, res engine.Result) error {
+func superseded(req service.Request, b *bundle.Bundle, d config.Destination, res engine.Result) error {
 	return fmt.Errorf("%w; use --allow-older to roll back", &engine.SupersededError{
 		Root: res.Root, Owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID},
 		Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()},

@@ -17,9 +17,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/consumer"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/natsserver"
 	"github.com/distributor/distributor/stores"
 )
@@ -182,17 +180,10 @@ func (a *app) startDemo(ctx context.Context, dir string, cfg *config.Config) (*d
 	if a.log.GetLevel() == zerolog.InfoLevel {
 		log = a.log.Level(zerolog.WarnLevel)
 	}
-	runner := &engine.Runner{
-		Engine: &engine.Engine{Version: version, Log: log},
-		Config: cfg,
-		Stores: stores.New(cfg),
-		Locker: lease.Both(lease.NewKV(js, streams.Leases, holderName("demo"), serveLeaseTTL),
-			lease.NewStorageLocker(holderName("demo"), serveLeaseTTL)),
-		LeaseWait: 15 * time.Second,
-	}
+	svc := a.newService(cfg, log, serveLocker(js, streams, "demo"), 15*time.Second)
 	opts := consumerOptions(cfg, 2, log)
 	opts.BackOff = []time.Duration{200 * time.Millisecond} // the demo's pace
-	cons := consumer.New(js, streams.Subjects, runner, opts)
+	cons := consumer.New(js, streams.Subjects, svc, opts)
 	consCtx, stopConsumer := context.WithCancel(ctx)
 	consDone := make(chan error, 1)
 	go func() { consDone <- cons.Run(consCtx) }()

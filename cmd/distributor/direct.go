@@ -5,12 +5,14 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"
 )
@@ -19,7 +21,7 @@ import (
 // the KV lease and an event publisher when NATS is there, the lock object
 // in the root otherwise.
 type directSession struct {
-	runner    *engine.Runner
+	svc       *service.Service
 	publisher *events.Publisher // nil without NATS
 	close     func()
 }
@@ -30,21 +32,9 @@ type directSession struct {
 // with the lock object in each root. It never dials nats.listen blindly:
 // whatever else listens there is a stranger's.
 func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSession, error) {
-	s := &directSession{
-		runner: &engine.Runner{
-			Engine: &engine.Engine{Version: version, Log: a.log, Now: a.now},
-			Config: cfg,
-			Stores: stores.New(cfg),
-			Locker: lease.NewStorageLocker(holderName("direct"), directLockTTL),
-			// Two destinations of a pipeline may share a root; a concurrent
-			// run elsewhere usually finishes soon.
-			LeaseWait: 10 * time.Second,
-		},
-		close: func() {},
-	}
-	if a.wrapStores != nil {
-		s.runner.Stores = a.wrapStores(s.runner.Stores)
-	}
+	// Two destinations of a pipeline may share a root; a concurrent run
+	// elsewhere usually finishes soon.
+	s := &directSession{svc: a.newService(cfg, a.log, lease.NewStorageLocker(holderName("direct"), directLockTTL), 10*time.Second), close: func() {}}
 	nc, err := a.connectKnownNATS(cfg)
 	if errors.Is(err, errNoNATS) {
 		a.log.Debug().Msg("direct mode with a lock object in each root")
@@ -60,11 +50,31 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	}
 	// The lock object fences the run; the KV lease only keeps `serve` off
 	// the root, so NATS going away mid-run does not waste the run.
-	s.runner.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.runner.Locker)
+	s.svc.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.svc.Locker)
 	s.publisher = events.NewPublisher(js, streams.Subjects)
 	s.close = nc.Close
 	a.log.Debug().Str("url", nc.ConnectedUrlRedacted()).Msg("using NATS for leases and events")
 	return s, nil
+}
+
+// newService is the publication service of every command: they differ
+// only in the lease (who holds it, how long to wait for a held one) and
+// where the outcomes go. plan takes no lease (locker nil).
+func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Locker, leaseWait time.Duration) *service.Service {
+	svc := &service.Service{Engine: &engine.Engine{Version: version, Log: log, Now: a.now}, Config: cfg, Stores: stores.New(cfg),
+		Locker: locker, LeaseWait: leaseWait}
+	if a.wrapStores != nil {
+		svc.Stores = a.wrapStores(svc.Stores)
+	}
+	return svc
+}
+
+// serveLocker is the lease of serve and the demo: the KV lease fences
+// serve processes; the lock object in the root also excludes direct-mode
+// runs on hosts without NATS.
+func serveLocker(js jetstream.JetStream, streams *events.Streams, role string) lease.Locker {
+	return lease.Both(lease.NewKV(js, streams.Leases, holderName(role), serveLeaseTTL),
+		lease.NewStorageLocker(holderName(role), serveLeaseTTL))
 }
 
 // reportTimeout bounds the publication of a direct-mode result event.
@@ -97,7 +107,7 @@ func (s *directSession) maintain(ctx context.Context, a *app, d config.Destinati
 	pctx, done := a.withProgress(ctx, d.ID)
 	defer done()
 	var res engine.MaintenanceResult
-	err := s.runner.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
+	err := s.svc.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = step(pctx, root, l)
 		return err

@@ -20,9 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/natsserver"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
@@ -31,7 +31,7 @@ import (
 // own state) is written to a destination, and counts the reads of the lock
 // object.
 type hookStores struct {
-	engine.Stores
+	service.Stores
 	once      sync.Once
 	after     func()
 	lockReads atomic.Int32
@@ -96,7 +96,7 @@ func TestDirectApplyOutlivesNATS(t *testing.T) {
 	// The result event cannot reach the stopped server: give up on it
 	// soon instead of after the production bound.
 	a.reportWait = 100 * time.Millisecond
-	a.wrapStores = func(s engine.Stores) engine.Stores {
+	a.wrapStores = func(s service.Stores) service.Stores {
 		return &hookStores{Stores: s, after: func() {
 			e.nats.Server.Shutdown()
 			// Past the KV lease's safety margin: before, the run failed
@@ -261,7 +261,7 @@ func TestDirectUsesAdvertisedServe(t *testing.T) {
 	var holders []string
 	var out, errb testenv.SyncBuffer
 	a := newApp(&out, &errb)
-	a.wrapStores = func(st engine.Stores) engine.Stores {
+	a.wrapStores = func(st service.Stores) service.Stores {
 		return &hookStores{Stores: st, after: func() {
 			keys, err := kv.ListKeys(context.Background())
 			if err != nil {

@@ -35,11 +35,21 @@ func (a *app) stdoutIsTerminal() bool { return a.tty(a.stdout) }
 // and the function that clears it. Nothing is drawn unless both stdout and
 // stderr are terminals and --quiet is off.
 func (a *app) withProgress(ctx context.Context, label string) (context.Context, func()) {
-	if a.quiet || !a.tty(a.stdout) || !a.tty(a.stderr) {
+	if !a.drawsProgress() {
 		return ctx, func() {}
 	}
 	b := &progressBar{w: a.stderr, label: label}
 	return engine.WithProgress(ctx, b), b.finish
+}
+
+// drawsProgress reports whether withProgress draws anything.
+func (a *app) drawsProgress() bool {
+	return !a.quiet && a.tty(a.stdout) && a.tty(a.stderr)
+}
+
+// withDestinationProgress is withProgress labelled with d's id.
+func (a *app) withDestinationProgress(ctx context.Context, d config.Destination) (context.Context, func()) {
+	return a.withProgress(ctx, d.ID)
 }
 
 // progressBar draws one bar per phase: bytes (with rate and ETA) on the

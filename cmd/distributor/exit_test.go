@@ -9,7 +9,7 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// TestExitCodeFollowsClassify: the CLI exits as engine.Classify says (a
+// TestExitCodeFollowsClassify: the CLI exits as service.Classify says (a
 // lease lost to another run is refused like a held one), and cobra's own
 // usage errors exit 2.
 func TestExitCodeFollowsClassify(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/distributor/distributor/bundle"
-	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/service"
 )
 
 // version is set at build time with -ldflags "-X main.version=…" (releases);
@@ -53,13 +53,13 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return code
 }
 
-// Exit codes (engine.Classify maps errors to them).
+// Exit codes (service.Classify maps errors to them).
 const (
-	exitOK      = engine.ExitOK
-	exitFailed  = engine.ExitFailed
-	exitUsage   = engine.ExitUsage
-	exitRefused = engine.ExitRefused
-	exitDamaged = engine.ExitDamaged
+	exitOK      = service.ExitOK
+	exitFailed  = service.ExitFailed
+	exitUsage   = service.ExitUsage
+	exitRefused = service.ExitRefused
+	exitDamaged = service.ExitDamaged
 )
 
 // codeError carries an exit code through cobra.

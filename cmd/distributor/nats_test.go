@@ -18,9 +18,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/testenv"
 )
 
@@ -642,7 +642,7 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 	go func() {
 		var out, errb bytes.Buffer
 		a := newApp(&out, &errb)
-		a.wrapStores = func(s engine.Stores) engine.Stores { hooks.Stores = s; return hooks }
+		a.wrapStores = func(s service.Stores) service.Stores { hooks.Stores = s; return hooks }
 		code := a.run(context.Background(), []string{"prune", "--pipeline", "p.one", "--destination", "d1", "--older-than", "30d", "--config", e.cfg})
 		done <- result{code, out.String(), errb.String()}
 	}()

@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"
 )
@@ -18,14 +18,14 @@ import (
 
 // loadRequest is the preamble of plan, apply and publish: the flags make a
 // request and the configuration is loaded.
-func (a *app) loadRequest(f *publishFlags) (engine.Request, *config.Config, error) {
+func (a *app) loadRequest(f *publishFlags) (service.Request, *config.Config, error) {
 	req, err := f.request()
 	if err != nil {
-		return engine.Request{}, nil, err
+		return service.Request{}, nil, err
 	}
 	cfg, err := a.loadConfig()
 	if err != nil {
-		return engine.Request{}, nil, err
+		return service.Request{}, nil, err
 	}
 	return req, cfg, nil
 }

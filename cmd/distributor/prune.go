@@ -12,6 +12,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -63,7 +64,7 @@ func (a *app) prune(ctx context.Context, o pruneOptions) error {
 	owner := catalog.Owner{PipelineID: o.pipeline, DestinationID: o.dest}
 	cutoff := a.clock().UTC().Truncate(time.Second).Add(-age)
 	res, err := s.maintain(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) (engine.MaintenanceResult, error) {
-		return s.runner.Engine.Prune(ctx, root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
+		return s.svc.Engine.Prune(ctx, root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
 	})
 	if o.asJSON {
 		if jerr := a.printPruneJSON(d, o, age, cutoff, res, err); jerr != nil {
@@ -85,7 +86,7 @@ func (a *app) prune(ctx context.Context, o pruneOptions) error {
 		fmt.Fprintf(a.stdout, "%s %d output(s) of %s in %s older than %s (before %s)\n", verb, len(res.Plan.Removed), owner, a.showRoot(res.Root), config.Duration(age), catalog.FormatTime(cutoff))
 	}
 	if !o.dryRun && res.Plan.Changed {
-		s.report(ctx, a, engine.MaintenanceEvent(events.TypePruned, o.pipeline, o.dest, res))
+		s.report(ctx, a, service.MaintenanceEvent(events.TypePruned, o.pipeline, o.dest, res))
 	}
 	return nil
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -50,7 +50,7 @@ func (a *app) publishCommand() *cobra.Command {
 			var w resultWait
 			if wait {
 				w = resultWait{results: 1, timeout: time.Duration(timeout)} // an unknown pipeline yields one failed event
-				if dests, err := (&engine.Runner{Config: cfg}).Destinations(req); err == nil {
+				if dests, err := service.Destinations(cfg, req); err == nil {
 					w.results = len(dests)
 				}
 			}
@@ -179,7 +179,7 @@ func resultsErr(results []events.Result) error {
 			dest = "pipeline " + r.PipelineID
 		}
 		// The highest code wins: a refusal says more than a failure.
-		code = max(code, engine.ResultExitCode(r))
+		code = max(code, service.ResultExitCode(r))
 		switch r.Type {
 		case events.TypeCollision:
 			problems = append(problems, fmt.Sprintf("%s: collision with %d unmanaged path(s)", dest, len(r.Collisions)))

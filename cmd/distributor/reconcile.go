@@ -12,6 +12,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -60,7 +61,7 @@ func (a *app) reconcile(ctx context.Context, o reconcileOptions) error {
 	reports := []reconcileJSON{}
 	for _, d := range dests {
 		res, err := s.maintain(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) (engine.MaintenanceResult, error) {
-			return s.runner.Engine.Reconcile(ctx, root, l, sel, engine.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
+			return s.svc.Engine.Reconcile(ctx, root, l, sel, engine.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
 		})
 		if o.asJSON {
 			reports = append(reports, a.toReconcileJSON(d, res, err))
@@ -78,7 +79,7 @@ func (a *app) reconcile(ctx context.Context, o reconcileOptions) error {
 			a.printReconcile(d, res)
 		}
 		if !o.dryRun && (res.Plan.Changed || len(res.Refreshed) > 0) {
-			s.report(ctx, a, engine.MaintenanceEvent(events.TypeReconciled, o.pipeline, d.ID, res))
+			s.report(ctx, a, service.MaintenanceEvent(events.TypeReconciled, o.pipeline, d.ID, res))
 		}
 	}
 	if o.asJSON {

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/internal/suggest"
+	"github.com/distributor/distributor/service"
 )
 
 // app holds what every subcommand shares: flags, output streams, logger.
@@ -34,11 +34,11 @@ type app struct {
 	written map[string]string
 
 	// Test hooks; zero in production.
-	terminal   func(io.Writer) bool              // overrides isTerminal
-	leaseTTL   time.Duration                     // the KV lease TTL of direct mode (default serveLeaseTTL)
-	wrapStores func(engine.Stores) engine.Stores // wraps the backends of direct-mode runs
-	now        func() time.Time                  // the clock of direct-mode runs (catalog times, prune cutoff)
-	reportWait time.Duration                     // bounds a direct-mode event publication (default reportTimeout)
+	terminal   func(io.Writer) bool                // overrides isTerminal
+	leaseTTL   time.Duration                       // the KV lease TTL of direct mode (default serveLeaseTTL)
+	wrapStores func(service.Stores) service.Stores // wraps the backends of direct-mode runs
+	now        func() time.Time                    // the clock of direct-mode runs (catalog times, prune cutoff)
+	reportWait time.Duration                       // bounds a direct-mode event publication (default reportTimeout)
 }
 
 // clock is the time now: the test hook's when set.
@@ -191,13 +191,13 @@ func noArgs(cmd *cobra.Command, a []string) error {
 	return nil
 }
 
-// classify maps errors to exit codes: engine.Classify, plus cobra's own
+// classify maps errors to exit codes: service.Classify, plus cobra's own
 // usage errors.
 func classify(err error) int {
 	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") {
 		return exitUsage
 	}
-	return engine.Classify(err).ExitCode
+	return service.Classify(err).ExitCode
 }
 
 // suggestFlag adds the closest flag of cmd to an "unknown flag: --x" error,

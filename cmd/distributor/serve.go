@@ -13,12 +13,10 @@ import (
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/consumer"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/metrics"
 	"github.com/distributor/distributor/natsserver"
-	"github.com/distributor/distributor/stores"
+	"github.com/distributor/distributor/service"
 )
 
 // serveLeaseTTL is how long a crashed serve process blocks a root; leases are
@@ -100,7 +98,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	opts.Observer = m
 	var c *consumer.Consumer
 	if err == nil {
-		c = consumer.New(js, streams.Subjects, a.serveRunner(cfg, js, streams, m), opts)
+		c = consumer.New(js, streams.Subjects, a.serveService(cfg, js, streams, m), opts)
 		err = a.waitForJetStream(ctx, timeout, "durable consumer set up", func(ctx context.Context) error {
 			_, err := c.Durable(ctx)
 			return err
@@ -257,23 +255,15 @@ func (a *app) serveNATS(ctx context.Context, cfg *config.Config, so serveOptions
 	return nc, err
 }
 
-// serveRunner is the engine runner of serve, fenced by both leases.
-func (a *app) serveRunner(cfg *config.Config, js jetstream.JetStream, streams *events.Streams, m *metrics.Metrics) *engine.Runner {
-	return &engine.Runner{
-		Engine: &engine.Engine{Version: version, Log: a.log},
-		Config: cfg,
-		Stores: stores.New(cfg),
-		// The KV lease fences serve processes; the lock object in the root
-		// also excludes direct-mode runs on hosts without NATS.
-		Locker: lease.Both(lease.NewKV(js, streams.Leases, holderName("serve"), serveLeaseTTL),
-			lease.NewStorageLocker(holderName("serve"), serveLeaseTTL)),
-		// Another process's publication on the same root is usually
-		// short: wait for it rather than failing the delivery.
-		LeaseWait:   15 * time.Second,
-		LeaseWaited: m.LeaseWaited,
-		// Events queued for one root share its lease (within bounds).
-		HandOver: engine.DefaultHandOver,
-	}
+// serveService is serve's publication service, fenced by both leases.
+func (a *app) serveService(cfg *config.Config, js jetstream.JetStream, streams *events.Streams, m *metrics.Metrics) *service.Service {
+	// Another process's publication on the same root is usually short:
+	// wait for it rather than failing the delivery.
+	svc := a.newService(cfg, a.log, serveLocker(js, streams, "serve"), 15*time.Second)
+	svc.LeaseWaited = m.LeaseWaited
+	// Events queued for one root share its lease (within bounds).
+	svc.HandOver = service.DefaultHandOver
+	return svc
 }
 
 // runUntilStopped runs the consumer until ctx ends and in-flight work

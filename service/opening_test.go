@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -46,12 +47,12 @@ func openingHarness(t *testing.T) (*harness, config.Destination, string) {
 	return h, h.addDest(d, root, pipeA), d.Path
 }
 
-// publishOpening runs Runner.PublishOpening of the bundle in dir, as apply
-// does.
+// publishOpening runs Service.Publish of the bundle in dir to d, which
+// opens the bundle while it takes the root's lease.
 func (h *harness) publishOpening(ctx context.Context, d config.Destination, dir string) (engine.Result, *bundle.Bundle, error) {
-	req := engine.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + filepath.Base(dir)}
-	open := func(ctx context.Context) (*bundle.Bundle, error) { return h.runner.OpenBundle(ctx, req) }
-	return h.runner.PublishOpening(ctx, req, open, d)
+	req := service.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + filepath.Base(dir)}
+	b, done := h.runner.Publish(ctx, req, []config.Destination{d})
+	return done[0].Result, b, done[0].Err
 }
 
 // brokenBundle is a bundle folder whose manifest is not JSON, and the error
@@ -61,7 +62,7 @@ func (h *harness) brokenBundle() (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, bundle.ManifestName), []byte("{not json"), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	_, err := h.runner.OpenBundle(context.Background(), engine.Request{Bundle: dir})
+	_, err := h.runner.OpenBundle(context.Background(), service.Request{Bundle: dir})
 	if err == nil {
 		h.t.Fatal("the broken bundle opens")
 	}

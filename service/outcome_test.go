@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -68,8 +69,8 @@ func TestClassify(t *testing.T) {
 		{"root missing", fmt.Errorf("open root: %w", storage.ErrRootMissing), failed, false, events.ReasonRootMissing, 1},
 		{"read-only root", fmt.Errorf("put \"a\" in /r: %w", &diskErr{syscall.EROFS, storage.ErrDenied}), failed, false, events.ReasonStorageDenied, 1},
 		{"s3 access denied", fmt.Errorf("s3 put s3://b/a: access denied: %w", storage.ErrDenied), failed, false, events.ReasonStorageDenied, 1},
-		{"unknown pipeline", fmt.Errorf("%w %q", engine.ErrUnknownPipeline, "p"), failed, false, events.ReasonUnknownPipeline, 2},
-		{"unknown destination", fmt.Errorf("%w %q", engine.ErrUnknownDestination, "d"), failed, false, events.ReasonUnknownDestination, 2},
+		{"unknown pipeline", fmt.Errorf("%w %q", service.ErrUnknownPipeline, "p"), failed, false, events.ReasonUnknownPipeline, 2},
+		{"unknown destination", fmt.Errorf("%w %q", service.ErrUnknownDestination, "d"), failed, false, events.ReasonUnknownDestination, 2},
 		{"digest mismatch", fmt.Errorf("bundle /b: %w: the bundle changed", bundle.ErrDigestMismatch), failed, false, events.ReasonDigestMismatch, 1},
 		{"content mismatch", fmt.Errorf("bundle /b: %w: %q", bundle.ErrContentMismatch, "a"), failed, false, events.ReasonContentMismatch, 1},
 		{"no manifest", fmt.Errorf("bundle /b: %w", bundle.ErrNoManifest), failed, false, events.ReasonBundleMissing, 1},
@@ -89,21 +90,21 @@ func TestClassify(t *testing.T) {
 		{"anything else", errors.New("boom"), failed, false, events.ReasonInternal, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := engine.Classify(tc.err)
-			want := engine.Outcome{Type: tc.typ, Retry: tc.retry, Reason: tc.reason, ExitCode: tc.exit}
+			o := service.Classify(tc.err)
+			want := service.Outcome{Type: tc.typ, Retry: tc.retry, Reason: tc.reason, ExitCode: tc.exit}
 			if o != want {
 				t.Fatalf("Classify(%v) = %+v, want %+v", tc.err, o, want)
 			}
 			ev := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: "e1", PipelineID: "weather.daily",
 				Bundle: "/b", ManifestDigest: src.Digest}
-			r := engine.ResultEvent("d", engine.Result{}, tc.err, engine.Delivery{Event: ev, Attempt: 2})
+			r := service.ResultEvent("d", engine.Result{}, tc.err, service.Delivery{Event: ev, Attempt: 2})
 			if r.Type != tc.typ || r.Reason != tc.reason || r.Attempts != 2 || r.BundleEventID != "e1" || r.DestinationID != "d" {
 				t.Fatalf("event %s/%s attempts %d, want %s/%s", r.Type, r.Reason, r.Attempts, tc.typ, tc.reason)
 			}
 			if tc.err != nil && r.Message != tc.err.Error() {
 				t.Fatalf("message %q, want %q", r.Message, tc.err.Error())
 			}
-			if got := engine.ResultExitCode(r); got != tc.exit {
+			if got := service.ResultExitCode(r); got != tc.exit {
 				t.Fatalf("ResultExitCode(%s/%s) = %d, want %d (as the error)", r.Type, r.Reason, got, tc.exit)
 			}
 			// Failures and collisions keep the original for replay.
@@ -111,8 +112,8 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("original %v for a %s event", r.Original, r.Type)
 			}
 			// Only a retried failure runs out of deliveries.
-			if last := engine.ResultEvent("d", engine.Result{}, tc.err, engine.Delivery{Event: ev, Attempt: 5, Exhausted: tc.retry}); tc.retry &&
-				(last.Reason != events.ReasonMaxDeliveries || engine.ResultExitCode(last) != 1) {
+			if last := service.ResultEvent("d", engine.Result{}, tc.err, service.Delivery{Event: ev, Attempt: 5, Exhausted: tc.retry}); tc.retry &&
+				(last.Reason != events.ReasonMaxDeliveries || service.ResultExitCode(last) != 1) {
 				t.Fatalf("last delivery: %s/%s, want failed/max_deliveries", last.Type, last.Reason)
 			}
 			r.SchemaVersion, r.ID, r.Time = events.SchemaVersion, "e1.d", time.Now()

@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 // Places whose events do not come (yet): they must not keep a root's
 // lease, nor hold the root's line once their destination is over.
@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
 )
@@ -57,14 +57,14 @@ func TestAPublicationThatFailsBeforeItsTurnGivesUpItsPlace(t *testing.T) {
 	defer first.Release(ctx) // the side destination: still running
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
 	next := pr.publishAt("p", "live", v1, r.Queue([]config.Destination{pr.live}))
-	req := engine.Request{PipelineID: "p", Bundle: v1, BundleEventID: "ev-bad", Places: first}
+	req := service.Request{PipelineID: "p", Bundle: v1, BundleEventID: "ev-bad", Places: first}
 	b, err := r.OpenBundle(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad := pr.live // a transform it does not know: its outputs cannot be built
 	bad.Publish.HTML, bad.Transforms = true, []config.Transform{{Name: "nope"}}
-	if _, err := r.Publish(ctx, req, b, bad); err == nil {
+	if _, err := r.PublishTo(ctx, req, b, bad); err == nil {
 		t.Fatal("a publication with an unknown transform succeeded; the test needs one that fails")
 	}
 	select {
@@ -138,7 +138,7 @@ func logLines(l *testenv.SyncBuffer) []string {
 	return strings.Split(strings.TrimSpace(l.String()), "\n")
 }
 
-func captureLog(r *engine.Runner) *testenv.SyncBuffer {
+func captureLog(r *service.Service) *testenv.SyncBuffer {
 	buf := &testenv.SyncBuffer{}
 	r.Engine.Log = zerolog.New(buf)
 	return buf
@@ -230,14 +230,14 @@ func TestACancelledWaitLeavesTheLine(t *testing.T) {
 	ahead := r.Queue([]config.Destination{pr.live})
 	defer ahead.Release(context.Background())
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
-	req := engine.Request{PipelineID: "p", Bundle: v1, BundleEventID: "ev-cancelled", Places: r.Queue([]config.Destination{pr.live})}
+	req := service.Request{PipelineID: "p", Bundle: v1, BundleEventID: "ev-cancelled", Places: r.Queue([]config.Destination{pr.live})}
 	b, err := r.OpenBundle(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := r.Publish(ctx, req, b, pr.live); done <- err }()
+	go func() { _, err := r.PublishTo(ctx, req, b, pr.live); done <- err }()
 	testenv.Eventually(t, 10*time.Second, func() bool { return r.Waiting(pr.live.RootKey()) == 1 }, "the publication to wait in the line")
 	start := time.Now()
 	cancel()

@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 )
@@ -23,7 +24,7 @@ func BenchmarkWithLease(b *testing.B) {
 	d := config.Destination{ID: "d", Backend: "local", Path: root.String()}
 	st := &testStores{}
 	st.add(d, root)
-	r := &engine.Runner{Engine: &engine.Engine{}, Config: &config.Config{Destinations: []config.Destination{d}}, Stores: st,
+	r := &service.Service{Engine: &engine.Engine{}, Config: &config.Config{Destinations: []config.Destination{d}}, Stores: st,
 		Locker: lease.NewStorageLocker("bench", time.Minute), LeaseWait: time.Second}
 	ctx := context.Background()
 	for b.Loop() {

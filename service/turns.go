@@ -1,4 +1,4 @@
-package engine
+package service
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // line when it arrives, or earlier, when its event is delivered (Queue):
 // then the line is the order of delivery, whichever worker runs first. A
 // turn that ends while another waits may leave its lease to it
-// (Runner.HandOver). The zero value is ready.
+// (Service.HandOver). The zero value is ready.
 type rootTurns struct {
 	mu sync.Mutex
 	q  map[string]*turn
@@ -158,7 +158,7 @@ func (s *seat) pick() *holding {
 }
 
 // Places are an event's places in the lines of its destinations' roots,
-// taken when the event is delivered (Runner.Queue), so that this
+// taken when the event is delivered (Service.Queue), so that this
 // process's publications into a root run in delivery order even when a
 // later event's worker starts first: a producer announcing v1…v8 in a
 // burst sees each published, none superseded by a newer one that
@@ -173,11 +173,11 @@ type Places struct {
 // Queue takes a place for each of dests in its root's line, now, in the
 // order of the calls. Every place is used by a Publish of that destination
 // with the Places in its Request, or given up with Release.
-func (r *Runner) Queue(dests []config.Destination) *Places {
+func (s *Service) Queue(dests []config.Destination) *Places {
 	p := &Places{seats: make(map[string][]*seat, len(dests))}
 	for _, d := range dests {
 		k := d.RootKey()
-		p.seats[k] = append(p.seats[k], r.turns.join(k))
+		p.seats[k] = append(p.seats[k], s.turns.join(k))
 	}
 	return p
 }

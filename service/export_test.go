@@ -1,8 +1,8 @@
-package engine
+package service
 
 // Queued reports how many publications of r hold or wait for the turn of
 // the root key (tests wait for a queue to form).
-func (r *Runner) Queued(key string) int {
+func (r *Service) Queued(key string) int {
 	r.turns.mu.Lock()
 	defer r.turns.mu.Unlock()
 	if tu := r.turns.q[key]; tu != nil {
@@ -13,7 +13,7 @@ func (r *Runner) Queued(key string) int {
 
 // Waiting reports how many places in key's line belong to publications
 // that hold or wait for the turn (not to events still on their way).
-func (r *Runner) Waiting(key string) int {
+func (r *Service) Waiting(key string) int {
 	r.turns.mu.Lock()
 	defer r.turns.mu.Unlock()
 	n := 0

@@ -1,4 +1,4 @@
-package engine
+package service
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
 )
@@ -21,7 +22,7 @@ func TestFillCountsListsWrittenUpdatedDeletedAndAdopted(t *testing.T) {
 	rec := func(p string) catalog.Output {
 		return catalog.Output{Path: p, Source: src, SHA256: "sha256:aa", Size: 3, URL: "https://x/" + p}
 	}
-	res := Result{
+	res := engine.Result{
 		Written:   []planner.Item{{Path: "a.html", Record: rec("a.html")}, {Path: "b.csv", Record: rec("b.csv"), Adopted: true}},
 		Updated:   []planner.Item{{Path: "c.md", Record: rec("c.md")}},
 		Deleted:   []string{"old.csv"},
@@ -60,7 +61,7 @@ func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
 	t.Parallel()
 	older := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	newer := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
-	res := Result{Plan: planner.Plan{Items: []planner.Item{
+	res := engine.Result{Plan: planner.Plan{Items: []planner.Item{
 		{Path: "a.csv", Action: planner.Delete, Record: catalog.Output{Path: "a.csv", Source: older}},
 		{Path: "b.csv", Action: planner.Create, Write: true, Record: catalog.Output{Path: "b.csv", Source: newer}},
 	}}}
@@ -77,9 +78,9 @@ func TestResultEventSuperseded(t *testing.T) {
 	t.Parallel()
 	lost := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000001"}
 	won := catalog.Source{ID: "w", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000002"}
-	err := &SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
+	err := &engine.SupersededError{Root: "/r", Owner: catalog.Owner{PipelineID: "p", DestinationID: "d"}, Source: lost, By: won}
 	ev := events.BundleReady{ID: "ev1", PipelineID: "p"}
-	r := ResultEvent("d", Result{Plan: planner.Plan{Superseded: &won}}, err, Delivery{Event: ev, Attempt: 1})
+	r := ResultEvent("d", engine.Result{Plan: planner.Plan{Superseded: &won}}, err, Delivery{Event: ev, Attempt: 1})
 	if r.Type != events.TypeSuperseded || r.Reason != "" || r.Original != nil ||
 		r.Source == nil || *r.Source != (events.SourceRef{ID: "w", Digest: lost.Digest}) ||
 		r.SupersededBy == nil || *r.SupersededBy != (events.SourceRef{ID: "w", Digest: won.Digest}) ||
@@ -103,7 +104,7 @@ func TestResultEventOfDirectRun(t *testing.T) {
 	if d.Attempt != 1 || d.Exhausted {
 		t.Fatalf("delivery %+v, want the first and not exhausted", d)
 	}
-	r := ResultEvent("d", Result{}, errors.New("boom"), d)
+	r := ResultEvent("d", engine.Result{}, errors.New("boom"), d)
 	want := events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: "apply.1",
 		PipelineID: "p", Bundle: "/b", ManifestDigest: digest, Destinations: []string{"d"}, TakeOwnership: true}
 	if r.Type != events.TypeFailed || r.BundleEventID != "apply.1" || r.PipelineID != "p" || r.Attempts != 1 ||

@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 // Places in a root's line taken when events are delivered (Runner.Queue):
 // this process then publishes into the root in delivery order, whichever
@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 )
@@ -29,7 +29,7 @@ func newPlacesRoot(t *testing.T) *placesRoot {
 	t.Helper()
 	h := newHarness(t)
 	h.runner.LeaseWait = 30 * time.Second
-	h.runner.HandOver = engine.DefaultHandOver
+	h.runner.HandOver = service.DefaultHandOver
 	pr := &placesRoot{h: h}
 	for _, r := range []struct {
 		d    *config.Destination
@@ -51,10 +51,10 @@ func newPlacesRoot(t *testing.T) *placesRoot {
 }
 
 // publishAt publishes dir to dest at the places given.
-func (pr *placesRoot) publishAt(pipe, dest, dir string, places *engine.Places) <-chan error {
+func (pr *placesRoot) publishAt(pipe, dest, dir string, places *service.Places) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := pr.h.publish(t2, pipe, dest, dir, func(r *engine.Request) { r.Places = places })
+		_, err := pr.h.publish(t2, pipe, dest, dir, func(r *service.Request) { r.Places = places })
 		done <- err
 	}()
 	return done

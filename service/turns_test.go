@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 import (
 	"context"

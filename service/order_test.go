@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -16,7 +17,7 @@ import (
 func sourceOf(t *testing.T, dir string) catalog.Source {
 	t.Helper()
 	h := newHarness(t)
-	b, err := h.runner.OpenBundle(context.Background(), engine.Request{Bundle: dir})
+	b, err := h.runner.OpenBundle(context.Background(), service.Request{Bundle: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestOlderBundleAfterNewerChangesNothingUnlessAllowOlder(t *testing.T) {
 		}
 
 		// An operator rolls back on purpose.
-		res, err = h.publish(t2, pipeA, "archive", v1, func(r *engine.Request) { r.AllowOlder = true })
+		res, err = h.publish(t2, pipeA, "archive", v1, func(r *service.Request) { r.AllowOlder = true })
 		if err != nil {
 			t.Fatalf("allow older: %v", err)
 		}

@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 // A root's lease handed from one publication to the next queued in the
 // same process (Runner.HandOver): only while it is held, within its
@@ -20,6 +20,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 	"github.com/distributor/distributor/testenv"
@@ -36,7 +37,7 @@ type handOverRoot struct {
 	want  map[string]string
 }
 
-func newHandOverRoot(t *testing.T, n int, locker lease.Locker, ho engine.HandOver) *handOverRoot {
+func newHandOverRoot(t *testing.T, n int, locker lease.Locker, ho service.HandOver) *handOverRoot {
 	t.Helper()
 	h := newHarness(t)
 	h.runner.Locker = locker
@@ -63,17 +64,19 @@ func (c *handOverRoot) key() string { return c.dests[0].RootKey() }
 
 // publication is the publication of bundle i to d<i>.
 func (c *handOverRoot) publication(ctx context.Context, i int) (engine.Publication, error) {
-	req := engine.Request{PipelineID: fmt.Sprintf("p%d", i), Bundle: c.dirs[i], BundleEventID: fmt.Sprintf("ev-%d", i)}
+	req := service.Request{PipelineID: fmt.Sprintf("p%d", i), Bundle: c.dirs[i], BundleEventID: fmt.Sprintf("ev-%d", i)}
 	b, err := c.h.runner.OpenBundle(ctx, req)
 	if err != nil {
 		return engine.Publication{}, err
 	}
-	return c.h.runner.Publication(ctx, req, b, c.dests[i])
+	pub, err := engine.PublicationTo(c.dests[i], req.PipelineID).WithBundle(ctx, c.dests[i], b)
+	pub.BundleEventID = req.BundleEventID
+	return pub, err
 }
 
 // publishWith runs publication i on runner r under the root's lease;
 // before it, hook runs with the lease (nil: none). It returns the token.
-func (c *handOverRoot) publishWith(ctx context.Context, r *engine.Runner, i int, hook func(lease.Lease) error) (string, error) {
+func (c *handOverRoot) publishWith(ctx context.Context, r *service.Service, i int, hook func(lease.Lease) error) (string, error) {
 	pub, err := c.publication(ctx, i)
 	if err != nil {
 		return "", err
@@ -171,7 +174,7 @@ func uses(tokens []string) map[string]int {
 func TestQueuedPublicationsShareTheRootsLease(t *testing.T) {
 	t.Parallel()
 	locker := &countingLocker{Locker: lease.NewStorageLocker("engine-test", time.Minute)}
-	c := newHandOverRoot(t, 6, locker, engine.HandOver{Max: 16, For: time.Minute})
+	c := newHandOverRoot(t, 6, locker, service.HandOver{Max: 16, For: time.Minute})
 	tokens, errs := c.runQueued(context.Background(), nil)
 	c.wantAllPublished(errs)
 	if calls, held := locker.calls.Load(), locker.held.Load(); calls != 1 || held != 0 {
@@ -200,13 +203,13 @@ func TestHandOverBounds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
-		ho       engine.HandOver
+		ho       service.HandOver
 		acquired int32
 		most     int
 	}{
-		{"Max=3", engine.HandOver{Max: 3, For: time.Minute}, 3, 3}, // 7 = 3 + 3 + 1
-		{"For=1ns", engine.HandOver{Max: 16, For: time.Nanosecond}, 7, 1},
-		{"zero", engine.HandOver{}, 7, 1},
+		{"Max=3", service.HandOver{Max: 3, For: time.Minute}, 3, 3}, // 7 = 3 + 3 + 1
+		{"For=1ns", service.HandOver{Max: 16, For: time.Nanosecond}, 7, 1},
+		{"zero", service.HandOver{}, 7, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -237,7 +240,7 @@ func TestALostLeaseIsNotHandedOver(t *testing.T) {
 	t.Parallel()
 	lockClock := &clock{t: time.Now()}
 	locker := &successful{Locker: lease.NewStorageLocker("engine-test", time.Minute, lease.WithClock(lockClock.Now))}
-	c := newHandOverRoot(t, 2, locker, engine.HandOver{Max: 16, For: time.Hour})
+	c := newHandOverRoot(t, 2, locker, service.HandOver{Max: 16, For: time.Hour})
 	n := 2
 	tokens, errs := make([]string, n), make([]error, n)
 	holding, goOn, first := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -309,7 +312,7 @@ func TestACancelledFirstEventDoesNotEndTheHandedOverLease(t *testing.T) {
 	t.Parallel()
 	const ttl = 1500 * time.Millisecond // renewed every 500 ms
 	locker := &successful{Locker: lease.NewStorageLocker("engine-test", ttl)}
-	c := newHandOverRoot(t, 2, locker, engine.HandOver{Max: 16, For: time.Hour})
+	c := newHandOverRoot(t, 2, locker, service.HandOver{Max: 16, For: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	tokens, errs := make([]string, 2), make([]error, 2)
 	holding, goOn, first, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -352,7 +355,7 @@ func TestACancelledFirstEventDoesNotEndTheHandedOverLease(t *testing.T) {
 func TestAnEventCancelledWhileHoldingDoesNotHandOver(t *testing.T) {
 	t.Parallel()
 	locker := &successful{Locker: lease.NewStorageLocker("engine-test", time.Minute)}
-	c := newHandOverRoot(t, 2, locker, engine.HandOver{Max: 16, For: time.Hour})
+	c := newHandOverRoot(t, 2, locker, service.HandOver{Max: 16, For: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	tokens, errs := c.runQueued(ctx, func(context.Context, lease.Lease) error { cancel(); return nil })
 	if !errors.Is(errs[0], context.Canceled) {
@@ -380,15 +383,15 @@ func TestTwoProcessesOnOneRootWithHandOvers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ho := engine.HandOver{Max: 2, For: time.Minute}
+	ho := service.HandOver{Max: 2, For: time.Minute}
 	c := newHandOverRoot(t, 12, lease.NewKV(js, st.Leases, "proc-a", 2*time.Second), ho)
 	a := c.h.runner
-	b := &engine.Runner{Engine: a.Engine, Config: a.Config, Stores: a.Stores, LeaseWait: a.LeaseWait, HandOver: ho,
+	b := &service.Service{Engine: a.Engine, Config: a.Config, Stores: a.Stores, LeaseWait: a.LeaseWait, HandOver: ho,
 		Locker: lease.NewKV(js, st.Leases, "proc-b", 2*time.Second)}
 	var (
 		mu      sync.Mutex
 		order   []string // tokens in the order publications ran
-		owner   = map[string]*engine.Runner{}
+		owner   = map[string]*service.Service{}
 		inside  atomic.Int32
 		overlap atomic.Bool
 	)
@@ -453,7 +456,7 @@ func wantGrowingTokens(t *testing.T, order []string, most int) {
 func TestAWaiterThatGaveUpLeavesTheLeaseFree(t *testing.T) {
 	t.Parallel()
 	locker := &successful{Locker: lease.NewStorageLocker("engine-test", time.Minute)}
-	c := newHandOverRoot(t, 2, locker, engine.HandOver{Max: 16, For: time.Hour})
+	c := newHandOverRoot(t, 2, locker, service.HandOver{Max: 16, For: time.Hour})
 	c.h.runner.LeaseWait = 200 * time.Millisecond
 	holding, goOn, first := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var firstErr error

@@ -1,4 +1,4 @@
-package engine
+package service
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
@@ -70,8 +71,8 @@ func failed(reason string, retry bool) Outcome {
 // first: an error that is transient anywhere in its chain is retried.
 func rules() []rule {
 	return []rule{
-		{is(ErrSuperseded), Outcome{Type: events.TypeSuperseded, ExitCode: ExitRefused}},
-		{is(ErrCollision), Outcome{Type: events.TypeCollision, ExitCode: ExitRefused}},
+		{is(engine.ErrSuperseded), Outcome{Type: events.TypeSuperseded, ExitCode: ExitRefused}},
+		{is(engine.ErrCollision), Outcome{Type: events.TypeCollision, ExitCode: ExitRefused}},
 
 		// Another holder has the root, or took it over while this run held
 		// it (or this run's renewals stalled): the destination is busy, which
@@ -79,7 +80,7 @@ func rules() []rule {
 		{is(lease.ErrHeld, lease.ErrLost), failed(events.ReasonRefused, true)},
 		// Storage or NATS trouble, a lost race or a root swapped under the
 		// run: the retry re-reads, re-plans and opens the new folder.
-		{is(storage.ErrUnavailable, storage.ErrConflict, storage.ErrRootChanged, ErrCatalogRace,
+		{is(storage.ErrUnavailable, storage.ErrConflict, storage.ErrRootChanged, engine.ErrCatalogRace,
 			context.DeadlineExceeded, context.Canceled,
 			nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
 			nats.ErrConnectionReconnecting, nats.ErrDisconnected,
@@ -98,7 +99,7 @@ func rules() []rule {
 			planner.ErrSelector, config.ErrInvalid), failed(events.ReasonInvalidEvent, false)},
 		{is(catalog.ErrInvalid), failed(events.ReasonInvalidCatalog, false)},
 		{is(catalog.ErrNewer), failed(events.ReasonNewerCatalog, false)},
-		{is(planner.ErrEmptyReplacement, planner.ErrTooManyDeletes, ErrLegacyCatalog), failed(events.ReasonRefused, false)},
+		{is(planner.ErrEmptyReplacement, planner.ErrTooManyDeletes, engine.ErrLegacyCatalog), failed(events.ReasonRefused, false)},
 	}
 }
 

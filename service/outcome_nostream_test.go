@@ -1,4 +1,4 @@
-package engine_test
+package service_test
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/service"
 )
 
 // TestNoResponseFromStreamIsRetried: a lease request that meets its
@@ -15,7 +15,7 @@ import (
 // retried, as other NATS timeouts are, not reported failed.
 func TestNoResponseFromStreamIsRetried(t *testing.T) {
 	err := fmt.Errorf("acquire lease on file:///r/ in bucket DISTRIBUTOR_LEASES: %w", jetstream.ErrNoStreamResponse)
-	if o := engine.Classify(err); !o.Retry || o.Type != events.TypeFailed || o.Reason != events.ReasonStorage {
+	if o := service.Classify(err); !o.Retry || o.Type != events.TypeFailed || o.Reason != events.ReasonStorage {
 		t.Fatalf("Classify(%v) = %+v, want a retried storage failure", err, o)
 	}
 }

@@ -1,9 +1,10 @@
-package engine
+package service
 
 import (
 	"errors"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/planner"
 )
@@ -45,14 +46,14 @@ func (r Request) Direct(digest string) Delivery {
 // max_deliveries when the delivery is exhausted). `serve` and `apply`
 // report through it; `prune` and `reconcile-state` through
 // MaintenanceEvent.
-func ResultEvent(dest string, res Result, err error, d Delivery) events.Result {
+func ResultEvent(dest string, res engine.Result, err error, d Delivery) events.Result {
 	o := Classify(err)
 	ev := d.Event
 	r := events.Result{Type: o.Type, BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: dest, Attempts: d.Attempt}
 	if err != nil {
 		r.Message = err.Error()
 	}
-	var se *SupersededError
+	var se *engine.SupersededError
 	switch o.Type {
 	case events.TypeSuperseded:
 		// Terminal and not a failure: nothing to retry or replay.
@@ -81,7 +82,7 @@ func ResultEvent(dest string, res Result, err error, d Delivery) events.Result {
 // MaintenanceEvent is the pruned or reconciled event (typ) of a
 // maintenance run on one destination: `prune` and `reconcile-state`
 // report through it.
-func MaintenanceEvent(typ, pipeline, dest string, res MaintenanceResult) events.Result {
+func MaintenanceEvent(typ, pipeline, dest string, res engine.MaintenanceResult) events.Result {
 	r := events.Result{Type: typ, PipelineID: pipeline, DestinationID: dest}
 	switch typ {
 	case events.TypePruned:
@@ -97,7 +98,7 @@ func MaintenanceEvent(typ, pipeline, dest string, res MaintenanceResult) events.
 }
 
 // fillCounts copies what the publication did into the event.
-func fillCounts(r *events.Result, res Result) {
+func fillCounts(r *events.Result, res engine.Result) {
 	r.Written = len(res.Written)
 	r.Deleted = len(res.Deleted)
 	r.Unchanged = res.Unchanged

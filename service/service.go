@@ -1,0 +1,487 @@
+// Package service publishes bundles: the one door through which `serve`
+// (for each bundle-ready event), `apply`, `plan`, the demo and `publish`
+// reach the destinations. It resolves a request's destinations, opens
+// the bundle once, runs each destination's publication under its root's
+// lease (engine.Engine does the publication itself) with one concurrency
+// policy, classifies every error with one table (Classify) and builds the
+// result events (ResultEvent). Callers differ only in how the lease is
+// obtained (Locker, LeaseWait, HandOver) and where the outcomes go.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/storage"
+)
+
+// Stores opens backends for destinations and bundle locations.
+type Stores interface {
+	Destination(ctx context.Context, d config.Destination) (storage.Backend, error)
+	Bundle(ctx context.Context, location string) (storage.Backend, error)
+}
+
+// Service publishes a pipeline's bundle to its configured destinations.
+type Service struct {
+	Engine *engine.Engine
+	Config *config.Config
+	Stores Stores
+	Locker lease.Locker
+	// LeaseWait is how long to keep trying when another live holder has a
+	// root's lease (0: fail at once with lease.ErrHeld). Destinations of one
+	// bundle that share a root then run one after the other instead of
+	// failing the event.
+	LeaseWait time.Duration
+	// LeaseWaited, when set, is told how long each lease acquisition that
+	// succeeded took, waiting for another holder included (metrics).
+	LeaseWaited func(time.Duration)
+
+	// HandOver lets a root's lease pass from one publication to the next
+	// of this Service queued for the same root, instead of a release and a
+	// new acquisition (zero: never). See docs/guarantees.md, "Leases".
+	HandOver HandOver
+
+	// Parallel bounds how many destinations of one request publish at
+	// once (0: DefaultParallel).
+	Parallel int
+	// Around, when set, wraps the publication of each destination: the
+	// context it returns is the publication's (a progress display), and
+	// done is called when it ends.
+	Around func(ctx context.Context, d config.Destination) (_ context.Context, done func())
+
+	// turns queues this process's publications into one root (rootTurns).
+	turns rootTurns
+}
+
+// DefaultParallel is how many destinations of one request publish at
+// once unless Service.Parallel says otherwise: enough to overlap the
+// waits of a few roots, few enough that an event fanned out to thousands
+// of destinations does not open thousands of leases at once.
+const DefaultParallel = 16
+
+// HandOver bounds how long one lease serves the publications queued in
+// one process for its root. A lease is handed on only while it is held
+// (Err is nil), to a publication of the same Service that waits for the
+// root's turn, and only after the one before returned: the holder does
+// not change, so neither does the token. The bounds make the process
+// release and acquire the lease again from time to time, which is where
+// another process waiting for the root gets its chance and the token
+// grows.
+type HandOver struct {
+	// Max is how many publications in a row one lease may serve (2 or
+	// more to hand over at all).
+	Max int
+	// For: a lease held this long is not handed on (0: no time bound).
+	For time.Duration
+}
+
+// DefaultHandOver is serve's: a root's lease serves at most 16 queued
+// publications of one process, and is not handed on after a second.
+var DefaultHandOver = HandOver{Max: 16, For: time.Second}
+
+// Request names a bundle and where it goes.
+type Request struct {
+	PipelineID string
+	Bundle     string // location
+	// ManifestDigest, when set, must match the manifest's bytes.
+	ManifestDigest string
+	// Destinations restricts the pipeline's destinations (empty = all).
+	Destinations  []string
+	BundleEventID string
+	TakeOwnership bool
+	// AllowOlder publishes a bundle older than the version of the same
+	// source the destination holds (an operator's roll back).
+	AllowOlder bool
+	// Places, when set, are the places in the roots' lines taken when the
+	// event was delivered (Service.Queue); nil: join at Publish.
+	Places *Places
+}
+
+// ErrUnknownPipeline / ErrUnknownDestination: the request names something
+// the configuration does not have.
+var (
+	ErrUnknownPipeline    = errors.New("unknown pipeline")
+	ErrUnknownDestination = errors.New("unknown destination")
+)
+
+// Destinations resolves the request's destinations in config order.
+func (s *Service) Destinations(req Request) ([]config.Destination, error) {
+	return Destinations(s.Config, req)
+}
+
+// Destinations resolves req's destinations in cfg, in config order.
+func Destinations(cfg *config.Config, req Request) ([]config.Destination, error) {
+	p, ok := cfg.Pipeline(req.PipelineID)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: %s", ErrUnknownPipeline, req.PipelineID, cfg.KnownPipelines())
+	}
+	want := map[string]bool{}
+	for _, id := range req.Destinations {
+		want[id] = true
+	}
+	var out []config.Destination
+	for _, id := range p.Destinations {
+		if len(req.Destinations) > 0 && !want[id] {
+			continue
+		}
+		delete(want, id)
+		d, ok := cfg.Destination(id)
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownDestination, id)
+		}
+		out = append(out, d)
+	}
+	for _, id := range req.Destinations {
+		if want[id] {
+			return nil, fmt.Errorf("%w %q: pipeline %q publishes to %v", ErrUnknownDestination, id, req.PipelineID, p.Destinations)
+		}
+	}
+	return out, nil
+}
+
+// OpenBundle opens and checks the bundle named by the request.
+func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, error) {
+	store, err := s.Stores.Bundle(ctx, req.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+}
+
+// Done is what the publication of one destination came to.
+type Done struct {
+	Destination config.Destination
+	Result      engine.Result
+	// Err is the publication's error (Classify says what it means); the
+	// bundle's own when it could not be opened.
+	Err error
+	// Took is how long the publication ran.
+	Took time.Duration
+}
+
+// Publish publishes the request's bundle to dests (resolved with
+// Destinations), each under its root's lease, at most Parallel at once,
+// and returns what each came to, in the order of dests. The bundle is
+// opened once, while the first leases are taken; it is returned, or nil
+// when it could not be opened: then every Done carries the bundle's
+// error, and no root changed but for the lease's own lock object in
+// roots that hold a catalog already.
+func (s *Service) Publish(ctx context.Context, req Request, dests []config.Destination) (*bundle.Bundle, []Done) {
+	ob := &openOnce{open: func(ctx context.Context) (*bundle.Bundle, error) { return s.OpenBundle(ctx, req) }}
+	done := make([]Done, len(dests))
+	run := func(i int) {
+		d := dests[i]
+		dctx, end := ctx, func() {}
+		if s.Around != nil {
+			dctx, end = s.Around(ctx, d)
+		}
+		dctx = engine.WithLog(dctx, engine.LogFrom(ctx, s.Engine.Log).With().Str("destination_id", d.ID).Logger())
+		start := time.Now()
+		res, err := s.publishOpening(dctx, req, ob.get, d)
+		end()
+		done[i] = Done{Destination: d, Result: res, Err: err, Took: time.Since(start)}
+	}
+	parallel := s.Parallel
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	if len(dests) == 1 || parallel == 1 { // no goroutine (and stack) of its own
+		for i := range dests {
+			run(i)
+		}
+	} else {
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, parallel)
+		for i := range dests {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				run(i)
+			})
+		}
+		wg.Wait()
+	}
+	b, err := ob.result()
+	if err != nil {
+		// Every destination ends with the bundle's error, as when it is
+		// opened first; those that had not asked for it yet too.
+		for i := range done {
+			done[i] = Done{Destination: dests[i], Result: engine.Result{Root: dests[i].RootKey()}, Err: err, Took: done[i].Took}
+		}
+		return nil, done
+	}
+	return b, done
+}
+
+// openOnce is the bundle of one request, opened by the first publication
+// that asks for it (every later one gets the same answer).
+type openOnce struct {
+	once   sync.Once
+	open   func(context.Context) (*bundle.Bundle, error)
+	opened bool
+	b      *bundle.Bundle
+	err    error
+}
+
+func (o *openOnce) get(ctx context.Context) (*bundle.Bundle, error) {
+	o.once.Do(func() { o.opened = true; o.b, o.err = o.open(ctx) })
+	return o.b, o.err
+}
+
+// result is the bundle and its error once every publication returned;
+// one that no publication asked for is opened now.
+func (o *openOnce) result() (*bundle.Bundle, error) {
+	o.once.Do(func() { o.opened = true; o.b, o.err = o.open(context.Background()) })
+	return o.b, o.err
+}
+
+// publication builds the publication of b to d.
+func (s *Service) publication(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Publication, error) {
+	return s.head(req, d).WithBundle(ctx, d, b)
+}
+
+// head is the publication of req to d without its bundle's part.
+func (s *Service) head(req Request, d config.Destination) engine.Publication {
+	pub := engine.PublicationTo(d, req.PipelineID)
+	pub.BundleEventID, pub.TakeOwnership, pub.AllowOlder = req.BundleEventID, req.TakeOwnership, req.AllowOlder
+	return pub
+}
+
+// PublishTo runs one destination of the request, its bundle open, under
+// its root's lease: what Publish runs for each destination once the
+// bundle is open.
+func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
+	res := engine.Result{Root: d.RootKey()}
+	pub, err := s.publication(ctx, req, b, d)
+	var root storage.Backend
+	if err == nil {
+		root, err = s.Stores.Destination(ctx, d)
+	}
+	if err != nil {
+		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
+		return res, err
+	}
+	err = s.withLeaseOn(ctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
+		var err error
+		res, err = s.engineFor(ctx, l).Publish(ctx, root, l, pub)
+		res.LeaseToken = l.Token()
+		return err
+	})
+	return res, err
+}
+
+// engineFor is the engine of one publication under l: its lines carry
+// the caller's fields (WithLog) and the lease token.
+func (s *Service) engineFor(ctx context.Context, l lease.Lease) *engine.Engine {
+	eng := *s.Engine
+	eng.Log = engine.LogFrom(ctx, s.Engine.Log).With().Str("lease_token", l.Token()).Logger()
+	return &eng
+}
+
+// publishOpening is PublishTo of a bundle still being opened: open runs
+// in the background while the root's lease is taken and its catalog read
+// (the manifest's read and parse leave the critical path), and the
+// publication waits for it only when it needs the outputs, or before
+// recovering an interrupted run. When open fails it returns open's
+// error: a bundle that cannot be used changes nothing but the lease's
+// own lock object, and only in a root that already holds a catalog — a
+// fresh root (no lease objects yet) is not touched before the bundle is
+// known good.
+func (s *Service) publishOpening(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination) (engine.Result, error) {
+	res := engine.Result{Root: d.RootKey()}
+	root, err := s.Stores.Destination(ctx, d)
+	if err != nil {
+		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
+		// The bundle's error first, as when it is opened first.
+		if _, berr := open(ctx); berr != nil {
+			return res, berr
+		}
+		return res, err
+	}
+	if _, err := root.Stat(ctx, catalog.FileName); err != nil {
+		b, err := open(ctx)
+		if err != nil {
+			req.Places.giveUp(ctx, d.RootKey())
+			return res, err
+		}
+		return s.PublishTo(ctx, req, b, d)
+	}
+	var berr error
+	var full engine.Publication
+	var perr error
+	opened := make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(opened)
+		var b *bundle.Bundle
+		if b, berr = open(ctx); berr != nil {
+			cancel() // no point waiting for a held lease
+			return
+		}
+		full, perr = s.publication(ctx, req, b, d)
+	}()
+	wait := func() (engine.Publication, error) {
+		<-opened
+		if berr != nil {
+			return engine.Publication{}, berr
+		}
+		return full, perr
+	}
+	err = s.withLeaseOn(lctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
+		var err error
+		res, err = s.engineFor(ctx, l).PublishOpening(lctx, root, l, s.head(req, d), wait)
+		res.LeaseToken = l.Token()
+		return err
+	})
+	<-opened
+	if berr != nil {
+		return engine.Result{Root: d.RootKey()}, berr // the bundle's error, as when it is opened first
+	}
+	return res, err
+}
+
+// WithLease opens d's root, holds the root's lease while fn runs, and
+// releases it afterwards.
+func (s *Service) WithLease(ctx context.Context, d config.Destination, fn func(root storage.Backend, l lease.Lease) error) error {
+	root, err := s.Stores.Destination(ctx, d)
+	if err != nil {
+		return err
+	}
+	return s.withLeaseOn(ctx, d, root, nil, fn)
+}
+
+// withLeaseOn is WithLease on the opened root, in the root's line at the
+// place taken in places (if any). The lease is the one the last
+// publication of this Service into the root left (HandOver), or a new one.
+func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(root storage.Backend, l lease.Lease) error) error {
+	start := time.Now()
+	// Waiting for this process's own holders counts toward LeaseWait; past
+	// it, the lease is asked for anyway and reports who holds it.
+	place := places.claim(d.RootKey())
+	if place == nil {
+		place = s.turns.join(d.RootKey())
+	}
+	if ok, before := place.wait(ctx, start.Add(s.LeaseWait)); !ok {
+		place = nil
+		if s.LeaseWait > 0 && ctx.Err() == nil {
+			// Says what held the line up: a holder of this process, or
+			// earlier events still on their way (a slow bundle store).
+			log := engine.LogFrom(ctx, s.Engine.Log)
+			log.Warn().Str("root", d.RootKey()).Dur("lease_wait", s.LeaseWait).Int("ahead_publishing", before.publishing).
+				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
+		}
+	}
+	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root}, start)
+	if err != nil {
+		if place != nil {
+			place.done(ctx)
+		}
+		return err
+	}
+	defer s.giveBack(ctx, place, h, root)
+	return fn(root, h.l)
+}
+
+// hold returns the lease left on the seat if it is still held, or
+// acquires one. Either way its renewal follows ctx until giveBack.
+func (s *Service) hold(ctx context.Context, place *seat, root lease.Root, start time.Time) (*holding, error) {
+	if place != nil {
+		if h := place.pick(); h != nil {
+			if h.l.Err() == nil {
+				h.bind(ctx)
+				if s.LeaseWaited != nil {
+					s.LeaseWaited(time.Since(start))
+				}
+				return h, nil
+			}
+			// Lost while it was handed on: a new holder, a new token.
+			_ = h.release(context.WithoutCancel(ctx))
+		}
+	}
+	// The renewal's own context: ctx ends it while this publication uses
+	// the lease (bind), a later one's context after a hand-over.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &holding{cancel: cancel}
+	h.bind(ctx)
+	l, err := s.acquire(lctx, root, start)
+	if err != nil {
+		h.unbind()
+		cancel()
+		return nil, err
+	}
+	h.l, h.since = l, time.Now()
+	return h, nil
+}
+
+// giveBack leaves the lease to the next publication waiting on the seat,
+// within HandOver's bounds and while it is held, or releases it; then it
+// gives up the turn.
+func (s *Service) giveBack(ctx context.Context, place *seat, h *holding, root storage.Backend) {
+	// false: ctx ended while the lease was in use, which ended its renewal.
+	live := h.unbind()
+	if place != nil {
+		defer place.done(ctx)
+		if live && s.mayHandOver(h) && place.leaveLease(h) {
+			return
+		}
+	}
+	if err := h.release(context.WithoutCancel(ctx)); err != nil {
+		log := engine.LogFrom(ctx, s.Engine.Log)
+		log.Warn().Err(err).Str("root", root.String()).Msg("lease release failed; it expires on its own")
+	}
+}
+
+// mayHandOver reports whether h may serve one more publication.
+func (s *Service) mayHandOver(h *holding) bool {
+	if h.uses >= s.HandOver.Max || (s.HandOver.For > 0 && time.Since(h.since) >= s.HandOver.For) {
+		return false
+	}
+	return h.l.Err() == nil // a lost lease is never handed on
+}
+
+// Plan computes the plan of one destination without a lease or any write.
+func (s *Service) Plan(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
+	pub, err := s.publication(ctx, req, b, d)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	root, err := s.Stores.Destination(ctx, d)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	p, err := s.Engine.Plan(ctx, root, pub)
+	return engine.Result{Root: root.String(), Plan: p}, err
+}
+
+// acquire takes the lease, waiting up to LeaseWait while it is held.
+func (s *Service) acquire(ctx context.Context, root lease.Root, start time.Time) (lease.Lease, error) {
+	deadline := start.Add(s.LeaseWait)
+	pause := 50 * time.Millisecond
+	for {
+		l, err := s.Locker.Acquire(ctx, root)
+		if err == nil && s.LeaseWaited != nil {
+			s.LeaseWaited(time.Since(start))
+		}
+		if err == nil || !errors.Is(err, lease.ErrHeld) || !time.Now().Add(pause).Before(deadline) {
+			return l, err
+		}
+		// Jitter keeps waiters on one root from retrying in lockstep; the
+		// cap keeps a released root from idling long.
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause/2 + rand.N(pause)):
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}

@@ -100,7 +100,7 @@ func TestRuleOperatorFlagsOnlyOnAdminSubject(t *testing.T) {
 		r := res[0]
 		msg := fmt.Sprintf("bundle.ready %s on distributor.bundle.ready.weather.daily asks for %s: operator flags are accepted only on the admin subject distributor.admin.bundle.ready.weather.daily (distributor replay --take-ownership or --allow-older)", ev.ID, c.flags)
 		if len(res) != 1 || r.Type != events.TypeFailed || r.Reason != events.ReasonInvalidEvent || r.Message != msg ||
-			r.ID != ev.ID+"._.failed" || r.DestinationID != "" || r.PipelineID != "weather.daily" || r.Attempts != 1 || r.Written != 0 {
+			r.ID != ev.ID+"._" || r.DestinationID != "" || r.PipelineID != "weather.daily" || r.Attempts != 1 || r.Written != 0 {
 			t.Fatalf("%s: %d result(s), first %+v\nwant one failed/invalid_event with message %q", ev.ID, len(res), r, msg)
 		}
 		if r.Original == nil || r.Original.ID != ev.ID || r.Original.TakeOwnership != ev.TakeOwnership || r.Original.AllowOlder != ev.AllowOlder {

@@ -1,6 +1,6 @@
 // Package consumer is the JetStream pull loop of `distributor serve`: it
-// decodes bundle-ready events, publishes each destination under its root's
-// lease through the engine, reports one result event per destination, and
+// decodes bundle-ready events, publishes them through the service
+// (service.Service.Publish), reports one result event per destination, and
 // acks, naks with back-off, or terminates the message.
 //
 // Every serve process shares one durable consumer. service.Classify splits
@@ -15,25 +15,26 @@
 // reported `superseded` there and acked: newest wins, whatever the arrival
 // order. The last allowed delivery
 // of a transient failure reports `failed` with reason `max_deliveries`.
-// A redelivery runs only the destinations that have no result event yet;
-// work abandoned at shutdown and results that could not be published are
-// retried, never reported as failures or acked away. A result that can
-// never be published (too large), or still cannot be at the last delivery,
-// is replaced by a minimal failed/internal one naming the bundle-ready
-// message, and the message is terminated: none stays unacknowledged.
+// Each destination of an event is reported once (service.Ledger): a
+// redelivery runs only the destinations that have no result event yet,
+// and a result that could not be published is delivered by a later
+// attempt; work abandoned at shutdown is retried, never reported as a
+// failure or acked away. A result that can never be published (too
+// large), or still cannot be at the last delivery, is replaced by a
+// minimal failed/internal one naming the bundle-ready message, and the
+// message is terminated: none stays unacknowledged.
 package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -154,11 +155,11 @@ func (o Options) withDefaults() Options {
 
 // Consumer processes bundle-ready events.
 type Consumer struct {
-	js        jetstream.JetStream
-	subjects  events.Subjects
-	svc       *service.Service
-	publisher *events.Publisher
-	opts      Options
+	js       jetstream.JetStream
+	subjects events.Subjects
+	svc      *service.Service
+	ledger   *service.Ledger
+	opts     Options
 	// The durable's settings on the server, which win over opts (an
 	// operator may have changed them): set by Durable.
 	maxDeliver atomic.Int64
@@ -169,7 +170,8 @@ type Consumer struct {
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, svc *service.Service, opts Options) *Consumer {
 	opts = opts.withDefaults()
-	c := &Consumer{js: js, subjects: subjects, svc: svc, publisher: events.NewPublisher(js, subjects, events.WithMaxResultBytes(opts.MaxResultBytes)), opts: opts}
+	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts,
+		ledger: service.NewLedger(svc, js, subjects, opts.Log, events.WithMaxResultBytes(opts.MaxResultBytes))}
 	c.maxDeliver.Store(int64(opts.MaxDeliver))
 	c.heartbeat.Store(int64(opts.Heartbeat))
 	return c
@@ -249,6 +251,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // outcome is what happened to one destination of an event.
 type outcome struct {
+	d         config.Destination // zero when the event failed as a whole
 	dest      string
 	result    engine.Result
 	err       error
@@ -343,9 +346,9 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 			continue
 		}
 		switch c.reportOutcome(ctx, log, ev, o, attempt, last, ref) {
-		case reportRetry:
+		case service.Retry:
 			retry = true
-		case reportImpossible:
+		case service.Undeliverable:
 			unpublishable = true
 		}
 	}
@@ -373,8 +376,8 @@ func (c *Consumer) finish(msg jetstream.Msg, attempt int, retry, unpublishable b
 // and a later delivery may manage.
 func (c *Consumer) refuseUndecodable(ctx context.Context, msg jetstream.Msg, err error, attempt int, last bool) {
 	c.opts.Log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
-	if err := c.publish(ctx, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-		Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}); err != nil && !last && !permanentPublishErr(err) {
+	if c.ledger.Deliver(ctx, service.Done{}, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
+		Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}, last, nil) == service.Retry {
 		_ = msg.NakWithDelay(c.backoff(attempt))
 		return
 	}
@@ -382,33 +385,22 @@ func (c *Consumer) refuseUndecodable(ctx context.Context, msg jetstream.Msg, err
 	_ = msg.TermWithReason("invalid event")
 }
 
-// reportStatus is what became of the result event of one outcome.
-type reportStatus int
-
-const (
-	reported         reportStatus = iota
-	reportRetry                   // not published; a later delivery reports it
-	reportImpossible              // not published, and retrying cannot help
-)
-
-// reportOutcome publishes the result event of one final outcome, observes
-// and logs it.
-func (c *Consumer) reportOutcome(ctx context.Context, log zerolog.Logger, ev events.BundleReady, o outcome, attempt int, last bool, ref *events.MsgRef) reportStatus {
-	r := c.resultFor(ev, o, attempt, last)
+// reportOutcome delivers the result event of one final outcome (the
+// ledger sees that each destination of an event is reported once),
+// observes and logs it.
+func (c *Consumer) reportOutcome(ctx context.Context, log zerolog.Logger, ev events.BundleReady, o outcome, attempt int, last bool, ref *events.MsgRef) service.Status {
+	done := service.Done{Destination: o.d, Result: o.result, Err: o.err, Took: o.took}
+	r := c.ledger.ResultFor(done, service.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
 	if r.Original != nil {
 		r.OriginalRef = ref // lets a result too large for its original still name it
 	}
-	if err := c.publish(ctx, r); err != nil {
-		// An unreported outcome is retried (a no-op re-run that reports
-		// it), never acked away; unless retrying cannot help or this
-		// was the last delivery: then a minimal failure reports it.
-		if !last && !permanentPublishErr(err) {
-			return reportRetry
-		}
-		if c.publish(ctx, unpublished(r, err, ref)) != nil && !last {
-			return reportRetry
-		}
-		return reportImpossible
+	status := c.ledger.Deliver(ctx, done, r, last, ref)
+	switch status {
+	case service.AlreadyReported:
+		o.logFields(log.Info()).Str("type", r.Type).Msg("an earlier delivery reported this destination already; this result is dropped")
+		return status
+	case service.Retry, service.Undeliverable:
+		return status
 	}
 	c.opts.Observer.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
 	// A failure needs an operator.
@@ -420,8 +412,11 @@ func (c *Consumer) reportOutcome(ctx context.Context, log zerolog.Logger, ev eve
 	if r.Reason != "" {
 		le = le.Str("reason", r.Reason)
 	}
+	if o.result.Kept != nil {
+		le = le.Bool("kept_by_an_earlier_attempt", true)
+	}
 	le.Msg("result")
-	return reported
+	return status
 }
 
 // originalRef names msg in its stream, for results about it.
@@ -431,24 +426,6 @@ func originalRef(msg jetstream.Msg) *events.MsgRef {
 		return nil
 	}
 	return &events.MsgRef{Stream: md.Stream, Seq: md.Sequence.Stream}
-}
-
-// permanentPublishErr reports whether publishing a result failed for a
-// reason a retry cannot change.
-func permanentPublishErr(err error) bool {
-	return errors.Is(err, events.ErrTooLarge) || errors.Is(err, events.ErrInvalidEvent) || errors.Is(err, nats.ErrMaxPayload)
-}
-
-// unpublished is the minimal failed result that replaces r when r cannot
-// be published: it keeps r's identity and the reference to the bundle-ready
-// message, so that replay still finds it.
-func unpublished(r events.Result, err error, ref *events.MsgRef) events.Result {
-	msg := fmt.Sprintf("could not publish the %s result event: %v", r.Type, err)
-	if r.Reason != "" {
-		msg += fmt.Sprintf("; it reported %s: %s", r.Reason, r.Message)
-	}
-	return events.Result{Type: events.TypeFailed, BundleEventID: r.BundleEventID, PipelineID: r.PipelineID, DestinationID: r.DestinationID,
-		Reason: events.ReasonInternal, Message: msg, Attempts: r.Attempts, OriginalRef: ref}
 }
 
 // rejectOperatorFlags terminates a producer's event that asks for what only
@@ -468,7 +445,7 @@ func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, e
 			ev.ID, msg.Subject(), strings.Join(flags, " and "), c.subjects.AdminBundleReady(ev.PipelineID)),
 		Attempts: attempt, Original: &orig}
 	c.opts.Log.Warn().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
-	if err := c.publish(ctx, r); err != nil && !last && !permanentPublishErr(err) {
+	if c.ledger.Deliver(ctx, service.Done{}, r, last, originalRef(msg)) == service.Retry {
 		_ = msg.NakWithDelay(c.backoff(attempt))
 		return
 	}
@@ -494,9 +471,13 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *s
 		return []outcome{{dest: "", err: err}}
 	}
 	if attempt > 1 {
-		if dests, err = c.unreported(ctx, ev, stored, dests); err != nil {
+		reported, err := c.ledger.Reported(ctx, ev, stored)
+		if err != nil {
 			return []outcome{{dest: "", err: err, transient: true}}
 		}
+		// Running them again would be worse than wasted work: a transient
+		// error on the last delivery would contradict their result.
+		dests = slices.DeleteFunc(dests, func(d config.Destination) bool { return reported[d.ID] })
 		places.Keep(ctx, dests) // the reported ones' roots move on
 		if len(dests) == 0 {
 			return nil
@@ -505,75 +486,10 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *s
 	_, done := c.svc.Publish(ctx, req, dests)
 	outs := make([]outcome, len(done))
 	for i, d := range done {
-		outs[i] = outcome{dest: d.Destination.ID, result: d.Result, err: d.Err, transient: service.Classify(d.Err).Retry,
+		outs[i] = outcome{d: d.Destination, dest: d.Destination.ID, result: d.Result, err: d.Err, transient: service.Classify(d.Err).Retry,
 			root: d.Destination.RootKey(), took: d.Took}
 	}
 	return outs
-}
-
-// unreported drops the destinations that an earlier delivery of ev already
-// reported. Re-running them would be worse than wasted work: a newer bundle
-// may have reached them since (the re-run would silently put the older one
-// back, its result dropped as a duplicate), and a transient error on the
-// last delivery would contradict their published event with a failed one.
-// The result events are the record: they are looked up in the events
-// stream from the time the bundle-ready event was stored.
-func (c *Consumer) unreported(ctx context.Context, ev events.BundleReady, stored time.Time, dests []config.Destination) ([]config.Destination, error) {
-	// A minute of slack for clock differences inside a cluster.
-	since := stored.Add(-time.Minute)
-	oc, err := c.js.OrderedConsumer(ctx, c.subjects.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{c.subjects.ResultFilter("", "", ev.PipelineID)},
-		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
-		OptStartTime:      &since,
-		InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("look up earlier results of %s: %w", ev.ID, err)
-	}
-	done := map[string]bool{}
-	for {
-		batch, err := oc.FetchNoWait(256)
-		if err != nil {
-			return nil, fmt.Errorf("look up earlier results of %s: %w", ev.ID, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var r struct {
-				BundleEventID string `json:"bundle_event_id"`
-				DestinationID string `json:"destination_id"`
-			}
-			if json.Unmarshal(m.Data(), &r) == nil && r.BundleEventID == ev.ID {
-				done[r.DestinationID] = true
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("look up earlier results of %s: %w", ev.ID, err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-	var out []config.Destination
-	for _, d := range dests {
-		if !done[d.ID] {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-
-func (c *Consumer) resultFor(ev events.BundleReady, o outcome, attempt int, last bool) events.Result {
-	return service.ResultEvent(o.dest, o.result, o.err, service.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
-}
-
-func (c *Consumer) publish(ctx context.Context, r events.Result) error {
-	err := c.publisher.PublishResult(context.WithoutCancel(ctx), r)
-	if err != nil {
-		c.opts.Log.Error().Err(err).Str("event_id", r.BundleEventID).Str("pipeline_id", r.PipelineID).Int("attempt", r.Attempts).
-			Str("destination_id", r.DestinationID).Str("type", r.Type).Msg("could not publish result event")
-	}
-	return err
 }
 
 func msgID(msg jetstream.Msg) string {

@@ -59,7 +59,7 @@ func checkPublished(t *testing.T, r events.Result, eventID, dest string, written
 	if outputs != nil && !reflect.DeepEqual(r.Outputs, outputs) {
 		t.Errorf("%s: outputs =\n%+v\nwant\n%+v", dest, r.Outputs, outputs)
 	}
-	if r.ID != eventID+"."+dest+".published" || r.Reason != "" || r.Original != nil || r.Attempts != 1 {
+	if r.ID != eventID+"."+dest || r.Reason != "" || r.Original != nil || r.Attempts != 1 {
 		t.Errorf("%s: id %q reason %q original %v attempts %d", dest, r.ID, r.Reason, r.Original, r.Attempts)
 	}
 }

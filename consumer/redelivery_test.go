@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,6 +457,56 @@ func TestResultPublishFailureRetried(t *testing.T) {
 	if len(got) != 1 || got[0].BundleEventID != id || got[0].Type != events.TypePublished || got[0].Attempts < 2 {
 		t.Errorf("results: %+v", got)
 	}
+}
+
+// TestUndeliveredResultSurvivesANewerVersion: an event whose publication
+// finished but whose result could not be published (the events stream is
+// gone) reports, once it can, what it wrote: published with its outputs,
+// not superseded by the newer version that landed on the root meanwhile.
+func TestUndeliveredResultSurvivesANewerVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, archiveYAML, false)
+	if err := e.js.DeleteStream(e.ctx, e.streams.Subjects.EventsStream()); err != nil {
+		t.Fatal(err)
+	}
+	e.start(nodeConfig{opts: fastOptions()})
+	root := localRoot(t, e.roots["archive"])
+	loc1, digest1 := e.bundle("weather.tomorrow", v1)
+	id1 := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc1, ManifestDigest: digest1})
+	e.waitFor(10*time.Second, func() bool { return files(t, root)["data/a.csv"] != "" }, "v1 to land")
+	loc2, digest2 := e.bundle("weather.tomorrow", v2)
+	id2 := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc2, ManifestDigest: digest2})
+	e.waitFor(10*time.Second, func() bool { return files(t, root)["data/b.csv"] != "" }, "v2 to land")
+	// Both wait for their results' delivery: v1's next attempt would now
+	// find v2 there.
+	e.waitFor(10*time.Second, func() bool {
+		info, err := e.durableInfo()
+		return err == nil && info.Delivered.Consumer >= 4
+	}, "both events delivered again")
+	if _, err := events.Setup(e.ctx, e.js, events.SetupConfig{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	r1 := e.wait(id1, 1, 20*time.Second)[0]
+	r2 := e.wait(id2, 1, 20*time.Second)[0]
+	e.settled(5 * time.Second)
+	if r1.Type != events.TypePublished || r1.Written != len(v1) || r1.Source == nil || r1.Source.Digest != digest1 || r1.Attempts < 2 {
+		t.Errorf("v1: %s written %d source %+v attempts %d (%s); want published, %d written, source %s, reported by a later attempt",
+			r1.Type, r1.Written, r1.Source, r1.Attempts, r1.Message, len(v1), digest1)
+	}
+	if r2.Type != events.TypePublished || r2.Source == nil || r2.Source.Digest != digest2 {
+		t.Errorf("v2: %s source %+v (%s); want published", r2.Type, r2.Source, r2.Message)
+	}
+	if got := readResults(t, e); len(got) != 2 {
+		t.Errorf("%d results for 2 events: %+v", len(got), got)
+	}
+	if left := files(t, root); len(left) != len(v2)+1 || left["data/b.csv"] == "" {
+		t.Errorf("root holds %v, want v2's files and the catalog", left)
+	}
+	// The kept results are gone once delivered.
+	if reports, _ := os.ReadDir(filepath.Join(e.roots["archive"], ".distributor", "reports")); len(reports) != 0 {
+		t.Errorf("%d kept results left in the root", len(reports))
+	}
+	e.checkNoBadEvents()
 }
 
 // readResults reads the whole events stream.

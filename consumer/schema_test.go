@@ -77,7 +77,7 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 	var results []events.Result
 	add := func(p *events.Publisher, r events.Result) {
 		t.Helper()
-		if err := p.PublishResult(ctx, r); err != nil {
+		if _, err := p.PublishResult(ctx, r); err != nil {
 			t.Fatalf("publish %s: %v", r.Type, err)
 		}
 		results = append(results, r)

@@ -84,8 +84,11 @@
 // event + owner) under .distributor/reports/. The next attempt of the same
 // publication reports those paths with its own and removes the file; another
 // publication in between (say a second destination of the same event in
-// the same root) neither claims nor loses them. Reports that no attempt
-// ever claims are removed after 30 days (reportMaxAge).
+// the same root) neither claims nor loses them. The same file keeps the
+// result of an attempt that finished but could not deliver it
+// (KeepResult): the next attempt returns it (Result.Kept) instead of
+// running again. Reports that no attempt ever claims are removed after 30
+// days (reportMaxAge).
 //
 // # Fingerprints: bytes the catalog does not describe
 //

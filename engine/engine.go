@@ -105,6 +105,10 @@ type Result struct {
 	// LeaseToken is the fencing token of the root's lease, once it was
 	// held (by the service).
 	LeaseToken string
+	// Kept is the encoded result an earlier attempt of this publication
+	// finished with and could not deliver (Engine.KeepResult); when set,
+	// this run changed nothing and the rest of Result is empty.
+	Kept []byte
 }
 
 func (e *Engine) now() time.Time {

@@ -87,6 +87,11 @@ func (r *publication) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if pending.Result != nil {
+		// An earlier attempt finished; only its result is left to deliver.
+		r.res.Kept = pending.Result
+		return nil
+	}
 	if err := r.plan(ctx); err != nil {
 		return err
 	}

@@ -27,6 +27,10 @@ type pendingReport struct {
 	DestinationID string   `json:"destination_id"`
 	Written       []string `json:"written"`
 	Deleted       []string `json:"deleted,omitempty"`
+	// Result is the result of an attempt that finished but could not
+	// deliver it (KeepResult): the next attempt delivers it instead of
+	// running again.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 func reportPath(eventID string, owner catalog.Owner) string {
@@ -96,4 +100,34 @@ func union(a, b []string) []string {
 	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// KeepResult keeps result, the encoded result of a publication that
+// finished but whose result could not be delivered (NATS was away), in
+// the root, for the next attempt of the same publication: that attempt
+// returns it (Result.Kept) instead of running again, which would find its
+// own work done or, once a newer version landed, superseded. Nothing else
+// writes the publication's report once it finished, so no lease is
+// needed.
+func (e *Engine) KeepResult(ctx context.Context, root storage.Backend, eventID string, owner catalog.Owner, result []byte) error {
+	if eventID == "" {
+		return errors.New("engine: a result is kept only for a publication of a bundle event")
+	}
+	data, err := json.MarshalIndent(pendingReport{BundleEventID: eventID, PipelineID: owner.PipelineID, DestinationID: owner.DestinationID,
+		Written: []string{}, Result: result}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := root.Put(ctx, reportPath(eventID, owner), bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("keep the result of %s in %s: %w", eventID, root, err)
+	}
+	return nil
+}
+
+// ForgetResult removes the result KeepResult kept, once delivered.
+func (e *Engine) ForgetResult(ctx context.Context, root storage.Backend, eventID string, owner catalog.Owner) error {
+	if err := root.Delete(ctx, reportPath(eventID, owner)); err != nil {
+		return fmt.Errorf("remove the kept result of %s in %s: %w", eventID, root, err)
+	}
+	return nil
 }

@@ -373,7 +373,7 @@ func TestSupersededResult(t *testing.T) {
 	won := &events.SourceRef{ID: "w", Digest: "sha256:" + strings.Repeat("f", 64), Created: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
 	r := events.Result{SchemaVersion: 1, Type: events.TypeSuperseded, BundleEventID: "b1", DestinationID: "latest-html",
 		PipelineID: "w.daily", Source: lost, SupersededBy: won, Time: time.Date(2026, 6, 19, 12, 1, 0, 0, time.UTC)}
-	if got := events.ResultMsgID(r); got != "b1.latest-html.superseded" {
+	if got := events.ResultMsgID(r); got != "b1.latest-html" {
 		t.Fatalf("ResultMsgID = %q", got)
 	}
 	r.ID = events.ResultMsgID(r)

@@ -241,13 +241,26 @@ func TestPublishResultDeterministicID(t *testing.T) {
 	p := events.NewPublisher(js, st.Subjects)
 
 	r := published("evt-1", "latest-html", "weatherreporter.daily")
-	if got := events.ResultMsgID(r); got != "evt-1.latest-html.published" {
+	if got := events.ResultMsgID(r); got != "evt-1.latest-html" {
 		t.Fatalf("ResultMsgID = %q", got)
 	}
 	for i := 0; i < 3; i++ { // a redelivered bundle publishes its result again
-		if err := p.PublishResult(ctx, r); err != nil {
+		dup, err := p.PublishResult(ctx, r)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if dup != (i > 0) {
+			t.Fatalf("publish %d: dup = %v", i+1, dup)
+		}
+	}
+	// A second result of another type for the same destination of the
+	// same event (a redelivery that found a newer version landed since)
+	// is a duplicate too: downstream hears of the first only.
+	later := r
+	later.Type, later.Written, later.Outputs = events.TypeSuperseded, 0, nil
+	later.SupersededBy = &events.SourceRef{ID: "weatherreporter.tomorrow", Digest: digest}
+	if dup, err := p.PublishResult(ctx, later); err != nil || !dup {
+		t.Fatalf("superseded after published: dup = %v, err = %v", dup, err)
 	}
 	info, _ := st.Events.Info(ctx)
 	if info.State.Msgs != 1 {
@@ -262,26 +275,26 @@ func TestPublishResultDeterministicID(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Subject != "distributor.events.published.latest-html.weatherreporter.daily" ||
-		m.Header.Get("Nats-Msg-Id") != "evt-1.latest-html.published" || got.ID != "evt-1.latest-html.published" || got.Time.IsZero() {
+		m.Header.Get("Nats-Msg-Id") != "evt-1.latest-html" || got.ID != "evt-1.latest-html" || got.Type != events.TypePublished || got.Time.IsZero() {
 		t.Fatalf("stored %s msg-id %s event %+v", m.Subject, m.Header.Get("Nats-Msg-Id"), got)
 	}
 
 	// Another destination, another type: separate events.
-	if err := p.PublishResult(ctx, published("evt-1", "archive", "weatherreporter.daily")); err != nil {
+	if _, err := p.PublishResult(ctx, published("evt-1", "archive", "weatherreporter.daily")); err != nil {
 		t.Fatal(err)
 	}
 	orig := sampleBundle()
 	failed := events.Result{Type: events.TypeFailed, BundleEventID: "evt-1", PipelineID: "weatherreporter.daily",
 		Reason: events.ReasonUnknownPipeline, Message: "pipeline not configured", Attempts: 1, Original: &orig}
-	if err := p.PublishResult(ctx, failed); err != nil {
+	if _, err := p.PublishResult(ctx, failed); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.PublishResult(ctx, failed); err != nil {
+	if _, err := p.PublishResult(ctx, failed); err != nil {
 		t.Fatal(err)
 	}
 	// Maintenance results are not tied to a bundle event: each is new.
 	for i := 0; i < 2; i++ {
-		if err := p.PublishResult(ctx, events.Result{Type: events.TypePruned, PipelineID: "w.daily", DestinationID: "archive", Deleted: 3}); err != nil {
+		if _, err := p.PublishResult(ctx, events.Result{Type: events.TypePruned, PipelineID: "w.daily", DestinationID: "archive", Deleted: 3}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -296,7 +309,7 @@ func TestPublishResultDeterministicID(t *testing.T) {
 		t.Fatalf("subjects %v, want %v", info.State.Subjects, want)
 	}
 	m, _ = st.Events.GetMsg(ctx, 3)
-	if m.Header.Get("Nats-Msg-Id") != "evt-1._.failed" {
+	if m.Header.Get("Nats-Msg-Id") != "evt-1._" {
 		t.Fatalf("failed msg id %q", m.Header.Get("Nats-Msg-Id"))
 	}
 	if got, err := events.DecodeResult(m.Data); err != nil || got.Original == nil || got.Original.ID != orig.ID {
@@ -304,10 +317,10 @@ func TestPublishResultDeterministicID(t *testing.T) {
 	}
 
 	// Invalid results are refused.
-	if err := p.PublishResult(ctx, events.Result{Type: "done"}); !errors.Is(err, events.ErrInvalidEvent) {
+	if _, err := p.PublishResult(ctx, events.Result{Type: "done"}); !errors.Is(err, events.ErrInvalidEvent) {
 		t.Fatalf("unknown type: err = %v", err)
 	}
-	if err := p.PublishResult(ctx, events.Result{Type: events.TypeFailed, BundleEventID: "x"}); !errors.Is(err, events.ErrInvalidEvent) {
+	if _, err := p.PublishResult(ctx, events.Result{Type: events.TypeFailed, BundleEventID: "x"}); !errors.Is(err, events.ErrInvalidEvent) {
 		t.Fatalf("failed without reason: err = %v", err)
 	}
 }
@@ -325,7 +338,7 @@ func TestResultFilterMatchesStream(t *testing.T) {
 		{Type: events.TypeCollision, BundleEventID: "e4", DestinationID: "html", PipelineID: "w.daily"},
 		{Type: events.TypeFailed, BundleEventID: "e5", PipelineID: "w.daily", Reason: events.ReasonInvalidEvent},
 	} {
-		if err := p.PublishResult(ctx, r); err != nil {
+		if _, err := p.PublishResult(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -371,12 +384,12 @@ func TestResultTruncation(t *testing.T) {
 		r.Outputs = append(r.Outputs, events.OutputRef{Path: fmt.Sprintf("dir/file-%03d.html", i), SHA256: digest, Size: int64(i), Action: events.ActionWritten})
 	}
 	r.Written = 200
-	if err := p.PublishResult(ctx, r); err != nil {
+	if _, err := p.PublishResult(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	// Under the limit nothing is cut.
 	small := published("small", "html", "w.daily")
-	if err := p.PublishResult(ctx, small); err != nil {
+	if _, err := p.PublishResult(ctx, small); err != nil {
 		t.Fatal(err)
 	}
 
@@ -415,7 +428,7 @@ func TestResultTruncation(t *testing.T) {
 	for i := range 500 {
 		c.Collisions = append(c.Collisions, fmt.Sprintf("unmanaged/path-%04d.txt", i))
 	}
-	if err := p.PublishResult(ctx, c); err != nil {
+	if _, err := p.PublishResult(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	m, _ = st.Events.GetMsg(ctx, 3)
@@ -427,7 +440,7 @@ func TestResultTruncation(t *testing.T) {
 	// Nothing left to cut but a fixed field: a clear error, nothing published.
 	f := published("huge", "html", "w.daily")
 	f.Source.ID = strings.Repeat("s", limit)
-	if err := p.PublishResult(ctx, f); !errors.Is(err, events.ErrTooLarge) {
+	if _, err := p.PublishResult(ctx, f); !errors.Is(err, events.ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
 	if info, _ := st.Events.Info(ctx); info.State.Msgs != 3 {
@@ -469,7 +482,7 @@ func TestResultOverLimitKeepsReference(t *testing.T) {
 		if c.name == "original left out" {
 			c.r.Collisions = []string{strings.Repeat("c", 2000)} // a list that is cut first
 		}
-		if err := p.PublishResult(ctx, c.r); err != nil {
+		if _, err := p.PublishResult(ctx, c.r); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		m, err := st.Events.GetMsg(ctx, uint64(i+1))

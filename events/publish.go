@@ -113,12 +113,14 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 // PublishResult publishes a result event. Zero SchemaVersion and Time are
 // filled in. A publication result (published, superseded, collision, failed
 // with a BundleEventID) gets the deterministic Nats-Msg-Id ResultMsgID, also
-// used as its ID when ID is empty, so a redelivered bundle does not publish its
-// result twice. Other results use ID (a NewEventID when empty). Outputs,
-// then the path lists are cut, then the original is left out (when
-// OriginalRef names it), then the message is cut to keep the event under the
-// size limit.
-func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
+// used as its ID when ID is empty: the events stream stores one result per
+// (bundle event, destination) within its dedup window, whatever its type,
+// and dup reports that an earlier one is stored (this one was not). Other
+// results use ID (a NewEventID when empty). Outputs, then the path lists
+// are cut, then the original is left out (when OriginalRef names it), then
+// the message is cut to keep the event under the size limit: the smaller
+// of the publisher's (WithMaxResultBytes) and what the server accepts.
+func (p *Publisher) PublishResult(ctx context.Context, r Result) (dup bool, err error) {
 	if r.SchemaVersion == 0 {
 		r.SchemaVersion = SchemaVersion
 	}
@@ -136,28 +138,47 @@ func (p *Publisher) PublishResult(ctx context.Context, r Result) error {
 		msgID = r.ID
 	}
 	if err := r.Validate(); err != nil {
-		return err
+		return false, err
 	}
-	data, err := fitResult(r, p.maxBytes)
+	data, err := fitResult(r, p.limit())
 	if err != nil {
-		return err
+		return false, err
 	}
 	stream := p.subjects.EventsStream()
-	if _, err := p.js.Publish(ctx, p.subjects.Result(r.Type, r.DestinationID, r.PipelineID), data,
-		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream)); err != nil {
-		return publishErr("publish "+r.Type+" event "+r.ID, stream, err)
+	ack, err := p.js.Publish(ctx, p.subjects.Result(r.Type, r.DestinationID, r.PipelineID), data,
+		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
+	if err != nil {
+		return false, publishErr("publish "+r.Type+" event "+r.ID, stream, err)
 	}
-	return nil
+	return ack.Duplicate, nil
+}
+
+// headerRoom is what a result's headers and subject take of the server's
+// max_payload, which bounds a message's headers and data together.
+const headerRoom = 1 << 10
+
+// limit is the largest encoded result event to publish: the publisher's
+// limit, or less when the server's max_payload is smaller.
+func (p *Publisher) limit() int {
+	limit := p.maxBytes
+	if nc := p.js.Conn(); nc != nil {
+		if server := int(nc.MaxPayload()) - headerRoom; server > 0 && server < limit {
+			limit = server
+		}
+	}
+	return limit
 }
 
 // ResultMsgID is the deterministic Nats-Msg-Id of a publication result,
-// "<bundle_event_id>.<destination_id or _>.<type>", or "" for results not
-// tied to a bundle event.
+// "<bundle_event_id>.<destination_id or _>", or "" for results not tied to a
+// bundle event. It does not depend on the result's type: a second result
+// for the same destination of the same event, of whichever type, is a
+// duplicate the stream drops.
 func ResultMsgID(r Result) string {
 	switch r.Type {
 	case TypePublished, TypeSuperseded, TypeCollision, TypeFailed:
 		if r.BundleEventID != "" {
-			return r.BundleEventID + "." + orUnderscore(r.DestinationID) + "." + r.Type
+			return r.BundleEventID + "." + orUnderscore(r.DestinationID)
 		}
 	}
 	return ""

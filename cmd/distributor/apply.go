@@ -140,7 +140,7 @@ func (a *app) applyCommand() *cobra.Command {
 				return done[0].Err // an unusable bundle: no destination ran
 			}
 			for i, d := range done {
-				if s.publisher != nil {
+				if s.ledger != nil {
 					s.report(ctx, a, service.ResultEvent(d.Destination.ID, d.Result, d.Err, req.Direct(b.Digest)))
 				}
 				if errors.Is(d.Err, engine.ErrSuperseded) {

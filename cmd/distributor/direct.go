@@ -22,7 +22,7 @@ import (
 // in the root otherwise.
 type directSession struct {
 	svc       *service.Service
-	publisher *events.Publisher // nil without NATS
+	ledger *service.Ledger // nil without NATS
 	close     func()
 }
 
@@ -51,7 +51,7 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 	// The lock object fences the run; the KV lease only keeps `serve` off
 	// the root, so NATS going away mid-run does not waste the run.
 	s.svc.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.svc.Locker)
-	s.publisher = events.NewPublisher(js, streams.Subjects)
+	s.ledger = service.NewLedger(s.svc, js, streams.Subjects, a.log)
 	s.close = nc.Close
 	a.log.Debug().Str("url", nc.ConnectedUrlRedacted()).Msg("using NATS for leases and events")
 	return s, nil
@@ -82,7 +82,7 @@ const reportTimeout = 5 * time.Second
 
 // report publishes a maintenance event when NATS is there.
 func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
-	if s.publisher == nil {
+	if s.ledger == nil {
 		return
 	}
 	if r.ID == "" && r.BundleEventID == "" {
@@ -95,7 +95,7 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := s.publisher.PublishResult(pctx, r); err != nil {
+	if _, err := s.ledger.Publish(pctx, r); err != nil {
 		a.log.Warn().Err(err).Str("type", r.Type).Msg("could not publish the maintenance event")
 	}
 }

@@ -54,7 +54,7 @@ func TestReplayResolvesOriginalReference(t *testing.T) {
 	const limit = 3000
 	message := strings.Repeat("disk full; ", 230)
 	ref := events.MsgRef{Stream: subjects.BundlesStream(), Seq: seq}
-	if err := events.NewPublisher(js, subjects, events.WithMaxResultBytes(limit)).PublishResult(ctx, events.Result{
+	if _, err := events.NewPublisher(js, subjects, events.WithMaxResultBytes(limit)).PublishResult(ctx, events.Result{
 		Type: events.TypeFailed, BundleEventID: orig, PipelineID: "p.one", DestinationID: "d1",
 		Reason: events.ReasonStorage, Message: message, Attempts: 5, Original: &ev, OriginalRef: &ref,
 	}); err != nil {
@@ -87,7 +87,7 @@ func TestReplayResolvesOriginalReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr = e.cmd(t, "replay", "--id", orig)
-	want := "cannot replay failed event " + orig + ".d1.failed: its bundle-ready event (DISTRIBUTOR_BUNDLES seq " + strconv.FormatUint(seq, 10) + ") is no longer stored\n" +
+	want := "cannot replay failed event " + orig + ".d1: its bundle-ready event (DISTRIBUTOR_BUNDLES seq " + strconv.FormatUint(seq, 10) + ") is no longer stored\n" +
 		"nothing to replay: no failed or collision event matches\n"
 	if code != 0 || stdout != want {
 		t.Errorf("replay after the original is gone: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)

@@ -377,7 +377,7 @@ func TestEventsTailFiltersByTypeAndPipeline(t *testing.T) {
 			t.Errorf("--json event %+v: want a published event of p.one with source src.one", r)
 		}
 	}
-	if r := all[0]; r.BundleEventID != id1 || r.ID != id1+"."+r.DestinationID+".published" {
+	if r := all[0]; r.BundleEventID != id1 || r.ID != id1+"."+r.DestinationID {
 		t.Errorf("first event: bundle_event_id %q id %q, want %q and its deterministic id", r.BundleEventID, r.ID, id1)
 	}
 

@@ -21,9 +21,9 @@ import (
 // the KV lease and an event publisher when NATS is there, the lock object
 // in the root otherwise.
 type directSession struct {
-	svc       *service.Service
+	svc    *service.Service
 	ledger *service.Ledger // nil without NATS
-	close     func()
+	close  func()
 }
 
 // directSession connects to NATS when nats.url is set (it must answer) or,

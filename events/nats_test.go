@@ -544,3 +544,28 @@ func TestAnnounceBundleRefusesOversizedEvent(t *testing.T) {
 		t.Errorf("bundles stream has %d messages, want 0", info.State.Msgs)
 	}
 }
+
+// TestPublishWithoutQuorumSaysSo: a stream that exists but has no leader
+// (two of three nodes gone) is not called missing.
+func TestPublishWithoutQuorumSaysSo(t *testing.T) {
+	t.Parallel()
+	c := testenv.NewCluster(t)
+	js := c.JetStream(t)
+	ctx := context.Background()
+	st, err := events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.WaitStreamLeader(t, st.Subjects.EventsStream())
+	for i := range testenv.ClusterSize {
+		if i != (leader+1)%testenv.ClusterSize {
+			c.Kill(i)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = events.NewPublisher(js, st.Subjects).PublishResult(pctx, published("evt-q", "archive", "weatherreporter.daily"))
+	if err == nil || strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "stream DISTRIBUTOR_EVENTS does not answer: ") {
+		t.Fatalf("err = %v, want the stream's missing leader, not a missing stream", err)
+	}
+}

@@ -105,7 +105,7 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 	ack, err := p.js.Publish(ctx, subject, data,
 		jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
 	if err != nil {
-		return 0, false, publishErr("announce bundle "+ev.ID, stream, err)
+		return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
 	}
 	return ack.Sequence, ack.Duplicate, nil
 }
@@ -148,7 +148,7 @@ func (p *Publisher) PublishResult(ctx context.Context, r Result) (dup bool, err 
 	ack, err := p.js.Publish(ctx, p.subjects.Result(r.Type, r.DestinationID, r.PipelineID), data,
 		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
 	if err != nil {
-		return false, publishErr("publish "+r.Type+" event "+r.ID, stream, err)
+		return false, p.publishErr(ctx, "publish "+r.Type+" event "+r.ID, stream, err)
 	}
 	return ack.Duplicate, nil
 }
@@ -184,11 +184,24 @@ func ResultMsgID(r Result) string {
 	return ""
 }
 
-func publishErr(what, stream string, err error) error {
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+// publishErr says why a publish to stream failed. No answer from the
+// stream means it does not exist, or it exists without a leader (a NATS
+// cluster that lost its quorum): asked directly, the server tells which.
+func (p *Publisher) publishErr(ctx context.Context, what, stream string, err error) error {
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, serr := p.js.Stream(ctx, stream)
+	if errors.Is(serr, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%s: stream %s does not exist: start distributor serve once (it creates the streams): %w", what, stream, err)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	why := "no JetStream leader answers for it (a NATS cluster without quorum, or a leader election under way)"
+	if serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
+		why = "the server says: " + serr.Error()
+	}
+	return fmt.Errorf("%s: stream %s does not answer: %s: %w", what, stream, why, err)
 }
 
 // fitResult encodes r within limit bytes: it keeps as many outputs as fit

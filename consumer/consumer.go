@@ -29,7 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -471,13 +470,9 @@ func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *s
 		return []outcome{{dest: "", err: err}}
 	}
 	if attempt > 1 {
-		reported, err := c.ledger.Reported(ctx, ev, stored)
-		if err != nil {
+		if dests, err = c.ledger.Unreported(ctx, ev, stored, dests); err != nil {
 			return []outcome{{dest: "", err: err, transient: true}}
 		}
-		// Running them again would be worse than wasted work: a transient
-		// error on the last delivery would contradict their result.
-		dests = slices.DeleteFunc(dests, func(d config.Destination) bool { return reported[d.ID] })
 		places.Keep(ctx, dests) // the reported ones' roots move on
 		if len(dests) == 0 {
 			return nil

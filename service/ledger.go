@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
 )
@@ -163,10 +164,32 @@ func (l *Ledger) withRoot(ctx context.Context, done Done, fn func(context.Contex
 	return fn(ctx, root)
 }
 
-// Reported returns the destinations of ev that earlier deliveries
-// reported: the result events stored since since (with a minute of slack
-// for clock differences inside a cluster).
-func (l *Ledger) Reported(ctx context.Context, ev events.BundleReady, since time.Time) (map[string]bool, error) {
+// Unreported returns the destinations of dests that no earlier delivery
+// of ev reported (a result event stored since since, with a minute of
+// slack for clock differences inside a cluster). Running the reported
+// ones again would be worse than wasted work: a transient error on the
+// last delivery would contradict their result. What an earlier attempt
+// kept for a reported destination (a result whose publication timed out
+// but was stored) is removed.
+func (l *Ledger) Unreported(ctx context.Context, ev events.BundleReady, since time.Time, dests []config.Destination) ([]config.Destination, error) {
+	reported, err := l.reported(ctx, ev, since)
+	if err != nil {
+		return nil, err
+	}
+	var out []config.Destination
+	for _, d := range dests {
+		if !reported[d.ID] {
+			out = append(out, d)
+			continue
+		}
+		l.forget(ctx, Done{Destination: d}, events.Result{BundleEventID: ev.ID, PipelineID: ev.PipelineID, DestinationID: d.ID})
+	}
+	return out, nil
+}
+
+// reported returns the destinations of ev with a result stored since
+// since.
+func (l *Ledger) reported(ctx context.Context, ev events.BundleReady, since time.Time) (map[string]bool, error) {
 	since = since.Add(-time.Minute)
 	oc, err := l.js.OrderedConsumer(ctx, l.subjects.EventsStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{l.subjects.ResultFilter("", "", ev.PipelineID)},

@@ -30,6 +30,9 @@ type MainOptions struct {
 // Main runs m as o says and returns m.Run's exit code; call it from
 // TestMain: os.Exit(testenv.Main(m, testenv.MainOptions{...})).
 func Main(m *testing.M, o MainOptions) int {
+	if spec := os.Getenv(natsChildEnv); spec != "" {
+		return runNATSChild(spec) // a server for NewNATSProcess, not a test run
+	}
 	if !flag.Parsed() {
 		flag.Parse()
 	}

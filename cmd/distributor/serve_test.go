@@ -620,3 +620,54 @@ func TestServeGivesUpWaitingForJetStreamAtConnectTimeout(t *testing.T) {
 		t.Fatalf("serve gave up after %s, want about 3s (plus one API timeout)", took)
 	}
 }
+
+// TestTwoServesStartAtOnceOnAFreshCluster: two serve processes started
+// together on a fresh 3-node cluster race to create the same R3 streams,
+// bucket and durable; neither exits, both come up and consume.
+func TestTwoServesStartAtOnceOnAFreshCluster(t *testing.T) {
+	// Not parallel: see TestServeOnCluster.
+	cl := testenv.NewCluster(t)
+	e := writeNATSConfig(t, "  url: "+cl.URLs+"\n  replicas: 3\n")
+	type serve struct {
+		stderr *testenv.SyncBuffer
+		done   chan int
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var serves []serve
+	for range 2 {
+		s := serve{stderr: &testenv.SyncBuffer{}, done: make(chan int, 1)}
+		go func() {
+			s.done <- run(ctx, []string{"serve", "--config", e.cfg, "--http-addr", "127.0.0.1:0"}, &testenv.SyncBuffer{}, s.stderr)
+		}()
+		serves = append(serves, s)
+	}
+	defer func() {
+		cancel()
+		for _, s := range serves {
+			select {
+			case <-s.done:
+			case <-time.After(15 * time.Second):
+				t.Errorf("serve did not stop within 15s: %s", s.stderr.String())
+			}
+		}
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		up := 0
+		for i, s := range serves {
+			select {
+			case code := <-s.done:
+				t.Fatalf("serve %d exited %d while starting beside another: %s", i, code, s.stderr.String())
+			default:
+			}
+			if strings.Contains(s.stderr.String(), "consuming bundle-ready events") {
+				up++
+			}
+		}
+		if up == len(serves) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 2 serve processes consuming after 2m:\n%s\n---\n%s", up, serves[0].stderr.String(), serves[1].stderr.String())
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/testenv"
 )
 
 // publishBundleReady puts ev on the producer subject the way any NATS
@@ -194,5 +195,30 @@ func TestNoResultStreamLastDeliveryTerminates(t *testing.T) {
 	info := e.settled(20 * time.Second)
 	if info.Delivered.Consumer != 3 || info.NumRedelivered != 0 {
 		t.Errorf("consumer: delivered %d, redelivered %d; want 3 deliveries and none outstanding", info.Delivered.Consumer, info.NumRedelivered)
+	}
+}
+
+// Rule: result events fit the server they go to. On a server whose
+// max_payload is 64 KiB, a 2,000-file bundle publishes, and its result
+// (about 300 KB with every output) is published with its outputs cut to
+// fit, never reported failed because of its size.
+func TestResultFitsTheServersMaxPayload(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	e := newEnvOn(t, testenv.NewNATSWithMaxPayload(t, maxPayload), archiveYAML, false)
+	e.start(nodeConfig{opts: fastOptions()})
+	files := map[string]string{}
+	for i := range 2000 {
+		files[fmt.Sprintf("data/part-%04d.csv", i)] = fmt.Sprintf("%d\n", i)
+	}
+	loc, digest := e.bundle("weather.tomorrow", files)
+	id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest})
+	res := e.wait(id, 1, 60*time.Second)
+	e.settled(10 * time.Second)
+	r := res[0]
+	data, _ := r.Encode()
+	if len(res) != 1 || r.Type != events.TypePublished || r.Written != len(files) || !r.OutputsTruncated || len(r.Outputs) == 0 || len(data) > maxPayload {
+		t.Fatalf("got %d result(s): %s %s written %d, %d outputs (truncated %v), %d bytes; want one published result of %d outputs within %d bytes",
+			len(res), r.Type, r.Reason, r.Written, len(r.Outputs), r.OutputsTruncated, len(data), len(files), maxPayload)
 	}
 }

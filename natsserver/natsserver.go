@@ -43,6 +43,8 @@ type Options struct {
 	NKey           string
 	// TLS, when Cert is set, makes the listener accept only TLS clients.
 	TLS TLS
+	// MaxPayload bounds a message's size (0: the server's default, 1 MiB).
+	MaxPayload int32
 }
 
 // TLS names the server's PEM files.
@@ -70,9 +72,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		StoreDir:   opts.StoreDir,
 		// Without NoSigs the server catches SIGINT/SIGTERM and calls
 		// os.Exit, skipping the program's own drain.
-		NoSigs: true,
-		NoLog:  opts.Logger == nil,
-		Users:  opts.Users,
+		NoSigs:     true,
+		NoLog:      opts.Logger == nil,
+		Users:      opts.Users,
+		MaxPayload: opts.MaxPayload,
 	}
 	if err := setAuth(sopts, opts); err != nil {
 		return nil, err

@@ -35,15 +35,27 @@ func NewNATS(t testing.TB) *NATS {
 // user; ConnAs as any of them.
 func NewNATSWithUsers(t testing.TB, users []*server.User) *NATS {
 	t.Helper()
+	return newNATS(t, natsserver.Options{Users: users})
+}
+
+// NewNATSWithMaxPayload starts a fresh server whose max_payload is n bytes.
+func NewNATSWithMaxPayload(t testing.TB, n int32) *NATS {
+	t.Helper()
+	return newNATS(t, natsserver.Options{MaxPayload: n})
+}
+
+func newNATS(t testing.TB, o natsserver.Options) *NATS {
+	t.Helper()
 	// TempDir first: cleanups run in reverse, so the server stops before
 	// its store is removed.
 	dir := t.TempDir()
-	s, err := natsserver.Start(context.Background(), natsserver.Options{Listen: "127.0.0.1:0", StoreDir: dir, Users: users})
+	o.Listen, o.StoreDir = "127.0.0.1:0", dir
+	s, err := natsserver.Start(context.Background(), o)
 	if err != nil {
 		t.Fatalf("testenv: start NATS: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
-	return &NATS{URL: s.ClientURL(), Server: s, users: users}
+	return &NATS{URL: s.ClientURL(), Server: s, users: o.Users}
 }
 
 // Conn opens a client connection that is closed when the test ends (as the

@@ -1,6 +1,7 @@
-// Package engine runs one publication on one destination root: recover,
-// read the catalog, plan, write, delete, commit. The consumer and the
-// direct-mode CLI both call it; planner decides, engine does the I/O.
+// Package engine runs one publication on one destination root, under a
+// lease it is handed: recover, read the catalog, plan, write, delete,
+// commit. The service (package service) calls it for `serve` and the
+// CLI; planner decides, engine does the I/O.
 //
 // # Crash consistency
 //

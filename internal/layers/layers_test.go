@@ -30,6 +30,11 @@ var (
 	forbiddenForBackends = []string{"engine", "consumer", "planner", "lease", "events", "config"}
 	// plannerMayImport is all the project a pure planner may import.
 	plannerMayImport = []string{"catalog"}
+	// engineMayNotImport: the engine runs one publication on one root under
+	// a lease it is handed; messaging, results and queues are the
+	// service's and the consumer's.
+	engineMayNotImport        = []string{"events", "consumer", "service"}
+	engineMayNotImportOutside = []string{"github.com/nats-io/nats.go"}
 )
 
 // rel is p relative to the module ("" for packages outside it).
@@ -60,6 +65,19 @@ func violations(pkgs []pkg, std func(string) bool) []string {
 					out = append(out, fmt.Sprintf("planner imports %s: the planner is pure and imports only catalog of this module", r))
 				case !inModule && !std(imp):
 					out = append(out, fmt.Sprintf("planner imports %s: the planner imports nothing outside the standard library", imp))
+				}
+			}
+		}
+		if name == "engine" {
+			for _, imp := range p.Imports {
+				r, inModule := rel(imp)
+				if inModule && slices.Contains(engineMayNotImport, r) {
+					out = append(out, fmt.Sprintf("engine imports %s: the engine runs one publication on a root and knows nothing of events or queues", r))
+				}
+				for _, o := range engineMayNotImportOutside {
+					if !inModule && (imp == o || strings.HasPrefix(imp, o+"/")) {
+						out = append(out, fmt.Sprintf("engine imports %s: the engine knows nothing of NATS", imp))
+					}
 				}
 			}
 		}
@@ -125,7 +143,7 @@ func TestModuleKeepsItsLayers(t *testing.T) {
 		}
 	}
 	// The rules name packages that must exist, or they guard nothing.
-	for _, want := range slices.Concat([]string{"planner"}, storageBackends, forbiddenForBackends, plannerMayImport) {
+	for _, want := range slices.Concat([]string{"planner", "engine"}, storageBackends, forbiddenForBackends, plannerMayImport, engineMayNotImport) {
 		if !names[want] {
 			t.Errorf("package %s is not in the module: update the layer rules in this test", want)
 		}
@@ -157,6 +175,12 @@ func TestViolations(t *testing.T) {
 			name: "planner imports storage",
 			pkgs: []pkg{{ImportPath: m("planner"), Imports: []string{m("catalog"), m("storage")}}},
 			want: []string{"planner imports storage: the planner is pure and imports only catalog of this module"},
+		},
+		{
+			name: "engine imports events and NATS",
+			pkgs: []pkg{{ImportPath: m("engine"), Imports: []string{m("events"), "github.com/nats-io/nats.go/jetstream", m("lease")}}},
+			want: []string{"engine imports events: the engine runs one publication on a root and knows nothing of events or queues",
+				"engine imports github.com/nats-io/nats.go/jetstream: the engine knows nothing of NATS"},
 		},
 		{
 			name: "planner imports a third-party package",

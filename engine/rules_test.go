@@ -174,6 +174,17 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 		if err != nil || res.Plan.Changed || res.KeptNewer != 1 || res.Unchanged != 1 {
 			t.Fatalf("redelivered older bundle: err %v, changed %v, kept_newer %d, unchanged %d", err, res.Plan.Changed, res.KeptNewer, res.Unchanged)
 		}
+		// An older bundle all of whose paths a newer version wrote: still
+		// published, nothing written, the catalog not even rewritten.
+		v0, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(-time.Hour), map[string]string{"common.txt": "v0"})
+		cat, version := readCatalog(t, root)
+		res, err = h.publish(t2.Add(time.Minute), pipeA, "latest", v0)
+		if err != nil || res.Plan.Changed || res.KeptNewer != 1 || len(res.Written)+len(res.Updated)+res.Unchanged != 0 {
+			t.Fatalf("older bundle of kept paths only: err %v, changed %v, kept_newer %d, written %d", err, res.Plan.Changed, res.KeptNewer, len(res.Written))
+		}
+		if gotCat, gotVersion := readCatalog(t, root); !reflect.DeepEqual(gotCat, cat) || gotVersion != version {
+			t.Fatal("the catalog was rewritten for a publication that keeps every path")
+		}
 
 		// An operator rolls back on purpose: the older bytes win.
 		res, err = h.publish(t2.Add(2*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder = true })

@@ -31,8 +31,10 @@ var (
 	ErrCollision = errors.New("collision with unmanaged content")
 	// ErrCatalogRace: the catalog changed between read and commit.
 	ErrCatalogRace = errors.New("catalog changed during the publication (lost compare-and-swap)")
-	// ErrSuperseded: the owner already holds a newer version of the same
-	// source; nothing was written. Errors wrapping it are *SupersededError.
+	// ErrSuperseded: a replacement's owner already holds a newer version
+	// of the same source; nothing was written (an additive publication
+	// keeps the newer version's paths instead and is not refused). Errors
+	// wrapping it are *SupersededError.
 	ErrSuperseded = errors.New("superseded")
 )
 
@@ -101,6 +103,9 @@ type Result struct {
 	Updated   []planner.Item // records updated without a byte write
 	Deleted   []string       // managed outputs (and legacy leftovers) deleted
 	Unchanged int
+	// KeptNewer counts the planned paths an older additive publication
+	// left to the newer version of its source that wrote them.
+	KeptNewer int
 	Recovered bool // an interrupted earlier run was rolled forward first
 	// LeaseToken is the fencing token of the root's lease, once it was
 	// held (by the service).

@@ -143,6 +143,7 @@ func (r *publication) plan(ctx context.Context) error {
 		return collisionError(r.root, p)
 	}
 	r.res.Unchanged = p.Count(planner.Unchanged)
+	r.res.KeptNewer = p.Count(planner.KeptNewer)
 	return nil
 }
 
@@ -152,8 +153,8 @@ func (r *publication) plan(ctx context.Context) error {
 func (r *publication) carry(pending pendingReport) {
 	for _, path := range pending.Written {
 		it, ok := itemAt(r.pl.Items, path)
-		if r.seen[path] || !ok || it.Desired == nil || it.Write {
-			continue // this attempt writes it (reported then) or it left the plan
+		if r.seen[path] || !ok || it.Desired == nil || it.Write || it.Action == planner.KeptNewer {
+			continue // this attempt writes it (reported then), it left the plan, or a newer version overwrote it since
 		}
 		r.seen[path] = true
 		r.carried = append(r.carried, path)

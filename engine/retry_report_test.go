@@ -180,3 +180,33 @@ func TestCarriedOutputIsNotAlsoReportedAsUpdated(t *testing.T) {
 		}
 	}
 }
+
+// An older additive bundle's retry does not report as its own a write of
+// its first attempt that a newer version of the source has overwritten
+// since: that path is kept for the newer version, not written.
+func TestRetryDoesNotReportWritesANewerVersionOverwrote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	at := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	older, newer := t.TempDir(), t.TempDir()
+	testenv.WriteBundle(t, older, "w.x", at, map[string]string{"a.txt": "old a\n", "b.txt": "old b\n"})
+	testenv.WriteBundle(t, newer, "w.x", at.Add(time.Hour), map[string]string{"a.txt": "new a\n"})
+	v1, v2 := pubFor(t, older, "d", "", ""), pubFor(t, newer, "d", "", "")
+	v2.BundleEventID = "ev-2"
+	e := &engine.Engine{Version: "test", Workers: 1}
+	if _, err := e.Publish(ctx, &failOncePut{Backend: lb, path: "b.txt"}, heldLease{}, v1); err == nil {
+		t.Fatal("want the first attempt to fail")
+	}
+	if _, err := e.Publish(ctx, lb, heldLease{}, v2); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Publish(ctx, lb, heldLease{}, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := itemPaths(res.Written); len(got) != 1 || got[0] != "b.txt" || res.KeptNewer != 1 {
+		t.Fatalf("retry reports written %q, kept_newer %d; want b.txt written and a.txt kept", got, res.KeptNewer)
+	}
+	wantContents(t, lb, map[string]string{"a.txt": "new a\n", "b.txt": "old b\n"})
+}

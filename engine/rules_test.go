@@ -133,6 +133,70 @@ func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
 	})
 }
 
+// Newest wins per path in additive: an older bundle of a source writes the
+// paths no newer version wrote and leaves the newer version's paths, bytes
+// and records, exactly as they were. It is published, never superseded;
+// a redelivery changes nothing and --allow-older overwrites.
+func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		root, base := newRoot(t)
+		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		v1, _ := makeBundleAt(t, "weatherreporter.today", t0, map[string]string{"common.txt": "v1", "day-1.txt": "one"})
+		v2, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(time.Hour), map[string]string{"common.txt": "v2", "day-2.txt": "two"})
+		if _, err := h.publish(t1, pipeA, "latest", v2); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := readCatalog(t, root)
+
+		res, err := h.publish(t2, pipeA, "latest", v1)
+		if err != nil {
+			t.Fatalf("older additive bundle: %v", err)
+		}
+		if res.Plan.Superseded != nil || res.KeptNewer != 1 || res.Unchanged != 0 {
+			t.Fatalf("superseded %v, kept_newer %d, unchanged %d; want not superseded, 1 kept", res.Plan.Superseded, res.KeptNewer, res.Unchanged)
+		}
+		wantStrings(t, "written", itemPaths(res.Written), []string{"day-1.txt"})
+		wantStrings(t, "updated", itemPaths(res.Updated), nil)
+		wantStrings(t, "deleted", res.Deleted, nil)
+		wantContents(t, root, map[string]string{"common.txt": "v2", "day-1.txt": "one", "day-2.txt": "two"})
+		after := assertDescribesStorage(t, root)
+		if got, want := mustRecord(t, after, "common.txt"), mustRecord(t, before, "common.txt"); !reflect.DeepEqual(got, want) {
+			t.Fatalf("the newer version's record changed:\n%+v\nwant %+v", got, want)
+		}
+		if r := mustRecord(t, after, "day-1.txt"); r.Source.Digest == mustRecord(t, after, "day-2.txt").Source.Digest {
+			t.Fatalf("day-1.txt recorded with the newer version's source %+v", r.Source)
+		}
+
+		// Again: nothing to write, nothing changes.
+		res, err = h.publish(t2.Add(time.Minute), pipeA, "latest", v1)
+		if err != nil || res.Plan.Changed || res.KeptNewer != 1 || res.Unchanged != 1 {
+			t.Fatalf("redelivered older bundle: err %v, changed %v, kept_newer %d, unchanged %d", err, res.Plan.Changed, res.KeptNewer, res.Unchanged)
+		}
+		// An older bundle all of whose paths a newer version wrote: still
+		// published, nothing written, the catalog not even rewritten.
+		v0, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(-time.Hour), map[string]string{"common.txt": "v0"})
+		cat, version := readCatalog(t, root)
+		res, err = h.publish(t2.Add(time.Minute), pipeA, "latest", v0)
+		if err != nil || res.Plan.Changed || res.KeptNewer != 1 || len(res.Written)+len(res.Updated)+res.Unchanged != 0 {
+			t.Fatalf("older bundle of kept paths only: err %v, changed %v, kept_newer %d, written %d", err, res.Plan.Changed, res.KeptNewer, len(res.Written))
+		}
+		if gotCat, gotVersion := readCatalog(t, root); !reflect.DeepEqual(gotCat, cat) || gotVersion != version {
+			t.Fatal("the catalog was rewritten for a publication that keeps every path")
+		}
+
+		// An operator rolls back on purpose: the older bytes win.
+		res, err = h.publish(t2.Add(2*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder = true })
+		if err != nil || res.KeptNewer != 0 {
+			t.Fatalf("allow older: err %v, kept_newer %d", err, res.KeptNewer)
+		}
+		wantStrings(t, "written", itemPaths(res.Written), []string{"common.txt"})
+		wantContents(t, root, map[string]string{"common.txt": "v1", "day-1.txt": "one", "day-2.txt": "two"})
+		assertDescribesStorage(t, root)
+	})
+}
+
 func TestOwnerChangeKeepsCreatedAt(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {

@@ -151,6 +151,10 @@ type Result struct {
 	Updated   int `json:"updated,omitempty"`
 	Unchanged int `json:"unchanged"`
 	Deleted   int `json:"deleted"`
+	// KeptNewer counts the planned paths an older additive publication
+	// left as a newer version of its source wrote them (newest wins per
+	// path).
+	KeptNewer int `json:"kept_newer,omitempty"`
 
 	// Outputs lists the changed outputs; OutputsTruncated says some were
 	// left out to keep the event under the size limit (the counts are exact).

@@ -149,7 +149,7 @@ func drawRefInput(t *rapid.T) Input {
 		Owner: drawRefOwner(t, "owner"), Source: drawRefSource(t, "source"),
 		Workflow: rapid.SampledFrom([]Workflow{Additive, Replacement}).Draw(t, "workflow"),
 		Now:      refT0.Add(time.Hour), DistributorVersion: "v2",
-		TakeOwnership: rapid.Bool().Draw(t, "take"), AllowOlder: rapid.IntRange(0, 3).Draw(t, "allow older") > 0,
+		TakeOwnership: rapid.Bool().Draw(t, "take"), AllowOlder: rapid.IntRange(0, 3).Draw(t, "allow older") > 1,
 		MaxDeletes: rapid.IntRange(0, 3).Draw(t, "max deletes"),
 	}
 	drawRefCatalog(t, &in)

@@ -125,7 +125,7 @@ func build(t *testing.T, in planner.Input) planner.Plan {
 // assertPlan compares everything a caller acts on.
 func assertPlan(t *testing.T, got, want planner.Plan) {
 	t.Helper()
-	want.Owner, want.Workflow = got.Owner, got.Workflow
+	want.Owner, want.Source, want.Workflow = got.Owner, got.Source, got.Workflow
 	if !reflect.DeepEqual(normPlan(got), normPlan(want)) {
 		t.Fatalf("plan differs\n got: %s\nwant: %s", showPlan(got), showPlan(want))
 	}

@@ -3,6 +3,7 @@ package planner_test
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ func withSource(in planner.Input, s catalog.Source) planner.Input {
 	return in
 }
 
+// Replacement: a bundle is the owner's whole set, so an older one loses
+// whole (superseded) to the newest version the owner's records hold.
 func TestNewestWinsPerOwnerAndSource(t *testing.T) {
 	live := rec("a/index.html", ownerA, v5, 10)
 	page := want("a/index.html", 12)
@@ -45,13 +48,12 @@ func TestNewestWinsPerOwnerAndSource(t *testing.T) {
 		winner *catalog.Source // nil: not superseded
 	}{
 		{"older created loses", []catalog.Output{live}, v3, false, planner.Replacement, &v5},
-		{"older created loses (additive)", []catalog.Output{live}, v3, false, planner.Additive, &v5},
 		{"equal created, smaller digest loses", []catalog.Output{live}, v5lo, false, planner.Replacement, &v5},
 		{"equal created, greater digest wins", []catalog.Output{live}, v5hi, false, planner.Replacement, nil},
 		{"newer created wins", []catalog.Output{live}, v7, false, planner.Replacement, nil},
 		{"same version is a redelivery, not superseded", []catalog.Output{live}, v5, false, planner.Replacement, nil},
 		{"allow older rolls back", []catalog.Output{live}, v3, true, planner.Replacement, nil},
-		{"newest of several records counts", []catalog.Output{rec("a/old.html", ownerA, v3, 1), rec("b.html", ownerA, v7, 2)}, v5, false, planner.Additive, &v7},
+		{"newest of several records counts", []catalog.Output{rec("a/old.html", ownerA, v3, 1), rec("b.html", ownerA, v7, 2)}, v5, false, planner.Replacement, &v7},
 		{"other pipeline's newer version does not count", []catalog.Output{rec("a/index.html", ownerB, v5, 10)}, v3, false, planner.Replacement, nil},
 		{"same pipeline's other destination does not count", []catalog.Output{rec("a/index.html", ownerA2, v5, 10)}, v3, false, planner.Replacement, nil},
 		{"other source id does not count", []catalog.Output{rec("a/index.html", ownerA, srcNew, 10)}, catalog.Source{ID: "other", Digest: dig(1), Created: t0}, false, planner.Replacement, nil},
@@ -82,8 +84,8 @@ func TestNewestWinsPerOwnerAndSource(t *testing.T) {
 	}
 }
 
-// Superseded comes before anything the older bundle would have run into:
-// a collision or an empty replacement.
+// A replacement is superseded before anything the older bundle would have
+// run into: a collision or an empty replacement.
 func TestSupersededBeforeCollisionsAndRefusals(t *testing.T) {
 	live := rec("a/index.html", ownerA, v5, 10)
 	c := cat(live)
@@ -91,6 +93,167 @@ func TestSupersededBeforeCollisionsAndRefusals(t *testing.T) {
 	assertPlan(t, build(t, in), planner.Plan{Superseded: &v5})
 	empty := withSource(input(planner.Replacement, c, storedOf([]catalog.Output{live})), v3)
 	assertPlan(t, build(t, empty), planner.Plan{Superseded: &v5})
+}
+
+// recordOf is the record ownerA's publication of s at now gives d.
+func recordOf(d planner.Desired, s catalog.Source, createdAt time.Time) catalog.Output {
+	o := written(d, createdAt)
+	o.Source = s
+	return o
+}
+
+func keptNewer(d planner.Desired, r catalog.Output) planner.Item {
+	return planner.Item{Path: d.Path, Action: planner.KeptNewer, Desired: &d, Record: r}
+}
+
+// Additive: a bundle is a patch, so newest wins per path. An older version
+// than the owner holds writes the paths no newer version of its source
+// wrote and keeps (KeptNewer) those one did: their records stay exactly as
+// they were. It is never superseded. Records of other owners or other
+// sources are overwritten as always, and AllowOlder overwrites everything.
+func TestAdditiveNewestWinsPerPath(t *testing.T) {
+	common := rec("common.txt", ownerA, v5, 10)
+	day5 := rec("day-5.txt", ownerA, v5, 5)
+	day1 := rec("day-1.txt", ownerA, ver(1, 1), 1) // an older version's
+	wCommon, wDay3, wDay1 := want("common.txt", 3), want("day-3.txt", 3), want("day-1.txt", 33)
+	docs, docsIdx := want("docs", 3), want("docs/index.txt", 3)
+	cases := []struct {
+		name      string
+		recs      []catalog.Output
+		unmanaged []string
+		src       catalog.Source
+		older     bool // AllowOlder
+		take      bool // TakeOwnership
+		desired   []planner.Desired
+		items     []planner.Item
+		next      []catalog.Output // nil: blocked
+		changed   bool
+	}{
+		{
+			name: "older patch writes its own paths and keeps the newer ones", recs: []catalog.Output{common, day5, day1}, src: v3,
+			desired: []planner.Desired{wCommon, wDay3, wDay1},
+			items:   []planner.Item{keptNewer(wCommon, common), update(wDay1, recordOf(wDay1, v3, t0), true), create(wDay3, recordOf(wDay3, v3, now))},
+			next:    []catalog.Output{common, day5, recordOf(wDay1, v3, t0), recordOf(wDay3, v3, now)}, changed: true,
+		},
+		{
+			name: "every path newer: nothing written, not superseded", recs: []catalog.Output{common, day5}, src: v3,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{keptNewer(wCommon, common)},
+			next:    []catalog.Output{common, day5},
+		},
+		{
+			name: "equal created, smaller digest keeps", recs: []catalog.Output{common}, src: v5lo,
+			desired: []planner.Desired{wCommon, wDay3},
+			items:   []planner.Item{keptNewer(wCommon, common), create(wDay3, recordOf(wDay3, v5lo, now))},
+			next:    []catalog.Output{common, recordOf(wDay3, v5lo, now)}, changed: true,
+		},
+		{
+			name: "equal created, greater digest writes", recs: []catalog.Output{common}, src: v5hi,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v5hi, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v5hi, t0)}, changed: true,
+		},
+		{
+			name: "allow older overwrites (roll back)", recs: []catalog.Output{common, day5}, src: v3, older: true,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
+		},
+		{
+			name: "another pipeline's newer version is overwritten", recs: []catalog.Output{rec("common.txt", ownerB, v5, 10), day5}, src: v3,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
+		},
+		{
+			name: "the same pipeline's other destination's newer version is overwritten", recs: []catalog.Output{rec("common.txt", ownerA2, v7, 10), day5}, src: v3,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
+		},
+		{
+			name: "another source's newer record is overwritten", recs: []catalog.Output{rec("common.txt", ownerA, srcNew, 10), day5}, src: v3,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
+		},
+		{
+			name: "a newer file where the path needs a folder is kept", recs: []catalog.Output{rec("docs", ownerA, v5, 1)}, src: v3,
+			desired: []planner.Desired{docsIdx, wDay3},
+			items:   []planner.Item{create(wDay3, recordOf(wDay3, v3, now)), keptNewer(docsIdx, catalog.Output{})},
+			next:    []catalog.Output{rec("docs", ownerA, v5, 1), recordOf(wDay3, v3, now)}, changed: true,
+		},
+		{
+			name: "newer files below the path are kept", recs: []catalog.Output{rec("docs/index.txt", ownerA, v5, 1), rec("docs/x", ownerB, v5, 2)}, src: v3,
+			desired: []planner.Desired{docs},
+			items:   []planner.Item{keptNewer(docs, catalog.Output{})},
+			next:    []catalog.Output{rec("docs/index.txt", ownerA, v5, 1), rec("docs/x", ownerB, v5, 2)},
+		},
+		{
+			name: "an older version's output in the way is displaced", recs: []catalog.Output{rec("docs", ownerA, ver(1, 1), 1), day5}, src: v3,
+			desired: []planner.Desired{docsIdx},
+			items:   []planner.Item{displaced(rec("docs", ownerA, ver(1, 1), 1)), create(docsIdx, recordOf(docsIdx, v3, now))},
+			next:    []catalog.Output{recordOf(docsIdx, v3, now), day5}, changed: true,
+		},
+		{
+			name: "unmanaged content in the way of a kept path is no collision", recs: []catalog.Output{rec("docs/index.txt", ownerA, v5, 1)}, unmanaged: []string{"docs"}, src: v3,
+			desired: []planner.Desired{docsIdx},
+			items:   []planner.Item{keptNewer(docsIdx, rec("docs/index.txt", ownerA, v5, 1))},
+			next:    []catalog.Output{rec("docs/index.txt", ownerA, v5, 1)},
+		},
+		{
+			name: "a collision elsewhere still blocks", recs: []catalog.Output{common}, unmanaged: []string{"day-3.txt"}, src: v3,
+			desired: []planner.Desired{wCommon, wDay3},
+			items:   []planner.Item{keptNewer(wCommon, common), collision(wDay3)},
+		},
+		{
+			name: "take ownership adopts beside the kept paths", recs: []catalog.Output{common}, unmanaged: []string{"day-3.txt"}, src: v3, take: true,
+			desired: []planner.Desired{wCommon, wDay3},
+			items: []planner.Item{keptNewer(wCommon, common), func() planner.Item {
+				it := create(wDay3, recordOf(wDay3, v3, now))
+				it.Adopted = true
+				return it
+			}()},
+			next: []catalog.Output{common, recordOf(wDay3, v3, now)}, changed: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cat(tc.recs...)
+			in := withSource(input(planner.Additive, c, storedOf(tc.recs, tc.unmanaged...), tc.desired...), tc.src)
+			in.AllowOlder, in.TakeOwnership = tc.older, tc.take
+			p := build(t, in)
+			want := planner.Plan{Items: tc.items, Changed: tc.changed}
+			switch {
+			case tc.next == nil:
+				for _, it := range tc.items {
+					if it.Action == planner.Collision {
+						want.Collisions = append(want.Collisions, it.Path)
+					}
+				}
+			case tc.changed:
+				want.Next = next(c, tc.next...)
+			default:
+				want.Next = c // unchanged: the catalog as it was read
+			}
+			assertPlan(t, p, want)
+			// Kept paths are neither written nor deleted, and their records
+			// stay exactly as they were.
+			for _, it := range p.Items {
+				if it.Action != planner.KeptNewer {
+					continue
+				}
+				if slices.ContainsFunc(p.Writes(), func(w planner.Item) bool { return w.Path == it.Path }) || slices.Contains(p.Deletes(), it.Path) {
+					t.Fatalf("kept %s is written or deleted", it.Path)
+				}
+				if old, ok := c.Lookup(it.Path); ok && p.Next != nil {
+					if got, _ := p.Next.Lookup(it.Path); !reflect.DeepEqual(got, old) {
+						t.Fatalf("kept %s's record changed: %s", it.Path, showRec(got))
+					}
+				}
+			}
+		})
+	}
 }
 
 func TestNewer(t *testing.T) {
@@ -109,9 +272,12 @@ func TestNewer(t *testing.T) {
 }
 
 // Applying N versions of one source in any order, one after another, ends
-// with the newest version's records; every version applied after a newer
-// one is superseded (and changes nothing), every other one is planned.
-// Other owners' newer versions of the same source never interfere.
+// with the newest version's records. Replacement: every version applied
+// after a newer one is superseded (and changes nothing), every other one is
+// planned. Additive: no version is superseded; each path ends as the newest
+// version that desires it wrote it, and a version keeps (KeptNewer) exactly
+// the paths a newer applied version wrote. Other owners' newer versions of
+// the same source never interfere.
 func TestNewestWinsInAnyOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		wf := rapid.SampledFrom(bothWorkflows).Draw(t, "workflow")
@@ -132,6 +298,15 @@ func TestNewestWinsInAnyOrder(t *testing.T) {
 		for i := range vs {
 			if planner.Newer(vs[i].src, vs[newestI].src) {
 				newestI = i
+			}
+		}
+		// Per path, the newest version that desires it (additive's end state).
+		newestAt := map[string]int{}
+		for i, v := range vs {
+			for _, d := range v.desired {
+				if j, ok := newestAt[d.Path]; !ok || planner.Newer(v.src, vs[j].src) {
+					newestAt[d.Path] = i
+				}
 			}
 		}
 		// Other owners hold an even newer version of the same source.
@@ -157,7 +332,7 @@ func TestNewestWinsInAnyOrder(t *testing.T) {
 					beatenBy = &vs[j].src
 				}
 			}
-			if beatenBy != nil {
+			if wf == planner.Replacement && beatenBy != nil {
 				if p.Superseded == nil || *p.Superseded != *beatenBy || p.Next != nil || p.Changed || p.Items != nil || p.Writes() != nil || p.Deletes() != nil {
 					t.Fatalf("step %d: version %d after newer %s: plan\n%s superseded=%v", step, i, beatenBy.Digest, showPlan(p), p.Superseded)
 				}
@@ -166,12 +341,33 @@ func TestNewestWinsInAnyOrder(t *testing.T) {
 			if p.Superseded != nil || p.Next == nil {
 				t.Fatalf("step %d: version %d superseded by %+v; applied %v", step, i, p.Superseded, applied)
 			}
+			if wf == planner.Additive {
+				// Kept: exactly the paths whose record a newer version wrote.
+				idx := c.Index()
+				for _, it := range p.Items {
+					r, ok := idx[it.Path]
+					newer := ok && r.Owner() == ownerA && planner.Newer(r.Source, vs[i].src)
+					if (it.Action == planner.KeptNewer) != newer || newer && !reflect.DeepEqual(it.Record, r) {
+						t.Fatalf("step %d: version %d plans %s %s over %s", step, i, it.Action, it.Path, showRec(r))
+					}
+				}
+			}
 			stored, c = apply(in, p)
 			applied = append(applied, i)
 		}
 
-		// The newest version's outputs are recorded and stored as it wants.
+		// The newest version's outputs (additive: each path's newest
+		// version's output) are recorded and stored as it wants.
 		idx := c.Index()
+		if wf == planner.Additive {
+			for path, i := range newestAt {
+				d := vs[i].desired[slices.IndexFunc(vs[i].desired, func(d planner.Desired) bool { return d.Path == path })]
+				r, ok := idx[path]
+				if !ok || r.Owner() != ownerA || r.Source != vs[i].src || r.SHA256 != d.SHA256 || stored[path].Size != d.Size {
+					t.Fatalf("%s recorded as %s, want version %d", path, showRec(r), i)
+				}
+			}
+		}
 		for _, d := range vs[newestI].desired {
 			r, ok := idx[d.Path]
 			if !ok || r.Owner() != ownerA || r.Source != vs[newestI].src || r.SHA256 != d.SHA256 || stored[d.Path].Size != d.Size {
@@ -184,15 +380,19 @@ func TestNewestWinsInAnyOrder(t *testing.T) {
 				own = append(own, o.Path)
 			}
 		}
+		var wantOwn []string
 		if wf == planner.Replacement {
-			var want []string
 			for _, d := range vs[newestI].desired {
-				want = append(want, d.Path)
+				wantOwn = append(wantOwn, d.Path)
 			}
-			sort.Strings(want)
-			if !reflect.DeepEqual(own, want) {
-				t.Fatalf("owner's records %q, newest version desires %q", own, want)
+		} else {
+			for path := range newestAt {
+				wantOwn = append(wantOwn, path)
 			}
+		}
+		sort.Strings(wantOwn)
+		if !reflect.DeepEqual(own, wantOwn) {
+			t.Fatalf("owner's records %q, want %q", own, wantOwn)
 		}
 		for _, o := range others {
 			if r, ok := idx[o.Path]; !ok || !reflect.DeepEqual(r, o) {
@@ -200,8 +400,9 @@ func TestNewestWinsInAnyOrder(t *testing.T) {
 			}
 		}
 
-		// Redelivering any version afterwards: the newest is a no-op, the
-		// others are superseded by it.
+		// Redelivering any version afterwards: the newest is a no-op; the
+		// others are superseded by it (replacement) or change nothing
+		// (additive: each path is the version's own or kept).
 		for i := range vs {
 			p, err := planner.Build(planner.Input{
 				Owner: ownerA, Source: vs[i].src, Workflow: wf, Desired: vs[i].desired, Catalog: c,
@@ -210,11 +411,12 @@ func TestNewestWinsInAnyOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if i == newestI {
-				if p.Superseded != nil || p.Changed {
-					t.Fatalf("redelivered newest: superseded %v changed %v", p.Superseded, p.Changed)
+			switch {
+			case i == newestI || wf == planner.Additive:
+				if p.Superseded != nil || p.Changed || p.Count(planner.Unchanged)+p.Count(planner.KeptNewer) != len(p.Items) {
+					t.Fatalf("redelivered version %d: superseded %v changed %v\n%s", i, p.Superseded, p.Changed, showPlan(p))
 				}
-			} else if p.Superseded == nil || *p.Superseded != vs[newestI].src {
+			case p.Superseded == nil || *p.Superseded != vs[newestI].src:
 				t.Fatalf("redelivered version %d: superseded by %v, want the newest", i, p.Superseded)
 			}
 		}

@@ -92,7 +92,8 @@ type Input struct {
 	// TakeOwnership adopts colliding unmanaged paths instead of blocking.
 	TakeOwnership bool
 	// AllowOlder plans the publication even when the owner already has a
-	// newer version of the same source (an operator's roll back).
+	// newer version of the same source (an operator's roll back): nothing
+	// is superseded, no path is kept for a newer version.
 	AllowOlder bool
 	// DistributorVersion is written into the next catalog.
 	DistributorVersion string
@@ -107,6 +108,11 @@ const (
 	Unchanged Action = "unchanged"
 	Delete    Action = "delete"
 	Collision Action = "collision"
+	// KeptNewer: an additive publication older than a version of its
+	// source the owner already holds leaves this path as that newer
+	// version wrote it (newest wins per path); nothing is written and the
+	// record stays as it is.
+	KeptNewer Action = "kept_newer"
 )
 
 // Item is the plan for one path.
@@ -115,10 +121,13 @@ type Item struct {
 	Action Action
 	// Write is true when the bytes must be (re)written.
 	Write bool
-	// Desired is set for create, update, unchanged and collision.
+	// Desired is set for create, update, unchanged, kept_newer and
+	// collision.
 	Desired *Desired
-	// Record is the record after the plan (create/update/unchanged) or the
-	// record being removed (delete).
+	// Record is the record after the plan (create/update/unchanged), the
+	// record being removed (delete), or the record left as it is
+	// (kept_newer: the newer version's; none when only outputs in the way
+	// of the path are newer).
 	Record catalog.Output
 	// Adopted marks a create that takes over unmanaged content (--take-ownership).
 	Adopted bool
@@ -135,6 +144,7 @@ type Item struct {
 // Plan is the outcome of Build.
 type Plan struct {
 	Owner    catalog.Owner
+	Source   catalog.Source // the publication's
 	Workflow Workflow
 	Items    []Item // sorted by path
 	// Collisions are desired paths that exist in storage but not in the
@@ -146,9 +156,11 @@ type Plan struct {
 	Next *catalog.Catalog
 	// Changed is false when executing the plan would change nothing at all.
 	Changed bool
-	// Superseded is set when the owner already holds a newer version of the
-	// same source (see Newer): the plan has no items, writes and deletes
-	// nothing, and Next is nil. It names the version that won.
+	// Superseded is set when a replacement's owner already holds a newer
+	// version of the same source (see Newer): the plan has no items,
+	// writes and deletes nothing, and Next is nil. It names the version
+	// that won. An additive plan is never superseded: it keeps the newer
+	// version's paths instead (KeptNewer).
 	Superseded *catalog.Source
 }
 
@@ -223,7 +235,7 @@ func (p *Plan) Displaced() []string {
 // output costs a few passes and two allocations of its size, with no index
 // of either list and no sort of the plan.
 func Build(in Input) (Plan, error) {
-	p := Plan{Owner: in.Owner, Workflow: in.Workflow}
+	p := Plan{Owner: in.Owner, Source: in.Source, Workflow: in.Workflow}
 	if len(in.Desired) > 0 {
 		p.Items = []Item{} // a refused plan has empty, not nil, items
 	}
@@ -241,7 +253,9 @@ func Build(in Input) (Plan, error) {
 	// A publication that names many of the records (a republish) has
 	// their places found in the same pass.
 	won, found, own, at := ownRecords(in, outs, ds, ds != nil && len(ds)*16 >= len(outs))
-	if found && !in.AllowOlder && Newer(won, in.Source) {
+	older := found && !in.AllowOlder && Newer(won, in.Source)
+	if older && in.Workflow == Replacement {
+		// The bundle is the owner's whole set: an older one loses whole.
 		p.Items = nil
 		p.Superseded = &won
 		return p, nil
@@ -259,6 +273,12 @@ func Build(in Input) (Plan, error) {
 	// planned output's path, are in the way: a folder tree cannot hold both
 	// (and on S3 the roots would stop mirroring each other).
 	way := treeConflicts(ds, at, in.Stored, outs)
+	// Additive publications are patches: an older one still writes its
+	// paths, but not over (or in the way of) a newer version's.
+	var kept []bool
+	if older {
+		kept = keptNewer(in, ds, at, outs, way)
+	}
 	blocked, displaced := sortOutTheWay(in, way, outs)
 	dels, err := planReplacement(&p, in, ds, at, outs, own, displaced)
 	if err != nil {
@@ -272,6 +292,10 @@ func Build(in Input) (Plan, error) {
 	}
 	for i, d := range ds {
 		w.before(d.Path, false)
+		if kept != nil && kept[i] {
+			w.keep(d, at[i])
+			continue
+		}
 		w.plan(d, at[i])
 	}
 	w.before("", true)
@@ -644,6 +668,41 @@ func (w *walk) plan(d *Desired, at place) {
 	}
 }
 
+// keep appends the KeptNewer item of a desired output whose path (or an
+// output in its way) a newer version of the source wrote: its record, if
+// any, stays as it is.
+func (w *walk) keep(d *Desired, at place) {
+	it := Item{Path: d.Path, Action: KeptNewer, Desired: d}
+	if at.hit {
+		it.Record = w.outs[at.at]
+		w.recOf = append(w.recOf, at.at)
+	} else {
+		w.recOf = append(w.recOf, -1-at.at)
+	}
+	w.items = append(w.items, it)
+}
+
+// keptNewer marks, per desired output (ds, sorted; at their places among
+// the records), whether an older additive publication leaves its path
+// alone: the path's record, or a managed output in its way, holds a newer
+// version of the publication's source written by the same owner. A kept
+// path leaves way: it is not written, so nothing is in its way.
+func keptNewer(in Input, ds []*Desired, at []place, outs []catalog.Output, way map[string][]string) []bool {
+	newer := func(o *catalog.Output) bool {
+		return o != nil && o.Source.ID == in.Source.ID && o.PipelineID == in.Owner.PipelineID &&
+			o.DestinationID == in.Owner.DestinationID && Newer(o.Source, in.Source)
+	}
+	kept := make([]bool, len(ds))
+	for i, d := range ds {
+		kept[i] = at[i].hit && newer(&outs[at[i].at]) ||
+			slices.ContainsFunc(way[d.Path], func(o string) bool { return newer(findRecord(outs, o)) })
+		if kept[i] {
+			delete(way, d.Path)
+		}
+	}
+	return kept
+}
+
 // planPath decides what happens to one desired output: old is its record,
 // if any (current: the owner's, of this source version); inTheWay the
 // unmanaged content blocking its path, if any.
@@ -724,15 +783,15 @@ func next(in Input, cur *catalog.Catalog, outs []catalog.Output, items []Item, r
 
 // mergeItems is the next records: outs with the items' records in place
 // of those they plan (recOf), by index, comparing no paths. A run of
-// records that stay as they are (kept, or planned unchanged: the same
-// values) is copied at once.
+// records that stay as they are (not planned, planned unchanged, or
+// kept for a newer version) is copied at once.
 func mergeItems(outs []catalog.Output, items []Item, recOf []int32, size int) []catalog.Output {
 	n := make([]catalog.Output, 0, size)
 	kept := 0 // outs[kept:] are not copied yet
 	for j := range items {
 		it, r := &items[j], int(recOf[j])
 		switch {
-		case r >= 0 && it.Action != Unchanged:
+		case r >= 0 && it.Action != Unchanged && it.Action != KeptNewer:
 			n = appendEach(n, outs[kept:r])
 			if it.Action != Delete {
 				n = append(n, it.Record)

@@ -3,6 +3,7 @@ package planner_test
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -16,9 +17,12 @@ import (
 // A small universe of paths and owners, so that catalogs, storage and
 // publications overlap often.
 var (
-	universe  = []string{"a", "b", "c/d", "c/e", "f.html", "g/h/i", "j"}
-	owners    = []catalog.Owner{ownerA, ownerB, ownerA2}
-	sources   = []catalog.Source{srcOld, srcNew, srcB}
+	universe = []string{"a", "b", "c/d", "c/e", "f.html", "g/h/i", "j"}
+	owners   = []catalog.Owner{ownerA, ownerB, ownerA2}
+	// srcOlder is an earlier version of srcOld: a publication meets newer
+	// and older versions of its own source.
+	srcOlder  = catalog.Source{ID: srcOld.ID, Digest: dig(999), Created: srcOld.Created.Add(-time.Hour)}
+	sources   = []catalog.Source{srcOld, srcNew, srcB, srcOlder}
 	ownerGen  = rapid.SampledFrom(owners)
 	sourceGen = rapid.SampledFrom(sources)
 	contentN  = rapid.IntRange(0, 3)
@@ -49,6 +53,11 @@ func drawScenario(t *rapid.T) scenario {
 	for _, p := range universe {
 		if in.Catalog != nil && rapid.Bool().Draw(t, "managed "+p) {
 			o := rec(p, ownerGen.Draw(t, "owner "+p), sourceGen.Draw(t, "src "+p), contentN.Draw(t, "n "+p))
+			if rapid.IntRange(0, 2).Draw(t, "a version of the source "+p) == 0 {
+				// Older, as old with a greater digest (newer), or newer.
+				h := rapid.SampledFrom([]int{1, 0, -1}).Draw(t, "version "+p)
+				o.Source = catalog.Source{ID: in.Source.ID, Digest: dig(3000 + h), Created: in.Source.Created.Add(time.Duration(h) * time.Hour)}
+			}
 			if rapid.Bool().Draw(t, "generated "+p) {
 				o.Kind, o.SourcePath, o.Transform = catalog.KindGenerated, "report.md", "markdown_to_html"
 			}
@@ -81,6 +90,7 @@ func drawScenario(t *rapid.T) scenario {
 	}
 	in.Desired = rapid.Permutation(in.Desired).Draw(t, "order")
 	in.TakeOwnership = rapid.Bool().Draw(t, "take")
+	in.AllowOlder = rapid.IntRange(0, 3).Draw(t, "allow older") == 3
 	in.MaxDeletes = rapid.IntRange(0, 4).Draw(t, "max-deletes")
 	s.in = in
 	return s
@@ -92,10 +102,32 @@ func TestPlannerProperties(t *testing.T) {
 		in := s.in
 		p, err := planner.Build(in)
 
-		ownedByA := 0
-		for _, o := range s.managed {
-			if o.Owner() == ownerA {
-				ownedByA++
+		// Newest wins: a newer version of the source among the owner's
+		// records supersedes a replacement whole; an additive publication
+		// keeps exactly the paths recorded with one.
+		newerAt := func(path string) bool {
+			o, ok := s.managed[path]
+			return ok && !in.AllowOlder && o.Owner() == ownerA && o.Source.ID == in.Source.ID && planner.Newer(o.Source, in.Source)
+		}
+		var newest *catalog.Source
+		for path, o := range s.managed {
+			if newerAt(path) && (newest == nil || planner.Newer(o.Source, *newest)) {
+				newest = &o.Source
+			}
+		}
+		if in.Workflow == planner.Replacement && newest != nil {
+			if err != nil || p.Superseded == nil || *p.Superseded != *newest || p.Items != nil || p.Next != nil || p.Changed {
+				t.Fatalf("replacement older than %+v: err %v, plan\n%s superseded=%v", *newest, err, showPlan(p), p.Superseded)
+			}
+			return
+		}
+		if p.Superseded != nil {
+			t.Fatalf("superseded by %+v", *p.Superseded)
+		}
+		kept := map[string]bool{}
+		for path := range s.desired {
+			if newerAt(path) {
+				kept[path] = true
 			}
 		}
 		var wantDeletes []string
@@ -190,8 +222,22 @@ func TestPlannerProperties(t *testing.T) {
 		}
 
 		next := p.Next.Index()
-		// Every desired output is recorded as the owner's, created_at kept.
+		// Kept paths are kept: not written, their records as they were.
+		for _, it := range p.Items {
+			if (it.Action == planner.KeptNewer) != kept[it.Path] {
+				t.Fatalf("%q planned %s, kept for a newer version: %v", it.Path, it.Action, kept[it.Path])
+			}
+		}
+		for path := range kept {
+			if r, ok := next[path]; !ok || !reflect.DeepEqual(r, s.managed[path]) || slices.ContainsFunc(p.Writes(), func(it planner.Item) bool { return it.Path == path }) {
+				t.Fatalf("kept %q written, or recorded as %s", path, showRec(r))
+			}
+		}
+		// Every other desired output is recorded as the owner's, created_at kept.
 		for path, d := range s.desired {
+			if kept[path] {
+				continue
+			}
 			r, ok := next[path]
 			if !ok || r.Owner() != ownerA || r.SHA256 != d.SHA256 || r.Size != d.Size || r.URL != d.URL || r.Source != in.Source {
 				t.Fatalf("desired %q recorded as %s", path, showRec(r))

@@ -1,8 +1,9 @@
 package planner
 
 // The planner as it was before Build walked its inputs in one pass (commit
-// 6836b3a), kept verbatim but for its names (ref...): the reference
-// TestBuildMatchesReference compares Build with, input by input.
+// 6836b3a), kept verbatim but for its names (ref...) and for the rules
+// added since (an additive publication's newest wins per path): the
+// reference TestBuildMatchesReference compares Build with, input by input.
 
 import (
 	"errors"
@@ -16,7 +17,7 @@ import (
 
 // refBuild plans one publication on one root.
 func refBuild(in Input) (Plan, error) {
-	p := Plan{Owner: in.Owner, Workflow: in.Workflow}
+	p := Plan{Owner: in.Owner, Source: in.Source, Workflow: in.Workflow}
 	if len(in.Desired) > 0 {
 		p.Items = make([]Item, 0, len(in.Desired))
 	}
@@ -25,7 +26,9 @@ func refBuild(in Input) (Plan, error) {
 	}
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
-	if won, ok := refNewest(in.Catalog, in.Owner, in.Source.ID); ok && !in.AllowOlder && Newer(won, in.Source) {
+	won, ok := refNewest(in.Catalog, in.Owner, in.Source.ID)
+	older := ok && !in.AllowOlder && Newer(won, in.Source)
+	if older && in.Workflow == Replacement {
 		p.Items = nil
 		p.Superseded = &won
 		return p, nil
@@ -49,9 +52,29 @@ func refBuild(in Input) (Plan, error) {
 		cur = &catalog.Catalog{}
 	}
 	records := cur.Finder()
+	// An older additive publication leaves alone the paths where a newer
+	// version of its source (the same owner's) is recorded or in the way.
+	kept := map[string]bool{}
+	if older {
+		newer := func(path string) bool {
+			r, ok := records(path)
+			return ok && r.Owner() == in.Owner && r.Source.ID == in.Source.ID && Newer(r.Source, in.Source)
+		}
+		for _, path := range keys {
+			if newer(path) || slices.ContainsFunc(way[path], newer) {
+				kept[path] = true
+				delete(way, path)
+			}
+		}
+	}
 	blocked, displaced := refSortOutTheWay(in, keys, way, records)
 	ahead := cur.Ascending()
 	for _, path := range keys {
+		if kept[path] {
+			rec, _ := records(path)
+			p.Items = append(p.Items, Item{Path: path, Action: KeptNewer, Desired: desired[path], Record: rec})
+			continue
+		}
 		it := refPlanPath(in, desired[path], blocked[path], ahead)
 		if it.Action == Collision {
 			p.Collisions = append(p.Collisions, path)
@@ -237,7 +260,7 @@ func refNext(in Input, cur *catalog.Catalog, items []Item) (*catalog.Catalog, bo
 	fresh := in.Catalog == nil // absent or legacy: a new v4 catalog
 	changed := fresh
 	for _, it := range items {
-		if it.Action != Unchanged {
+		if it.Action != Unchanged && it.Action != KeptNewer {
 			changed = true
 			break
 		}

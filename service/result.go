@@ -102,6 +102,7 @@ func fillCounts(r *events.Result, res engine.Result) {
 	r.Written = len(res.Written)
 	r.Deleted = len(res.Deleted)
 	r.Unchanged = res.Unchanged
+	r.KeptNewer = res.KeptNewer
 	for _, it := range res.Written {
 		r.Outputs = append(r.Outputs, events.OutputRef{Path: it.Path, SHA256: it.Record.SHA256, Size: it.Record.Size, URL: it.Record.URL, Action: events.ActionWritten})
 		if it.Adopted {
@@ -116,11 +117,15 @@ func fillCounts(r *events.Result, res engine.Result) {
 		r.Outputs = append(r.Outputs, events.OutputRef{Path: p, Action: events.ActionDeleted})
 	}
 	for _, it := range res.Plan.Items {
-		// A delete's record is the removed one: an older source's.
-		if it.Action != planner.Delete && it.Record.Source.ID != "" {
+		// A delete's record is the removed one: an older source's; a kept
+		// one's is the newer version's.
+		if it.Action != planner.Delete && it.Action != planner.KeptNewer && it.Record.Source.ID != "" {
 			r.Source = sourceRef(it.Record.Source)
 			break
 		}
+	}
+	if r.Source == nil && res.KeptNewer > 0 { // every planned path kept
+		r.Source = sourceRef(res.Plan.Source)
 	}
 }
 

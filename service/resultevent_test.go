@@ -72,6 +72,36 @@ func TestFillCountsSourceIsNotADeletedRecords(t *testing.T) {
 	}
 }
 
+// An older additive bundle is published with the paths a newer version
+// wrote counted as kept_newer; its source is the bundle's, not the newer
+// version's the kept records hold, even when it kept every path.
+func TestResultEventOfOlderAdditiveBundle(t *testing.T) {
+	t.Parallel()
+	older := catalog.Source{ID: "w", Digest: "sha256:" + strings.Repeat("1", 64), Created: time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)}
+	newer := catalog.Source{ID: "w", Digest: "sha256:" + strings.Repeat("2", 64), Created: older.Created.Add(time.Hour)}
+	kept := planner.Item{Path: "a.csv", Action: planner.KeptNewer, Record: catalog.Output{Path: "a.csv", Source: newer}}
+	written := planner.Item{Path: "b.csv", Action: planner.Create, Write: true,
+		Record: catalog.Output{Path: "b.csv", Source: older, SHA256: "sha256:" + strings.Repeat("b", 64), Size: 3}}
+	ev := events.BundleReady{ID: "ev1", PipelineID: "p"}
+	for _, tc := range []struct {
+		name string
+		res  engine.Result
+	}{
+		{"some written", engine.Result{KeptNewer: 1, Written: []planner.Item{written}, Plan: planner.Plan{Source: older, Items: []planner.Item{kept, written}}}},
+		{"every path kept", engine.Result{KeptNewer: 1, Plan: planner.Plan{Source: older, Items: []planner.Item{kept}}}},
+	} {
+		r := ResultEvent("d", tc.res, nil, Delivery{Event: ev, Attempt: 1})
+		if r.Type != events.TypePublished || r.KeptNewer != 1 || r.Written != len(tc.res.Written) ||
+			r.Source == nil || *r.Source != (events.SourceRef{ID: "w", Digest: older.Digest, Created: older.Created}) {
+			t.Fatalf("%s: result %+v, source %+v", tc.name, r, r.Source)
+		}
+		r.SchemaVersion, r.ID, r.Time = events.SchemaVersion, "ev1.d.published", time.Now()
+		if err := r.Validate(); err != nil {
+			t.Fatalf("%s: published event does not validate: %v", tc.name, err)
+		}
+	}
+}
+
 // A superseded destination gets a superseded event naming both versions:
 // terminal, not a failure, nothing to replay.
 func TestResultEventSuperseded(t *testing.T) {

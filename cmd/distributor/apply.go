@@ -208,6 +208,9 @@ type counts struct {
 	Unchanged int `json:"unchanged"`
 	Delete    int `json:"delete"`
 	Collision int `json:"collision"`
+	// KeptNewer: paths an older additive bundle leaves as a newer version
+	// of its source wrote them.
+	KeptNewer int `json:"kept_newer,omitempty"`
 }
 
 // planCounts counts what apply would do with p.
@@ -217,13 +220,13 @@ func planCounts(p planner.Plan) counts {
 		return c
 	}
 	c.Create, c.Update, c.Unchanged = p.Count(planner.Create), p.Count(planner.Update), p.Count(planner.Unchanged)
-	c.Delete = len(p.Deletes())
+	c.Delete, c.KeptNewer = len(p.Deletes()), p.Count(planner.KeptNewer)
 	return c
 }
 
 // resultCounts counts what a publication did.
 func resultCounts(res engine.Result) counts {
-	c := counts{Unchanged: res.Unchanged, Delete: len(res.Deleted), Update: len(res.Updated)}
+	c := counts{Unchanged: res.Unchanged, Delete: len(res.Deleted), Update: len(res.Updated), KeptNewer: res.KeptNewer}
 	if res.Plan.Blocked() {
 		c.Collision = len(res.Plan.Collisions)
 	}
@@ -267,7 +270,8 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 	for _, it := range p.Items {
 		mark := marks[it.Action]
 		// A blocked publication changes nothing: only what blocks it is news.
-		if it.Action == planner.Unchanged || (p.Blocked() && it.Action != planner.Collision) {
+		// Kept paths are counted, not listed: they are the newer version's.
+		if it.Action == planner.Unchanged || it.Action == planner.KeptNewer || (p.Blocked() && it.Action != planner.Collision) {
 			continue
 		}
 		note := ""
@@ -295,18 +299,27 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 	}
 	if planOnly {
 		c := planCounts(p)
-		fmt.Fprintf(out, "  would create %d, update %d, delete %d; %d unchanged, %d collision\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision)
+		fmt.Fprintf(out, "  would create %d, update %d, delete %d; %d unchanged, %d collision%s\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision, keptNote(c))
 		if err != nil {
 			fmt.Fprintf(out, "  apply would write nothing\n")
 		}
 		return
 	}
 	c := resultCounts(res)
-	fmt.Fprintf(out, "  %d create, %d update, %d unchanged, %d delete, %d collision\n", c.Create, c.Update, c.Unchanged, c.Delete, c.Collision)
+	fmt.Fprintf(out, "  %d create, %d update, %d unchanged, %d delete, %d collision%s\n", c.Create, c.Update, c.Unchanged, c.Delete, c.Collision, keptNote(c))
 	if err != nil {
 		// The error itself goes to stderr, once.
 		fmt.Fprintf(out, "  failed\n")
 	}
+}
+
+// keptNote ends a summary line with the paths kept for a newer version, if
+// any (only an older additive bundle has them).
+func keptNote(c counts) string {
+	if c.KeptNewer == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d kept (a newer version of the source wrote them)", c.KeptNewer)
 }
 
 type resultJSON struct {

@@ -1056,6 +1056,51 @@ func TestRuleManagedFileBecomesFolderAndBack(t *testing.T) {
 // Rule: newest wins per owner and source. A bundle older than the version
 // of its source the destination holds changes nothing: plan and apply say
 // so in one line and exit 3; --allow-older rolls back on purpose.
+// Rule: newest wins per path in additive. An older bundle writes the paths
+// no newer version of its source wrote and keeps the others (counted, not
+// listed); exit 0, plan and apply agree.
+func TestRuleOlderBundleInAdditiveKeepsNewerPaths(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t)
+	root := e.root("site")
+	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "additive"})
+	older := e.bundle("v1", "weatherreporter.today", map[string]string{"a.txt": "one\n", "old.txt": "old\n"})
+	newer := e.bundle("v2", "weatherreporter.today", map[string]string{"a.txt": "two\n", "new.txt": "new\n"})
+	e.apply(pipeDaily, newer)
+	kept := e.catalogOf(root)
+
+	out, _, code := e.run("plan", "--pipeline", pipeDaily, "--bundle", older.Dir)
+	if want := fmt.Sprintf("latest (%s, additive)\n  + old.txt\n  would create 1, update 0, delete 0; 0 unchanged, 0 collision; 1 kept (a newer version of the source wrote them)\n", root); code != exitOK || out != want {
+		t.Errorf("plan of the older bundle: exit %d, stdout:\n%s\nwant:\n%s", code, out, want)
+	}
+	out, _, code = e.run("plan", "--json", "--pipeline", pipeDaily, "--bundle", older.Dir)
+	var res []resultJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitOK || len(res) != 1 || res[0].SupersededBy != nil ||
+		res[0].Counts != (counts{Create: 1, KeptNewer: 1}) || len(res[0].Items) != 2 || res[0].Items[0].Action != "kept_newer" || res[0].Items[0].Write {
+		t.Errorf("plan --json: exit %d, %s", code, out)
+	}
+	out = e.apply(pipeDaily, older)
+	if want := fmt.Sprintf("latest (%s, additive)\n  + old.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 0 collision; 1 kept (a newer version of the source wrote them)\n", root); out != want {
+		t.Errorf("apply stdout:\n%s\nwant:\n%s", out, want)
+	}
+	e.wantFiles(root, map[string]string{"a.txt": "two\n", "new.txt": "new\n", "old.txt": "old\n", catalog.FileName: ""})
+	after := e.catalogOf(root)
+	e.wantRecords(after, srcRecord("a.txt", pipeDaily, "latest", newer, "two\n"),
+		srcRecord("new.txt", pipeDaily, "latest", newer, "new\n"), srcRecord("old.txt", pipeDaily, "latest", older, "old\n"))
+	if got, want := mustLookup(t, after, "a.txt"), mustLookup(t, kept, "a.txt"); got != want {
+		t.Errorf("the kept record changed: %+v, was %+v", got, want)
+	}
+}
+
+func mustLookup(t *testing.T, c *catalog.Catalog, path string) catalog.Output {
+	t.Helper()
+	o, ok := c.Lookup(path)
+	if !ok {
+		t.Fatalf("no record for %s", path)
+	}
+	return o
+}
+
 func TestRuleOlderBundleIsSuperseded(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t)

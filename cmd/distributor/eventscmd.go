@@ -193,6 +193,9 @@ func printEvent(w io.Writer, r events.Result) {
 		if r.Updated > 0 {
 			fmt.Fprintf(w, ", %d record(s) updated", r.Updated)
 		}
+		if r.KeptNewer > 0 {
+			fmt.Fprintf(w, ", %d kept (a newer version of the source wrote them)", r.KeptNewer)
+		}
 	case events.TypeCollision:
 		fmt.Fprintf(w, " blocked by unmanaged %s", strings.Join(r.Collisions, ", "))
 	case events.TypeSuperseded:

@@ -47,7 +47,7 @@ func runCmdAt(t *testing.T, now func() time.Time, args ...string) (code int, std
 
 // natsEnv is one configuration file over temp destination roots:
 //
-//	p.one → d1, d2 (additive, separate roots)
+//	p.one → d1, d2 (additive unless setWorkflow, separate roots)
 //	p.two → d3
 type natsEnv struct {
 	dir   string
@@ -94,6 +94,24 @@ func writeNATSConfig(t *testing.T, natsBlock string) *natsEnv {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// setWorkflow gives destination d workflow wf in the configuration file
+// (before serve reads it).
+func (e *natsEnv) setWorkflow(t *testing.T, d, wf string) {
+	t.Helper()
+	data, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := "    path: " + e.roots[d] + "\n"
+	if !strings.Contains(string(data), line) {
+		t.Fatalf("no destination %s in %s", d, data)
+	}
+	data = []byte(strings.Replace(string(data), line, line+"    workflow: "+wf+"\n", 1))
+	if err := os.WriteFile(e.cfg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // makeBundle writes files into a new folder and runs `bundle create` on it.

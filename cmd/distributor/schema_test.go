@@ -26,6 +26,7 @@ func TestEventsAndCatalogsMatchSchemas(t *testing.T) {
 	ctx := context.Background()
 	schemas := schematest.New(t)
 	e := newNATSEnv(t)
+	e.setWorkflow(t, "d2", "replacement") // so that an older bundle is superseded there
 	startServe(t, e.cfg)
 	js := e.nats.JetStream(t)
 	subjects := events.Subjects{}
@@ -60,8 +61,9 @@ func TestEventsAndCatalogsMatchSchemas(t *testing.T) {
 	mustExit(0, "replay", "--id", col.BundleEventID, "--take-ownership")
 	e.waitEvent(t, func(r events.Result) bool { return len(r.Adopted) > 0 }, "--type", "published")
 
-	// An older version of the source: superseded on both destinations.
-	b0 := e.makeBundle(t, "b0", "src.one", map[string]string{"report.md": "# Last year\n"})
+	// An older version of the source: superseded on d2 (replacement),
+	// published with its newer path kept on d1 (additive).
+	b0 := e.makeBundle(t, "b0", "src.one", map[string]string{"report.md": "# Last year\n", "last-year.txt": "old\n"})
 	mustExit(0, "bundle", "create", b0, "--id", "src.one", "--created", "2025-01-01T00:00:00Z")
 	mustExit(exitRefused, "publish", "--wait", "--pipeline", "p.one", "--bundle", b0)
 

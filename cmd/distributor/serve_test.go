@@ -31,6 +31,7 @@ import (
 func TestServePublishWait(t *testing.T) {
 	t.Parallel()
 	e := newNATSEnv(t)
+	e.setWorkflow(t, "d2", "replacement")
 	s := startServe(t, e.cfg)
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 
@@ -88,7 +89,7 @@ func TestServePublishWait(t *testing.T) {
 	}
 	assertBlocks(t, "publish --wait with a collision", stdout,
 		"collision d1 p.one blocked by unmanaged new.txt",
-		"published d2 p.one written 1, unchanged 0, deleted 0 | + new.txt",
+		"published d2 p.one written 1, unchanged 0, deleted 2 | + new.txt | - data.csv | - report.md",
 	)
 	if want := "distributor: not published to d1: collision with 1 unmanaged path(s) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
 		t.Errorf("publish with a collision: stderr\n %q\nwant %q", stderr, want)
@@ -100,36 +101,36 @@ func TestServePublishWait(t *testing.T) {
 		t.Errorf("d1's catalog changed despite the collision")
 	}
 
-	// An older version of src.one: both destinations hold a newer one, so
-	// serve reports superseded (nothing changes) and publish exits 3.
-	b0 := e.makeBundle(t, "b0", "src.one", map[string]string{"report.md": "# Last year\n"})
+	// An older version of src.one: both destinations hold a newer one.
+	// Replacement d2 reports superseded (nothing changes) and publish
+	// exits 3; additive d1 keeps the newer report.md and writes the rest.
+	b0 := e.makeBundle(t, "b0", "src.one", map[string]string{"report.md": "# Last year\n", "last-year.txt": "old\n"})
 	if code, _, stderr := runCmd(t, "bundle", "create", b0, "--id", "src.one", "--created", "2025-01-01T00:00:00Z"); code != 0 {
 		t.Fatalf("bundle create: %s", stderr)
 	}
-	before := map[string]string{}
-	var supersededBlocks []string
-	for _, d := range []string{"d1", "d2"} {
-		before[d] = readFile(t, filepath.Join(e.roots[d], ".distributor.json"))
-		var s catalog.Source // the newest version d holds
-		for _, o := range readCatalog(t, e.roots[d]).Outputs {
-			if planner.Newer(o.Source, s) {
-				s = o.Source
-			}
+	reportBefore := recordAt(t, e.roots["d1"], "report.md")
+	d2Before := readFile(t, filepath.Join(e.roots["d2"], ".distributor.json"))
+	var held catalog.Source // the newest version d2 holds
+	for _, o := range readCatalog(t, e.roots["d2"]).Outputs {
+		if planner.Newer(o.Source, held) {
+			held = o.Source
 		}
-		supersededBlocks = append(supersededBlocks, fmt.Sprintf("superseded %s p.one already has src.one created %s (digest %s); nothing changed", d, s.Created.Format(time.RFC3339Nano), s.Digest))
 	}
 	code, stdout, stderr = e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b0)
 	if code != exitRefused {
 		t.Errorf("publish an older bundle: exit %d, want %d", code, exitRefused)
 	}
-	assertBlocks(t, "publish --wait of an older bundle", stdout, supersededBlocks...)
-	if want := "distributor: not published to d1: superseded by a newer version of the source (a roll back needs --allow-older), d2: superseded by a newer version of the source (a roll back needs --allow-older) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	assertBlocks(t, "publish --wait of an older bundle", stdout,
+		"published d1 p.one written 1, unchanged 0, deleted 0, 1 kept (a newer version of the source wrote them) | + last-year.txt",
+		fmt.Sprintf("superseded d2 p.one already has src.one created %s (digest %s); nothing changed", held.Created.Format(time.RFC3339Nano), held.Digest))
+	if want := "distributor: not published to d2: superseded by a newer version of the source (a roll back needs --allow-older) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
 		t.Errorf("publish an older bundle: stderr\n %q\nwant %q", stderr, want)
 	}
-	for _, d := range []string{"d1", "d2"} {
-		if got := readFile(t, filepath.Join(e.roots[d], ".distributor.json")); got != before[d] {
-			t.Errorf("%s's catalog changed for a superseded bundle", d)
-		}
+	if got := readFile(t, filepath.Join(e.roots["d2"], ".distributor.json")); got != d2Before {
+		t.Errorf("d2's catalog changed for a superseded bundle")
+	}
+	if got := recordAt(t, e.roots["d1"], "report.md"); got != reportBefore || readFile(t, filepath.Join(e.roots["d1"], "report.md")) != bundleOne["report.md"] {
+		t.Errorf("d1's newer report.md changed: %+v, was %+v", got, reportBefore)
 	}
 
 	// An unknown pipeline: serve reports one failed event, publish exits 2
@@ -150,6 +151,16 @@ func TestServePublishWait(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "stopped") {
 		t.Errorf("serve did not log stopped: %s", s.stderr.String())
 	}
+}
+
+// recordAt is the record of path in the catalog of the local root.
+func recordAt(t *testing.T, root, path string) catalog.Output {
+	t.Helper()
+	o, ok := readCatalog(t, root).Lookup(path)
+	if !ok {
+		t.Fatalf("%s: no record of %s", root, path)
+	}
+	return o
 }
 
 // TestPublishWaitWithoutServe: the event is announced, but nobody publishes.

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/events"
@@ -557,14 +558,26 @@ func TestPublishWithoutQuorumSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := c.WaitStreamLeader(t, st.Subjects.EventsStream())
+	survivor := (leader + 1) % testenv.ClusterSize
+	// Connected to the survivor alone: the publish is not also waiting
+	// for a reconnect.
+	nc, err := nats.Connect(c.NodeURL(survivor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sjs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range testenv.ClusterSize {
-		if i != (leader+1)%testenv.ClusterSize {
+		if i != survivor {
 			c.Kill(i)
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = events.NewPublisher(js, st.Subjects).PublishResult(pctx, published("evt-q", "archive", "weatherreporter.daily"))
+	_, err = events.NewPublisher(sjs, st.Subjects).PublishResult(pctx, published("evt-q", "archive", "weatherreporter.daily"))
 	if err == nil || strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "stream DISTRIBUTOR_EVENTS does not answer: ") {
 		t.Fatalf("err = %v, want the stream's missing leader, not a missing stream", err)
 	}

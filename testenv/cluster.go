@@ -229,6 +229,14 @@ func (c *Cluster) ConnAs(t testing.TB, user string, opts ...nats.Option) *nats.C
 	return nc
 }
 
+// NodeURL is the client URL of node i alone.
+func (c *Cluster) NodeURL(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.nodes[i].opts
+	return fmt.Sprintf("nats://%s:%d", o.Host, o.Port)
+}
+
 // JetStream opens a new connection and returns its JetStream context. Calls
 // without a deadline wait up to 15 s: on a busy machine a replicated
 // stream's first leader election can outlast the default 5 s.

@@ -175,7 +175,8 @@ func TestWarnPipelinesWithoutBundleLocations(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t)
 	root := e.root("site")
-	e.writeConfig([]pipeSpec{{pipeDaily, []string{"a"}}, {pipeTides, []string{"a"}}}, []destSpec{{ID: "a", Root: root}})
+	e.writeFile(e.cfg, "nats:\n  listen: 127.0.0.1:1\npipelines:\n  - {id: "+pipeDaily+", destinations: [a]}\n  - {id: "+pipeTides+", destinations: [a]}\n"+
+		"destinations:\n  - {id: a, backend: local, path: \""+root+"\"}\n")
 	const warning = "2 of 2 pipelines declare no bundle_locations (weatherreporter.daily, tides.hourly): they accept a bundle from any location, so a producer can have another pipeline's bundles published under theirs; list each pipeline's bundle folders or s3:// prefixes under bundle_locations"
 	out, errOut, code := e.run("config", "validate")
 	if code != exitOK || !strings.HasPrefix(out, e.cfg+": ok, 2 pipeline(s), 1 destination(s)\n") {

@@ -120,8 +120,8 @@ func (p Pipeline) AllowsBundle(location string, real func(string) string) error 
 	}
 	for _, entry := range p.BundleLocations {
 		e, msg := parsePlace(entry)
-		if msg != "" {
-			continue // Validate refuses such entries; none matches anything
+		if msg != "" || (e.bucket == "") != (b.bucket == "") {
+			continue // Validate refuses bad entries; S3 never holds a local path
 		}
 		if e.bucket == "" {
 			e.path = real(e.path)

@@ -156,10 +156,14 @@ type S3Timeouts struct {
 	Attempts int `yaml:"attempts" cfg:"positive" hint:"1 = no retry"`
 }
 
-// Pipeline is a producer's id and the destinations it publishes to.
+// Pipeline is a producer's id, the destinations it publishes to and where
+// its bundles may be.
 type Pipeline struct {
 	ID           string   `yaml:"id"`
 	Destinations []string `yaml:"destinations"`
+	// BundleLocations are the local folders and s3://bucket/prefix/
+	// prefixes its bundles must lie in (AllowsBundle); none: anywhere.
+	BundleLocations []string `yaml:"bundle_locations"`
 }
 
 // Destination is one configured target.

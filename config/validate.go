@@ -121,6 +121,11 @@ func (c *Config) validatePipelines(errs *errList, dests map[string]int) {
 			}
 			seen[id] = true
 		}
+		for j, loc := range p.BundleLocations {
+			if msg := checkBundleLocation(loc); msg != "" {
+				errs.add(k+".bundle_locations["+strconv.Itoa(j)+"]", "%s: bundle_locations entry %q %s", lbl, loc, msg)
+			}
+		}
 	}
 }
 
@@ -153,7 +158,7 @@ func (c *Config) validateDestinations(errs *errList, dests map[string]int) {
 				system = systemFolders()
 			}
 			p := localPath(d.Path)
-			rp := resolvePath(p)
+			rp := ResolvePath(p)
 			// Its catalog and replacement deletes would sit among the
 			// system's own files.
 			if system[p] {
@@ -228,9 +233,10 @@ func localPath(p string) string {
 	return filepath.Clean(p)
 }
 
-// resolvePath resolves the symlinks of p's longest existing prefix and
-// appends the rest (folders not created yet hold no symlinks).
-func resolvePath(p string) string {
+// ResolvePath resolves the symlinks of the absolute, clean path p's longest
+// existing prefix and appends the rest (folders not created yet hold no
+// symlinks): the folder p names on disk, as far as it exists.
+func ResolvePath(p string) string {
 	rest := ""
 	for cur := p; ; {
 		if r, err := filepath.EvalSymlinks(cur); err == nil {

@@ -147,6 +147,10 @@ func checkAdopted(t *testing.T, res []events.Result, id string, adopted []string
 	}
 }
 
+// docPipeline is the pipeline of the weather producer's set in
+// docs/nats-permissions.md.
+const docPipeline = "weatherreporter.daily"
+
 // TestNATSPermissionsDoc runs every role of docs/nats-permissions.md with
 // exactly its documented permissions. The producer announces (published)
 // but its attempt on the admin subject is refused by the server and never
@@ -175,7 +179,7 @@ func TestNATSPermissionsDoc(t *testing.T) {
 			t.Fatalf("serve: Setup #%d: %v", i+1, err)
 		}
 	}
-	e := newEnvOn(t, n, siteYAML, false)
+	e := newEnvOn(t, n, strings.ReplaceAll(siteYAML, "weather.daily", docPipeline), false)
 	subj := e.streams.Subjects
 	e.start(nodeConfig{user: "serve", opts: fastOptions()})
 
@@ -195,14 +199,14 @@ func TestNATSPermissionsDoc(t *testing.T) {
 	// Producer: its announcement is published.
 	var mu sync.Mutex
 	var async []error
-	prodJS := jsAs("producer", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	prodJS := jsAs("weather-producer", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		async = append(async, err)
 	}))
 	prod := events.NewPublisher(prodJS, subj)
 	loc1, digest1 := e.bundle("weather.today", map[string]string{"today.csv": "t,0\n"})
-	if _, _, err := prod.AnnounceBundle(ctx, events.BundleReady{ID: "prod-1", PipelineID: "weather.daily", Bundle: loc1, ManifestDigest: digest1}); err != nil {
+	if _, _, err := prod.AnnounceBundle(ctx, events.BundleReady{ID: "prod-1", PipelineID: docPipeline, Bundle: loc1, ManifestDigest: digest1}); err != nil {
 		t.Fatalf("producer: announce: %v", err)
 	}
 	if r := e.wait("prod-1", 1, 20*time.Second)[0]; r.Type != events.TypePublished || r.Written != 1 {
@@ -214,7 +218,7 @@ func TestNATSPermissionsDoc(t *testing.T) {
 	files := map[string]string{"report.md": "# Tomorrow\n"}
 	loc2, digest2 := e.bundle("weather.tomorrow", files)
 	stray := e.unmanaged("report.md", "hand-made")
-	adopt := events.BundleReady{ID: "prod-admin", PipelineID: "weather.daily", Bundle: loc2, ManifestDigest: digest2, TakeOwnership: true}
+	adopt := events.BundleReady{ID: "prod-admin", PipelineID: docPipeline, Bundle: loc2, ManifestDigest: digest2, TakeOwnership: true}
 	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 	_, _, err = prod.AnnounceAsOperator(pctx, adopt)
 	pcancel()
@@ -223,7 +227,7 @@ func TestNATSPermissionsDoc(t *testing.T) {
 	}
 	mu.Lock()
 	violation := slices.ContainsFunc(async, func(err error) bool {
-		return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"distributor.admin.bundle.ready.weather.daily"`)
+		return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"distributor.admin.bundle.ready.`+docPipeline+`"`)
 	})
 	mu.Unlock()
 	if !violation {

@@ -323,6 +323,10 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
 	// The engine's lines about this event carry the same fields.
 	ctx = engine.WithLog(ctx, log)
+	if p, ok := c.subjects.BundleReadyPipeline(msg.Subject()); !ok || p != ev.PipelineID {
+		c.rejectOtherPipeline(ctx, msg, ev, p, attempt, last)
+		return
+	}
 	if !c.subjects.IsAdmin(msg.Subject()) && (ev.TakeOwnership || ev.AllowOlder) {
 		c.rejectOperatorFlags(ctx, msg, ev, attempt, last)
 		return
@@ -450,6 +454,29 @@ func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, e
 	}
 	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
 	_ = msg.TermWithReason("operator flags on a producer subject")
+}
+
+// rejectOtherPipeline terminates an event whose pipeline_id is not the
+// pipeline of the subject it came on (producer or admin) with one
+// failed/invalid_event result, before anything is read. NATS permissions
+// are granted per subject, so the subject's pipeline is the one the sender
+// may announce for: the result is reported there, not to the pipeline the
+// event claims. Its original is kept, so an operator can grant it with
+// replay.
+func (c *Consumer) rejectOtherPipeline(ctx context.Context, msg jetstream.Msg, ev events.BundleReady, subjectPipeline string, attempt int, last bool) {
+	orig := ev
+	r := events.Result{Type: events.TypeFailed, BundleEventID: ev.ID, PipelineID: subjectPipeline, Reason: events.ReasonInvalidEvent,
+		Message: fmt.Sprintf("bundle.ready %s on %s is for pipeline %q, but the subject is pipeline %q's: announce a pipeline's bundles on its own subject, %s",
+			ev.ID, msg.Subject(), ev.PipelineID, subjectPipeline, c.subjects.BundleReady(ev.PipelineID)),
+		Attempts: attempt, Original: &orig}
+	c.opts.Log.Warn().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Str("subject", msg.Subject()).
+		Msg("pipeline_id is not the subject's pipeline; rejected")
+	if err := c.publish(ctx, r); err != nil && !last && !permanentPublishErr(err) {
+		_ = msg.NakWithDelay(c.backoff(attempt))
+		return
+	}
+	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
+	_ = msg.TermWithReason("pipeline_id is not the subject's pipeline")
 }
 
 func (c *Consumer) backoff(attempt int) time.Duration {

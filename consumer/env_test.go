@@ -152,8 +152,14 @@ func (e *env) bundle(id string, files map[string]string) (location, digest strin
 // s3Bundle uploads a bundle of files to the test bucket under prefix.
 func (e *env) s3Bundle(prefix, id string, files map[string]string) (location, digest string) {
 	e.t.Helper()
+	return e.s3BundleIn(e.bucket, prefix, id, files)
+}
+
+// s3BundleIn uploads a bundle of files to bucket under prefix.
+func (e *env) s3BundleIn(bucket, prefix, id string, files map[string]string) (location, digest string) {
+	e.t.Helper()
 	local, digest := e.bundle(id, files)
-	b, err := s3.NewFromClient(e.s3.Client, e.bucket, prefix, s3.Options{})
+	b, err := s3.NewFromClient(e.s3.Client, bucket, prefix, s3.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -166,7 +172,7 @@ func (e *env) s3Bundle(prefix, id string, files map[string]string) (location, di
 			e.t.Fatal(err)
 		}
 	}
-	return "s3://" + e.bucket + "/" + prefix, digest
+	return "s3://" + bucket + "/" + prefix, digest
 }
 
 // announce publishes a bundle-ready event and returns its id.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/internal/schematest"
@@ -114,6 +115,7 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		{storage.ErrConflict, "site", false, events.ReasonStorage},
 		{fmt.Errorf("/srv/site: %w", storage.ErrRootMissing), "site", false, events.ReasonRootMissing},
 		{fmt.Errorf("/srv/site: %w", storage.ErrDenied), "site", false, events.ReasonStorageDenied},
+		{fmt.Errorf("%w: bundle /srv/other/b1 of pipeline \"weather.daily\" lies outside them", config.ErrBundleNotAllowed), "site", false, events.ReasonBundleNotAllowed},
 		{errors.New("boom"), "site", false, events.ReasonInternal},
 	}
 	for i, f := range failures {

@@ -45,6 +45,7 @@ const (
 	ReasonStorage            = "storage"
 	ReasonRootMissing        = "root_missing"
 	ReasonStorageDenied      = "storage_denied"
+	ReasonBundleNotAllowed   = "bundle_not_allowed"
 	ReasonInternal           = "internal"
 )
 

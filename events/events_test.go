@@ -314,6 +314,36 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// BundleReadyPipeline reads the pipeline back from both bundle-ready
+// subjects of its prefix, and from nothing else.
+func TestBundleReadyPipeline(t *testing.T) {
+	t.Parallel()
+	var def events.Subjects
+	acme := events.Subjects{Prefix: "acme"}
+	for _, c := range []struct {
+		s       events.Subjects
+		subject string
+		want    string
+		ok      bool
+	}{
+		{def, def.BundleReady("weatherreporter.daily"), "weatherreporter.daily", true},
+		{def, def.AdminBundleReady("weatherreporter.daily"), "weatherreporter.daily", true},
+		{def, def.BundleReady("admin.bundle.ready.x"), "admin.bundle.ready.x", true},
+		{acme, acme.BundleReady("p"), "p", true},
+		{acme, acme.AdminBundleReady("p.q"), "p.q", true},
+		{acme, def.BundleReady("p"), "", false},
+		{def, "distributor.bundle.ready.", "", false},
+		{def, "distributor.bundle.ready", "", false},
+		{def, "distributor.events.failed._.p", "", false},
+		{def, "distributor.admin.bundle.ready.", "", false},
+	} {
+		got, ok := c.s.BundleReadyPipeline(c.subject)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%+v.BundleReadyPipeline(%q) = %q, %v; want %q, %v", c.s, c.subject, got, ok, c.want, c.ok)
+		}
+	}
+}
+
 func TestValidateIDs(t *testing.T) {
 	t.Parallel()
 	for _, id := range []string{"weatherreporter.daily", "a", "a-b_c.d", "report/2"} {

@@ -86,6 +86,18 @@ func (s Subjects) IsAdmin(subject string) bool {
 	return strings.HasPrefix(subject, s.AdminBundleReady(""))
 }
 
+// BundleReadyPipeline returns the pipeline id a bundle-ready subject ends
+// in, producer or admin (BundleReady, AdminBundleReady), and false for any
+// other subject.
+func (s Subjects) BundleReadyPipeline(subject string) (string, bool) {
+	for _, prefix := range []string{s.AdminBundleReady(""), s.BundleReady("")} {
+		if id, ok := strings.CutPrefix(subject, prefix); ok && id != "" {
+			return id, true
+		}
+	}
+	return "", false
+}
+
 // Result is the subject of a result event. An empty destination or
 // pipeline id becomes "_".
 func (s Subjects) Result(typ, destinationID, pipelineID string) string {

@@ -92,6 +92,7 @@ func rules() []rule {
 		{is(storage.ErrDenied), failed(events.ReasonStorageDenied, false)},
 		{is(ErrUnknownPipeline), failed(events.ReasonUnknownPipeline, false)},
 		{is(ErrUnknownDestination), failed(events.ReasonUnknownDestination, false)},
+		{is(config.ErrBundleNotAllowed), failed(events.ReasonBundleNotAllowed, false)},
 		{is(bundle.ErrDigestMismatch), failed(events.ReasonDigestMismatch, false)},
 		{is(bundle.ErrContentMismatch), failed(events.ReasonContentMismatch, false)},
 		{is(bundle.ErrNoManifest, bundle.ErrMissingFile, storage.ErrNotExist), failed(events.ReasonBundleMissing, false)},
@@ -136,7 +137,7 @@ func reasonExit(reason string) int {
 	switch reason {
 	case events.ReasonRefused, events.ReasonInvalidCatalog, events.ReasonNewerCatalog:
 		return ExitRefused
-	case events.ReasonInvalidEvent, events.ReasonUnknownPipeline, events.ReasonUnknownDestination:
+	case events.ReasonInvalidEvent, events.ReasonUnknownPipeline, events.ReasonUnknownDestination, events.ReasonBundleNotAllowed:
 		return ExitUsage
 	}
 	return ExitFailed

@@ -71,6 +71,7 @@ func TestClassify(t *testing.T) {
 		{"s3 access denied", fmt.Errorf("s3 put s3://b/a: access denied: %w", storage.ErrDenied), failed, false, events.ReasonStorageDenied, 1},
 		{"unknown pipeline", fmt.Errorf("%w %q", service.ErrUnknownPipeline, "p"), failed, false, events.ReasonUnknownPipeline, 2},
 		{"unknown destination", fmt.Errorf("%w %q", service.ErrUnknownDestination, "d"), failed, false, events.ReasonUnknownDestination, 2},
+		{"bundle not allowed", fmt.Errorf("%w: bundle /srv/other/b1 of pipeline %q lies outside them", config.ErrBundleNotAllowed, "p"), failed, false, events.ReasonBundleNotAllowed, 2},
 		{"digest mismatch", fmt.Errorf("bundle /b: %w: the bundle changed", bundle.ErrDigestMismatch), failed, false, events.ReasonDigestMismatch, 1},
 		{"content mismatch", fmt.Errorf("bundle /b: %w: %q", bundle.ErrContentMismatch, "a"), failed, false, events.ReasonContentMismatch, 1},
 		{"no manifest", fmt.Errorf("bundle /b: %w", bundle.ErrNoManifest), failed, false, events.ReasonBundleMissing, 1},

@@ -148,8 +148,25 @@ func Destinations(cfg *config.Config, req Request) ([]config.Destination, error)
 	return out, nil
 }
 
-// OpenBundle opens and checks the bundle named by the request.
+// CheckBundle refuses a bundle that lies outside its pipeline's
+// bundle_locations (config.ErrBundleNotAllowed), local paths compared as
+// they resolve on disk, before anything of it is read: a producer may
+// announce only the bundles of its own pipeline's folders or prefixes. A
+// pipeline that is not configured passes (Destinations reports it).
+func CheckBundle(cfg *config.Config, req Request) error {
+	p, ok := cfg.Pipeline(req.PipelineID)
+	if !ok {
+		return nil
+	}
+	return p.AllowsBundle(req.Bundle, config.ResolvePath)
+}
+
+// OpenBundle opens and checks the bundle named by the request, once
+// CheckBundle allows it.
 func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, error) {
+	if err := CheckBundle(s.Config, req); err != nil {
+		return nil, err
+	}
 	store, err := s.Stores.Bundle(ctx, req.Bundle)
 	if err != nil {
 		return nil, err
@@ -174,8 +191,19 @@ type Done struct {
 // opened once, while the first leases are taken; it is returned, or nil
 // when it could not be opened: then every Done carries the bundle's
 // error, and no root changed but for the lease's own lock object in
-// roots that hold a catalog already.
+// roots that hold a catalog already (none at all when CheckBundle refuses
+// the bundle).
 func (s *Service) Publish(ctx context.Context, req Request, dests []config.Destination) (*bundle.Bundle, []Done) {
+	if err := CheckBundle(s.Config, req); err != nil {
+		// Refused before any root is opened: not even a lease's lock
+		// object is written.
+		done := make([]Done, len(dests))
+		for i, d := range dests {
+			req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
+			done[i] = Done{Destination: d, Result: engine.Result{Root: d.RootKey()}, Err: err}
+		}
+		return nil, done
+	}
 	ob := &openOnce{open: func(ctx context.Context) (*bundle.Bundle, error) { return s.OpenBundle(ctx, req) }}
 	done := make([]Done, len(dests))
 	run := func(i int) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,11 +109,14 @@ func (n *NATS) JetStream(t testing.TB) jetstream.JetStream {
 	return js
 }
 
+// passwordVar is a password variable of a documented configuration.
+var passwordVar = regexp.MustCompile(`\$[A-Z][A-Z0-9_]*_PASSWORD\b`)
+
 // NATSUsersFromDoc loads the users of the first ```conf block (a
 // nats-server configuration) in the markdown file doc, so that tests run
 // the documented permission sets themselves. A password written as
-// $<ROLE>_PASSWORD is "<role>-secret" for the roles producer, serve,
-// operator and downstream.
+// $<ROLE>_PASSWORD is "<role>-secret", the role in lower case with '-'
+// for '_' (WEATHER_PRODUCER: "weather-producer-secret").
 func NATSUsersFromDoc(t *testing.T, doc string) []*server.User {
 	t.Helper()
 	text, err := os.ReadFile(doc)
@@ -126,9 +130,10 @@ func NATSUsersFromDoc(t *testing.T, doc string) []*server.User {
 	}
 	// Substituted in the text rather than set in the environment, so that
 	// the tests that call this can run in parallel.
-	for _, role := range []string{"producer", "serve", "operator", "downstream"} {
-		block = strings.ReplaceAll(block, "$"+strings.ToUpper(role)+"_PASSWORD", strconv.Quote(role+"-secret"))
-	}
+	block = passwordVar.ReplaceAllStringFunc(block, func(v string) string {
+		role := strings.ReplaceAll(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(v, "$"), "_PASSWORD")), "_", "-")
+		return strconv.Quote(role + "-secret")
+	})
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	if err := os.WriteFile(conf, []byte(block), 0o644); err != nil {
 		t.Fatal(err)

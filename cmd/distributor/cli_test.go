@@ -83,6 +83,11 @@ func (e *cliEnv) writeConfig(pipes []pipeSpec, dests []destSpec) {
 	b.WriteString("nats:\n  listen: 127.0.0.1:1\npipelines:\n")
 	for _, p := range pipes {
 		fmt.Fprintf(&b, "  - id: %s\n    destinations: [%s]\n", p.ID, strings.Join(p.Dests, ", "))
+		if len(pipes) > 1 {
+			// As recommended beside other pipelines (config validate warns
+			// otherwise); one pipeline alone keeps accepting any location.
+			fmt.Fprintf(&b, "    bundle_locations: [%q]\n", filepath.Join(e.dir, "bundles"))
+		}
 	}
 	b.WriteString("destinations:\n")
 	for _, d := range dests {

@@ -20,6 +20,9 @@ func (a *app) configCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(a.stderr, "distributor: warning: %s\n", w)
+			}
 			fmt.Fprintf(a.stdout, "%s: ok, %d pipeline(s), %d destination(s)\n", a.configPath, len(cfg.Pipelines), len(cfg.Destinations))
 			for _, d := range cfg.Destinations {
 				fmt.Fprintf(a.stdout, "  %-20s %-11s %s\n", d.ID, d.Workflow, d.RootKey())

@@ -81,7 +81,9 @@ func writeNATSConfig(t *testing.T, natsBlock string) *natsEnv {
 	e := &natsEnv{dir: dir, cfg: filepath.Join(dir, "distributor.yaml"), roots: map[string]string{}}
 	var b strings.Builder
 	b.WriteString("nats:\n" + natsBlock)
-	b.WriteString("pipelines:\n  - id: p.one\n    destinations: [d1, d2]\n  - id: p.two\n    destinations: [d3]\ndestinations:\n")
+	// Both pipelines' bundles come from makeBundle's folder.
+	in := filepath.Join(dir, "bundles")
+	fmt.Fprintf(&b, "pipelines:\n  - id: p.one\n    destinations: [d1, d2]\n    bundle_locations: [%q]\n  - id: p.two\n    destinations: [d3]\n    bundle_locations: [%q]\ndestinations:\n", in, in)
 	for _, d := range []string{"d1", "d2", "d3"} {
 		root := filepath.Join(dir, "roots", d)
 		if err := os.MkdirAll(root, 0o755); err != nil {

@@ -111,15 +111,17 @@ func TestServeEmbeddedServerEnforcesAuth(t *testing.T) {
 			}
 			for _, r := range tt.refused {
 				bad := embeddedEnv(t, addr, r.auth)
+				// The same bundle, in the other configuration's bundle_locations.
+				badB1 := bad.makeBundle(t, "b1", "src.one", bundleOne)
 				// apply of another configuration does not join serve's
 				// NATS at all: the lock object alone, and no event.
-				if code, stdout, stderr := bad.cmd(t, "apply", "--pipeline", "p.two", "--bundle", b1); code != 0 || stderr != "" {
+				if code, stdout, stderr := bad.cmd(t, "apply", "--pipeline", "p.two", "--bundle", badB1); code != 0 || stderr != "" {
 					t.Errorf("apply of another configuration with %q: exit %d, stderr %q; want 0 and no NATS\n%s", r.auth, code, stderr, stdout)
 				}
 				// Told where serve's server is, its NATS commands are refused.
 				badURL := writeNATSConfig(t, "  url: nats://"+addr+"\n"+r.auth)
 				for _, args := range [][]string{
-					{"publish", "--pipeline", "p.two", "--bundle", b1},
+					{"publish", "--pipeline", "p.two", "--bundle", badURL.makeBundle(t, "b1", "src.one", bundleOne)},
 					{"events", "tail"},
 				} {
 					code, stdout, stderr := badURL.cmd(t, args...)

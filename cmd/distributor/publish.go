@@ -32,7 +32,11 @@ func (a *app) publishCommand() *cobra.Command {
 			}
 			ctx := cmd.Context()
 			// The digest is computed here from the bundle itself, so that
-			// the event pins the exact manifest bytes.
+			// the event pins the exact manifest bytes; a bundle serve would
+			// refuse is not read, nor announced.
+			if err := service.CheckBundle(cfg, req); err != nil {
+				return err
+			}
 			store, err := stores.New(cfg).Bundle(ctx, req.Bundle)
 			if err != nil {
 				return err

@@ -69,6 +69,9 @@ func (a *app) serveCommand() *cobra.Command {
 
 // serve runs the consumer until ctx ends (SIGINT/SIGTERM).
 func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, opts consumer.Options) error {
+	for _, w := range cfg.Warnings() {
+		a.log.Warn().Msg(w)
+	}
 	ids := make([]string, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		ids[i] = d.ID

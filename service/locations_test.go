@@ -1,0 +1,61 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/service"
+	"github.com/distributor/distributor/storage"
+)
+
+// A bundle outside its pipeline's bundle_locations is refused before the
+// bundle store is opened and before any root is: even a root that holds a
+// catalog (where an unusable bundle still costs a lease's lock object)
+// stays byte for byte as it was. OpenBundle refuses it too; a bundle
+// inside publishes as before.
+func TestPublishRefusesBundleOutsideItsLocations(t *testing.T) {
+	h, d, root := openingHarness(t)
+	h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	allowed := t.TempDir()
+	h.cfg.Pipelines[0].BundleLocations = []string{allowed}
+	var opened atomic.Int32
+	h.stores.setWrapBundle(func(b storage.Backend) storage.Backend { opened.Add(1); return b })
+
+	outside, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a2\n"})
+	before := everything(t, root)
+	req := service.Request{PipelineID: pipeA, Bundle: outside, BundleEventID: "ev-outside"}
+	b, done := h.runner.Publish(context.Background(), req, []config.Destination{d})
+	if b != nil || len(done) != 1 || !errors.Is(done[0].Err, config.ErrBundleNotAllowed) || done[0].Result.Root != d.RootKey() {
+		t.Fatalf("Publish: bundle %v, done %+v; want no bundle and %v", b, done, config.ErrBundleNotAllowed)
+	}
+	if o := service.Classify(done[0].Err); o.Reason != "bundle_not_allowed" || o.Retry || o.ExitCode != service.ExitUsage {
+		t.Errorf("outcome %+v, want failed/bundle_not_allowed, final, exit 2", o)
+	}
+	if _, err := h.runner.OpenBundle(context.Background(), req); !errors.Is(err, config.ErrBundleNotAllowed) {
+		t.Errorf("OpenBundle: %v, want %v", err, config.ErrBundleNotAllowed)
+	}
+	if d := diff(before, everything(t, root)); d != "" {
+		t.Errorf("the root changed:\n%s", d)
+	}
+	if n := opened.Load(); n != 0 {
+		t.Errorf("the bundle store was opened %d time(s)", n)
+	}
+
+	inside := filepath.Join(allowed, "b1")
+	if err := os.Rename(outside, inside); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Set(t2)
+	res, err := h.publish(t2, pipeA, d.ID, inside)
+	if err != nil || len(res.Written) != 1 {
+		t.Fatalf("inside bundle_locations: written %d, err %v; want 1 written", len(res.Written), err)
+	}
+	if got := mustRead(t, mustRoot(t, h, d), "a.txt"); got != "a2\n" {
+		t.Errorf("a.txt = %q after the allowed bundle", got)
+	}
+}

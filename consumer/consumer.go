@@ -471,7 +471,7 @@ func (c *Consumer) rejectOtherPipeline(ctx context.Context, msg jetstream.Msg, e
 		Attempts: attempt, Original: &orig}
 	c.opts.Log.Warn().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Str("subject", msg.Subject()).
 		Msg("pipeline_id is not the subject's pipeline; rejected")
-	if err := c.publish(ctx, r); err != nil && !last && !permanentPublishErr(err) {
+	if c.ledger.Deliver(ctx, service.Done{}, r, last, originalRef(msg)) == service.Retry {
 		_ = msg.NakWithDelay(c.backoff(attempt))
 		return
 	}

@@ -128,6 +128,9 @@ type Properties struct {
 	// was named yet). Where false, intents are written whole and a torn
 	// one is damage.
 	TornIntents bool
+	// Symlinks: a path may lead through a symbolic link (ErrSymlink).
+	// Where false, none does, and a caller need not look for links.
+	Symlinks bool
 }
 
 // Backend is a destination root (or a bundle location) on some storage.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
@@ -141,9 +142,14 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
-	stored, err := findStored(ctx, root, nil, heldBy(st.cat), 0)
+	stored, links, err := findStored(ctx, root, nil, heldBy(st.cat), 0)
 	if err != nil {
 		return res, err
+	}
+	// A record at a link is missing like those below one (never listed):
+	// its output is not in the root.
+	for _, l := range links {
+		delete(stored, l)
 	}
 	now := e.now()
 	p, err := planner.Reconcile(st.cat, sel, stored, now, opts.MaxDeletes)
@@ -190,12 +196,18 @@ type VerifyReport struct {
 	Root    string   `json:"root"`
 	Checked int      `json:"checked"`
 	Missing []string `json:"missing"`
+	// Damaged outputs hold other bytes than their record, or lead through
+	// a symlink (Symlinks).
 	Damaged []string `json:"damaged"`
 	// InFlight are outputs that differ from their record (or are gone)
 	// and that the pending intent names: a publication is changing them,
 	// or was and waits for recovery. Not damage: verify again once it has
 	// finished.
 	InFlight []string `json:"in_flight"`
+	// Symlinks are the symbolic links at or on the way to damaged outputs:
+	// the outputs are not in the root, and their bytes (outside it) are
+	// not to be touched; see SymlinkFix.
+	Symlinks []string `json:"symlinks"`
 	// PendingRecovery: an interrupted (or running) publication left its
 	// intent; the next publication or maintenance command on the root
 	// finishes it. Verify does not: the outputs it names show as in flight
@@ -210,6 +222,12 @@ type VerifyReport struct {
 // flight are neither).
 func (r VerifyReport) OK() bool { return len(r.Missing) == 0 && len(r.Damaged) == 0 }
 
+// SymlinkFix is the operator's fix for outputs that lead through the
+// symbolic links links in root.
+func SymlinkFix(root string, links []string) string {
+	return fmt.Sprintf("remove the symlink(s) %s in %s (distributor never follows one: it may lead outside the root), then run reconcile-state", summarize(links), root)
+}
+
 // Verify re-reads the stored bytes of every record match selects and
 // compares them with the catalog's size and sha256 (bitrot). It never
 // writes and takes no lease, so it checks read-only and full roots too: an
@@ -222,7 +240,7 @@ func (r VerifyReport) OK() bool { return len(r.Missing) == 0 && len(r.Damaged) =
 // has neither committed nor been recovered, so its writes and deletes
 // explain them.
 func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(catalog.Output) bool) (VerifyReport, error) {
-	rep := VerifyReport{Root: root.String(), Missing: []string{}, Damaged: []string{}, InFlight: []string{}}
+	rep := VerifyReport{Root: root.String(), Missing: []string{}, Damaged: []string{}, InFlight: []string{}, Symlinks: []string{}}
 	before, intent, err := stateVersions(ctx, root)
 	if err != nil {
 		return rep, err
@@ -252,6 +270,7 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 		}
 	}
 	progress.Start(ctx, "verifying", files, total)
+	links := map[string]bool{}
 	for _, o := range st.cat.Outputs {
 		if !match(o) {
 			continue
@@ -260,6 +279,17 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 		sum, size, err := hashAndSize(ctx, root, o.Path)
 		progress.Add(ctx, 1, size)
 		switch {
+		case errors.Is(err, storage.ErrSymlink):
+			// Not in the root, whatever the link leads to.
+			rep.Damaged = append(rep.Damaged, o.Path)
+			link, err := linkOn(ctx, root, o.Path, nil)
+			if err != nil {
+				return rep, fmt.Errorf("verify %s in %s: %w", o.Path, root, err)
+			}
+			if link != "" && !links[link] {
+				links[link] = true
+				rep.Symlinks = append(rep.Symlinks, link)
+			}
 		case errors.Is(err, storage.ErrNotExist) && named[o.Path]:
 			rep.InFlight = append(rep.InFlight, o.Path)
 		case errors.Is(err, storage.ErrNotExist):
@@ -278,6 +308,7 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 	} else if after != before {
 		return rep, unsettled(root)
 	}
+	slices.Sort(rep.Symlinks)
 	return rep, nil
 }
 

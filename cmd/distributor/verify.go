@@ -66,6 +66,8 @@ func (a *app) verifyCommand() *cobra.Command {
 				}
 			}
 			switch {
+			case len(rep.Symlinks) > 0:
+				return withCode(exitDamaged, fmt.Errorf("verify found outputs that lead through a symlink: %s; do not delete the files the link leads to, which are outside the root (verify again afterwards for other damage)", engine.SymlinkFix(a.showRoot(rep.Root), rep.Symlinks)))
 			case !rep.OK():
 				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: publish the bundle again to rewrite them (delete a damaged file first if its modification time did not change, as with bitrot), or drop missing ones with reconcile-state"))
 			case len(rep.InFlight) > 0:

@@ -210,3 +210,69 @@ func TestVerifyBesideAPausedPublication(t *testing.T) {
 		t.Fatalf("verify after the publication: exit %d\n%s%s\nwant %q", code, stdout, stderr, want)
 	}
 }
+
+// TestSymlinkedFolderRefusedAndRepaired: a managed folder replaced by a
+// symlink to outside the root. A publication that would delete a file in
+// it refuses before writing anything, naming the link and the fix; verify
+// reports the outputs below the link as damaged (exit 4) and names the
+// link; reconcile-state drops their records, after which publications
+// run again. Nothing outside the root is touched. Before, the publication
+// wrote keep.txt, failed on the delete and left its intent, and every
+// later apply, reconcile-state and verify failed until the link was gone.
+func TestSymlinkedFolderRefusedAndRepaired(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t)
+	root := e.root("site")
+	e.oneDest(pipeDaily, destSpec{ID: "latest", Root: root, Workflow: "replacement"})
+	e.apply(pipeDaily, e.bundle("b1", "weatherreporter.today", map[string]string{
+		"keep.txt": "k1\n", "dir/a.txt": "a\n", "dir/gone.txt": "gone\n"}))
+	outside := filepath.Join(e.dir, "outside")
+	e.writeFile(filepath.Join(outside, "a.txt"), "a\n")
+	e.writeFile(filepath.Join(outside, "gone.txt"), "gone\n")
+	if err := os.RemoveAll(filepath.Join(root, "dir")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "dir")); err != nil {
+		t.Skipf("cannot make a symlink here: %v", err)
+	}
+	before := e.snapshot(outside)
+
+	b2 := e.bundle("b2", "weatherreporter.today", map[string]string{"keep.txt": "k2\n"})
+	fix := "remove the symlink(s) [\"dir\"] in " + root
+	stdout, stderr, code := e.run("plan", "--pipeline", pipeDaily, "--bundle", b2.Dir)
+	if code == exitOK || !strings.Contains(stdout, "- dir/gone.txt") || !strings.Contains(stderr, `planned path(s) ["dir/a.txt" "dir/gone.txt"]: path leads through a symlink; `+fix) {
+		t.Fatalf("plan through a symlinked folder: exit %d\n%s%s\nwant the deletes listed and a refusal saying %q", code, stdout, stderr, fix)
+	}
+	_, stderr, code = e.run("apply", "--pipeline", pipeDaily, "--bundle", b2.Dir)
+	if code == exitOK || !strings.Contains(stderr, fix) {
+		t.Fatalf("apply through a symlinked folder: exit %d\n%s\nwant a refusal saying %q", code, stderr, fix)
+	}
+	if got := e.files(root)["keep.txt"]; got != "k1\n" {
+		t.Fatalf("keep.txt = %q after the refused apply, want it untouched", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); err == nil {
+		if data, _ := os.ReadFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath))); len(data) > 0 {
+			t.Fatalf("the refused apply left an intent: %s", data)
+		}
+	}
+
+	stdout, stderr, code = e.run("verify", "--destination", "latest")
+	want := "damaged  dir/a.txt\ndamaged  dir/gone.txt\n" +
+		"latest (" + root + "): 3 checked, 0 missing, 2 damaged\n"
+	if code != exitDamaged || stdout != want || !strings.Contains(stderr, fix) {
+		t.Fatalf("verify: exit %d\nstdout %q\nwant   %q\nstderr %s", code, stdout, want, stderr)
+	}
+
+	stdout, stderr, code = e.run("reconcile-state", "--pipeline", pipeDaily, "--destination", "latest")
+	if code != exitOK || !strings.Contains(stdout, "dir/a.txt (missing)") || !strings.Contains(stdout, "dir/gone.txt (missing)") {
+		t.Fatalf("reconcile-state: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := e.run("verify", "--destination", "latest"); code != exitOK {
+		t.Fatalf("verify after reconcile-state: exit %d\n%s", code, stderr)
+	}
+	e.apply(pipeDaily, b2)
+	if got := e.files(root)["keep.txt"]; got != "k2\n" {
+		t.Fatalf("keep.txt = %q after the repair, want k2", got)
+	}
+	e.sameSnapshot("outside the root", before, e.snapshot(outside))
+}

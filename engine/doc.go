@@ -42,7 +42,9 @@
 // and rolls it forward against what storage really holds: a written record
 // whose object now has the intended size (and digest, where the backend
 // keeps it or by re-hashing) is upserted; a deleted record whose object is
-// gone is removed; everything else is left as the catalog says. It commits
+// gone is removed (an object behind a symlink planted since the plan is
+// gone: it is not in the root); everything else is left as the catalog
+// says. It commits
 // that catalog (CAS) and deletes the intent. The retry then plans against
 // a catalog that matches storage, so it converges to what an uninterrupted
 // run produces, never collides with its own bytes and never loses a record.

@@ -153,20 +153,25 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 
 // findStored returns what the planner needs to know of the root
 // (storage.Backend.Find): what is at, above and below paths, sorted (nil:
-// every object), given what the catalog says the root holds. The map is
-// sized for hint objects.
-func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int) (map[string]planner.Stored, error) {
+// every object), given what the catalog says the root holds, and which
+// of those objects are symbolic links (they are objects too: they occupy
+// their path). The map is sized for hint objects.
+func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int) (map[string]planner.Stored, []string, error) {
 	stored := make(map[string]planner.Stored, hint)
+	var links []string
 	err := root.Find(ctx, storage.Query{Paths: paths, Held: held}, func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
 			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			if o.Symlink {
+				links = append(links, o.Path)
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", root, err)
+		return nil, nil, fmt.Errorf("list %s: %w", root, err)
 	}
-	return stored, nil
+	return stored, links, nil
 }
 
 // heldBy tells Find what cat (nil: none) says the root holds.
@@ -196,6 +201,7 @@ type parsedState struct {
 // found is what a Find in the background found.
 type found struct {
 	stored map[string]planner.Stored
+	links  []string
 	err    error
 }
 
@@ -203,10 +209,10 @@ type found struct {
 // publication's paths while the catalog is parsed and then whileFinding
 // runs on the state read (two cores). outputs gives the publication's
 // outputs; it may wait for a bundle still being opened, beside the parse.
-func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileFinding func(state) error) (state, map[string]planner.Stored, error) {
+func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileFinding func(state) error) (state, found, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
-		return state{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
 	ch := make(chan parsedState, 1)
 	go func() {
@@ -222,7 +228,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 	outs, err := outputs()
 	if err != nil {
 		wait() // nothing outlives the call
-		return state{}, nil, err
+		return state{}, found{}, err
 	}
 	var held storage.Held
 	if v != "" {
@@ -245,8 +251,8 @@ func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 	// them up reports little more.
 	hint := min(len(data)/512, 2*len(paths))
 	go func() {
-		stored, err := findStored(fctx, root, paths, held, hint)
-		done <- found{stored, err}
+		stored, links, err := findStored(fctx, root, paths, held, hint)
+		done <- found{stored, links, err}
 	}()
 	p := wait()
 	err = p.err
@@ -256,10 +262,10 @@ func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 	if err != nil {
 		cancel()
 		<-done // nothing outlives the call
-		return state{}, nil, err
+		return state{}, found{}, err
 	}
 	f := <-done
-	return p.st, f.stored, f.err
+	return p.st, f, f.err
 }
 
 // Plan computes the publication's plan without changing anything.
@@ -308,9 +314,11 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		}
 		return nil
 	}
-	if pl.st, pl.stored, err = readAndFind(ctx, root, outputs, preload); err != nil {
+	var f found
+	if pl.st, f, err = readAndFind(ctx, root, outputs, preload); err != nil {
 		return pl, err
 	}
+	pl.stored = f.stored
 	desired := make([]planner.Desired, len(pub.Outputs))
 	for i, o := range pub.Outputs {
 		desired[i] = o.Desired
@@ -346,7 +354,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", root, err)
 	}
-	return pl, nil
+	return pl, refuseSymlinks(ctx, root, pl.Plan, pl.stored, f.links)
 }
 
 // Publish runs the publication on root under l. See intent.go for the order

@@ -199,9 +199,10 @@ func decodeIntent(data []byte) (intentDoc, error) {
 }
 
 // landed reports whether the object at rec.Path holds exactly rec's bytes.
+// A path through a symlink holds none: its object is not in the root.
 func landed(ctx context.Context, root storage.Backend, rec catalog.Output) (bool, error) {
 	info, err := root.Stat(ctx, rec.Path)
-	if errors.Is(err, storage.ErrNotExist) {
+	if errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrSymlink) {
 		return false, nil
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
@@ -141,9 +142,14 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
-	stored, err := findStored(ctx, root, nil, heldBy(st.cat), 0)
+	stored, links, err := findStored(ctx, root, nil, heldBy(st.cat), 0)
 	if err != nil {
 		return res, err
+	}
+	// A record at a link is missing like those below one (never listed):
+	// its output is not in the root.
+	for _, l := range links {
+		delete(stored, l)
 	}
 	now := e.now()
 	p, err := planner.Reconcile(st.cat, sel, stored, now, opts.MaxDeletes)
@@ -190,19 +196,37 @@ type VerifyReport struct {
 	Root    string   `json:"root"`
 	Checked int      `json:"checked"`
 	Missing []string `json:"missing"`
+	// Damaged outputs hold other bytes than their record, or lead through
+	// a symlink (Symlinks).
 	Damaged []string `json:"damaged"`
+	// InFlight are outputs that differ from their record (or are gone)
+	// and that the pending intent names: a publication is changing them,
+	// or was and waits for recovery. Not damage: verify again once it has
+	// finished.
+	InFlight []string `json:"in_flight"`
+	// Symlinks are the symbolic links at or on the way to damaged outputs:
+	// the outputs are not in the root, and their bytes (outside it) are
+	// not to be touched; see SymlinkFix.
+	Symlinks []string `json:"symlinks"`
 	// PendingRecovery: an interrupted (or running) publication left its
 	// intent; the next publication or maintenance command on the root
-	// finishes it. Verify does not: the outputs it was writing may show as
-	// damaged until then.
+	// finishes it. Verify does not: the outputs it names show as in flight
+	// until then.
 	PendingRecovery bool `json:"pending_recovery"`
 	// Leftovers of interrupted writes in the whole root: they cost space,
 	// not correctness (reconcile-state removes them).
 	Leftovers LeftoverReport `json:"leftovers"`
 }
 
-// OK reports whether every checked output is intact.
+// OK reports whether no checked output is missing or damaged (outputs in
+// flight are neither).
 func (r VerifyReport) OK() bool { return len(r.Missing) == 0 && len(r.Damaged) == 0 }
+
+// SymlinkFix is the operator's fix for outputs that lead through the
+// symbolic links links in root.
+func SymlinkFix(root string, links []string) string {
+	return fmt.Sprintf("remove the symlink(s) %s in %s (distributor never follows one: it may lead outside the root), then run reconcile-state", summarize(links), root)
+}
 
 // Verify re-reads the stored bytes of every record match selects and
 // compares them with the catalog's size and sha256 (bitrot). It never
@@ -210,14 +234,22 @@ func (r VerifyReport) OK() bool { return len(r.Missing) == 0 && len(r.Damaged) =
 // interrupted publication is reported (PendingRecovery), not recovered,
 // and a publication that starts or commits while verify reads makes it
 // fail with storage.ErrConflict (run it again) rather than report that
-// publication's writes as damage.
+// publication's writes as damage. Outputs that the pending intent names
+// and that differ from their record are in flight, not damaged: with
+// the intent unchanged from the first read to the last, its publication
+// has neither committed nor been recovered, so its writes and deletes
+// explain them.
 func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(catalog.Output) bool) (VerifyReport, error) {
-	rep := VerifyReport{Root: root.String(), Missing: []string{}, Damaged: []string{}}
-	before, err := stateVersions(ctx, root)
+	rep := VerifyReport{Root: root.String(), Missing: []string{}, Damaged: []string{}, InFlight: []string{}, Symlinks: []string{}}
+	before, intent, err := stateVersions(ctx, root)
 	if err != nil {
 		return rep, err
 	}
 	rep.PendingRecovery = before.intent != ""
+	named, err := intentPaths(root, intent)
+	if err != nil {
+		return rep, err
+	}
 	if rep.Leftovers, err = e.Leftovers(ctx, root); err != nil {
 		return rep, err
 	}
@@ -238,6 +270,7 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 		}
 	}
 	progress.Start(ctx, "verifying", files, total)
+	links := map[string]bool{}
 	for _, o := range st.cat.Outputs {
 		if !match(o) {
 			continue
@@ -246,39 +279,82 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 		sum, size, err := hashAndSize(ctx, root, o.Path)
 		progress.Add(ctx, 1, size)
 		switch {
+		case errors.Is(err, storage.ErrSymlink):
+			// Not in the root, whatever the link leads to.
+			rep.Damaged = append(rep.Damaged, o.Path)
+			link, err := linkOn(ctx, root, o.Path, nil)
+			if err != nil {
+				return rep, fmt.Errorf("verify %s in %s: %w", o.Path, root, err)
+			}
+			if link != "" && !links[link] {
+				links[link] = true
+				rep.Symlinks = append(rep.Symlinks, link)
+			}
+		case errors.Is(err, storage.ErrNotExist) && named[o.Path]:
+			rep.InFlight = append(rep.InFlight, o.Path)
 		case errors.Is(err, storage.ErrNotExist):
 			rep.Missing = append(rep.Missing, o.Path)
 		case err != nil:
 			return rep, fmt.Errorf("verify %s in %s: %w", o.Path, root, err)
-		case size != o.Size || sum != o.SHA256:
+		case size == o.Size && sum == o.SHA256:
+		case named[o.Path]:
+			rep.InFlight = append(rep.InFlight, o.Path)
+		default:
 			rep.Damaged = append(rep.Damaged, o.Path)
 		}
 	}
-	if after, err := stateVersions(ctx, root); err != nil {
+	if after, _, err := stateVersions(ctx, root); err != nil {
 		return rep, err
 	} else if after != before {
 		return rep, unsettled(root)
 	}
+	slices.Sort(rep.Symlinks)
 	return rep, nil
+}
+
+// intentPaths returns the paths the intent data (nil: none) names, as
+// writes or deletes. A torn intent names none: no output of it was named
+// before its write returned.
+func intentPaths(root storage.Backend, data []byte) (map[string]bool, error) {
+	if data == nil {
+		return nil, nil
+	}
+	doc, err := decodeIntent(data)
+	if errors.Is(err, errTornIntent) && root.Properties().TornIntents {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", root, err)
+	}
+	named := make(map[string]bool, len(doc.Writes)+len(doc.Deletes))
+	for _, rec := range doc.Writes {
+		named[rec.Path] = true
+	}
+	for _, p := range doc.Deletes {
+		named[p] = true
+	}
+	return named, nil
 }
 
 // versions are the catalog's and the intent's versions ("" = absent or
 // empty).
 type versions struct{ catalog, intent storage.Version }
 
-func stateVersions(ctx context.Context, root storage.Backend) (versions, error) {
+// stateVersions reads the root's versions, and the intent's bytes (nil
+// when there is none).
+func stateVersions(ctx context.Context, root storage.Backend) (versions, []byte, error) {
 	intent, iv, err := root.ReadIntent(ctx)
 	if err != nil {
-		return versions{}, fmt.Errorf("read intent in %s: %w", root, err)
+		return versions{}, nil, fmt.Errorf("read intent in %s: %w", root, err)
 	}
 	if intent == nil {
 		iv = ""
 	}
 	_, cv, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil {
-		return versions{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+		return versions{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	return versions{catalog: cv, intent: iv}, nil
+	return versions{catalog: cv, intent: iv}, intent, nil
 }
 
 func unsettled(root storage.Backend) error {

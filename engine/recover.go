@@ -107,8 +107,9 @@ func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l 
 		// Every intended delete was managed when planned; one that is
 		// neither stored nor recorded now was deleted by this run and
 		// dropped by its own recovery after a failed write (displaced
-		// deletes run before the writes): still reported.
-		if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) {
+		// deletes run before the writes): still reported. One below a
+		// symlink (planted after the plan) is gone from the root too.
+		if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrSymlink) {
 			if _, managed := index[p]; managed {
 				delete(index, p)
 				changed = true

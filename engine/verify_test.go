@@ -16,6 +16,7 @@ import (
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
+	"github.com/distributor/distributor/testenv"
 )
 
 // readOnlyRoot fails every write as a read-only mount does (EROFS, as
@@ -131,8 +132,9 @@ func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
 			t.Fatalf("report %+v, want a pending recovery and 2 checked", rep)
 		}
 		// The catalog as is: the landed output of the interrupted run
-		// differs from its record.
-		wantStrings(t, "damaged", rep.Damaged, []string{"a.txt"})
+		// differs from its record, which its intent explains.
+		wantStrings(t, "in flight", rep.InFlight, []string{"a.txt"})
+		wantStrings(t, "damaged", rep.Damaged, nil)
 		if n := ro.writes.Load(); n != 0 {
 			t.Fatalf("verify tried %d write(s)", n)
 		}
@@ -194,4 +196,128 @@ func TestVerifyDuringPublicationAsksToRunAgain(t *testing.T) {
 			t.Fatalf("message\n got %s\nwant %s", err, want)
 		}
 	})
+}
+
+// fullDisk fails every write with ENOSPC once full is set; the stage sets
+// it at its commit number fillAt (that commit fails too).
+type fullDisk struct {
+	storage.Backend
+	fillAt  int32
+	commits atomic.Int32
+	full    atomic.Bool
+}
+
+func (d *fullDisk) nospace(p string) error {
+	if !d.full.Load() {
+		return nil
+	}
+	return local.Classify(d.String(), &fs.PathError{Op: "write", Path: p, Err: syscall.ENOSPC})
+}
+
+func (d *fullDisk) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+	if err := d.nospace(p); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	return d.Backend.Put(ctx, p, r, size, o)
+}
+
+func (d *fullDisk) Overwrite(ctx context.Context, p string, data []byte) error {
+	if err := d.nospace(p); err != nil {
+		return err
+	}
+	return d.Backend.Overwrite(ctx, p, data)
+}
+
+func (d *fullDisk) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+	if err := d.nospace(p); err != nil {
+		return "", err
+	}
+	return d.Backend.WriteIfVersion(ctx, p, data, v)
+}
+
+func (d *fullDisk) Stage(ctx context.Context) storage.Stage {
+	return hookedStage(d.Backend.Stage(ctx), func(_ context.Context, p string, commit func() (storage.ObjectInfo, error)) (storage.ObjectInfo, error) {
+		if d.commits.Add(1) >= d.fillAt {
+			d.full.Store(true)
+		}
+		if err := d.nospace(p); err != nil {
+			return storage.ObjectInfo{}, err
+		}
+		return commit()
+	})
+}
+
+func (d *fullDisk) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+	return testenv.HookedCatalog{PendingCatalog: d.Backend.PrepareCatalog(ctx, next, writes), Hook: func(_ context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
+		if err := d.nospace(catalog.FileName); err != nil {
+			return "", err
+		}
+		return commit()
+	}}
+}
+
+// TestVerifyAfterAFullDiskReportsInFlight: a publication stopped by a full
+// disk, after some of its outputs landed and before any catalog could
+// record them, leaves its intent; until the next run recovers it, verify
+// reports those outputs in flight (run again later), not damaged, while
+// real damage elsewhere is still damage.
+func TestVerifyAfterAFullDiskReportsInFlight(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		ctx := context.Background()
+		root, _ := newRoot(t)
+		v1 := map[string]string{"a.txt": "a1\n", "b.txt": "b1\n", "c.txt": "c1\n", "d.txt": "d1\n", "z.txt": "z1\n"}
+		if _, err := publish(t, root, planner.Additive, v1, fixedNow); err != nil {
+			t.Fatal(err)
+		}
+		// Outputs are staged, then named one by one: the disk fills at the third.
+		disk := &fullDisk{Backend: root, fillAt: 3}
+		v2 := map[string]string{"a.txt": "a2\n", "b.txt": "b2\n", "c.txt": "c2\n", "d.txt": "d2\n"}
+		if _, err := publish(t, disk, planner.Additive, v2, fixedNow.Add(time.Minute)); !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, storage.ErrUnavailable) {
+			t.Fatalf("publication on a full disk: %v", err)
+		}
+		if !intentPendingOn(t, root) {
+			t.Fatal("no intent after the publication the full disk stopped")
+		}
+		var landed []string
+		for _, p := range []string{"a.txt", "b.txt", "c.txt", "d.txt"} {
+			if mustRead(t, root, p) == v2[p] {
+				landed = append(landed, p)
+			}
+		}
+		if len(landed) != 2 {
+			t.Fatalf("landed %q, want 2 outputs", landed)
+		}
+		// Damage no publication explains.
+		flipByte(t, root, "z.txt")
+
+		e := &engine.Engine{Now: func() time.Time { return fixedNow }, Version: "test"}
+		rep, err := e.Verify(ctx, root, all)
+		if err != nil || !rep.PendingRecovery || rep.Checked != 5 {
+			t.Fatalf("verify: %+v, %v", rep, err)
+		}
+		wantStrings(t, "in flight", rep.InFlight, landed)
+		wantStrings(t, "damaged", rep.Damaged, []string{"z.txt"})
+		wantStrings(t, "missing", rep.Missing, nil)
+
+		// The next run recovers it: nothing in flight, the damage stays.
+		if _, err := e.Recover(ctx, root, heldLease{}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err = e.Verify(ctx, root, all)
+		if err != nil || rep.PendingRecovery || len(rep.InFlight) != 0 {
+			t.Fatalf("verify after recovery: %+v, %v", rep, err)
+		}
+		wantStrings(t, "damaged after recovery", rep.Damaged, []string{"z.txt"})
+	})
+}
+
+// intentPendingOn reports whether root holds an intent.
+func intentPendingOn(t *testing.T, root storage.Backend) bool {
+	t.Helper()
+	data, _, err := root.ReadIntent(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data != nil
 }

@@ -28,6 +28,11 @@ var (
 	// one the backend holds (moved away and replaced, or a re-pointed
 	// symlink). Opening the root again reaches the new folder.
 	ErrRootChanged = errors.New("the root path now names another folder")
+	// ErrSymlink: the path, or a folder on the way to it, is a symbolic
+	// link, which a backend never follows (it may lead outside the root,
+	// today or tomorrow). Retrying does not help until an operator
+	// removes the link.
+	ErrSymlink = errors.New("path leads through a symlink")
 	// ErrNotStaged: Stage.Put read and checked the bytes (to their end) but
 	// keeps nothing, e.g. an object too large to stage or a stage whose
 	// memory for small objects is used up. The caller writes that path with
@@ -48,6 +53,10 @@ type ObjectInfo struct {
 	// object changes it; it says nothing about the content by itself.
 	// Empty when the backend cannot tell.
 	Fingerprint string
+	// Symlink: the object is a symbolic link (List and Find report links,
+	// never followed: they occupy their path). Every path at or below it
+	// is refused with ErrSymlink, except that Delete removes the link.
+	Symlink bool
 }
 
 // Version identifies one stored version of an object for compare-and-swap.
@@ -119,6 +128,9 @@ type Properties struct {
 	// was named yet). Where false, intents are written whole and a torn
 	// one is damage.
 	TornIntents bool
+	// Symlinks: a path may lead through a symbolic link (ErrSymlink).
+	// Where false, none does, and a caller need not look for links.
+	Symlinks bool
 }
 
 // Backend is a destination root (or a bundle location) on some storage.

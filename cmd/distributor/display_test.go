@@ -121,7 +121,7 @@ func TestRootsShownAsWritten(t *testing.T) {
 	if err := json.Unmarshal([]byte(vout), &rep); vcode != exitOK || err != nil {
 		t.Fatalf("verify --json: exit %d, %v\n%s%s", vcode, err, vout, verr)
 	}
-	if want := (verifyJSON{DestinationID: "latest", Root: abs, RootAsWritten: "site/latest", Checked: 1, Missing: []string{}, Damaged: []string{},
+	if want := (verifyJSON{DestinationID: "latest", Root: abs, RootAsWritten: "site/latest", Checked: 1, Missing: []string{}, Damaged: []string{}, InFlight: []string{}, Symlinks: []string{},
 		Leftovers: engine.LeftoverReport{Paths: []string{}}}); !reflect.DeepEqual(rep, want) {
 		t.Errorf("verify --json = %+v, want %+v", rep, want)
 	}

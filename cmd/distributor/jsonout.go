@@ -34,13 +34,16 @@ type verifyJSON struct {
 	Checked         int                   `json:"checked"`
 	Missing         []string              `json:"missing"`
 	Damaged         []string              `json:"damaged"`
+	InFlight        []string              `json:"in_flight"`
+	Symlinks        []string              `json:"symlinks"`
 	PendingRecovery bool                  `json:"pending_recovery"`
 	Leftovers       engine.LeftoverReport `json:"leftovers"`
 }
 
 func (a *app) toVerifyJSON(dest, pipeline string, rep engine.VerifyReport) verifyJSON {
 	out := verifyJSON{DestinationID: dest, PipelineID: pipeline, Root: rep.Root, RootAsWritten: a.rootAsWritten(rep.Root),
-		Checked: rep.Checked, Missing: nonNil(rep.Missing), Damaged: nonNil(rep.Damaged), PendingRecovery: rep.PendingRecovery, Leftovers: rep.Leftovers}
+		Checked: rep.Checked, Missing: nonNil(rep.Missing), Damaged: nonNil(rep.Damaged), InFlight: nonNil(rep.InFlight), Symlinks: nonNil(rep.Symlinks),
+		PendingRecovery: rep.PendingRecovery, Leftovers: rep.Leftovers}
 	if out.Leftovers.Paths == nil {
 		out.Leftovers.Paths = []string{}
 	}

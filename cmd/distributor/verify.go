@@ -49,17 +49,29 @@ func (a *app) verifyCommand() *cobra.Command {
 				for _, p := range rep.Damaged {
 					fmt.Fprintf(a.stdout, "damaged  %s\n", p)
 				}
-				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged\n", dest, a.showRoot(rep.Root), rep.Checked, len(rep.Missing), len(rep.Damaged))
+				for _, p := range rep.InFlight {
+					fmt.Fprintf(a.stdout, "in flight  %s\n", p)
+				}
+				inFlight := ""
+				if len(rep.InFlight) > 0 {
+					inFlight = fmt.Sprintf(", %d in flight", len(rep.InFlight))
+				}
+				fmt.Fprintf(a.stdout, "%s (%s): %d checked, %d missing, %d damaged%s\n", dest, a.showRoot(rep.Root), rep.Checked, len(rep.Missing), len(rep.Damaged), inFlight)
 				if rep.PendingRecovery {
-					fmt.Fprintf(a.stdout, "pending recovery: an interrupted publication is not finished yet; the next apply, prune, reconcile-state or serve run on this root finishes it (its outputs may show as damaged until then)\n")
+					fmt.Fprintf(a.stdout, "pending recovery: an interrupted publication is not finished yet; the next apply, prune, reconcile-state or serve run on this root finishes it (its outputs show as in flight until then)\n")
 				}
 				if lo := rep.Leftovers; lo.Count > 0 {
 					fmt.Fprintf(a.stdout, "%d leftover(s) of interrupted writes in the root, %d bytes, oldest from %s: reconcile-state removes them\n",
 						lo.Count, lo.Bytes, lo.Oldest.Format(time.RFC3339))
 				}
 			}
-			if !rep.OK() {
+			switch {
+			case len(rep.Symlinks) > 0:
+				return withCode(exitDamaged, fmt.Errorf("verify found outputs that lead through a symlink: %s; do not delete the files the link leads to, which are outside the root (verify again afterwards for other damage)", engine.SymlinkFix(a.showRoot(rep.Root), rep.Symlinks)))
+			case !rep.OK():
 				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: publish the bundle again to rewrite them (delete a damaged file first if its modification time did not change, as with bitrot), or drop missing ones with reconcile-state"))
+			case len(rep.InFlight) > 0:
+				return withCode(exitFailed, fmt.Errorf("verify found %d output(s) in flight: a publication is changing them, or was interrupted and waits for the next apply, prune, reconcile-state or serve run on this root; run verify again once it finishes", len(rep.InFlight)))
 			}
 			return nil
 		},

@@ -14,9 +14,9 @@ import (
 // intentPath is the one file a root's intent is rewritten in.
 const intentPath = catalog.ReservedDir + "/intent.json"
 
-// Properties: the intent is rewritten in place.
+// Properties: the intent is rewritten in place; a folder may hold links.
 func (b *Backend) Properties() storage.Properties {
-	return storage.Properties{TornIntents: true}
+	return storage.Properties{TornIntents: true, Symlinks: true}
 }
 
 // WriteIntent rewrites the intent file in place (one data flush, no new

@@ -138,5 +138,6 @@ func (f *fdFile) Close() error {
 
 // statInfo is the object info of the file st describes, stored at p.
 func statInfo(p string, st *unix.Stat_t) storage.ObjectInfo {
-	return storage.ObjectInfo{Path: p, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix()), Fingerprint: statFingerprint(st)}
+	return storage.ObjectInfo{Path: p, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix()), Fingerprint: statFingerprint(st),
+		Symlink: st.Mode&unix.S_IFMT == unix.S_IFLNK}
 }

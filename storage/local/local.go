@@ -14,7 +14,7 @@
 // not answer plainly and in the portable implementation, through an os.Root
 // opened on the folder, so nothing outside it can be reached. On top of
 // that, any path with a symlink in it (folder or final name) is refused with
-// ErrOutsideRoot: the simplest rule that cannot be talked into writing
+// storage.ErrSymlink: the simplest rule that cannot be talked into writing
 // through a link, even one that points inside the root today and elsewhere
 // tomorrow. List skips symlinks and other non-regular files.
 //
@@ -65,10 +65,6 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 )
-
-// ErrOutsideRoot is wrapped by the error for a path that leads through a
-// symlink, and so possibly outside the root.
-var ErrOutsideRoot = errors.New("path leads through a symlink")
 
 const (
 	tmpDir   = catalog.ReservedDir + "/tmp"
@@ -271,7 +267,7 @@ func (b *Backend) checkPath(r *os.Root, p string) error {
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			return fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
-				b.root, p, ErrOutsideRoot, name)
+				b.root, p, storage.ErrSymlink, name)
 		}
 	}
 	return nil
@@ -321,7 +317,8 @@ func (b *Backend) regular(r *os.Root, p string) (fs.FileInfo, error) {
 // info is the object info of the file name (root-relative) described by
 // fi, stored at p (name itself, or the temp name it has until committed).
 func (b *Backend) info(p, name string, fi fs.FileInfo) storage.ObjectInfo {
-	return storage.ObjectInfo{Path: p, Size: fi.Size(), ModTime: fi.ModTime(), Fingerprint: fingerprint(b.r, name, fi)}
+	return storage.ObjectInfo{Path: p, Size: fi.Size(), ModTime: fi.ModTime(), Fingerprint: fingerprint(b.r, name, fi),
+		Symlink: fi.Mode()&fs.ModeSymlink != 0}
 }
 
 // fingerprint names one stored version of a file: its file id (the inode),

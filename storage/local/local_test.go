@@ -102,8 +102,8 @@ func symlinksRefused(t *testing.T, ti testImpl) {
 	for _, p := range []string{"out/secret", "out/new", "secret-link", "inside-link/x"} {
 		wantOutside := func(op string, err error) {
 			t.Helper()
-			if !errors.Is(err, ErrOutsideRoot) {
-				t.Errorf("%s(%q) error = %v, want ErrOutsideRoot", op, p, err)
+			if !errors.Is(err, storage.ErrSymlink) {
+				t.Errorf("%s(%q) error = %v, want storage.ErrSymlink", op, p, err)
 			}
 		}
 		_, err := b.Stat(ctx, p)
@@ -122,23 +122,50 @@ func symlinksRefused(t *testing.T, ti testImpl) {
 		}
 	}
 	err := b.List(ctx, "out/", func(storage.ObjectInfo) error { return nil })
-	if !errors.Is(err, ErrOutsideRoot) {
-		t.Errorf("List(out/) error = %v, want ErrOutsideRoot", err)
+	if !errors.Is(err, storage.ErrSymlink) {
+		t.Errorf("List(out/) error = %v, want storage.ErrSymlink", err)
 	}
 	_, err = b.Stat(ctx, "out/secret")
 	if want := fmt.Sprintf(`local root %s: "out/secret": path leads through a symlink "out"; symlinks are refused so that nothing outside the root is touched`, b.root); err == nil || err.Error() != want {
 		t.Errorf("error = %v\nwant    %s", err, want)
 	}
-	// List reports links (never following them): they occupy paths, so a
-	// publication that wants one sees a collision.
+	// List reports links (never following them), marked as links: they
+	// occupy paths, so a publication that wants one sees a collision, and
+	// one that wants a path below one sees the link.
 	list := func() []string {
 		var got []string
-		must(t, b.List(ctx, "", func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }))
+		must(t, b.List(ctx, "", func(oi storage.ObjectInfo) error {
+			if !oi.Symlink {
+				t.Errorf("List: %s is a link, not marked as one", oi.Path)
+			}
+			got = append(got, oi.Path)
+			return nil
+		}))
 		return got
 	}
 	if got, want := list(), []string{"inside-link", "out", "secret-link"}; !slices.Equal(got, want) {
 		t.Errorf("List = %q, want %q", got, want)
 	}
+	var found []string
+	must(t, b.Find(ctx, storage.Query{}, func(oi storage.ObjectInfo) error {
+		if oi.Symlink {
+			found = append(found, oi.Path)
+		}
+		return nil
+	}))
+	if slices.Sort(found); !slices.Equal(found, []string{"inside-link", "out", "secret-link"}) {
+		t.Errorf("Find reported the links %q", found)
+	}
+	if _, err := b.Put(ctx, "real/f", strings.NewReader("f"), 1, storage.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, b.List(ctx, "real/", func(oi storage.ObjectInfo) error {
+		if oi.Symlink {
+			t.Errorf("List: the file %s is marked as a link", oi.Path)
+		}
+		return nil
+	}))
+	must(t, os.Remove(filepath.Join(b.root, "real", "f")))
 	// Delete unlinks a link itself; its target is untouched (checked below).
 	must(t, b.Delete(ctx, "secret-link"))
 	if got, want := list(), []string{"inside-link", "out"}; !slices.Equal(got, want) {

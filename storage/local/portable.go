@@ -613,7 +613,7 @@ func (s *portableStage) named(p string, err error) error {
 	}
 	if fi, lerr := s.b.r.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
-			s.b.root, p, ErrOutsideRoot, p)
+			s.b.root, p, storage.ErrSymlink, p)
 	}
 	return fmt.Errorf("%q exists: %w", p, storage.ErrConflict)
 }

@@ -107,7 +107,7 @@ func (s *stage) folderLocked(dir, p string) (int, error) {
 			var st unix.Stat_t
 			if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 				return -1, fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
-					s.b.root, p, ErrOutsideRoot, dir)
+					s.b.root, p, storage.ErrSymlink, dir)
 			}
 		}
 		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
@@ -167,7 +167,7 @@ func (s *stage) put(ctx context.Context, p string, src io.Reader, size int64, op
 		err := unix.Fstatat(d, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			return storage.ObjectInfo{}, fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
-				s.b.root, p, ErrOutsideRoot, p)
+				s.b.root, p, storage.ErrSymlink, p)
 		}
 	}
 	st := &staged{dir: dir, cond: opts, durable: !opts.DeferSync}
@@ -414,7 +414,7 @@ func (s *stage) name(st *staged, p string) error {
 		return nil
 	case errors.Is(err, unix.EEXIST) && unix.Fstatat(d, base, &fi, unix.AT_SYMLINK_NOFOLLOW) == nil && fi.Mode&unix.S_IFMT == unix.S_IFLNK:
 		return fmt.Errorf("local root %s: %q: %w %q; symlinks are refused so that nothing outside the root is touched",
-			s.b.root, p, ErrOutsideRoot, p)
+			s.b.root, p, storage.ErrSymlink, p)
 	case errors.Is(err, unix.EEXIST):
 		return fmt.Errorf("%q exists: %w", p, storage.ErrConflict)
 	default:

@@ -164,6 +164,9 @@ type Consumer struct {
 	maxDeliver atomic.Int64
 	heartbeat  atomic.Int64 // time.Duration
 	warned     atomic.Bool  // the differences were logged
+	// durable is the durable consumer Durable set up last: Run consumes
+	// from it rather than asking a busy cluster again.
+	durable atomic.Pointer[jetstream.Consumer]
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
@@ -179,9 +182,14 @@ func New(js jetstream.JetStream, subjects events.Subjects, svc *service.Service,
 // Run consumes until ctx is cancelled, then stops fetching, lets in-flight
 // work finish within ShutdownTimeout and returns.
 func (c *Consumer) Run(ctx context.Context) error {
-	cons, err := c.Durable(ctx)
-	if err != nil {
-		return err
+	var cons jetstream.Consumer
+	if set := c.durable.Load(); set != nil {
+		cons = *set
+	} else {
+		var err error
+		if cons, err = c.Durable(ctx); err != nil {
+			return err
+		}
 	}
 	// Work runs on its own context so that a shutdown lets it finish; it is
 	// cancelled only when ShutdownTimeout passes.

@@ -65,6 +65,7 @@ func (c *Consumer) Durable(ctx context.Context) (jetstream.Consumer, error) {
 		events.WarnDifferences(c.opts.Log, ConsumerDifferences("consumer "+want.Durable, have, want))
 	}
 	c.adopt(have)
+	c.durable.Store(&cons)
 	return cons, nil
 }
 

@@ -75,7 +75,7 @@ func (e *env) onlyResult(id, pipeline, dest, reason string) events.Result {
 	}
 	r := res[0]
 	if r.Type != events.TypeFailed || r.Reason != reason || r.PipelineID != pipeline || r.DestinationID != dest || r.Attempts != 1 ||
-		r.Written != 0 || r.ID != id+"."+orUnderscore(dest)+".failed" || r.Original == nil || r.Original.ID != id {
+		r.Written != 0 || r.ID != id+"."+orUnderscore(dest) || r.Original == nil || r.Original.ID != id {
 		e.t.Fatalf("%s: %s/%s pipeline %q dest %q attempts %d written %d id %q original %v (%s)\nwant one failed/%s for pipeline %q dest %q on attempt 1",
 			id, r.Type, r.Reason, r.PipelineID, r.DestinationID, r.Attempts, r.Written, r.ID, r.Original, r.Message, reason, pipeline, dest)
 	}

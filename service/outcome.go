@@ -100,7 +100,7 @@ func rules() []rule {
 			planner.ErrSelector, config.ErrInvalid), failed(events.ReasonInvalidEvent, false)},
 		{is(catalog.ErrInvalid), failed(events.ReasonInvalidCatalog, false)},
 		{is(catalog.ErrNewer), failed(events.ReasonNewerCatalog, false)},
-		{is(planner.ErrEmptyReplacement, planner.ErrTooManyDeletes, engine.ErrLegacyCatalog), failed(events.ReasonRefused, false)},
+		{is(planner.ErrEmptyReplacement, planner.ErrTooManyDeletes, engine.ErrLegacyCatalog, storage.ErrSymlink), failed(events.ReasonRefused, false)},
 	}
 }
 

@@ -155,9 +155,9 @@ func TestS3CatalogPreparedBesideTheWritesLosingTheRace(t *testing.T) {
 	ref := newHarness(t)
 	refBucket := srv.Bucket(t)
 	refRoot := srv.Backend(t, refBucket, s3Prefix)
-	ref.addDest(named(base(refBucket), "archive", planner.Replacement), refRoot, pipeA)
-	ref.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
-	ref.mustPublish(t2, pipeA, "archive", "weatherreporter.today", v2)
+	ref.AddDest(named(base(refBucket), "archive", planner.Replacement), refRoot, pipeA)
+	ref.MustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+	ref.MustPublish(t2, pipeA, "archive", "weatherreporter.today", v2)
 	wantCatalog, _, err := refRoot.ReadVersion(context.Background(), catalog.FileName)
 	if err != nil {
 		t.Fatal(err)
@@ -166,11 +166,11 @@ func TestS3CatalogPreparedBesideTheWritesLosingTheRace(t *testing.T) {
 	h := newHarness(t)
 	bucket := srv.Bucket(t)
 	root := &racingPreparer{Backend: srv.Backend(t, bucket, s3Prefix).(*s3store.Backend)}
-	h.addDest(named(base(bucket), "archive", planner.Replacement), root, pipeA)
-	h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+	h.AddDest(named(base(bucket), "archive", planner.Replacement), root, pipeA)
+	h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
 	dir, _ := makeBundleAt(t, "weatherreporter.today", t2.Add(-time.Hour), v2) // as mustPublish at t2
 	root.armed.Store(true)
-	if _, err := h.publish(t2, pipeA, "archive", dir); !errors.Is(err, engine.ErrCatalogRace) {
+	if _, err := h.Publish(t2, pipeA, "archive", dir); !errors.Is(err, engine.ErrCatalogRace) {
 		t.Fatalf("publication overtaken at its commit: %v, want ErrCatalogRace", err)
 	}
 	if root.armed.Load() || root.theirs == nil {
@@ -179,7 +179,7 @@ func TestS3CatalogPreparedBesideTheWritesLosingTheRace(t *testing.T) {
 	if cur, _, err := root.ReadVersion(context.Background(), catalog.FileName); err != nil || !bytes.Equal(cur, root.theirs) {
 		t.Fatalf("the catalog after the lost race is not the other writer's (%v):\n%s", err, cur)
 	}
-	res, err := h.publish(t2, pipeA, "archive", dir)
+	res, err := h.Publish(t2, pipeA, "archive", dir)
 	if err != nil || !res.Recovered {
 		t.Fatalf("retry: %v, recovered %v", err, res.Recovered)
 	}

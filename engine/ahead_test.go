@@ -80,16 +80,16 @@ func TestS3ShardsAreWrittenBesideTheCatalogCommit(t *testing.T) {
 	h := newHarness(t)
 	base := config.Destination{Backend: config.BackendS3, Bucket: bucket, Path: s3Prefix,
 		Region: "us-east-1", Endpoint: srv.URL, PathStyle: true}
-	h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+	h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
 	files := map[string]string{}
 	for i := range 50 {
 		files[fmt.Sprintf("d/f%02d.txt", i)] = fmt.Sprintf("file %d\n", i)
 	}
-	h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
+	h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
 	files["d/f07.txt"], files["d/f31.txt"] = "changed 7\n", "changed 31\n"
 	dir, _ := makeBundle(t, "weatherreporter.today", files)
 	hold.armed.Store(true)
-	res, err := h.publish(t2, pipeA, "archive", dir)
+	res, err := h.Publish(t2, pipeA, "archive", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,17 +262,6 @@ func (pc dyingPending) Close() error {
 	return pc.PendingCatalog.Close()
 }
 
-// intentPending reports whether root holds an intent: a local root keeps
-// its intent file and empties it when a publication is done.
-func intentPending(t *testing.T, root string) bool {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath)))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return len(data) > 0
-}
-
 // heldLease is a lease that is always held (the crash tests are about
 // storage order, not lease expiry).
 type heldLease struct{}
@@ -356,65 +345,6 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 		}
 	}
 	return e.Publish(ctx, root, l, pub)
-}
-
-// snapshot is every file under root except distributor's scratch space,
-// with the catalog parsed (so that its comparison ignores nothing but is
-// readable in failures).
-func snapshot(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == ".distributor" {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		out[rel] = string(data)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func diff(a, b map[string]string) string {
-	var keys []string
-	seen := map[string]bool{}
-	for k := range a {
-		keys, seen[k] = append(keys, k), true
-	}
-	for k := range b {
-		if !seen[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	for _, k := range keys {
-		av, aok := a[k]
-		bv, bok := b[k]
-		switch {
-		case !aok:
-			fmt.Fprintf(&sb, "  only after crash+retry: %s\n", k)
-		case !bok:
-			fmt.Fprintf(&sb, "  only in uninterrupted run: %s\n", k)
-		case av != bv:
-			fmt.Fprintf(&sb, "  differs: %s\n    crash+retry: %q\n    uninterrupted: %q\n", k, av, bv)
-		}
-	}
-	return sb.String()
 }
 
 var crashScenarios = []scenario{

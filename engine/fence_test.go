@@ -102,7 +102,7 @@ func (s *pausingStage) Commit(ctx context.Context, path string) (storage.ObjectI
 // lease, the way the service does once the lease is held.
 func (h *harness) fenceHolder(ctx context.Context, root storage.Backend, l lease.Lease, d config.Destination, dir string, workers int) (engine.Result, error) {
 	req := service.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + dir}
-	b, err := h.runner.OpenBundle(ctx, req)
+	b, err := h.Service.OpenBundle(ctx, req)
 	if err != nil {
 		return engine.Result{}, err
 	}
@@ -111,7 +111,7 @@ func (h *harness) fenceHolder(ctx context.Context, root storage.Backend, l lease
 	if err != nil {
 		return engine.Result{}, err
 	}
-	e := &engine.Engine{Now: h.clock.Now, Version: "test", Workers: workers}
+	e := &engine.Engine{Now: h.Clock.Now, Version: "test", Workers: workers}
 	return e.Publish(ctx, root, l, pub)
 }
 
@@ -161,8 +161,8 @@ func staleWriterNeverLands(t *testing.T, newRoot newRootFunc) {
 	{
 		h := newHarness(t)
 		plain, base := newRoot(t)
-		d := h.addDest(named(base, "site", planner.Replacement), plain, pipeA)
-		h.mustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
+		d := h.AddDest(named(base, "site", planner.Replacement), plain, pipeA)
+		h.MustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
 
 		stale := eight("stale")
 		stale["new.txt"] = "stale new\n"
@@ -173,7 +173,7 @@ func staleWriterNeverLands(t *testing.T, newRoot newRootFunc) {
 
 		// Holder A is paused inside the write of c.txt past its lease while
 		// holder B publishes; then A resumes.
-		h.clock.Set(t2)
+		h.Clock.Set(t2)
 		pausedErr, staleErr := h.staleRace(t, plain, d, "c.txt", staleDir, newerDir)
 		if !errors.Is(pausedErr, storage.ErrConflict) {
 			t.Fatalf("stale Put of c.txt: err = %v, want ErrConflict (it must not land)", pausedErr)
@@ -224,8 +224,8 @@ func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		counting := newCounting(plain)
-		d := h.addDest(named(base, "site", planner.Replacement), counting, pipeA)
-		h.mustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
+		d := h.AddDest(named(base, "site", planner.Replacement), counting, pipeA)
+		h.MustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
 
 		staleFiles := eight("v0")
 		staleFiles["c.txt"] = "v9 c\n" // same size: only the bytes differ
@@ -234,7 +234,7 @@ func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc) {
 		newer["a.txt"] = "newer a\n"
 		newerDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(2*time.Minute), newer)
 
-		h.clock.Set(t2)
+		h.Clock.Set(t2)
 		// The paused write lands: c.txt is still the version both plans saw.
 		h.staleRace(t, plain, d, "c.txt", staleDir, newerDir)
 
@@ -247,7 +247,7 @@ func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc) {
 		// The next publication of the same bundle repairs it, and finds it
 		// by fingerprint: only c.txt is read back from the root.
 		counting.Reset()
-		res, err := h.publish(t2.Add(time.Minute), pipeA, "site", newerDir)
+		res, err := h.Publish(t2.Add(time.Minute), pipeA, "site", newerDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func staleWriteIsRepaired(t *testing.T, newRoot newRootFunc) {
 		}
 		// And the one after that trusts every output again.
 		counting.Reset()
-		res, err = h.publish(t2.Add(2*time.Minute), pipeA, "site", newerDir)
+		res, err = h.Publish(t2.Add(2*time.Minute), pipeA, "site", newerDir)
 		if err != nil || len(res.Written) != 0 {
 			t.Fatalf("republish: written %v, err %v; want nothing", itemPaths(res.Written), err)
 		}

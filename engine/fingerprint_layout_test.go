@@ -23,7 +23,7 @@ func TestFingerprintIndexFollowsTheRootSizeWithoutLosingEntries(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		counting := newCounting(plain)
-		h.addDest(named(base, "site", planner.Replacement), counting, pipeA)
+		h.AddDest(named(base, "site", planner.Replacement), counting, pipeA)
 		at := t1
 		publish := func(n int) {
 			t.Helper()
@@ -32,7 +32,7 @@ func TestFingerprintIndexFollowsTheRootSizeWithoutLosingEntries(t *testing.T) {
 				files[fmt.Sprintf("d%d/f%04d.txt", i%7, i)] = fmt.Sprintf("file %d\n", i)
 			}
 			at = at.Add(time.Minute)
-			h.mustPublish(at, pipeA, "site", "weatherreporter.v", files)
+			h.MustPublish(at, pipeA, "site", "weatherreporter.v", files)
 		}
 		for _, step := range []struct {
 			outputs int

@@ -229,11 +229,11 @@ func TestVerifyAndReconcileLeftoversOnBothBackends(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, base := twoOwners(t, newRoot)
-		h.runner.Engine.LeftoverAge = time.Minute
+		h.Service.Engine.LeftoverAge = time.Minute
 		if base.Backend == config.BackendS3 {
-			h.runner.Engine.LeftoverAge = time.Nanosecond // the server stamps uploads now
+			h.Service.Engine.LeftoverAge = time.Nanosecond // the server stamps uploads now
 		}
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "alpha"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "alpha"})
 		leaveLeftover(t, root, base, "big/blob.bin")
 
 		rep, err := h.verify("latest", all)
@@ -247,7 +247,7 @@ func TestVerifyAndReconcileLeftoversOnBothBackends(t *testing.T) {
 		var dry engine.MaintenanceResult
 		if err := h.withLease(t1, "latest", func(root storage.Backend, l lease.Lease) error {
 			var err error
-			dry, err = h.runner.Engine.Reconcile(t.Context(), root, l, planner.Selector{AllOwners: true}, engine.ReconcileOptions{DryRun: true})
+			dry, err = h.Service.Engine.Reconcile(t.Context(), root, l, planner.Selector{AllOwners: true}, engine.ReconcileOptions{DryRun: true})
 			return err
 		}); err != nil {
 			t.Fatal(err)

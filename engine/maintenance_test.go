@@ -22,32 +22,32 @@ import (
 
 // withLease runs fn on dest's root under the harness's locker at time now.
 func (h *harness) withLease(now time.Time, dest string, fn func(root storage.Backend, l lease.Lease) error) error {
-	h.t.Helper()
-	d, ok := h.cfg.Destination(dest)
+	h.T.Helper()
+	d, ok := h.Config.Destination(dest)
 	if !ok {
-		h.t.Fatalf("no destination %q", dest)
+		h.T.Fatalf("no destination %q", dest)
 	}
-	h.clock.Set(now)
-	return h.runner.WithLease(context.Background(), d, fn)
+	h.Clock.Set(now)
+	return h.Service.WithLease(context.Background(), d, fn)
 }
 
 func (h *harness) prune(now time.Time, dest string, owner catalog.Owner, cutoff time.Time, maxDeletes int, dryRun bool) (engine.MaintenanceResult, error) {
-	h.t.Helper()
+	h.T.Helper()
 	var res engine.MaintenanceResult
 	err := h.withLease(now, dest, func(root storage.Backend, l lease.Lease) error {
 		var err error
-		res, err = h.runner.Engine.Prune(context.Background(), root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: maxDeletes, DryRun: dryRun})
+		res, err = h.Service.Engine.Prune(context.Background(), root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: maxDeletes, DryRun: dryRun})
 		return err
 	})
 	return res, err
 }
 
 func (h *harness) reconcile(now time.Time, dest string, sel planner.Selector, refresh bool) (engine.MaintenanceResult, error) {
-	h.t.Helper()
+	h.T.Helper()
 	var res engine.MaintenanceResult
 	err := h.withLease(now, dest, func(root storage.Backend, l lease.Lease) error {
 		var err error
-		res, err = h.runner.Engine.Reconcile(context.Background(), root, l, sel, engine.ReconcileOptions{Refresh: refresh})
+		res, err = h.Service.Engine.Reconcile(context.Background(), root, l, sel, engine.ReconcileOptions{Refresh: refresh})
 		return err
 	})
 	return res, err
@@ -55,16 +55,16 @@ func (h *harness) reconcile(now time.Time, dest string, sel planner.Selector, re
 
 // verify runs as the CLI does: without a lease.
 func (h *harness) verify(dest string, match func(catalog.Output) bool) (engine.VerifyReport, error) {
-	h.t.Helper()
-	d, ok := h.cfg.Destination(dest)
+	h.T.Helper()
+	d, ok := h.Config.Destination(dest)
 	if !ok {
-		h.t.Fatalf("no destination %q", dest)
+		h.T.Fatalf("no destination %q", dest)
 	}
-	root, err := h.stores.Destination(context.Background(), d)
+	root, err := h.Stores.Destination(context.Background(), d)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	return h.runner.Engine.Verify(context.Background(), root, match)
+	return h.Service.Engine.Verify(context.Background(), root, match)
 }
 
 func all(catalog.Output) bool { return true }
@@ -99,8 +99,8 @@ var (
 func twoOwners(t *testing.T, newRoot newRootFunc) (*harness, storage.Backend, config.Destination) {
 	h := newHarness(t)
 	root, base := newRoot(t)
-	h.addDest(named(base, "latest", planner.Additive), root, pipeA)
-	h.addDest(named(base, "tides", planner.Additive), root, pipeB)
+	h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+	h.AddDest(named(base, "tides", planner.Additive), root, pipeB)
 	return h, root, base
 }
 
@@ -109,9 +109,9 @@ func TestPruneAgeBoundary(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
 		cutoff := t1.Add(time.Hour)
-		h.mustPublish(cutoff.Add(-time.Second), pipeA, "latest", "weatherreporter.a", map[string]string{"older.txt": "o"})
-		h.mustPublish(cutoff, pipeA, "latest", "weatherreporter.b", map[string]string{"edge.txt": "e"})
-		h.mustPublish(cutoff.Add(time.Second), pipeA, "latest", "weatherreporter.c", map[string]string{"newer.txt": "n"})
+		h.MustPublish(cutoff.Add(-time.Second), pipeA, "latest", "weatherreporter.a", map[string]string{"older.txt": "o"})
+		h.MustPublish(cutoff, pipeA, "latest", "weatherreporter.b", map[string]string{"edge.txt": "e"})
+		h.MustPublish(cutoff.Add(time.Second), pipeA, "latest", "weatherreporter.c", map[string]string{"newer.txt": "n"})
 
 		res, err := h.prune(cutoff.Add(48*time.Hour), "latest", ownerA, cutoff, 0, false)
 		if err != nil {
@@ -132,10 +132,10 @@ func TestPruneIsOwnerScoped(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, base := twoOwners(t, newRoot)
 		// Same pipeline, other destination: another owner too.
-		h.addDest(named(base, "latest-2", planner.Additive), root, pipeA)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a/1.txt": "1", "a/2.txt": "2"})
-		h.mustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"b/1.txt": "b"})
-		h.mustPublish(t1, pipeA, "latest-2", "weatherreporter.today", map[string]string{"c/1.txt": "c"})
+		h.AddDest(named(base, "latest-2", planner.Additive), root, pipeA)
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a/1.txt": "1", "a/2.txt": "2"})
+		h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"b/1.txt": "b"})
+		h.MustPublish(t1, pipeA, "latest-2", "weatherreporter.today", map[string]string{"c/1.txt": "c"})
 		before, _ := readCatalog(t, root)
 
 		res, err := h.prune(t2.Add(time.Hour), "latest", ownerA, t2, 0, false)
@@ -157,7 +157,7 @@ func TestPruneDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
 		before, list, v := contents(t, root), listing(t, root), catalogVersion(t, root)
 
 		res, err := h.prune(t2, "latest", ownerA, t2, 0, true)
@@ -182,7 +182,7 @@ func TestPruneHonoursMaxDeletes(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
 		before, list, v := contents(t, root), listing(t, root), catalogVersion(t, root)
 
 		_, err := h.prune(t2, "latest", ownerA, t2, 2, false)
@@ -203,8 +203,8 @@ func TestReconcileRemovesRecordsOfMissingFiles(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
-		h.mustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"d.txt": "d", "e.txt": "e"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
+		h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"d.txt": "d", "e.txt": "e"})
 		before, _ := readCatalog(t, root)
 		// Behind distributor's back: two outputs go, an unmanaged file comes.
 		if err := root.Delete(context.Background(), "a.txt", "d.txt"); err != nil {
@@ -241,7 +241,7 @@ func TestReconcileReportsSizeMismatchAndRefreshes(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, _ := twoOwners(t, newRoot)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "bravo"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "bravo"})
 		mustPut(t, root, "b.txt", "bravo, grown")
 		v := catalogVersion(t, root)
 
@@ -282,8 +282,8 @@ func TestVerifyFindsDamagedAndMissingOutputs(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h, root, base := twoOwners(t, newRoot)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "alpha", "b.txt": "bravo", "c.txt": "charlie"})
-		h.mustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"t.txt": "tide"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "alpha", "b.txt": "bravo", "c.txt": "charlie"})
+		h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"t.txt": "tide"})
 		rep, err := h.verify("latest", all)
 		if err != nil || !rep.OK() || rep.Checked != 4 {
 			t.Fatalf("verify of an intact root: %+v, %v", rep, err)
@@ -378,10 +378,10 @@ func TestPruneKilledAtEveryStepConverges(t *testing.T) {
 		// setup: ownerA has a, b, c (old) and d (at the cutoff); ownerB has e (old).
 		setup := func(t *testing.T) (*harness, storage.Backend, config.Destination) {
 			h, root, _ := twoOwners(t, newRoot)
-			h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "x/c.txt": "c"})
-			h.mustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"d.txt": "d"})
-			h.mustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"e.txt": "e"})
-			d, _ := h.cfg.Destination("latest")
+			h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "x/c.txt": "c"})
+			h.MustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"d.txt": "d"})
+			h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"e.txt": "e"})
+			d, _ := h.Config.Destination("latest")
 			return h, root, d
 		}
 		snapshot := func(t *testing.T, root storage.Backend) map[string]string {
@@ -393,7 +393,7 @@ func TestPruneKilledAtEveryStepConverges(t *testing.T) {
 		// The uninterrupted run, counting its mutating calls.
 		h, root, d := setup(t)
 		counter := &dyingBackend{Backend: root}
-		h.stores.add(d, counter)
+		h.Stores.Add(d, counter)
 		res, err := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false)
 		if err != nil {
 			t.Fatal(err)
@@ -407,12 +407,12 @@ func TestPruneKilledAtEveryStepConverges(t *testing.T) {
 
 		for n := 1; n <= steps; n++ {
 			h, root, d := setup(t)
-			h.stores.add(d, &dyingBackend{Backend: root, killAt: n})
-			h.runner.Locker = killedLocker
+			h.Stores.Add(d, &dyingBackend{Backend: root, killAt: n})
+			h.Service.Locker = killedLocker
 			_, killErr := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false)
 
-			h.stores.add(d, root)
-			h.runner.Locker = rerunLocker
+			h.Stores.Add(d, root)
+			h.Service.Locker = rerunLocker
 			if _, err := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false); err != nil {
 				t.Fatalf("killed at call %d (%v), rerun: %v", n, killErr, err)
 			}

@@ -42,15 +42,15 @@ func newSyncCounting(t *testing.T) (*syncCounting, config.Destination) {
 func TestRecordOnlyRepublishDoesNotFlush(t *testing.T) {
 	h := newHarness(t)
 	root, base := newSyncCounting(t)
-	h.addDest(named(base, "latest", planner.Replacement), root, pipeA)
+	h.AddDest(named(base, "latest", planner.Replacement), root, pipeA)
 	files := map[string]string{"a.txt": "a", "d/b.txt": "b", "d/c.txt": "c"}
-	h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", files)
+	h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", files)
 	if n := root.syncs.Load(); n != 1 {
 		t.Fatalf("first publication: %d flushes, want 1", n)
 	}
 
 	root.syncs.Store(0)
-	res := h.mustPublish(t2, pipeA, "latest", "weatherreporter.today", files)
+	res := h.MustPublish(t2, pipeA, "latest", "weatherreporter.today", files)
 	wantStrings(t, "written", itemPaths(res.Written), nil)
 	wantStrings(t, "updated", itemPaths(res.Updated), []string{"a.txt", "d/b.txt", "d/c.txt"})
 	if n := root.syncs.Load(); n != 0 {
@@ -65,7 +65,7 @@ func TestRecordOnlyRepublishDoesNotFlush(t *testing.T) {
 
 	root.syncs.Store(0)
 	files["d/b.txt"] = "b2"
-	res = h.mustPublish(t2.Add(time.Hour), pipeA, "latest", "weatherreporter.today", files)
+	res = h.MustPublish(t2.Add(time.Hour), pipeA, "latest", "weatherreporter.today", files)
 	wantStrings(t, "written", itemPaths(res.Written), []string{"d/b.txt"})
 	if n := root.syncs.Load(); n != 1 {
 		t.Fatalf("republish writing one output: %d flushes, want 1", n)
@@ -81,17 +81,17 @@ func TestLargePublicationListsTheRootOnce(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := newCounting(plain)
-		h.addDest(named(base, "latest", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "latest", planner.Replacement), root, pipeA)
 		files := map[string]string{}
 		for i := range 40 {
 			files[fmt.Sprintf("d%d/f%02d.txt", i%4, i)] = "v1"
 		}
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", files)
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", files)
 		mustPut(t, plain, "d9/f00.txt/inside", "someone else's")
 
 		root.Reset()
 		files["d0/f00.txt"] = "v2"
-		res := h.mustPublish(t2, pipeA, "latest", "weatherreporter.today", files)
+		res := h.MustPublish(t2, pipeA, "latest", "weatherreporter.today", files)
 		wantStrings(t, "written", itemPaths(res.Written), []string{"d0/f00.txt"})
 		wantStrings(t, "Find calls", root.Calls("Find"), slices.Sorted(maps.Keys(files)))
 		wantStrings(t, "List calls", root.Calls("List"), nil)
@@ -100,7 +100,7 @@ func TestLargePublicationListsTheRootOnce(t *testing.T) {
 		root.Reset()
 		files["d9/f00.txt"] = "mine"
 		dir, _ := makeBundleAt(t, "weatherreporter.today", t2.Add(time.Hour), files)
-		res, err := h.publish(t2.Add(time.Hour), pipeA, "latest", dir)
+		res, err := h.Publish(t2.Add(time.Hour), pipeA, "latest", dir)
 		if !errors.Is(err, engine.ErrCollision) {
 			t.Fatalf("err = %v, want ErrCollision", err)
 		}
@@ -116,12 +116,12 @@ func TestLargePublicationRefusesAnInvalidCatalog(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := newCounting(plain)
-		h.addDest(named(base, "latest", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "latest", planner.Replacement), root, pipeA)
 		mustPut(t, plain, catalog.FileName, `{"schema_version": 4, "outputs": [{"path": "../x"}]}`)
 		before := contents(t, plain)
 		root.Reset()
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
-		_, err := h.publish(t1, pipeA, "latest", dir)
+		_, err := h.Publish(t1, pipeA, "latest", dir)
 		if !errors.Is(err, catalog.ErrInvalid) {
 			t.Fatalf("err = %v, want catalog.ErrInvalid", err)
 		}
@@ -141,18 +141,18 @@ func TestRepublishReadsEachFingerprintShardOnce(t *testing.T) {
 	local, base := newSyncCounting(t)
 	plain := local.Backend
 	root := newCounting(plain)
-	h.addDest(named(base, "site", planner.Replacement), root, pipeA)
+	h.AddDest(named(base, "site", planner.Replacement), root, pipeA)
 	files := map[string]string{}
 	for i := range 1100 {
 		files[fmt.Sprintf("d%d/f%04d.txt", i%5, i)] = fmt.Sprintf("file %d\n", i)
 	}
-	h.mustPublish(t1, pipeA, "site", "weatherreporter.v", files)
+	h.MustPublish(t1, pipeA, "site", "weatherreporter.v", files)
 	shards := shardFiles(t, plain)
 	wantStrings(t, "shards", shards, []string{"2-00", "2-01"})
 
 	root.Reset()
 	files["d0/f0000.txt"] = "changed\n"
-	res := h.mustPublish(t2, pipeA, "site", "weatherreporter.v", files)
+	res := h.MustPublish(t2, pipeA, "site", "weatherreporter.v", files)
 	wantStrings(t, "written", itemPaths(res.Written), []string{"d0/f0000.txt"})
 	if len(res.Updated) != 1099 {
 		t.Fatalf("%d records updated, want 1099", len(res.Updated))
@@ -168,8 +168,8 @@ func TestRepublishReadsEachFingerprintShardOnce(t *testing.T) {
 
 	root.Reset()
 	other := named(base, "other", planner.Additive)
-	h.addDest(other, root, pipeB)
-	h.mustPublish(t2, pipeB, "other", "tides.v", map[string]string{"x/one.txt": "1"})
+	h.AddDest(other, root, pipeB)
+	h.MustPublish(t2, pipeB, "other", "tides.v", map[string]string{"x/one.txt": "1"})
 	read = nil
 	for _, p := range root.Calls("ReadVersion") {
 		if strings.HasPrefix(p, engine.FingerprintsDir+"/") {

@@ -26,12 +26,12 @@ func s3RepublishRequests(t *testing.T, n, step int) (requests, changed []string)
 	h := newHarness(t)
 	base := config.Destination{Backend: config.BackendS3, Bucket: bucket, Path: s3Prefix,
 		Region: "us-east-1", Endpoint: srv.URL, PathStyle: true}
-	h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+	h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
 	files := map[string]string{}
 	for i := range n {
 		files[fmt.Sprintf("d%02d/f%04d.txt", i%10, i)] = fmt.Sprintf("file %d\n", i)
 	}
-	h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
+	h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
 	for i := 0; step > 0 && i < n; i += step {
 		p := fmt.Sprintf("d%02d/f%04d.txt", i%10, i)
 		files[p] = fmt.Sprintf("file %d, changed\n", i)
@@ -39,7 +39,7 @@ func s3RepublishRequests(t *testing.T, n, step int) (requests, changed []string)
 	}
 	dir, _ := makeBundle(t, "weatherreporter.today", files)
 	reqs.Reset()
-	res, err := h.publish(t2, pipeA, "archive", dir)
+	res, err := h.Publish(t2, pipeA, "archive", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,26 +32,6 @@ import (
 	"github.com/distributor/distributor/testenv"
 )
 
-type newRootFunc = func(t *testing.T) (storage.Backend, config.Destination)
-
-// named returns base (a fresh root's destination) with an id and workflow.
-func named(base config.Destination, id string, wf planner.Workflow) config.Destination {
-	base.ID, base.Workflow = id, wf
-	return base
-}
-
-func mustRecord(t *testing.T, cat *catalog.Catalog, p string) catalog.Output {
-	t.Helper()
-	if cat == nil {
-		t.Fatalf("no catalog, want a record for %s", p)
-	}
-	o, ok := cat.Lookup(p)
-	if !ok {
-		t.Fatalf("no record for %s; records: %v", p, recordPaths(cat))
-	}
-	return o
-}
-
 func itemPaths(items []planner.Item) []string {
 	out := []string{}
 	for _, it := range items {
@@ -60,38 +40,18 @@ func itemPaths(items []planner.Item) []string {
 	return out
 }
 
-func wantStrings(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if got == nil {
-		got = []string{}
-	}
-	if want == nil {
-		want = []string{}
-	}
-	if !equalStrings(got, want) {
-		t.Fatalf("%s = %q, want %q", what, got, want)
-	}
-}
-
-func wantContents(t *testing.T, root storage.Backend, want map[string]string) {
-	t.Helper()
-	if got := contents(t, root); !equalMaps(got, want) {
-		t.Fatalf("root holds %q,\nwant %q", got, want)
-	}
-}
-
 func TestReplacementDeletesOwnersUnplannedOutputsKeepsOtherOwners(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-		h.addDest(named(base, "tides", planner.Replacement), root, pipeB)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.tomorrow", map[string]string{"a/1.txt": "one", "a/2.txt": "two"})
-		h.mustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"t/1.txt": "tide"})
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "tides", planner.Replacement), root, pipeB)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.tomorrow", map[string]string{"a/1.txt": "one", "a/2.txt": "two"})
+		h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"t/1.txt": "tide"})
 		before, _ := readCatalog(t, root)
 
-		res := h.mustPublish(t2, pipeA, "archive", "weatherreporter.tomorrow", map[string]string{"a/1.txt": "one"})
+		res := h.MustPublish(t2, pipeA, "archive", "weatherreporter.tomorrow", map[string]string{"a/1.txt": "one"})
 		wantStrings(t, "deleted", res.Deleted, []string{"a/2.txt"})
 		wantStrings(t, "written", itemPaths(res.Written), nil)
 		// Same bytes, new source digest: the record changes, the bytes do not.
@@ -114,11 +74,11 @@ func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a1", "b.txt": "b1"})
+		h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a1", "b.txt": "b1"})
 		before, _ := readCatalog(t, root)
 
-		res := h.mustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"a.txt": "a2", "c.txt": "c2"})
+		res := h.MustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"a.txt": "a2", "c.txt": "c2"})
 		wantStrings(t, "written", itemPaths(res.Written), []string{"a.txt", "c.txt"})
 		wantStrings(t, "deleted", res.Deleted, nil)
 		wantContents(t, root, map[string]string{"a.txt": "a2", "b.txt": "b1", "c.txt": "c2"})
@@ -142,15 +102,15 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
 		v1, _ := makeBundleAt(t, "weatherreporter.today", t0, map[string]string{"common.txt": "v1", "day-1.txt": "one"})
 		v2, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(time.Hour), map[string]string{"common.txt": "v2", "day-2.txt": "two"})
-		if _, err := h.publish(t1, pipeA, "latest", v2); err != nil {
+		if _, err := h.Publish(t1, pipeA, "latest", v2); err != nil {
 			t.Fatal(err)
 		}
 		before, _ := readCatalog(t, root)
 
-		res, err := h.publish(t2, pipeA, "latest", v1)
+		res, err := h.Publish(t2, pipeA, "latest", v1)
 		if err != nil {
 			t.Fatalf("older additive bundle: %v", err)
 		}
@@ -170,7 +130,7 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 		}
 
 		// Again: nothing to write, nothing changes.
-		res, err = h.publish(t2.Add(time.Minute), pipeA, "latest", v1)
+		res, err = h.Publish(t2.Add(time.Minute), pipeA, "latest", v1)
 		if err != nil || res.Plan.Changed || res.KeptNewer != 1 || res.Unchanged != 1 {
 			t.Fatalf("redelivered older bundle: err %v, changed %v, kept_newer %d, unchanged %d", err, res.Plan.Changed, res.KeptNewer, res.Unchanged)
 		}
@@ -178,7 +138,7 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 		// published, nothing written, the catalog not even rewritten.
 		v0, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(-time.Hour), map[string]string{"common.txt": "v0"})
 		cat, version := readCatalog(t, root)
-		res, err = h.publish(t2.Add(time.Minute), pipeA, "latest", v0)
+		res, err = h.Publish(t2.Add(time.Minute), pipeA, "latest", v0)
 		if err != nil || res.Plan.Changed || res.KeptNewer != 1 || len(res.Written)+len(res.Updated)+res.Unchanged != 0 {
 			t.Fatalf("older bundle of kept paths only: err %v, changed %v, kept_newer %d, written %d", err, res.Plan.Changed, res.KeptNewer, len(res.Written))
 		}
@@ -187,7 +147,7 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 		}
 
 		// An operator rolls back on purpose: the older bytes win.
-		res, err = h.publish(t2.Add(2*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder = true })
+		res, err = h.Publish(t2.Add(2*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder = true })
 		if err != nil || res.KeptNewer != 0 {
 			t.Fatalf("allow older: err %v, kept_newer %d", err, res.KeptNewer)
 		}
@@ -202,13 +162,13 @@ func TestOwnerChangeKeepsCreatedAt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
-		h.addDest(named(base, "tides", planner.Additive), root, pipeB)
+		h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.AddDest(named(base, "tides", planner.Additive), root, pipeB)
 		t3 := t2.Add(time.Hour)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"shared.txt": "from A"})
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"shared.txt": "from A"})
 
 		// Another owner overwrites the path with other bytes.
-		res := h.mustPublish(t2, pipeB, "tides", "tides.now", map[string]string{"shared.txt": "from B"})
+		res := h.MustPublish(t2, pipeB, "tides", "tides.now", map[string]string{"shared.txt": "from B"})
 		wantStrings(t, "written", itemPaths(res.Written), []string{"shared.txt"})
 		rec := mustRecord(t, assertDescribesStorage(t, root), "shared.txt")
 		if rec.PipelineID != pipeB || rec.DestinationID != "tides" || rec.Source.ID != "tides.now" ||
@@ -217,7 +177,7 @@ func TestOwnerChangeKeepsCreatedAt(t *testing.T) {
 		}
 
 		// And back, with the same bytes: only the record changes.
-		res = h.mustPublish(t3, pipeA, "latest", "weatherreporter.today", map[string]string{"shared.txt": "from B"})
+		res = h.MustPublish(t3, pipeA, "latest", "weatherreporter.today", map[string]string{"shared.txt": "from B"})
 		wantStrings(t, "written", itemPaths(res.Written), nil)
 		wantStrings(t, "updated", itemPaths(res.Updated), []string{"shared.txt"})
 		rec = mustRecord(t, assertDescribesStorage(t, root), "shared.txt")
@@ -237,9 +197,9 @@ func TestRedeliveryIsANoOp(t *testing.T) {
 		d := base
 		d.Publish = config.Publish{Sources: true, HTML: true}
 		d.Transforms = []config.Transform{{Name: config.MarkdownToHTML, Match: "**/*.md", Index: "report.md"}}
-		h.addDest(named(d, "latest", planner.Replacement), root, pipeA)
+		h.AddDest(named(d, "latest", planner.Replacement), root, pipeA)
 		dir, _ := makeBundle(t, "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a\n"})
-		if _, err := h.publish(t1, pipeA, "latest", dir); err != nil {
+		if _, err := h.Publish(t1, pipeA, "latest", dir); err != nil {
 			t.Fatal(err)
 		}
 		data, v, err := plain.ReadVersion(context.Background(), catalog.FileName)
@@ -249,7 +209,7 @@ func TestRedeliveryIsANoOp(t *testing.T) {
 		stored := contents(t, plain)
 		root.Reset()
 
-		res, err := h.publish(t2, pipeA, "latest", dir)
+		res, err := h.Publish(t2, pipeA, "latest", dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,15 +237,15 @@ func TestCollisionBlocksTheWholePublication(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := newCounting(plain)
-		h.addDest(named(base, "latest", planner.Replacement), root, pipeA)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a1", "old.txt": "old"})
+		h.AddDest(named(base, "latest", planner.Replacement), root, pipeA)
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a1", "old.txt": "old"})
 		mustPut(t, plain, "b.txt", "someone else's")
 		before := contents(t, plain)
 		v := catalogVersion(t, plain)
 		root.Reset()
 
 		dir, _ := makeBundle(t, "weatherreporter.tomorrow", map[string]string{"a.txt": "a2", "b.txt": "mine", "c.txt": "new"})
-		res, err := h.publish(t2, pipeA, "latest", dir)
+		res, err := h.Publish(t2, pipeA, "latest", dir)
 		if !errors.Is(err, engine.ErrCollision) {
 			t.Fatalf("err = %v, want ErrCollision", err)
 		}
@@ -321,13 +281,13 @@ func TestLegacyFirstRunAdditiveOverwritesPlannedPathsOnly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
 		putLegacyCatalog(t, root)
 		for p, c := range map[string]string{"today/index.html": "old html", "today/report.md": "old md", "tides/index.html": "tides", "notes.txt": "n"} {
 			mustPut(t, root, p, c)
 		}
 
-		res := h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"today/report.md": "new md", "fresh.txt": "f"})
+		res := h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"today/report.md": "new md", "fresh.txt": "f"})
 		wantStrings(t, "written", itemPaths(res.Written), []string{"fresh.txt", "today/report.md"})
 		for _, it := range res.Written {
 			if it.Adopted {
@@ -346,7 +306,7 @@ func TestLegacyFirstRunAdditiveOverwritesPlannedPathsOnly(t *testing.T) {
 
 		// What the legacy run left behind is unmanaged from now on.
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"today/index.html": "new html"})
-		res, err := h.publish(t2, pipeA, "latest", dir)
+		res, err := h.Publish(t2, pipeA, "latest", dir)
 		if !errors.Is(err, engine.ErrCollision) {
 			t.Fatalf("err = %v, want ErrCollision on a left-behind legacy file", err)
 		}
@@ -360,7 +320,7 @@ func TestLegacyFirstRunReplacementClearsOnlyInsideTheRoot(t *testing.T) {
 		h := newHarness(t)
 		root, base := env.NewRoot(t)
 		outside := env.Outside(t, base)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
 		putLegacyCatalog(t, root)
 		for p, c := range map[string]string{"today/index.html": "old", "notes.txt": "n", "deep/a/b.txt": "b", "keep.txt": "k"} {
 			mustPut(t, root, p, c)
@@ -373,7 +333,7 @@ func TestLegacyFirstRunReplacementClearsOnlyInsideTheRoot(t *testing.T) {
 			mustPut(t, outside, p, c)
 		}
 
-		res := h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"keep.txt": "new k", "new.txt": "new"})
+		res := h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"keep.txt": "new k", "new.txt": "new"})
 		wantStrings(t, "written", itemPaths(res.Written), []string{"keep.txt", "new.txt"})
 		wantStrings(t, "deleted", res.Deleted, []string{"deep/a/b.txt", "notes.txt", "today/index.html"})
 		wantContents(t, root, map[string]string{"keep.txt": "new k", "new.txt": "new"})
@@ -392,12 +352,12 @@ func TestEmptyReplacementIsRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b"})
 		before, v := contents(t, root), catalogVersion(t, root)
 
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{})
-		_, err := h.publish(t2, pipeA, "archive", dir)
+		_, err := h.Publish(t2, pipeA, "archive", dir)
 		if !errors.Is(err, planner.ErrEmptyReplacement) {
 			t.Fatalf("err = %v, want ErrEmptyReplacement", err)
 		}
@@ -415,13 +375,13 @@ func TestMaxDeletesAbortsThePublication(t *testing.T) {
 		root, base := newRoot(t)
 		d := named(base, "archive", planner.Replacement)
 		d.MaxDeletes = 1
-		h.addDest(d, root, pipeA)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
+		h.AddDest(d, root, pipeA)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
 		before, v := contents(t, root), catalogVersion(t, root)
 
 		// Two deletes (and an update that must not land either).
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a changed"})
-		res, err := h.publish(t2, pipeA, "archive", dir)
+		res, err := h.Publish(t2, pipeA, "archive", dir)
 		if !errors.Is(err, planner.ErrTooManyDeletes) {
 			t.Fatalf("err = %v, want ErrTooManyDeletes", err)
 		}
@@ -440,13 +400,13 @@ func TestTakeOwnershipAdoptsOnlyCollidingPaths(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"m.txt": "managed"})
+		h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"m.txt": "managed"})
 		mustPut(t, root, "b.txt", "theirs")
 		mustPut(t, root, "u.txt", "untouched")
 
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"m.txt": "managed 2", "b.txt": "mine", "a.txt": "new"})
-		res, err := h.publish(t2, pipeA, "latest", dir, func(r *service.Request) { r.TakeOwnership = true })
+		res, err := h.Publish(t2, pipeA, "latest", dir, func(r *service.Request) { r.TakeOwnership = true })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,19 +443,19 @@ func TestGeneratedHTMLRecordHasTheSeedShape(t *testing.T) {
 	}
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
-		h.runner.Engine.Version = "dev"
+		h.Service.Engine.Version = "dev"
 		root, base := newRoot(t)
 		d := named(base, "latest-html", planner.Additive)
 		d.Layout = config.Layout{Prefix: "{source_name}/"}
 		d.Publish = config.Publish{HTML: true, Include: []string{"**"}}
 		d.Transforms = []config.Transform{{Name: config.MarkdownToHTML, Match: "**/*.md", Index: "report.md"}}
 		d.Links = config.Links{BaseURL: "https://reports.example.com/weather/", Pretty: true}
-		h.addDest(d, root, "weatherreporter.daily")
+		h.AddDest(d, root, "weatherreporter.daily")
 
 		// First published at 12:00, republished with new content at 12:05.
-		h.mustPublish(t0, "weatherreporter.daily", "latest-html", "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n\nSunny.\n"})
+		h.MustPublish(t0, "weatherreporter.daily", "latest-html", "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n\nSunny.\n"})
 		dir, digest := makeBundle(t, "weatherreporter.tomorrow", map[string]string{"report.md": "# Tomorrow\n\nRain.\n"})
-		res, err := h.publish(t1, "weatherreporter.daily", "latest-html", dir)
+		res, err := h.Publish(t1, "weatherreporter.daily", "latest-html", dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -577,22 +537,22 @@ func republishingOneChangedFile(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := newCounting(plain)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
 		files := map[string]string{}
 		for i := range 100 {
 			files[fmt.Sprintf("data/f%03d.txt", i)] = fmt.Sprintf("file %d\n", i)
 		}
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
 		files["data/f042.txt"] = "file 42, changed\n"
 		dir, _ := makeBundle(t, "weatherreporter.today", files)
 		var src *countingBackend
-		h.stores.setWrapBundle(func(b storage.Backend) storage.Backend {
+		h.Stores.SetWrapBundle(func(b storage.Backend) storage.Backend {
 			src = newCounting(b)
 			return src
 		})
 		root.Reset()
 
-		res, err := h.publish(t2, pipeA, "archive", dir)
+		res, err := h.Publish(t2, pipeA, "archive", dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -665,14 +625,14 @@ func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := newCounting(plain)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a1"})
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "a1"})
 		before, v := contents(t, plain), catalogVersion(t, plain)
 		dir, digest := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a2"})
 		_, announced := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a3"})
 		root.Reset()
 
-		_, err := h.publish(t2, pipeA, "archive", dir, func(r *service.Request) { r.ManifestDigest = announced })
+		_, err := h.Publish(t2, pipeA, "archive", dir, func(r *service.Request) { r.ManifestDigest = announced })
 		if !errors.Is(err, bundle.ErrDigestMismatch) {
 			t.Fatalf("err = %v, want ErrDigestMismatch", err)
 		}
@@ -685,7 +645,7 @@ func TestDigestMismatchFailsBeforeAnythingIsWritten(t *testing.T) {
 		}
 
 		// The right digest goes through (the check is not refusing everything).
-		if _, err := h.publish(t2, pipeA, "archive", dir, func(r *service.Request) { r.ManifestDigest = digest }); err != nil {
+		if _, err := h.Publish(t2, pipeA, "archive", dir, func(r *service.Request) { r.ManifestDigest = digest }); err != nil {
 			t.Fatal(err)
 		}
 		wantContents(t, plain, map[string]string{"a.txt": "a2"})
@@ -710,15 +670,15 @@ func TestDamagedBundleFileNeverLands(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "alpha-1", "b.txt": "bravo-1", "c.txt": "charlie"})
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "alpha-1", "b.txt": "bravo-1", "c.txt": "charlie"})
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
 		// Same size, other bytes: the size pre-flight passes, hashing must not.
 		flipFileByte(t, filepath.Join(dir, "b.txt"))
 		flipFileByte(t, filepath.Join(dir, "d.txt"))
 
 		before := contents(t, root)
-		_, err := h.publish(t2, pipeA, "archive", dir)
+		_, err := h.Publish(t2, pipeA, "archive", dir)
 		if !errors.Is(err, bundle.ErrContentMismatch) {
 			t.Fatalf("err = %v, want ErrContentMismatch", err)
 		}
@@ -738,7 +698,7 @@ func TestDamagedBundleFileNeverLands(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := h.publish(t2, pipeA, "archive", dir); err != nil {
+		if _, err := h.Publish(t2, pipeA, "archive", dir); err != nil {
 			t.Fatal(err)
 		}
 		wantContents(t, root, map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
@@ -753,8 +713,8 @@ func TestMissingBundleFilesAreNamedTogether(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "alpha-1"})
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", map[string]string{"a.txt": "alpha-1"})
 		dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "alpha-2", "b.txt": "bravo-2", "c.txt": "charlie", "d.txt": "delta-2"})
 		for _, p := range []string{"b.txt", "d.txt"} {
 			if err := os.Remove(filepath.Join(dir, p)); err != nil {
@@ -762,7 +722,7 @@ func TestMissingBundleFilesAreNamedTogether(t *testing.T) {
 			}
 		}
 		before := contents(t, root)
-		_, err := h.publish(t2, pipeA, "archive", dir)
+		_, err := h.Publish(t2, pipeA, "archive", dir)
 		want := fmt.Sprintf("bundle %s: %s: %q, %q", dir, bundle.ErrMissingFile, "b.txt", "d.txt")
 		if !errors.Is(err, bundle.ErrMissingFile) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("err = %v, want ErrMissingFile as %q", err, want)
@@ -779,8 +739,8 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "latest", planner.Additive), root, pipeA)
-		h.addDest(named(base, "tides", planner.Additive), root, pipeB)
+		h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+		h.AddDest(named(base, "tides", planner.Additive), root, pipeB)
 		type job struct{ pipeline, dest, dir string }
 		want := map[string]string{}
 		held := 0
@@ -805,7 +765,7 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 			for i, j := range jobs {
 				wg.Go(func() {
 					<-start
-					_, errs[i] = h.publish(t1, j.pipeline, j.dest, j.dir)
+					_, errs[i] = h.Publish(t1, j.pipeline, j.dest, j.dir)
 				})
 			}
 			close(start)
@@ -815,7 +775,7 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 				case err == nil:
 				case errors.Is(err, lease.ErrHeld):
 					held++
-					if _, err := h.publish(t1, jobs[i].pipeline, jobs[i].dest, jobs[i].dir); err != nil {
+					if _, err := h.Publish(t1, jobs[i].pipeline, jobs[i].dest, jobs[i].dir); err != nil {
 						t.Fatalf("rerun after ErrHeld: %v", err)
 					}
 				default:
@@ -831,7 +791,7 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 		t.Logf("%d of 6 publications met a held lease and were rerun", held)
 
 		// With Runner.LeaseWait the second one waits its turn instead.
-		h.runner.LeaseWait = 10 * time.Second
+		h.Service.LeaseWait = 10 * time.Second
 		var (
 			wg   sync.WaitGroup
 			errs [2]error
@@ -840,7 +800,7 @@ func TestConcurrentPublicationsOnOneRootConverge(t *testing.T) {
 			files := map[string]string{j.prefix + "/waited.txt": "waited"}
 			want[j.prefix+"/waited.txt"] = "waited"
 			dir, _ := makeBundleAt(t, j.pipeline+".src", t0.Add(time.Hour), files)
-			wg.Go(func() { _, errs[i] = h.publish(t1, j.pipeline, j.dest, dir) })
+			wg.Go(func() { _, errs[i] = h.Publish(t1, j.pipeline, j.dest, dir) })
 		}
 		wg.Wait()
 		for i, err := range errs {
@@ -919,9 +879,9 @@ func TestLostCatalogCompareAndSwapIsAnErrorAndARerunConverges(t *testing.T) {
 		// The uninterrupted run, for reference.
 		ref := newHarness(t)
 		refRoot, refBase := newRoot(t)
-		ref.addDest(named(refBase, "archive", planner.Replacement), refRoot, pipeA)
-		ref.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
-		ref.mustPublish(t2, pipeA, "archive", "weatherreporter.today", v2)
+		ref.AddDest(named(refBase, "archive", planner.Replacement), refRoot, pipeA)
+		ref.MustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+		ref.MustPublish(t2, pipeA, "archive", "weatherreporter.today", v2)
 		wantCatalog, _, err := refRoot.ReadVersion(context.Background(), catalog.FileName)
 		if err != nil {
 			t.Fatal(err)
@@ -930,16 +890,16 @@ func TestLostCatalogCompareAndSwapIsAnErrorAndARerunConverges(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := &racingBackend{Backend: plain}
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", v1)
 		dir, _ := makeBundleAt(t, "weatherreporter.today", t2.Add(-time.Hour), v2) // as mustPublish at t2
 		root.arm()
-		_, err = h.publish(t2, pipeA, "archive", dir)
+		_, err = h.Publish(t2, pipeA, "archive", dir)
 		if !errors.Is(err, engine.ErrCatalogRace) {
 			t.Fatalf("err = %v, want ErrCatalogRace", err)
 		}
 
-		res, err := h.publish(t2, pipeA, "archive", dir)
+		res, err := h.Publish(t2, pipeA, "archive", dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,9 +58,9 @@ func TestS3ListingSplitsFollowTheLargerSide(t *testing.T) {
 	t.Run("replacing a root with other paths splits at the new paths", func(t *testing.T) {
 		t.Parallel()
 		h, reqs := s3ListingHarness(t)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", files("a", 2500))
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", files("a", 2500))
 		reqs.Reset()
-		h.mustPublish(t2, pipeA, "archive", "weatherreporter.today", files("b", 2500))
+		h.MustPublish(t2, pipeA, "archive", "weatherreporter.today", files("b", 2500))
 		// The first range holds the 2,500 a/… objects the publication
 		// replaces: 3 pages, one after the other, while the others run.
 		want := append([]string{"LIST " + s3Prefix, "LIST " + s3Prefix}, after("b", 499, 1499)...)
@@ -69,9 +69,9 @@ func TestS3ListingSplitsFollowTheLargerSide(t *testing.T) {
 	t.Run("adding to a larger root splits at the catalog's records", func(t *testing.T) {
 		t.Parallel()
 		h, reqs := s3ListingHarness(t)
-		h.mustPublish(t1, pipeA, "archive", "weatherreporter.today", files("a", 7000))
+		h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", files("a", 7000))
 		reqs.Reset()
-		h.mustPublish(t2, pipeB, "tides", "tides.now", files("b", 2000))
+		h.MustPublish(t2, pipeB, "tides", "tides.now", files("b", 2000))
 		wantStrings(t, "listing requests", listings(reqs.Lines()), after("a", 499, 1499, 2499, 3499, 4499, 5499, 6499))
 	})
 }
@@ -85,8 +85,8 @@ func s3ListingHarness(t *testing.T) (*harness, *testenv.Requests) {
 	h := newHarness(t)
 	base := config.Destination{Backend: config.BackendS3, Bucket: bucket, Path: s3Prefix,
 		Region: "us-east-1", Endpoint: srv.URL, PathStyle: true}
-	h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
-	h.addDest(named(base, "tides", planner.Additive), root, pipeB)
+	h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
+	h.AddDest(named(base, "tides", planner.Additive), root, pipeB)
 	return h, reqs
 }
 

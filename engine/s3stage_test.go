@@ -26,7 +26,7 @@ func TestS3LargeOutputsAreStaged(t *testing.T) {
 	root := srv.Backend(t, bucket, s3Prefix)
 	dest := config.Destination{Backend: config.BackendS3, Bucket: bucket, Path: s3Prefix, Region: "us-east-1", Endpoint: srv.URL, PathStyle: true}
 	h := newHarness(t)
-	h.addDest(named(dest, "archive", planner.Replacement), root, pipeA)
+	h.AddDest(named(dest, "archive", planner.Replacement), root, pipeA)
 	files := map[string]string{
 		"big/a.bin": strings.Repeat("a large staged output\n", 100_000), // 2.2 MB: over the in-memory limit
 		"big/b.bin": strings.Repeat("another large output\n", 100_000),
@@ -34,7 +34,7 @@ func TestS3LargeOutputsAreStaged(t *testing.T) {
 	}
 	dir, _ := makeBundle(t, "weatherreporter.today", files)
 	flipFileByte(t, filepath.Join(dir, "big/b.bin"))
-	if _, err := h.publish(t1, pipeA, "archive", dir); !errors.Is(err, bundle.ErrContentMismatch) {
+	if _, err := h.Publish(t1, pipeA, "archive", dir); !errors.Is(err, bundle.ErrContentMismatch) {
 		t.Fatalf("err = %v, want ErrContentMismatch", err)
 	}
 	if got := contents(t, root); len(got) != 0 {
@@ -43,7 +43,7 @@ func TestS3LargeOutputsAreStaged(t *testing.T) {
 	wantNoLeftovers(t, root)
 
 	dir, _ = makeBundle(t, "weatherreporter.today", files)
-	res, err := h.publish(t1, pipeA, "archive", dir)
+	res, err := h.Publish(t1, pipeA, "archive", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestS3LargeOutputsAreStaged(t *testing.T) {
 	assertDescribesStorage(t, root)
 
 	dir, _ = makeBundleAt(t, "weatherreporter.today", t0.Add(time.Minute), files)
-	res, err = h.publish(t2, pipeA, "archive", dir)
+	res, err = h.Publish(t2, pipeA, "archive", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 	h := newHarness(t)
 	plain, base := newLocalRoot(t)
 	counting := newCounting(plain)
-	h.addDest(named(base, "site", planner.Replacement), counting, pipeA)
+	h.AddDest(named(base, "site", planner.Replacement), counting, pipeA)
 	shard := engine.FingerprintsDir + "/1-00"
 	file := filepath.Join(base.Path, filepath.FromSlash(shard))
 	files := map[string]string{}
@@ -39,7 +39,7 @@ func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 		files["f0.txt"] = fmt.Sprintf("change %d\n", change)
 		at = at.Add(time.Minute)
 		counting.Reset()
-		h.mustPublish(at, pipeA, "site", "weatherreporter.v", files)
+		h.MustPublish(at, pipeA, "site", "weatherreporter.v", files)
 	}
 	publish(0) // the shard is written whole
 	wantStrings(t, "first publication: shard written whole", counting.Calls("Put"), []string{shard, "f0.txt", "f1.txt", "f2.txt", "f3.txt", "f4.txt", "f5.txt", "f6.txt", "f7.txt"})

@@ -20,18 +20,18 @@ func TestSmallPublicationToLargeRootFindsOnlyItsPaths(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := newCounting(plain)
-		h.addDest(named(base, "weather", planner.Replacement), root, pipeA)
-		h.addDest(named(base, "tides", planner.Replacement), root, pipeB)
+		h.AddDest(named(base, "weather", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "tides", planner.Replacement), root, pipeB)
 		many := map[string]string{}
 		for i := range 1100 {
 			many[fmt.Sprintf("tides/f%04d.txt", i)] = "t"
 		}
-		h.mustPublish(t1, pipeB, "tides", "tides.v1", many)
+		h.MustPublish(t1, pipeB, "tides", "tides.v1", many)
 		mustPut(t, plain, "blocked/inside.txt", "someone else's")
 		mustPut(t, plain, "file", "someone else's")
 		root.Reset()
 
-		res := h.mustPublish(t2, pipeA, "weather", "weatherreporter.v1", map[string]string{"new/a.txt": "a"})
+		res := h.MustPublish(t2, pipeA, "weather", "weatherreporter.v1", map[string]string{"new/a.txt": "a"})
 		wantStrings(t, "written", itemPaths(res.Written), []string{"new/a.txt"})
 		wantStrings(t, "Find calls", root.Calls("Find"), []string{"new/a.txt"})
 		wantStrings(t, "List calls", root.Calls("List"), nil)
@@ -40,7 +40,7 @@ func TestSmallPublicationToLargeRootFindsOnlyItsPaths(t *testing.T) {
 		for _, p := range []string{"blocked", "file/x.txt"} {
 			root.Reset()
 			dir, _ := makeBundle(t, "weatherreporter.v2", map[string]string{p: "x"})
-			res, err := h.publish(t2, pipeA, "weather", dir)
+			res, err := h.Publish(t2, pipeA, "weather", dir)
 			if !errors.Is(err, engine.ErrCollision) {
 				t.Fatalf("%s: err = %v, want ErrCollision", p, err)
 			}

@@ -123,11 +123,11 @@ func TestManagedFileBecomesFolderAndBack(t *testing.T) {
 				h := newHarness(t)
 				plain, base := newRoot(t)
 				root := &orderBackend{Backend: plain}
-				h.addDest(named(base, "latest", wf), root, pipeA)
-				h.mustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs": "file\n", "keep.txt": "k\n"})
+				h.AddDest(named(base, "latest", wf), root, pipeA)
+				h.MustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs": "file\n", "keep.txt": "k\n"})
 				root.take()
 
-				res := h.mustPublish(t2, pipeA, "latest", "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n", "docs/sub/more.txt": "more\n", "keep.txt": "k\n"})
+				res := h.MustPublish(t2, pipeA, "latest", "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n", "docs/sub/more.txt": "more\n", "keep.txt": "k\n"})
 				wantStrings(t, "deleted", res.Deleted, []string{"docs"})
 				wantStrings(t, "written", itemPaths(res.Written), []string{"docs/index.txt", "docs/sub/more.txt"})
 				wantStrings(t, "calls", root.take(), []string{
@@ -138,7 +138,7 @@ func TestManagedFileBecomesFolderAndBack(t *testing.T) {
 				cat := assertDescribesStorage(t, plain)
 				wantStrings(t, "records", recordPaths(cat), []string{"docs/index.txt", "docs/sub/more.txt", "keep.txt"})
 
-				res = h.mustPublish(t2, pipeA, "latest", "weatherreporter.v3", map[string]string{"docs": "file again\n", "keep.txt": "k\n"})
+				res = h.MustPublish(t2, pipeA, "latest", "weatherreporter.v3", map[string]string{"docs": "file again\n", "keep.txt": "k\n"})
 				wantStrings(t, "deleted", res.Deleted, []string{"docs/index.txt", "docs/sub/more.txt"})
 				wantStrings(t, "written", itemPaths(res.Written), []string{"docs"})
 				wantStrings(t, "calls", root.take(), []string{
@@ -162,13 +162,13 @@ func TestOtherOwnersOutputInTheWayIsDisplaced(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		root := &orderBackend{Backend: plain}
-		h.addDest(named(base, "weather", planner.Replacement), root, pipeA)
-		h.addDest(named(base, "tides", planner.Replacement), root, pipeB)
-		h.mustPublish(t1, pipeB, "tides", "tides.v1", map[string]string{"docs": "tides\n"})
-		h.mustPublish(t1, pipeA, "weather", "weatherreporter.v1", map[string]string{"old.txt": "o\n"})
+		h.AddDest(named(base, "weather", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "tides", planner.Replacement), root, pipeB)
+		h.MustPublish(t1, pipeB, "tides", "tides.v1", map[string]string{"docs": "tides\n"})
+		h.MustPublish(t1, pipeA, "weather", "weatherreporter.v1", map[string]string{"old.txt": "o\n"})
 		root.take()
 
-		res := h.mustPublish(t2, pipeA, "weather", "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n"})
+		res := h.MustPublish(t2, pipeA, "weather", "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n"})
 		wantStrings(t, "deleted", res.Deleted, []string{"docs", "old.txt"})
 		wantStrings(t, "calls", root.take(), []string{
 			"cas " + engine.IntentPath, "delete docs", "put docs/index.txt", "delete old.txt",
@@ -181,7 +181,7 @@ func TestOtherOwnersOutputInTheWayIsDisplaced(t *testing.T) {
 		}
 
 		// And back: the other owner's file displaces our folder.
-		res = h.mustPublish(t2, pipeB, "tides", "tides.v2", map[string]string{"docs": "tides again\n"})
+		res = h.MustPublish(t2, pipeB, "tides", "tides.v2", map[string]string{"docs": "tides again\n"})
 		wantStrings(t, "deleted", res.Deleted, []string{"docs/index.txt"})
 		wantContents(t, plain, map[string]string{"docs": "tides again\n"})
 		cat = assertDescribesStorage(t, plain)
@@ -218,8 +218,8 @@ func TestUnmanagedContentInTheWayBlocks(t *testing.T) {
 					h := newHarness(t)
 					plain, base := newRoot(t)
 					root := &orderBackend{Backend: plain}
-					h.addDest(named(base, "latest", planner.Additive), root, pipeA)
-					h.mustPublish(t1, pipeA, "latest", "weatherreporter.v1", tc.managed)
+					h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+					h.MustPublish(t1, pipeA, "latest", "weatherreporter.v1", tc.managed)
 					for p, c := range tc.unmanaged {
 						mustPut(t, plain, p, c)
 					}
@@ -227,7 +227,7 @@ func TestUnmanagedContentInTheWayBlocks(t *testing.T) {
 					root.take()
 
 					dir, _ := makeBundle(t, "weatherreporter.v2", tc.files)
-					res, err := h.publish(t2, pipeA, "latest", dir, func(r *service.Request) { r.TakeOwnership = take })
+					res, err := h.Publish(t2, pipeA, "latest", dir, func(r *service.Request) { r.TakeOwnership = take })
 					if !errors.Is(err, engine.ErrCollision) {
 						t.Fatalf("err = %v, want ErrCollision", err)
 					}
@@ -256,11 +256,11 @@ func TestRetryAfterFailedWriteReportsTheDisplacedDelete(t *testing.T) {
 		h := newHarness(t)
 		plain, base := newRoot(t)
 		flaky := &failOncePut{Backend: plain, path: "docs/index.txt"}
-		h.addDest(named(base, "latest", planner.Replacement), flaky, pipeA)
-		h.mustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs": "file\n"})
+		h.AddDest(named(base, "latest", planner.Replacement), flaky, pipeA)
+		h.MustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs": "file\n"})
 
 		dir, _ := makeBundle(t, "weatherreporter.v2", map[string]string{"docs/index.txt": "index\n"})
-		res, err := h.publish(t2, pipeA, "latest", dir)
+		res, err := h.Publish(t2, pipeA, "latest", dir)
 		if !errors.Is(err, storage.ErrUnavailable) {
 			t.Fatalf("first attempt: %v, want the injected transient error", err)
 		}
@@ -268,7 +268,7 @@ func TestRetryAfterFailedWriteReportsTheDisplacedDelete(t *testing.T) {
 		cat, _ := readCatalog(t, plain)
 		wantStrings(t, "records after the failed attempt", recordPaths(cat), nil)
 
-		res, err = h.publish(t2, pipeA, "latest", dir)
+		res, err = h.Publish(t2, pipeA, "latest", dir)
 		if err != nil {
 			t.Fatalf("retry: %v", err)
 		}
@@ -290,13 +290,13 @@ func TestLegacyContentInTheWayIsDisplaced(t *testing.T) {
 			t.Run(string(wf), func(t *testing.T) {
 				h := newHarness(t)
 				root, base := newRoot(t)
-				h.addDest(named(base, "latest", wf), root, pipeA)
+				h.AddDest(named(base, "latest", wf), root, pipeA)
 				putLegacyCatalog(t, root)
 				for p, c := range map[string]string{"docs": "legacy file", "site/a.html": "legacy a", "notes.txt": "n"} {
 					mustPut(t, root, p, c)
 				}
 
-				res := h.mustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs/index.txt": "index\n", "site": "now a file\n"})
+				res := h.MustPublish(t1, pipeA, "latest", "weatherreporter.v1", map[string]string{"docs/index.txt": "index\n", "site": "now a file\n"})
 				wantStrings(t, "written", itemPaths(res.Written), []string{"docs/index.txt", "site"})
 				want := map[string]string{"docs/index.txt": "index\n", "site": "now a file\n"}
 				if wf == planner.Replacement {

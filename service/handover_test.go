@@ -40,9 +40,9 @@ type handOverRoot struct {
 func newHandOverRoot(t *testing.T, n int, locker lease.Locker, ho service.HandOver) *handOverRoot {
 	t.Helper()
 	h := newHarness(t)
-	h.runner.Locker = locker
-	h.runner.LeaseWait = 30 * time.Second
-	h.runner.HandOver = ho
+	h.Service.Locker = locker
+	h.Service.LeaseWait = 30 * time.Second
+	h.Service.HandOver = ho
 	root, err := local.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func newHandOverRoot(t *testing.T, n int, locker lease.Locker, ho service.HandOv
 	base := config.Destination{Backend: "local", Path: root.String()}
 	for i := range n {
 		pipe, dest := fmt.Sprintf("p%d", i), fmt.Sprintf("d%d", i)
-		c.dests = append(c.dests, h.addDest(named(base, dest, planner.Additive), root, pipe))
+		c.dests = append(c.dests, h.AddDest(named(base, dest, planner.Additive), root, pipe))
 		files := map[string]string{dest + "/report.md": fmt.Sprintf("# %d\n", i)}
 		c.want[dest+"/report.md"] = files[dest+"/report.md"]
 		dir, _ := makeBundleAt(t, pipe+".src", t0, files)
@@ -65,7 +65,7 @@ func (c *handOverRoot) key() string { return c.dests[0].RootKey() }
 // publication is the publication of bundle i to d<i>.
 func (c *handOverRoot) publication(ctx context.Context, i int) (engine.Publication, error) {
 	req := service.Request{PipelineID: fmt.Sprintf("p%d", i), Bundle: c.dirs[i], BundleEventID: fmt.Sprintf("ev-%d", i)}
-	b, err := c.h.runner.OpenBundle(ctx, req)
+	b, err := c.h.Service.OpenBundle(ctx, req)
 	if err != nil {
 		return engine.Publication{}, err
 	}
@@ -100,9 +100,9 @@ func (c *handOverRoot) publishWith(ctx context.Context, r *service.Service, i in
 func (c *handOverRoot) queue(from, to int, tokens []string, errs []error) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := from; i < to; i++ {
-		wg.Go(func() { tokens[i], errs[i] = c.publishWith(context.Background(), c.h.runner, i, nil) })
+		wg.Go(func() { tokens[i], errs[i] = c.publishWith(context.Background(), c.h.Service, i, nil) })
 		// One at a time: the queue's order is the index's.
-		testenv.Eventually(c.t, 10*time.Second, func() bool { return c.h.runner.Queued(c.key()) == i+1 }, "publication %d to queue", i)
+		testenv.Eventually(c.t, 10*time.Second, func() bool { return c.h.Service.Queued(c.key()) == i+1 }, "publication %d to queue", i)
 	}
 	return &wg
 }
@@ -117,7 +117,7 @@ func (c *handOverRoot) runQueued(ctx context.Context, hook func(context.Context,
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
-		tokens[0], errs[0] = c.publishWith(ctx, c.h.runner, 0, func(l lease.Lease) error {
+		tokens[0], errs[0] = c.publishWith(ctx, c.h.Service, 0, func(l lease.Lease) error {
 			close(holding)
 			<-goOn
 			if hook != nil {
@@ -238,7 +238,8 @@ func TestHandOverBounds(t *testing.T) {
 // acquires the root afresh, under a new and larger token.
 func TestALostLeaseIsNotHandedOver(t *testing.T) {
 	t.Parallel()
-	lockClock := &clock{t: time.Now()}
+	lockClock := &clock{}
+	lockClock.Set(time.Now())
 	locker := &successful{Locker: lease.NewStorageLocker("engine-test", time.Minute, lease.WithClock(lockClock.Now))}
 	c := newHandOverRoot(t, 2, locker, service.HandOver{Max: 16, For: time.Hour})
 	n := 2
@@ -250,11 +251,11 @@ func TestALostLeaseIsNotHandedOver(t *testing.T) {
 	}
 	go func() {
 		defer close(first)
-		errs[0] = c.h.runner.WithLease(context.Background(), c.dests[0], func(root storage.Backend, l lease.Lease) error {
+		errs[0] = c.h.Service.WithLease(context.Background(), c.dests[0], func(root storage.Backend, l lease.Lease) error {
 			tokens[0] = l.Token()
 			close(holding)
 			<-goOn
-			if _, err := c.h.runner.Engine.Publish(context.Background(), root, l, pub); err != nil {
+			if _, err := c.h.Service.Engine.Publish(context.Background(), root, l, pub); err != nil {
 				return err
 			}
 			// Past the expiry: the lease is lost (Err), as after a pause.
@@ -318,14 +319,14 @@ func TestACancelledFirstEventDoesNotEndTheHandedOverLease(t *testing.T) {
 	holding, goOn, first, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(first)
-		tokens[0], errs[0] = c.publishWith(ctx, c.h.runner, 0, func(lease.Lease) error { close(holding); <-goOn; return nil })
+		tokens[0], errs[0] = c.publishWith(ctx, c.h.Service, 0, func(lease.Lease) error { close(holding); <-goOn; return nil })
 		cancel()
 		close(cancelled)
 	}()
 	<-holding
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tokens[1], errs[1] = c.publishWith(context.Background(), c.h.runner, 1, func(l lease.Lease) error {
+		tokens[1], errs[1] = c.publishWith(context.Background(), c.h.Service, 1, func(l lease.Lease) error {
 			<-cancelled
 			// A renewal after the first event's context ended.
 			before, err := lockExpiry(c.root)
@@ -339,7 +340,7 @@ func TestACancelledFirstEventDoesNotEndTheHandedOverLease(t *testing.T) {
 			return l.Err()
 		})
 	})
-	testenv.Eventually(t, 10*time.Second, func() bool { return c.h.runner.Queued(c.key()) == 2 }, "the second publication to queue")
+	testenv.Eventually(t, 10*time.Second, func() bool { return c.h.Service.Queued(c.key()) == 2 }, "the second publication to queue")
 	close(goOn)
 	<-first
 	wg.Wait()
@@ -385,7 +386,7 @@ func TestTwoProcessesOnOneRootWithHandOvers(t *testing.T) {
 	}
 	ho := service.HandOver{Max: 2, For: time.Minute}
 	c := newHandOverRoot(t, 12, lease.NewKV(js, st.Leases, "proc-a", 2*time.Second), ho)
-	a := c.h.runner
+	a := c.h.Service
 	b := &service.Service{Engine: a.Engine, Config: a.Config, Stores: a.Stores, LeaseWait: a.LeaseWait, HandOver: ho,
 		Locker: lease.NewKV(js, st.Leases, "proc-b", 2*time.Second)}
 	var (
@@ -457,15 +458,15 @@ func TestAWaiterThatGaveUpLeavesTheLeaseFree(t *testing.T) {
 	t.Parallel()
 	locker := &successful{Locker: lease.NewStorageLocker("engine-test", time.Minute)}
 	c := newHandOverRoot(t, 2, locker, service.HandOver{Max: 16, For: time.Hour})
-	c.h.runner.LeaseWait = 200 * time.Millisecond
+	c.h.Service.LeaseWait = 200 * time.Millisecond
 	holding, goOn, first := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var firstErr error
 	go func() {
 		defer close(first)
-		_, firstErr = c.publishWith(context.Background(), c.h.runner, 0, func(lease.Lease) error { close(holding); <-goOn; return nil })
+		_, firstErr = c.publishWith(context.Background(), c.h.Service, 0, func(lease.Lease) error { close(holding); <-goOn; return nil })
 	}()
 	<-holding
-	_, err := c.publishWith(context.Background(), c.h.runner, 1, nil)
+	_, err := c.publishWith(context.Background(), c.h.Service, 1, nil)
 	if !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("publication that gave up waiting: %v, want lease.ErrHeld", err)
 	}
@@ -474,7 +475,7 @@ func TestAWaiterThatGaveUpLeavesTheLeaseFree(t *testing.T) {
 	if firstErr != nil {
 		t.Fatalf("holder: %v", firstErr)
 	}
-	if q := c.h.runner.Queued(c.key()); q != 0 {
+	if q := c.h.Service.Queued(c.key()); q != 0 {
 		t.Fatalf("%d publications still in the root's line, want 0", q)
 	}
 	if err := assertNoLock(t, c.root); err != nil {

@@ -23,7 +23,7 @@ func BenchmarkWithLease(b *testing.B) {
 	}
 	d := config.Destination{ID: "d", Backend: "local", Path: root.String()}
 	st := &testStores{}
-	st.add(d, root)
+	st.Add(d, root)
 	r := &service.Service{Engine: &engine.Engine{}, Config: &config.Config{Destinations: []config.Destination{d}}, Stores: st,
 		Locker: lease.NewStorageLocker("bench", time.Minute), LeaseWait: time.Second}
 	ctx := context.Background()

@@ -20,23 +20,23 @@ import (
 // inside publishes as before.
 func TestPublishRefusesBundleOutsideItsLocations(t *testing.T) {
 	h, d, root := openingHarness(t)
-	h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
 	allowed := t.TempDir()
-	h.cfg.Pipelines[0].BundleLocations = []string{allowed}
+	h.Config.Pipelines[0].BundleLocations = []string{allowed}
 	var opened atomic.Int32
-	h.stores.setWrapBundle(func(b storage.Backend) storage.Backend { opened.Add(1); return b })
+	h.Stores.SetWrapBundle(func(b storage.Backend) storage.Backend { opened.Add(1); return b })
 
 	outside, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a2\n"})
 	before := everything(t, root)
 	req := service.Request{PipelineID: pipeA, Bundle: outside, BundleEventID: "ev-outside"}
-	b, done := h.runner.Publish(context.Background(), req, []config.Destination{d})
+	b, done := h.Service.Publish(context.Background(), req, []config.Destination{d})
 	if b != nil || len(done) != 1 || !errors.Is(done[0].Err, config.ErrBundleNotAllowed) || done[0].Result.Root != d.RootKey() {
 		t.Fatalf("Publish: bundle %v, done %+v; want no bundle and %v", b, done, config.ErrBundleNotAllowed)
 	}
 	if o := service.Classify(done[0].Err); o.Reason != "bundle_not_allowed" || o.Retry || o.ExitCode != service.ExitUsage {
 		t.Errorf("outcome %+v, want failed/bundle_not_allowed, final, exit 2", o)
 	}
-	if _, err := h.runner.OpenBundle(context.Background(), req); !errors.Is(err, config.ErrBundleNotAllowed) {
+	if _, err := h.Service.OpenBundle(context.Background(), req); !errors.Is(err, config.ErrBundleNotAllowed) {
 		t.Errorf("OpenBundle: %v, want %v", err, config.ErrBundleNotAllowed)
 	}
 	if d := diff(before, everything(t, root)); d != "" {
@@ -50,8 +50,8 @@ func TestPublishRefusesBundleOutsideItsLocations(t *testing.T) {
 	if err := os.Rename(outside, inside); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Set(t2)
-	res, err := h.publish(t2, pipeA, d.ID, inside)
+	h.Clock.Set(t2)
+	res, err := h.Publish(t2, pipeA, d.ID, inside)
 	if err != nil || len(res.Written) != 1 {
 		t.Fatalf("inside bundle_locations: written %d, err %v; want 1 written", len(res.Written), err)
 	}

@@ -44,27 +44,27 @@ func openingHarness(t *testing.T) (*harness, config.Destination, string) {
 	h := newHarness(t)
 	root, d := newLocalRoot(t)
 	d.ID, d.Workflow = "latest", "replacement"
-	return h, h.addDest(d, root, pipeA), d.Path
+	return h, h.AddDest(d, root, pipeA), d.Path
 }
 
 // publishOpening runs Service.Publish of the bundle in dir to d, which
 // opens the bundle while it takes the root's lease.
 func (h *harness) publishOpening(ctx context.Context, d config.Destination, dir string) (engine.Result, *bundle.Bundle, error) {
 	req := service.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + filepath.Base(dir)}
-	b, done := h.runner.Publish(ctx, req, []config.Destination{d})
+	b, done := h.Service.Publish(ctx, req, []config.Destination{d})
 	return done[0].Result, b, done[0].Err
 }
 
 // brokenBundle is a bundle folder whose manifest is not JSON, and the error
 // opening it gives.
 func (h *harness) brokenBundle() (string, error) {
-	dir := h.t.TempDir()
+	dir := h.T.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, bundle.ManifestName), []byte("{not json"), 0o644); err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	_, err := h.runner.OpenBundle(context.Background(), service.Request{Bundle: dir})
+	_, err := h.Service.OpenBundle(context.Background(), service.Request{Bundle: dir})
 	if err == nil {
-		h.t.Fatal("the broken bundle opens")
+		h.T.Fatal("the broken bundle opens")
 	}
 	return dir, err
 }
@@ -78,11 +78,11 @@ func TestPublishOpeningEndsLikePublish(t *testing.T) {
 	var roots [2]map[string]string
 	for i := range 2 {
 		h, d, root := openingHarness(t)
-		h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "old\n", "gone.txt": "x\n"})
-		h.clock.Set(t2)
+		h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "old\n", "gone.txt": "x\n"})
+		h.Clock.Set(t2)
 		var err error
 		if i == 0 {
-			results[i], err = h.publish(t2, pipeA, d.ID, dir)
+			results[i], err = h.Publish(t2, pipeA, d.ID, dir)
 		} else {
 			var b *bundle.Bundle
 			results[i], b, err = h.publishOpening(context.Background(), d, dir)
@@ -116,7 +116,7 @@ func TestPublishOpeningUnusableBundleChangesNothing(t *testing.T) {
 	for _, managed := range []bool{true, false} {
 		h, d, root := openingHarness(t)
 		if managed {
-			h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+			h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
 			if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(engine.IntentPath)), []byte(emptyIntent), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ const emptyIntent = `{"version": 1, "writes": [], "deletes": []}`
 // With the intent there and a good bundle, the recovery runs first.
 func TestPublishOpeningRecoversOnceTheBundleIsGood(t *testing.T) {
 	h, d, root := openingHarness(t)
-	h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
 	intent := filepath.Join(root, filepath.FromSlash(engine.IntentPath))
 	if err := os.WriteFile(intent, []byte(emptyIntent), 0o644); err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestPublishOpeningRecoversOnceTheBundleIsGood(t *testing.T) {
 
 func mustRoot(t *testing.T, h *harness, d config.Destination) storage.Backend {
 	t.Helper()
-	root, err := h.stores.Destination(context.Background(), d)
+	root, err := h.Stores.Destination(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +174,14 @@ func mustRoot(t *testing.T, h *harness, d config.Destination) storage.Backend {
 // with the bundle's error.
 func TestPublishOpeningUnusableBundleEndsTheLeaseWait(t *testing.T) {
 	h, d, _ := openingHarness(t)
-	h.mustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
 	other := lease.NewStorageLocker("other-holder", time.Hour)
 	l, err := other.Acquire(context.Background(), lease.Root{Key: d.RootKey(), Store: mustRoot(t, h, d)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	h.runner.LeaseWait = time.Hour
+	h.Service.LeaseWait = time.Hour
 	dir, want := h.brokenBundle()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -17,7 +17,7 @@ import (
 func sourceOf(t *testing.T, dir string) catalog.Source {
 	t.Helper()
 	h := newHarness(t)
-	b, err := h.runner.OpenBundle(context.Background(), service.Request{Bundle: dir})
+	b, err := h.Service.OpenBundle(context.Background(), service.Request{Bundle: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,18 +40,18 @@ func TestOlderBundleAfterNewerChangesNothingUnlessAllowOlder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
 		h := newHarness(t)
 		root, base := newRoot(t)
-		h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+		h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
 		older := map[string]string{"a.txt": "v1", "old.txt": "only in v1"}
 		newer := map[string]string{"a.txt": "v2", "new.txt": "only in v2"}
 		v1, _ := makeBundleAt(t, "weatherreporter.today", t0, older)
 		v2, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(time.Hour), newer)
 
-		if _, err := h.publish(t1, pipeA, "archive", v2); err != nil {
+		if _, err := h.Publish(t1, pipeA, "archive", v2); err != nil {
 			t.Fatal(err)
 		}
 		files, cat, version := rootState(t, root)
 
-		res, err := h.publish(t2, pipeA, "archive", v1)
+		res, err := h.Publish(t2, pipeA, "archive", v1)
 		var se *engine.SupersededError
 		if !errors.Is(err, engine.ErrSuperseded) || !errors.As(err, &se) {
 			t.Fatalf("older bundle after newer: err = %v, want ErrSuperseded", err)
@@ -69,13 +69,13 @@ func TestOlderBundleAfterNewerChangesNothingUnlessAllowOlder(t *testing.T) {
 		wantContents(t, root, newer)
 
 		// The newer one again is a redelivery: a no-op, not superseded.
-		res, err = h.publish(t2, pipeA, "archive", v2)
+		res, err = h.Publish(t2, pipeA, "archive", v2)
 		if err != nil || res.Plan.Changed {
 			t.Fatalf("redelivered newest: err %v, changed %v", err, res.Plan.Changed)
 		}
 
 		// An operator rolls back on purpose.
-		res, err = h.publish(t2, pipeA, "archive", v1, func(r *service.Request) { r.AllowOlder = true })
+		res, err = h.Publish(t2, pipeA, "archive", v1, func(r *service.Request) { r.AllowOlder = true })
 		if err != nil {
 			t.Fatalf("allow older: %v", err)
 		}
@@ -104,9 +104,9 @@ func TestEqualCreatedGreaterDigestWinsInEitherOrder(t *testing.T) {
 		for _, order := range [][]string{{hi, lo}, {lo, hi}} {
 			h := newHarness(t)
 			root, base := newRoot(t)
-			h.addDest(named(base, "archive", planner.Replacement), root, pipeA)
+			h.AddDest(named(base, "archive", planner.Replacement), root, pipeA)
 			for _, dir := range order {
-				_, err := h.publish(t1, pipeA, "archive", dir)
+				_, err := h.Publish(t1, pipeA, "archive", dir)
 				if err != nil && !(dir == lo && errors.Is(err, engine.ErrSuperseded)) {
 					t.Fatalf("publish: %v", err)
 				}

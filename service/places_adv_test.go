@@ -28,7 +28,7 @@ import (
 // for that event: another process may take the root at once.
 func TestALeaseIsNotLeftForAPlaceWhoseEventHasNotArrived(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	ctx := context.Background()
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
 	p1, opening := r.Queue([]config.Destination{pr.live}), r.Queue([]config.Destination{pr.live})
@@ -51,7 +51,7 @@ func TestALeaseIsNotLeftForAPlaceWhoseEventHasNotArrived(t *testing.T) {
 // that root does not wait for the whole event (up to LeaseWait).
 func TestAPublicationThatFailsBeforeItsTurnGivesUpItsPlace(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	ctx := context.Background()
 	first := r.Queue([]config.Destination{pr.live, pr.side})
 	defer first.Release(ctx) // the side destination: still running
@@ -83,7 +83,7 @@ func TestAPublicationThatFailsBeforeItsTurnGivesUpItsPlace(t *testing.T) {
 // of one process never run in one root at once.
 func TestPastLeaseWaitTheLeaseStillExcludes(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	r.LeaseWait = 200 * time.Millisecond
 	logs := captureLog(r)
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestPastLeaseWaitTheLeaseStillExcludes(t *testing.T) {
 // what held the line up: one event on its way, none publishing.
 func TestAWaitBehindAnEventOnItsWaySaysSo(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	r.LeaseWait = 200 * time.Millisecond
 	logs := captureLog(r)
 	hung := r.Queue([]config.Destination{pr.live})
@@ -171,8 +171,8 @@ func wantLineWaitLog(t *testing.T, logs *testenv.SyncBuffer, publishing, onTheWa
 // for both. No place is left behind.
 func TestTwoDestinationsOfOneEventOnOneRoot(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
-	twin := pr.h.addDest(named(config.Destination{Backend: "local", Path: pr.liveRoot.String()}, "twin", planner.Additive), pr.liveRoot, "p")
+	r := pr.h.Service
+	twin := pr.h.AddDest(named(config.Destination{Backend: "local", Path: pr.liveRoot.String()}, "twin", planner.Additive), pr.liveRoot, "p")
 	if twin.RootKey() != pr.live.RootKey() {
 		t.Fatalf("twin's root %s, want live's %s", twin.RootKey(), pr.live.RootKey())
 	}
@@ -198,7 +198,7 @@ func TestTwoDestinationsOfOneEventOnOneRoot(t *testing.T) {
 // goes first in both and all four publications end.
 func TestEventsOverTwoRootsInOppositeOrdersDoNotDeadlock(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
 	v2, _ := makeBundleAt(t, "weather", t0.Add(time.Hour), map[string]string{"report.md": "# v2\n"})
 	s1, _ := makeBundleAt(t, "tides", t0, map[string]string{"tides.md": "# 1\n"})
@@ -225,7 +225,7 @@ func TestEventsOverTwoRootsInOppositeOrdersDoNotDeadlock(t *testing.T) {
 // before LeaseWait, leaves the line, and logs no lease-wait warning.
 func TestACancelledWaitLeavesTheLine(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	logs := captureLog(r)
 	ahead := r.Queue([]config.Destination{pr.live})
 	defer ahead.Release(context.Background())

@@ -28,8 +28,8 @@ type placesRoot struct {
 func newPlacesRoot(t *testing.T) *placesRoot {
 	t.Helper()
 	h := newHarness(t)
-	h.runner.LeaseWait = 30 * time.Second
-	h.runner.HandOver = service.DefaultHandOver
+	h.Service.LeaseWait = 30 * time.Second
+	h.Service.HandOver = service.DefaultHandOver
 	pr := &placesRoot{h: h}
 	for _, r := range []struct {
 		d    *config.Destination
@@ -45,7 +45,7 @@ func newPlacesRoot(t *testing.T) *placesRoot {
 		if r.root != nil {
 			*r.root = root
 		}
-		*r.d = h.addDest(named(config.Destination{Backend: "local", Path: root.String()}, r.id, r.wf), root, r.pipe)
+		*r.d = h.AddDest(named(config.Destination{Backend: "local", Path: root.String()}, r.id, r.wf), root, r.pipe)
 	}
 	return pr
 }
@@ -54,7 +54,7 @@ func newPlacesRoot(t *testing.T) *placesRoot {
 func (pr *placesRoot) publishAt(pipe, dest, dir string, places *service.Places) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := pr.h.publish(t2, pipe, dest, dir, func(r *service.Request) { r.Places = places })
+		_, err := pr.h.Publish(t2, pipe, dest, dir, func(r *service.Request) { r.Places = places })
 		done <- err
 	}()
 	return done
@@ -91,7 +91,7 @@ func TestPlacesKeepDeliveryOrder(t *testing.T) {
 	pr := newPlacesRoot(t)
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
 	v2, _ := makeBundleAt(t, "weather", t0.Add(time.Hour), map[string]string{"report.md": "# v2\n"})
-	r := pr.h.runner
+	r := pr.h.Service
 	p1, p2 := r.Queue([]config.Destination{pr.live}), r.Queue([]config.Destination{pr.live})
 	second := pr.publishAt("p", "live", v2, p2)
 	notYet(t, second, "v2")
@@ -112,7 +112,7 @@ func TestPlacesKeepDeliveryOrder(t *testing.T) {
 // kept place still holds its own.
 func TestUnusedPlacesPassTheTurnOn(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	ctx := context.Background()
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
 	side, _ := makeBundleAt(t, "tides", t0, map[string]string{"tides.md": "# tides\n"})
@@ -140,7 +140,7 @@ func TestUnusedPlacesPassTheTurnOn(t *testing.T) {
 // holder that takes too long.
 func TestAPlaceGivenUpPastLeaseWaitLeavesTheLine(t *testing.T) {
 	pr := newPlacesRoot(t)
-	r := pr.h.runner
+	r := pr.h.Service
 	r.LeaseWait = 200 * time.Millisecond
 	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
 	stuck := r.Queue([]config.Destination{pr.live})

@@ -36,9 +36,9 @@ func (c *countingLocker) Acquire(ctx context.Context, root lease.Root) (lease.Le
 // Without LeaseWait nothing waits, as before.
 func TestPublicationsOfOneProcessIntoOneRootTakeTurns(t *testing.T) {
 	h := newHarness(t)
-	locker := &countingLocker{Locker: h.runner.Locker}
-	h.runner.Locker = locker
-	h.runner.LeaseWait = 10 * time.Second
+	locker := &countingLocker{Locker: h.Service.Locker}
+	h.Service.Locker = locker
+	h.Service.LeaseWait = 10 * time.Second
 	root, err := local.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestPublicationsOfOneProcessIntoOneRootTakeTurns(t *testing.T) {
 	dirs := make([]string, n)
 	for i := range n {
 		pipe, dest := fmt.Sprintf("p%d", i), fmt.Sprintf("d%d", i)
-		h.addDest(named(base, dest, planner.Additive), root, pipe)
+		h.AddDest(named(base, dest, planner.Additive), root, pipe)
 		files := map[string]string{fmt.Sprintf("%s/report.md", dest): fmt.Sprintf("# %d\n", i)}
 		for p, c := range files {
 			want[p] = c
@@ -62,7 +62,7 @@ func TestPublicationsOfOneProcessIntoOneRootTakeTurns(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = h.publish(t1, fmt.Sprintf("p%d", i), fmt.Sprintf("d%d", i), dirs[i])
+			_, errs[i] = h.Publish(t1, fmt.Sprintf("p%d", i), fmt.Sprintf("d%d", i), dirs[i])
 		})
 	}
 	close(start)

@@ -1,0 +1,56 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/distributor/distributor/internal/enginetest"
+)
+
+// The harness of these tests (package enginetest), under the short names
+// the tests use.
+
+// harness is enginetest.Harness, with the helpers these tests add.
+type harness struct{ *enginetest.Harness }
+
+func newHarness(t *testing.T) *harness { return &harness{enginetest.NewHarness(t)} }
+
+type (
+	backendEnv  = enginetest.BackendEnv
+	newRootFunc = enginetest.NewRootFunc
+)
+
+const (
+	s3Prefix = enginetest.S3Prefix
+	pipeA    = enginetest.PipeA
+	pipeB    = enginetest.PipeB
+)
+
+var (
+	t0 = enginetest.T0
+	t1 = enginetest.T1
+	t2 = enginetest.T2
+
+	forEachBackend         = enginetest.ForEachBackend
+	forEachBackendEnv      = enginetest.ForEachBackendEnv
+	makeBundle             = enginetest.MakeBundle
+	makeBundleAt           = enginetest.MakeBundleAt
+	digestOf               = enginetest.DigestOf
+	readCatalog            = enginetest.ReadCatalog
+	catalogVersion         = enginetest.CatalogVersion
+	contents               = enginetest.Contents
+	mustRead               = enginetest.MustRead
+	mustPut                = enginetest.MustPut
+	assertDescribesStorage = enginetest.AssertDescribesStorage
+	recordPaths            = enginetest.RecordPaths
+	equalStrings           = enginetest.EqualStrings
+	equalMaps              = enginetest.EqualMaps
+	flipByte               = enginetest.FlipByte
+	newLocalRoot           = enginetest.NewLocalRoot
+	snapshot               = enginetest.Snapshot
+	diff                   = enginetest.Diff
+	intentPending          = enginetest.IntentPending
+	named                  = enginetest.Named
+	mustRecord             = enginetest.MustRecord
+	wantContents           = enginetest.WantContents
+	wantStrings            = enginetest.WantStrings
+)

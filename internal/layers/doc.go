@@ -6,8 +6,10 @@
 //     outside the standard library;
 //   - no package imports a command (cmd/...);
 //   - storage backends (storage/local, storage/s3) depend on none of the
-//     layers above storage: engine, consumer, planner, lease, events, config.
+//     layers above storage: engine, consumer, planner, lease, events, config;
+//   - the engine imports neither NATS nor events, the service nor the
+//     consumer.
 //
-// The dependency direction is cmd → consumer → engine → planner, storage,
-// lease, events; see CONTRIBUTING.md.
+// The dependency direction is cmd → consumer → service → engine → planner,
+// storage, lease; see docs/architecture.md.
 package layers

@@ -92,6 +92,9 @@ func rules() []rule {
 		{is(storage.ErrDenied), failed(events.ReasonStorageDenied, false)},
 		{is(ErrUnknownPipeline), failed(events.ReasonUnknownPipeline, false)},
 		{is(ErrUnknownDestination), failed(events.ReasonUnknownDestination, false)},
+		// A roll back to a version the events stream does not know (a CLI
+		// error; no event carries it).
+		{is(ErrUnknownVersion), failed(events.ReasonInvalidEvent, false)},
 		{is(bundle.ErrDigestMismatch), failed(events.ReasonDigestMismatch, false)},
 		{is(bundle.ErrContentMismatch), failed(events.ReasonContentMismatch, false)},
 		{is(bundle.ErrNoManifest, bundle.ErrMissingFile, storage.ErrNotExist), failed(events.ReasonBundleMissing, false)},

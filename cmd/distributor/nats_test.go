@@ -700,6 +700,7 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 		{[]string{"publish", "--pipeline", "p.one", "--wait", "--timeout", "5s"}, "distributor: no NATS to publish to: set nats.url or start `distributor serve`\n"},
 		{[]string{"events", "tail"}, "distributor: no NATS to read events from: set nats.url or start `distributor serve`\n"},
 		{[]string{"replay"}, "distributor: no NATS to replay through: set nats.url or start `distributor serve`\n"},
+		{[]string{"history", "--destination", "d1"}, "distributor: no NATS to read the history from: set nats.url or start `distributor serve` (`distributor status` shows what the destination holds without it)\n"},
 	}
 	check := func(t *testing.T, e *natsEnv) {
 		t.Helper()

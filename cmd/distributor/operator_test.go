@@ -490,19 +490,82 @@ func (e *opEnv) lastAdminEvent(pipeline string) events.BundleReady {
 	return (&natsEnv{nats: e.nats}).lastAdminEvent(e.t, pipeline)
 }
 
-// result is the result event of a bundle event for a destination.
+// result waits for the result event of a bundle event for a destination.
 func (e *opEnv) result(bundleEventID, dest string) events.Result {
 	e.t.Helper()
-	out := e.must(0, e.cmd, "events", "tail", "--json", "--destination", dest)
-	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
-		var r events.Result
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			e.t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := e.must(0, e.cmd, "events", "tail", "--json", "--destination", dest)
+		for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+			var r events.Result
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				e.t.Fatal(err)
+			}
+			if r.BundleEventID == bundleEventID {
+				return r
+			}
 		}
-		if r.BundleEventID == bundleEventID {
-			return r
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no result of %s for %s after 20s in:\n%s", bundleEventID, dest, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReplayAllowOlderRepublishesSuperseded: the documented roll back
+// after a superseded event works: the hint of publish --wait names the
+// command, replay --id without --allow-older says what is missing, a
+// replay without --id never rolls back, and with both the older version
+// is published and then counts as replayed.
+func TestReplayAllowOlderRepublishesSuperseded(t *testing.T) {
+	t.Parallel()
+	e := newOpEnv(t, "local")
+	startServe(t, e.cfg)
+	v1 := e.bundle("v1", "src.one", created0, map[string]string{"a.txt": "a1\n", "old.txt": "old\n"})
+	v2 := e.bundle("v2", "src.one", created0.Add(time.Hour), map[string]string{"a.txt": "a2\n"})
+	e.publish(0, "p.one", v1, "rep")
+	e.publish(0, "p.one", v2, "rep")
+
+	code, stdout, stderr := e.cmd("publish", "--wait", "--pipeline", "p.one", "--destination", "rep", "--bundle", v1.Dir)
+	id := announcedID(t, stdout)
+	if want := "distributor: not published to rep: superseded by a newer version of the source (see the events above); `distributor replay --id " + id + " --allow-older` publishes it over the newer version (a roll back)\n"; code != exitRefused || stderr != want {
+		t.Fatalf("publish of the older bundle: exit %d, stderr\n %q\nwant %d and\n %q", code, stderr, exitRefused, want)
+	}
+	sup := e.result(id, "rep")
+	if sup.Type != events.TypeSuperseded || sup.Bundle != v1.Dir || sup.Source == nil || sup.Source.Digest != v1.Digest {
+		t.Fatalf("superseded event %+v", sup)
+	}
+
+	before := e.bundleMsgs()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--id", id}, "nothing to replay: " + id + ".rep was superseded by a newer version of its source; `distributor replay --id " + id + " --allow-older` publishes it anyway (a roll back)\n"},
+		{[]string{"--id", sup.ID}, "nothing to replay: " + id + ".rep was superseded by a newer version of its source; `distributor replay --id " + id + ".rep --allow-older` publishes it anyway (a roll back)\n"},
+		{[]string{"--allow-older"}, "nothing to replay: no failed or collision event matches\n"},
+	} {
+		if code, stdout, stderr := e.cmd(append([]string{"replay"}, c.args...)...); code != 0 || stdout != c.want || stderr != "" {
+			t.Errorf("replay %v: exit %d, stdout %q, stderr %q; want 0 and %q", c.args, code, stdout, stderr, c.want)
 		}
 	}
-	e.t.Fatalf("no result of %s for %s in:\n%s", bundleEventID, dest, out)
-	return events.Result{}
+	if e.bundleMsgs() != before {
+		t.Fatalf("a replay that replays nothing announced something")
+	}
+	e.wantState("after the superseded publication", "rep", map[string]string{"a.txt": "a2\n"}, map[string]string{"a.txt": "p.one src.one@" + catalog.FormatTime(v2.Created)})
+
+	out := e.must(0, e.cmd, "replay", "--id", id, "--allow-older")
+	ann := e.lastAdminEvent("p.one")
+	if want := fmt.Sprintf("replayed %s as %s (destinations [rep])\n", id, ann.ID); out != want || !ann.AllowOlder || ann.ReplayOf != id ||
+		ann.Bundle != v1.Dir || ann.ManifestDigest != v1.Digest || e.bundleMsgs() != before+1 {
+		t.Fatalf("replay --allow-older printed %q (want %q), announced %+v", out, want, ann)
+	}
+	if r := e.result(ann.ID, "rep"); r.Type != events.TypePublished || r.Bundle != v1.Dir || r.RollbackOf != "" {
+		t.Errorf("the replay's result %+v", r)
+	}
+	at1 := "p.one src.one@" + catalog.FormatTime(v1.Created)
+	e.wantState("after replay --allow-older", "rep", map[string]string{"a.txt": "a1\n", "old.txt": "old\n"}, map[string]string{"a.txt": at1, "old.txt": at1})
+	if out := e.must(0, e.cmd, "replay", "--id", id, "--allow-older"); out != "nothing to replay: the 1 matching bundle event(s) were already replayed and published\n" {
+		t.Errorf("second replay --allow-older printed %q", out)
+	}
 }

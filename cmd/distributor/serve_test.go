@@ -90,7 +90,7 @@ func TestServePublishWait(t *testing.T) {
 		"collision d1 p.one blocked by unmanaged new.txt",
 		"published d2 p.one written 1, unchanged 0, deleted 0 | + new.txt",
 	)
-	if want := "distributor: not published to d1: collision with 1 unmanaged path(s) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	if want := "distributor: not published to d1: collision with 1 unmanaged path(s) (see the events above); once the cause is fixed, `distributor replay --id " + announcedID(t, stdout) + "` publishes again\n"; stderr != want {
 		t.Errorf("publish with a collision: stderr\n %q\nwant %q", stderr, want)
 	}
 	if got := readFile(t, stray); got != "hand-made" {
@@ -123,7 +123,7 @@ func TestServePublishWait(t *testing.T) {
 		t.Errorf("publish an older bundle: exit %d, want %d", code, exitRefused)
 	}
 	assertBlocks(t, "publish --wait of an older bundle", stdout, supersededBlocks...)
-	if want := "distributor: not published to d1: superseded by a newer version of the source (a roll back needs --allow-older), d2: superseded by a newer version of the source (a roll back needs --allow-older) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	if want := "distributor: not published to d1: superseded by a newer version of the source, d2: superseded by a newer version of the source (see the events above); `distributor replay --id " + announcedID(t, stdout) + " --allow-older` publishes it over the newer version (a roll back)\n"; stderr != want {
 		t.Errorf("publish an older bundle: stderr\n %q\nwant %q", stderr, want)
 	}
 	for _, d := range []string{"d1", "d2"} {
@@ -140,7 +140,7 @@ func TestServePublishWait(t *testing.T) {
 	}
 	assertBlocks(t, "publish --wait to an unknown pipeline", stdout,
 		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": known pipelines: p.one, p.two`)
-	if want := "distributor: not published to pipeline p.nope: failed (unknown_pipeline) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	if want := "distributor: not published to pipeline p.nope: failed (unknown_pipeline) (see the events above); once the cause is fixed, `distributor replay --id " + announcedID(t, stdout) + "` publishes again\n"; stderr != want {
 		t.Errorf("publish to an unknown pipeline: stderr\n %q\nwant %q", stderr, want)
 	}
 

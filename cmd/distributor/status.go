@@ -122,6 +122,8 @@ type sourceStatusJSON struct {
 type leaseStatusJSON struct {
 	KV   *lease.Holder `json:"kv"`
 	Lock *lease.Holder `json:"lock"`
+	// KVError is why the KV lease could not be read (kv is then null).
+	KVError string `json:"kv_error,omitempty"`
 }
 
 // status reads each root once (destinations sharing a root share the
@@ -173,9 +175,10 @@ func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Des
 
 // rootRead is what status read of one root.
 type rootRead struct {
-	st  engine.RootStatus
-	kv  *lease.Holder
-	err error
+	st engine.RootStatus
+	kv *lease.Holder
+	// err: the root could not be read; kvErr: its KV lease could not.
+	err, kvErr error
 }
 
 func (a *app) readRoot(ctx context.Context, st *stores.Opener, e *engine.Engine, d config.Destination, leftovers bool, streams *events.Streams) rootRead {
@@ -190,16 +193,21 @@ func (a *app) readRoot(ctx context.Context, st *stores.Opener, e *engine.Engine,
 		rr.st.Root = root.String()
 	}
 	if streams != nil && streams.Leases != nil {
-		h, ok, err := lease.ReadKV(ctx, streams.Leases, d.RootKey(), time.Now())
-		if err != nil && rr.err == nil {
-			rr.err = err
-		}
+		kctx, cancel := context.WithTimeout(ctx, natsReadTimeout)
+		h, ok, err := lease.ReadKV(kctx, streams.Leases, d.RootKey(), time.Now())
+		cancel()
+		rr.kvErr = err
 		if ok {
 			rr.kv = &h
 		}
 	}
 	return rr
 }
+
+// natsReadTimeout bounds status's read of one lease key: NATS that does
+// not answer (or permissions that forbid the read) is reported, and the
+// roots are still shown.
+const natsReadTimeout = 5 * time.Second
 
 // fill copies what was read of the root into the destination's status.
 func (ds *destStatusJSON) fill(rr rootRead, dest string) {
@@ -234,6 +242,9 @@ func (ds *destStatusJSON) fill(rr rootRead, dest string) {
 		ds.Leftovers = &lo
 	}
 	ds.Lease = leaseStatusJSON{KV: rr.kv, Lock: st.Lock}
+	if rr.kvErr != nil {
+		ds.Lease.KVError = oneLine(rr.kvErr.Error())
+	}
 }
 
 // lastResults reads the events stream once for the last published and the
@@ -368,6 +379,8 @@ func printLease(w io.Writer, l leaseStatusJSON, natsKnown bool) {
 		return s + " until " + catalog.FormatTime(h.Expires)
 	}
 	switch {
+	case l.KVError != "":
+		fmt.Fprintf(w, "  lease (NATS): unknown: %s\n", l.KVError)
 	case l.KV != nil:
 		fmt.Fprintf(w, "  lease (NATS): %s\n", holder(l.KV))
 	case natsKnown:

@@ -396,6 +396,13 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 		rb.Version.EventID != v2ID+".rep" || rb.Version.Bundle != v2.Dir || rb.EventID != "" {
 		t.Errorf("rollback --dry-run --json: %s", out)
 	}
+	out = e.must(0, e.cmd, "rollback", "--destination", "rep", "--to", v2ID+".rep", "--dry-run")
+	want = fmt.Sprintf("rolling back rep (p.one) to %s from %s (published %s as event %s.rep)\n", label(v2), v2.Dir, rb.Version.Time.Format(time.RFC3339), v2ID) +
+		fmt.Sprintf("rep (%s, replacement)\n  ~ a.txt\n  + b.txt\n  would create 1, update 1, delete 0; 0 unchanged, 0 collision\n", rep.Root) +
+		"dry run: nothing announced or written (the roll back would go through serve)\n"
+	if out != want {
+		t.Errorf("rollback --dry-run:\n%s\nwant:\n%s", out, want)
+	}
 	if e.bundleMsgs() != before || !bytes.Equal(e.catalogBytes("rep"), catBefore) {
 		t.Errorf("rollback --dry-run announced or wrote something")
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/catalog"
@@ -107,7 +108,7 @@ func (a *app) rollback(ctx context.Context, o rollbackOptions) error {
 	}
 	var conn *streamsConn
 	if nc != nil {
-		js, streams, err := setupStreams(ctx, nc, cfg, a.log)
+		js, streams, err := setupStreams(ctx, nc, cfg, zerolog.Nop())
 		if err != nil {
 			nc.Close()
 			return err
@@ -144,7 +145,11 @@ func (a *app) rollback(ctx context.Context, o rollbackOptions) error {
 		out.Plan = &c
 		if !o.asJSON {
 			_ = a.printDone([]service.Done{{Destination: d, Result: res, Err: err}}, eachOptions{planOnly: true})
-			fmt.Fprintf(a.stdout, "dry run: nothing announced or written (a roll back would go %s)\n", map[string]string{"serve": "through serve", "direct": "directly"}[out.Via])
+			how := "directly"
+			if conn != nil {
+				how = "through serve"
+			}
+			fmt.Fprintf(a.stdout, "dry run: nothing announced or written (the roll back would go %s)\n", how)
 			return err
 		}
 		return a.rollbackDone(o.asJSON, out, err)

@@ -91,6 +91,11 @@ type BundleReady struct {
 	// AllowOlder publishes even when the destination already holds a newer
 	// version of the same source (an operator's deliberate roll back).
 	AllowOlder bool `json:"allow_older,omitempty"`
+	// RollbackOf marks an operator's roll back (`distributor rollback`):
+	// the published result event whose version it restores, or that
+	// version's manifest digest when no such event is known. Honoured only
+	// with AllowOlder; the published result carries it on.
+	RollbackOf string `json:"rollback_of,omitempty"`
 }
 
 // SourceRef is the source identity of a published bundle.
@@ -145,6 +150,12 @@ type Result struct {
 	// SupersededBy is the newer source identity that a superseded
 	// publication lost to.
 	SupersededBy *SourceRef `json:"superseded_by,omitempty"`
+	// Bundle is the bundle's location (published and superseded results),
+	// so that a version can be found again (history, rollback).
+	Bundle string `json:"bundle,omitempty"`
+	// RollbackOf marks a published result of an operator's roll back: the
+	// bundle-ready event's RollbackOf.
+	RollbackOf string `json:"rollback_of,omitempty"`
 
 	Written int `json:"written"`
 	// Updated counts records changed without a byte write (a new source
@@ -229,6 +240,9 @@ func (e BundleReady) Validate() error {
 	}
 	if !catalog.ValidDigest(e.ManifestDigest) {
 		return invalid("bundle.ready "+e.ID, "manifest_digest %q is not sha256:<64 lowercase hex>", e.ManifestDigest)
+	}
+	if e.RollbackOf != "" && (len(e.RollbackOf) > MaxEventIDBytes || !printable(e.RollbackOf)) {
+		return invalid("bundle.ready "+e.ID, "rollback_of %q is not an event id or digest", head(e.RollbackOf))
 	}
 	if len(e.Destinations) > MaxDestinations {
 		return invalid("bundle.ready "+e.ID, "%d destinations, over the limit of %d", len(e.Destinations), MaxDestinations)

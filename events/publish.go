@@ -51,7 +51,7 @@ func NewPublisher(js jetstream.JetStream, subjects Subjects, opts ...PublisherOp
 }
 
 // ErrOperatorFlags: a producer's bundle-ready event carries an operator
-// flag (take_ownership, allow_older).
+// flag (take_ownership, allow_older) or field (rollback_of).
 var ErrOperatorFlags = errors.New("operator flags on a producer's event")
 
 // AnnounceBundle publishes a bundle-ready event: the call a producer makes
@@ -60,11 +60,11 @@ var ErrOperatorFlags = errors.New("operator flags on a producer's event")
 // in; set ID yourself to know it or to retry safely. The event id is the
 // Nats-Msg-Id, so announcing the same id again within the dedup window
 // stores nothing and reports dup = true with the first sequence. An event
-// with TakeOwnership or AllowOlder is refused (ErrOperatorFlags): those
-// are operator requests, see AnnounceAsOperator.
+// with TakeOwnership, AllowOlder or RollbackOf is refused
+// (ErrOperatorFlags): those are operator requests, see AnnounceAsOperator.
 func (p *Publisher) AnnounceBundle(ctx context.Context, ev BundleReady) (seq uint64, dup bool, err error) {
-	if ev.TakeOwnership || ev.AllowOlder {
-		return 0, false, fmt.Errorf("%w: announce bundle %s: take_ownership and allow_older are operator flags, accepted only on %s (distributor replay --take-ownership / --allow-older)",
+	if ev.TakeOwnership || ev.AllowOlder || ev.RollbackOf != "" {
+		return 0, false, fmt.Errorf("%w: announce bundle %s: take_ownership, allow_older and rollback_of are operator fields, accepted only on %s (distributor replay --take-ownership / --allow-older, distributor rollback)",
 			ErrOperatorFlags, ev.Bundle, p.subjects.AdminBundleReadyFilter(""))
 	}
 	return p.announce(ctx, p.subjects.BundleReady(ev.PipelineID), ev)

@@ -97,7 +97,7 @@ func TestBundleReadySchemaAgreesWithDecoder(t *testing.T) {
 		valid bool
 	}{
 		{"minimal", valid, true},
-		{"every field", field(`"produced_at":"2026-06-19T12:00:00.5+02:00","destinations":["latest-html","w_2"],"replay_of":"x","take_ownership":true,"allow_older":false`), true},
+		{"every field", field(`"produced_at":"2026-06-19T12:00:00.5+02:00","destinations":["latest-html","w_2"],"replay_of":"x","take_ownership":true,"allow_older":false,"rollback_of":"e0.latest-html"`), true},
 		{"empty destinations", field(`"destinations":[]`), true},
 		{"pipeline with underscore part", repl(`"w.daily"`, `"_.x"`), true},
 		{"unicode id", repl(`"e1"`, `"événement-1"`), true},
@@ -136,6 +136,7 @@ func TestBundleReadySchemaAgreesWithDecoder(t *testing.T) {
 		{"bad produced_at", field(`"produced_at":"yesterday"`), false},
 		{"date-only produced_at", field(`"produced_at":"2026-06-19"`), false},
 		{"string take_ownership", field(`"take_ownership":"yes"`), false},
+		{"rollback_of with space", field(`"allow_older":true,"rollback_of":"e 0"`), false},
 	}
 	for _, c := range cases {
 		_, decErr := events.DecodeBundleReady([]byte(c.in))
@@ -166,7 +167,7 @@ func TestAnnouncedEventsMatchSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.TakeOwnership, ev.AllowOlder, ev.ReplayOf = true, true, "e1.latest-html.collision"
+	ev.TakeOwnership, ev.AllowOlder, ev.ReplayOf, ev.RollbackOf = true, true, "e1.latest-html.collision", "e0.latest-html"
 	adminSeq, _, err := pub.AnnounceAsOperator(ctx, ev)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type (
 
 const (
 	pipeA = enginetest.PipeA
+	pipeB = enginetest.PipeB
 )
 
 var (

@@ -93,6 +93,9 @@ func rules() []rule {
 		{is(ErrUnknownPipeline), failed(events.ReasonUnknownPipeline, false)},
 		{is(ErrUnknownDestination), failed(events.ReasonUnknownDestination, false)},
 		{is(config.ErrBundleNotAllowed), failed(events.ReasonBundleNotAllowed, false)},
+		// A roll back to a version the events stream does not know (a CLI
+		// error; no event carries it).
+		{is(ErrUnknownVersion), failed(events.ReasonInvalidEvent, false)},
 		{is(bundle.ErrDigestMismatch), failed(events.ReasonDigestMismatch, false)},
 		{is(bundle.ErrContentMismatch), failed(events.ReasonContentMismatch, false)},
 		{is(bundle.ErrNoManifest, bundle.ErrMissingFile, storage.ErrNotExist), failed(events.ReasonBundleMissing, false)},

@@ -13,7 +13,7 @@ import (
 func RequestFor(ev events.BundleReady) Request {
 	return Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
 		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership,
-		AllowOlder: ev.AllowOlder}
+		AllowOlder: ev.AllowOlder, RollbackOf: ev.RollbackOf}
 }
 
 // Delivery is what a result event answers: the bundle-ready event and
@@ -36,7 +36,7 @@ type Delivery struct {
 func (r Request) Direct(digest string) Delivery {
 	return Delivery{Attempt: 1, Event: events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady,
 		ID: r.BundleEventID, PipelineID: r.PipelineID, Bundle: r.Bundle, ManifestDigest: digest, Destinations: r.Destinations,
-		TakeOwnership: r.TakeOwnership, AllowOlder: r.AllowOlder}}
+		TakeOwnership: r.TakeOwnership, AllowOlder: r.AllowOlder, RollbackOf: r.RollbackOf}}
 }
 
 // ResultEvent is the result event of one destination of a delivery, typed
@@ -45,7 +45,10 @@ func (r Request) Direct(digest string) Delivery {
 // and the original event, for replay) or failed (with its reason code, or
 // max_deliveries when the delivery is exhausted). `serve` and `apply`
 // report through it; `prune` and `reconcile-state` through
-// MaintenanceEvent.
+// MaintenanceEvent. Published and superseded results name the bundle's
+// location, so that a version can be found again (history, rollback, a
+// replay with allow_older); a roll back's published result carries its
+// rollback_of.
 func ResultEvent(dest string, res engine.Result, err error, d Delivery) events.Result {
 	o := Classify(err)
 	ev := d.Event
@@ -55,8 +58,16 @@ func ResultEvent(dest string, res engine.Result, err error, d Delivery) events.R
 	}
 	var se *engine.SupersededError
 	switch o.Type {
+	case events.TypePublished:
+		r.Bundle = ev.Bundle
+		if ev.AllowOlder {
+			// Only an operator's event (the admin subject) may say so.
+			r.RollbackOf = ev.RollbackOf
+		}
 	case events.TypeSuperseded:
-		// Terminal and not a failure: nothing to retry or replay.
+		// Terminal and not a failure: nothing to retry; a replay with
+		// allow_older rebuilds the event from bundle and source.
+		r.Bundle = ev.Bundle
 		fillCounts(&r, res)
 		if errors.As(err, &se) {
 			r.Source = sourceRef(se.Source)

@@ -101,6 +101,10 @@ type Request struct {
 	// AllowOlder publishes a bundle older than the version of the same
 	// source the destination holds (an operator's roll back).
 	AllowOlder bool
+	// RollbackOf marks an operator's roll back (`distributor rollback`);
+	// with AllowOlder, the published result carries it (see
+	// events.BundleReady.RollbackOf).
+	RollbackOf string
 	// Places, when set, are the places in the roots' lines taken when the
 	// event was delivered (Service.Queue); nil: join at Publish.
 	Places *Places

@@ -970,10 +970,14 @@ func TestCatalogShowAndConfigValidate(t *testing.T) {
 	}
 	out, _, code = e.run("catalog", "show", "--destination", "a", "--owner-destination", "a")
 	ts := func(p string) string { return catalog.FormatTime(cat.Index()[p].UpdatedAt) }
-	want = fmt.Sprintf("PATH     PIPELINE               DESTINATION  KIND    SIZE  UPDATED\n"+
-		"one.txt  weatherreporter.daily  a            source  2     %s\n"+
-		"two.txt  weatherreporter.daily  a            source  3     %s\n"+
-		"2 of 3 output(s); catalog updated %s\n", ts("one.txt"), ts("two.txt"), catalog.FormatTime(cat.UpdatedAt))
+	src := func(p string) string {
+		s := cat.Index()[p].Source
+		return s.ID + "@" + catalog.FormatTime(s.Created) + " " + s.Digest[:len("sha256:")+12]
+	}
+	want = fmt.Sprintf("PATH     PIPELINE               DESTINATION  KIND    SIZE  UPDATED               SOURCE\n"+
+		"one.txt  weatherreporter.daily  a            source  2     %s  %s\n"+
+		"two.txt  weatherreporter.daily  a            source  3     %s  %s\n"+
+		"2 of 3 output(s); catalog updated %s\n", ts("one.txt"), src("one.txt"), ts("two.txt"), src("two.txt"), catalog.FormatTime(cat.UpdatedAt))
 	if code != 0 || out != want {
 		t.Errorf("catalog show: exit %d, stdout:\n%s\nwant:\n%s", code, out, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/service"
 )
 
 func (a *app) catalogCommand() *cobra.Command {
@@ -54,9 +55,11 @@ func (a *app) catalogCommand() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "PATH\tPIPELINE\tDESTINATION\tKIND\tSIZE\tUPDATED")
+			// SOURCE comes last: it holds a space ("id@created sha256:…").
+			fmt.Fprintln(tw, "PATH\tPIPELINE\tDESTINATION\tKIND\tSIZE\tUPDATED\tSOURCE")
 			for _, o := range sel {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", o.Path, o.PipelineID, o.DestinationID, o.Kind, o.Size, catalog.FormatTime(o.UpdatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", o.Path, o.PipelineID, o.DestinationID, o.Kind, o.Size, catalog.FormatTime(o.UpdatedAt),
+					service.SourceLabel(o.Source.ID, o.Source.Digest, o.Source.Created))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

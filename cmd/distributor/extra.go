@@ -14,5 +14,8 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.reconcileCommand(),
 		a.verifyCommand(),
 		a.healthCommand(),
+		a.statusCommand(),
+		a.historyCommand(),
+		a.rollbackCommand(),
 	}
 }

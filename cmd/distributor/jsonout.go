@@ -134,6 +134,10 @@ type replayJSON struct {
 	// AlreadyPublished counts matching bundle events a replay has since
 	// published everywhere.
 	AlreadyPublished int `json:"already_published"`
+
+	// superseded is the superseded event --id names when --allow-older is
+	// missing, for the hint.
+	superseded string
 }
 
 type replayedJSON struct {

@@ -720,6 +720,7 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 		{[]string{"publish", "--pipeline", "p.one", "--wait", "--timeout", "5s"}, "distributor: no NATS to publish to: set nats.url or start `distributor serve`\n"},
 		{[]string{"events", "tail"}, "distributor: no NATS to read events from: set nats.url or start `distributor serve`\n"},
 		{[]string{"replay"}, "distributor: no NATS to replay through: set nats.url or start `distributor serve`\n"},
+		{[]string{"history", "--destination", "d1"}, "distributor: no NATS to read the history from: set nats.url or start `distributor serve` (`distributor status` shows what the destination holds without it)\n"},
 	}
 	check := func(t *testing.T, e *natsEnv) {
 		t.Helper()
@@ -837,5 +838,20 @@ func TestReplayTakeOwnershipWithDocumentedPermissions(t *testing.T) {
 	}
 	if got := readFile(t, stray); got != bundleOne["data.csv"] {
 		t.Errorf("adopted d2/data.csv = %q, want the bundle's bytes", got)
+	}
+
+	// The operator's status, history and rollback (on the admin subject)
+	// need nothing beyond its set.
+	code, stdout, stderr = op.cmd(t, "status", "--json", "--destination", "d1")
+	var st statusJSON
+	decodeJSON(t, "status --json as operator", stdout, &st)
+	if code != 0 || !st.NATS.Known || st.NATS.Error != "" || st.Destinations[0].LastPublished == nil || st.Destinations[0].Error != "" {
+		t.Errorf("status as operator: exit %d, %s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr = op.cmd(t, "history", "--destination", "d1"); code != 0 || !strings.Contains(stdout, orig+".d1") {
+		t.Errorf("history as operator: exit %d, %s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr = op.cmd(t, "rollback", "--destination", "d1", "--to", orig+".d1", "--timeout", "20s"); code != 0 {
+		t.Errorf("rollback as operator: exit %d, %s%s", code, stdout, stderr)
 	}
 }

@@ -104,7 +104,7 @@ func (a *app) announce(ctx context.Context, js jetstream.JetStream, streams *eve
 	if err != nil {
 		return err
 	}
-	return resultsErr(results)
+	return resultsErr(ev.ID, results)
 }
 
 // announceJSON is announce printing one publishJSON object.
@@ -124,7 +124,7 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 	results, err := waitResults(ctx, streams, ev, start, w)
 	out.Results = results
 	if err == nil {
-		err = resultsErr(results)
+		err = resultsErr(ev.ID, results)
 	}
 	if err != nil {
 		out.Error = oneLine(err.Error())
@@ -173,10 +173,13 @@ func waitResults(parent context.Context, streams *events.Streams, ev events.Bund
 }
 
 // resultsErr turns result events into the command's exit status, with one
-// line naming every destination that was not published.
-func resultsErr(results []events.Result) error {
+// line naming every destination that was not published and the command
+// that publishes it: `replay --id` once the cause of a collision or a
+// failure is fixed, `replay --id --allow-older` over a newer version.
+func resultsErr(eventID string, results []events.Result) error {
 	code := exitOK
 	var problems []string
+	failed, superseded := false, false
 	for _, r := range results {
 		dest := r.DestinationID
 		if dest == "" {
@@ -186,16 +189,25 @@ func resultsErr(results []events.Result) error {
 		code = max(code, service.ResultExitCode(r))
 		switch r.Type {
 		case events.TypeCollision:
+			failed = true
 			problems = append(problems, fmt.Sprintf("%s: collision with %d unmanaged path(s)", dest, len(r.Collisions)))
 		case events.TypeSuperseded:
-			problems = append(problems, fmt.Sprintf("%s: superseded by a newer version of the source (a roll back needs --allow-older)", dest))
+			superseded = true
+			problems = append(problems, fmt.Sprintf("%s: superseded by a newer version of the source", dest))
 		case events.TypeFailed:
+			failed = true
 			problems = append(problems, fmt.Sprintf("%s: failed (%s)", dest, r.Reason))
 		}
 	}
 	if code == exitOK {
 		return nil
 	}
-	return withCode(code, fmt.Errorf("not published to %s (see the events above); once the cause is fixed, `distributor replay` publishes again",
-		strings.Join(problems, ", ")))
+	var hints []string
+	if failed {
+		hints = append(hints, fmt.Sprintf("once the cause is fixed, `distributor replay --id %s` publishes again", eventID))
+	}
+	if superseded {
+		hints = append(hints, fmt.Sprintf("`distributor replay --id %s --allow-older` publishes it over the newer version (a roll back)", eventID))
+	}
+	return withCode(code, fmt.Errorf("not published to %s (see the events above); %s", strings.Join(problems, ", "), strings.Join(hints, "; ")))
 }

@@ -27,7 +27,7 @@ func (a *app) replayCommand() *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
 		Use:   "replay [--pipeline P] [--destination D] [--reason R] [--since DUR] [--id EVENT] [--take-ownership] [--allow-older] [--dry-run]",
-		Short: "Re-publish the bundle-ready events behind failed and collision events",
+		Short: "Re-publish the bundle-ready events behind failed and collision events (and, with --id and --allow-older, a superseded one)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.replay(cmd.Context(), o)
@@ -62,7 +62,7 @@ func (a *app) replay(ctx context.Context, o replayOptions) error {
 	if o.since > 0 {
 		o.filter.since = time.Now().Add(-time.Duration(o.since))
 	}
-	o.filter.types = []string{events.TypeFailed, events.TypeCollision, events.TypePublished}
+	o.filter.types = []string{events.TypeFailed, events.TypeCollision, events.TypePublished, events.TypeSuperseded}
 	_, conn, err := a.connectStreams(ctx, "replay through")
 	if err != nil {
 		return err
@@ -85,6 +85,9 @@ func (a *app) replay(ctx context.Context, o replayOptions) error {
 	switch {
 	case o.asJSON && len(ids) == 0:
 		return a.printJSON(report)
+	case len(byRoot) == 0 && report.superseded != "":
+		fmt.Fprintf(a.stdout, "nothing to replay: %s was superseded by a newer version of its source; `distributor replay --id %s --allow-older` publishes it anyway (a roll back)\n", report.superseded, o.id)
+		return nil
 	case len(byRoot) == 0:
 		fmt.Fprintln(a.stdout, "nothing to replay: no failed or collision event matches")
 		return nil
@@ -127,6 +130,9 @@ func (a *app) collectReplays(ctx context.Context, conn *streamsConn, o replayOpt
 			}
 			return nil
 		}
+		if r.Type == events.TypeSuperseded {
+			return a.collectSuperseded(r, o, byRoot, report)
+		}
 		if (r.Original == nil && r.OriginalRef == nil) || (o.reason != "" && r.Reason != o.reason) {
 			return nil
 		}
@@ -161,6 +167,37 @@ func (a *app) collectReplays(ctx context.Context, conn *streamsConn, o replayOpt
 	return byRoot, err
 }
 
+// collectSuperseded adds the superseded event r to byRoot: only when --id
+// names it and --allow-older is given, since replaying every superseded
+// event would roll destinations back to whichever version came last. Its
+// bundle-ready event is rebuilt from its bundle and source.
+func (a *app) collectSuperseded(r events.Result, o replayOptions, byRoot map[string]*pendingReplay, report *replayJSON) error {
+	root := replayRoot(r.BundleEventID)
+	if o.id == "" || !o.matchesID(r, root) || o.reason != "" {
+		return nil
+	}
+	if !o.allowOlder {
+		report.superseded = r.ID
+		return nil
+	}
+	if r.Bundle == "" || r.Source == nil {
+		why := "it does not say where its bundle was (it was published before events recorded bundle locations): use `distributor apply --allow-older --bundle LOCATION`"
+		report.Skipped = append(report.Skipped, skippedJSON{EventID: r.ID, Reason: why})
+		if !o.asJSON {
+			fmt.Fprintf(a.stdout, "cannot replay %s event %s: %s\n", r.Type, r.ID, why)
+		}
+		return nil
+	}
+	rp := byRoot[root]
+	if rp == nil {
+		rp = &pendingReplay{root: root, original: events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: r.BundleEventID,
+			PipelineID: r.PipelineID, Bundle: r.Bundle, ManifestDigest: r.Source.Digest}, dests: map[string]bool{}}
+		byRoot[root] = rp
+	}
+	rp.dests[r.DestinationID] = true
+	return nil
+}
+
 // fetchReplayed reads the bundle-ready event a result refers to; nil, and
 // a line in report.Skipped, when the stream no longer holds it.
 func (a *app) fetchReplayed(ctx context.Context, conn *streamsConn, o replayOptions, r events.Result, report *replayJSON) (*events.BundleReady, error) {
@@ -189,6 +226,9 @@ func (a *app) replayOne(ctx context.Context, pub *events.Publisher, o replayOpti
 	ev.ProducedAt = time.Time{}
 	ev.TakeOwnership = o.takeOwnership
 	ev.AllowOlder = o.allowOlder
+	if !ev.AllowOlder {
+		ev.RollbackOf = "" // a roll back's mark goes only with allow_older
+	}
 	if !rp.all {
 		ev.Destinations = sortedKeys(rp.dests)
 	}

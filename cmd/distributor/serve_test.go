@@ -91,7 +91,7 @@ func TestServePublishWait(t *testing.T) {
 		"collision d1 p.one blocked by unmanaged new.txt",
 		"published d2 p.one written 1, unchanged 0, deleted 2 | + new.txt | - data.csv | - report.md",
 	)
-	if want := "distributor: not published to d1: collision with 1 unmanaged path(s) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	if want := "distributor: not published to d1: collision with 1 unmanaged path(s) (see the events above); once the cause is fixed, `distributor replay --id " + announcedID(t, stdout) + "` publishes again\n"; stderr != want {
 		t.Errorf("publish with a collision: stderr\n %q\nwant %q", stderr, want)
 	}
 	if got := readFile(t, stray); got != "hand-made" {
@@ -123,7 +123,7 @@ func TestServePublishWait(t *testing.T) {
 	assertBlocks(t, "publish --wait of an older bundle", stdout,
 		"published d1 p.one written 1, unchanged 0, deleted 0, 1 kept (a newer version of the source wrote them) | + last-year.txt",
 		fmt.Sprintf("superseded d2 p.one already has src.one created %s (digest %s); nothing changed", held.Created.Format(time.RFC3339Nano), held.Digest))
-	if want := "distributor: not published to d2: superseded by a newer version of the source (a roll back needs --allow-older) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	if want := "distributor: not published to d2: superseded by a newer version of the source (see the events above); `distributor replay --id " + announcedID(t, stdout) + " --allow-older` publishes it over the newer version (a roll back)\n"; stderr != want {
 		t.Errorf("publish an older bundle: stderr\n %q\nwant %q", stderr, want)
 	}
 	if got := readFile(t, filepath.Join(e.roots["d2"], ".distributor.json")); got != d2Before {
@@ -141,7 +141,7 @@ func TestServePublishWait(t *testing.T) {
 	}
 	assertBlocks(t, "publish --wait to an unknown pipeline", stdout,
 		`failed - p.nope unknown_pipeline: unknown pipeline "p.nope": known pipelines: p.one, p.two`)
-	if want := "distributor: not published to pipeline p.nope: failed (unknown_pipeline) (see the events above); once the cause is fixed, `distributor replay` publishes again\n"; stderr != want {
+	if want := "distributor: not published to pipeline p.nope: failed (unknown_pipeline) (see the events above); once the cause is fixed, `distributor replay --id " + announcedID(t, stdout) + "` publishes again\n"; stderr != want {
 		t.Errorf("publish to an unknown pipeline: stderr\n %q\nwant %q", stderr, want)
 	}
 

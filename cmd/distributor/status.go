@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/stores"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var dest string
+	var asJSON, noLeftovers bool
+	cmd := &cobra.Command{
+		Use:   "status [--destination D] [--json]",
+		Short: "Show what is live in each destination: sources per owner, recovery, leftovers, lease, last results",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			dests := cfg.Destinations
+			if dest != "" {
+				d, err := destination(cfg, dest)
+				if err != nil {
+					return err
+				}
+				dests = []config.Destination{d}
+			}
+			out, err := a.status(cmd.Context(), cfg, dests, !noLeftovers)
+			if asJSON {
+				if jerr := a.printJSON(out); jerr != nil {
+					return jerr
+				}
+			} else {
+				a.printStatus(out)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dest, "destination", "", "only this destination (default: every destination of the configuration)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object (docs/cli.md)")
+	cmd.Flags().BoolVar(&noLeftovers, "no-leftovers", false, "do not look for leftovers of interrupted writes (on a local root that walks every folder)")
+	return cmd
+}
+
+// statusJSON is status --json.
+type statusJSON struct {
+	Destinations []destStatusJSON `json:"destinations"`
+	// NATS says whether the lease bucket and the events stream were read.
+	NATS natsStatusJSON `json:"nats"`
+}
+
+type natsStatusJSON struct {
+	Known bool `json:"known"`
+	// Error is why NATS could not be read although it is configured.
+	Error string `json:"error,omitempty"`
+}
+
+type destStatusJSON struct {
+	DestinationID string `json:"destination_id"`
+	Backend       string `json:"backend"`
+	Root          string `json:"root"`
+	RootAsWritten string `json:"root_as_written,omitempty"`
+	Workflow      string `json:"workflow"`
+	// Pipelines are the configured pipelines that publish here.
+	Pipelines []string          `json:"pipelines"`
+	Catalog   catalogStatusJSON `json:"catalog"`
+	// Owners are this destination's owners (one per pipeline) in the
+	// root; OtherOwners those of other destinations sharing the root.
+	Owners          []ownerStatusJSON      `json:"owners"`
+	OtherOwners     []ownerStatusJSON      `json:"other_owners"`
+	PendingRecovery bool                   `json:"pending_recovery"`
+	Leftovers       *engine.LeftoverReport `json:"leftovers,omitempty"`
+	Lease           leaseStatusJSON        `json:"lease"`
+	// LastPublished and LastFailure (failed or collision) come from the
+	// events stream when NATS is known.
+	LastPublished *historyEntryJSON `json:"last_published,omitempty"`
+	LastFailure   *historyEntryJSON `json:"last_failure,omitempty"`
+	Error         string            `json:"error,omitempty"`
+}
+
+type catalogStatusJSON struct {
+	Present   bool       `json:"present"`
+	Legacy    bool       `json:"legacy,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Outputs   int        `json:"outputs"`
+	Bytes     int64      `json:"bytes"`
+}
+
+type ownerStatusJSON struct {
+	PipelineID    string             `json:"pipeline_id"`
+	DestinationID string             `json:"destination_id"`
+	Outputs       int                `json:"outputs"`
+	Bytes         int64              `json:"bytes"`
+	Sources       []sourceStatusJSON `json:"sources"`
+}
+
+type sourceStatusJSON struct {
+	ID        string    `json:"id"`
+	Digest    string    `json:"digest"`
+	Created   time.Time `json:"created"`
+	Outputs   int       `json:"outputs"`
+	Bytes     int64     `json:"bytes"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// leaseStatusJSON names the holders of the root's lease: the KV key (when
+// NATS is known) and the lock object in the root; null when free.
+type leaseStatusJSON struct {
+	KV   *lease.Holder `json:"kv"`
+	Lock *lease.Holder `json:"lock"`
+	// KVError is why the KV lease could not be read (kv is then null).
+	KVError string `json:"kv_error,omitempty"`
+}
+
+// status reads each root once (destinations sharing a root share the
+// read), the lease bucket and the events stream when NATS is known. It
+// writes nothing anywhere. The error is the first destination's that
+// could not be read; the others are still reported.
+func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Destination, leftovers bool) (statusJSON, error) {
+	out := statusJSON{Destinations: make([]destStatusJSON, 0, len(dests))}
+	nc, streams, err := a.readStreams(ctx, cfg)
+	switch {
+	case errors.Is(err, errNoNATS):
+	case err != nil:
+		out.NATS.Error = oneLine(err.Error())
+	default:
+		defer nc.Close()
+		out.NATS.Known = true
+	}
+	last := map[string][2]*historyEntryJSON{}
+	if streams != nil {
+		if last, err = lastResults(ctx, streams, dests); err != nil {
+			out.NATS.Error = oneLine(err.Error())
+		}
+	}
+	e := &engine.Engine{Version: version, Log: a.log}
+	st := stores.New(cfg)
+	roots := map[string]rootRead{}
+	var first error
+	for _, d := range dests {
+		ds := destStatusJSON{DestinationID: d.ID, Backend: d.Backend, Root: d.RootKey(), Workflow: string(d.Workflow),
+			Pipelines: pipelinesOf(cfg, d.ID), Owners: []ownerStatusJSON{}, OtherOwners: []ownerStatusJSON{}}
+		rr, ok := roots[d.RootKey()]
+		if !ok {
+			rr = a.readRoot(ctx, st, e, d, leftovers, streams)
+			roots[d.RootKey()] = rr
+		}
+		if rr.err != nil {
+			ds.Error = oneLine(rr.err.Error())
+			if first == nil {
+				first = fmt.Errorf("%s: %w", d.ID, rr.err)
+			}
+		}
+		ds.fill(rr, d.ID)
+		ds.RootAsWritten = a.rootAsWritten(ds.Root)
+		ds.LastPublished, ds.LastFailure = last[d.ID][0], last[d.ID][1]
+		out.Destinations = append(out.Destinations, ds)
+	}
+	return out, first
+}
+
+// rootRead is what status read of one root.
+type rootRead struct {
+	st engine.RootStatus
+	kv *lease.Holder
+	// err: the root could not be read; kvErr: its KV lease could not.
+	err, kvErr error
+}
+
+func (a *app) readRoot(ctx context.Context, st *stores.Opener, e *engine.Engine, d config.Destination, leftovers bool, streams *events.Streams) rootRead {
+	var rr rootRead
+	root, err := st.Destination(ctx, d)
+	if err != nil {
+		rr.err = err
+		return rr
+	}
+	rr.st, rr.err = e.Status(ctx, root, engine.StatusOptions{Leftovers: leftovers})
+	if rr.st.Root == "" {
+		rr.st.Root = root.String()
+	}
+	if streams != nil && streams.Leases != nil {
+		kctx, cancel := context.WithTimeout(ctx, natsReadTimeout)
+		h, ok, err := lease.ReadKV(kctx, streams.Leases, d.RootKey(), time.Now())
+		cancel()
+		rr.kvErr = err
+		if ok {
+			rr.kv = &h
+		}
+	}
+	return rr
+}
+
+// natsReadTimeout bounds status's read of one lease key: NATS that does
+// not answer (or permissions that forbid the read) is reported, and the
+// roots are still shown.
+const natsReadTimeout = 5 * time.Second
+
+// fill copies what was read of the root into the destination's status.
+func (ds *destStatusJSON) fill(rr rootRead, dest string) {
+	st := rr.st
+	if st.Root != "" {
+		ds.Root = st.Root
+	}
+	ds.Catalog = catalogStatusJSON{Present: st.Catalog, Legacy: st.Legacy, Outputs: st.Outputs, Bytes: st.Bytes}
+	if !st.UpdatedAt.IsZero() {
+		t := st.UpdatedAt.UTC()
+		ds.Catalog.UpdatedAt = &t
+	}
+	for _, o := range st.Owners {
+		j := ownerStatusJSON{PipelineID: o.Owner.PipelineID, DestinationID: o.Owner.DestinationID, Outputs: o.Outputs, Bytes: o.Bytes,
+			Sources: make([]sourceStatusJSON, 0, len(o.Sources))}
+		for _, s := range o.Sources {
+			j.Sources = append(j.Sources, sourceStatusJSON{ID: s.Source.ID, Digest: s.Source.Digest, Created: s.Source.Created.UTC(),
+				Outputs: s.Outputs, Bytes: s.Bytes, UpdatedAt: s.UpdatedAt.UTC()})
+		}
+		if o.Owner.DestinationID == dest {
+			ds.Owners = append(ds.Owners, j)
+		} else {
+			ds.OtherOwners = append(ds.OtherOwners, j)
+		}
+	}
+	ds.PendingRecovery = st.PendingRecovery
+	if st.Leftovers != nil {
+		lo := *st.Leftovers
+		if lo.Paths == nil {
+			lo.Paths = []string{}
+		}
+		ds.Leftovers = &lo
+	}
+	ds.Lease = leaseStatusJSON{KV: rr.kv, Lock: st.Lock}
+	if rr.kvErr != nil {
+		ds.Lease.KVError = oneLine(rr.kvErr.Error())
+	}
+}
+
+// lastResults reads the events stream once for the last published and the
+// last failed (or collision) result of each destination in dests.
+func lastResults(ctx context.Context, streams *events.Streams, dests []config.Destination) (map[string][2]*historyEntryJSON, error) {
+	want := map[string]bool{}
+	dest := ""
+	for _, d := range dests {
+		want[d.ID] = true
+	}
+	if len(dests) == 1 {
+		dest = dests[0].ID
+	}
+	s := streams.Subjects
+	subjects := []string{s.ResultFilter(events.TypePublished, dest, ""), s.ResultFilter(events.TypeFailed, dest, ""), s.ResultFilter(events.TypeCollision, dest, "")}
+	last := map[string][2]*historyEntryJSON{}
+	err := events.ReadResults(ctx, streams.Events, subjects, func(r events.Stored) error {
+		if !want[r.DestinationID] {
+			return nil
+		}
+		e := toHistoryEntry(r.Result)
+		pair := last[r.DestinationID]
+		if r.Type == events.TypePublished {
+			pair[0] = &e
+		} else {
+			pair[1] = &e
+		}
+		last[r.DestinationID] = pair
+		return nil
+	})
+	return last, err
+}
+
+// pipelinesOf lists the configured pipelines that publish to dest.
+func pipelinesOf(cfg *config.Config, dest string) []string {
+	out := []string{}
+	for _, p := range cfg.Pipelines {
+		for _, d := range p.Destinations {
+			if d == dest {
+				out = append(out, p.ID)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (a *app) printStatus(s statusJSON) {
+	for i, d := range s.Destinations {
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		a.printDestStatus(d, s.NATS)
+	}
+	if s.NATS.Error != "" {
+		fmt.Fprintf(a.stdout, "\nNATS: %s\n", s.NATS.Error)
+	}
+}
+
+func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
+	w := a.stdout
+	fmt.Fprintf(w, "%s (%s, %s, %s)\n", d.DestinationID, a.showRoot(d.Root), d.Backend, d.Workflow)
+	if d.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", d.Error)
+	}
+	c := d.Catalog
+	switch {
+	case !c.Present && d.Error == "":
+		fmt.Fprintf(w, "  catalog: none yet (nothing published)\n")
+	case c.Legacy:
+		fmt.Fprintf(w, "  catalog: superseded legacy state (schema_version < 4); the next publication replaces it\n")
+	case c.Present:
+		fmt.Fprintf(w, "  catalog: %d output(s), %d bytes, updated %s\n", c.Outputs, c.Bytes, catalog.FormatTime(*c.UpdatedAt))
+	}
+	if len(d.Owners) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PIPELINE\tSOURCE\tOUTPUTS\tBYTES\tUPDATED")
+		for _, o := range d.Owners {
+			for i, s := range o.Sources {
+				p := o.PipelineID
+				if i > 0 {
+					p = ""
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", p, sourceLabel(&events.SourceRef{ID: s.ID, Digest: s.Digest, Created: s.Created}),
+					s.Outputs, s.Bytes, catalog.FormatTime(s.UpdatedAt))
+			}
+		}
+		_ = tw.Flush()
+	} else if c.Present && !c.Legacy {
+		fmt.Fprintf(w, "  no output of %s in the root\n", d.DestinationID)
+	}
+	if len(d.OtherOwners) > 0 {
+		var others []string
+		for _, o := range d.OtherOwners {
+			others = append(others, fmt.Sprintf("%s/%s (%d output(s))", o.PipelineID, o.DestinationID, o.Outputs))
+		}
+		fmt.Fprintf(w, "  also in this root: %s\n", strings.Join(others, ", "))
+	}
+	if d.PendingRecovery {
+		fmt.Fprintf(w, "  pending recovery: an interrupted publication is not finished; the next publication or maintenance command on the root finishes it\n")
+	} else {
+		fmt.Fprintf(w, "  pending recovery: none\n")
+	}
+	if lo := d.Leftovers; lo != nil {
+		if lo.Count == 0 {
+			fmt.Fprintf(w, "  leftovers: none\n")
+		} else {
+			fmt.Fprintf(w, "  leftovers: %d of interrupted writes, %d bytes, oldest from %s: reconcile-state removes them\n", lo.Count, lo.Bytes, catalog.FormatTime(*lo.Oldest))
+		}
+	}
+	printLease(w, d.Lease, n.Known)
+	if !n.Known {
+		fmt.Fprintf(w, "  last published, last failure: unknown without NATS (set nats.url or start `distributor serve`)\n")
+		return
+	}
+	printLast(w, "last published", d.LastPublished)
+	printLast(w, "last failure", d.LastFailure)
+}
+
+func printLease(w io.Writer, l leaseStatusJSON, natsKnown bool) {
+	holder := func(h *lease.Holder) string {
+		switch {
+		case h.Unreadable:
+			return "unreadable (torn by a crash): the next run takes it over"
+		case h.Stale:
+			return fmt.Sprintf("held by %s until %s: stale, the next run takes it over", h.Holder, catalog.FormatTime(h.Expires))
+		}
+		s := "held by " + h.Holder
+		if h.PID > 0 {
+			s += fmt.Sprintf(" (pid %d on %s)", h.PID, h.Host)
+		}
+		return s + " until " + catalog.FormatTime(h.Expires)
+	}
+	switch {
+	case l.KVError != "":
+		fmt.Fprintf(w, "  lease (NATS): unknown: %s\n", l.KVError)
+	case l.KV != nil:
+		fmt.Fprintf(w, "  lease (NATS): %s\n", holder(l.KV))
+	case natsKnown:
+		fmt.Fprintf(w, "  lease (NATS): free\n")
+	}
+	if l.Lock != nil {
+		fmt.Fprintf(w, "  lock object: %s\n", holder(l.Lock))
+	} else {
+		fmt.Fprintf(w, "  lock object: free\n")
+	}
+}
+
+func printLast(w io.Writer, what string, e *historyEntryJSON) {
+	if e == nil {
+		fmt.Fprintf(w, "  %s: none in the events stream\n", what)
+		return
+	}
+	detail := e.summary()
+	if e.Type == events.TypeFailed && e.Message != "" {
+		detail += " (" + e.Message + ")"
+	}
+	fmt.Fprintf(w, "  %s: %s %s %s from %s: %s (event %s)\n", what, catalog.FormatTime(e.Time), e.PipelineID, sourceLabel(e.Source), orDash(e.Bundle), detail, e.EventID)
+}

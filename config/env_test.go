@@ -131,16 +131,17 @@ destinations:
 	}
 }
 
-// TestEnvTableInREADME: the README's "Environment variables" table lists
-// exactly the variables of Settings, in order, with key, type and secrecy.
-func TestEnvTableInREADME(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+// TestEnvTableInConfigurationDoc: the "Environment variables" table of
+// docs/configuration.md lists exactly the variables of Settings, in order,
+// with key, type and secrecy.
+func TestEnvTableInConfigurationDoc(t *testing.T) {
+	data, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, sec, ok := strings.Cut(string(data), "\n## Environment variables\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Environment variables" section`)
+		t.Fatal(`docs/configuration.md has no "## Environment variables" section`)
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	row := regexp.MustCompile("(?m)^\\| `(DISTRIBUTOR_[A-Z0-9_]+)` \\| `([a-z0-9_.]+)` \\| ([a-z]+) \\|(.*)\\|$")
@@ -156,7 +157,7 @@ func TestEnvTableInREADME(t *testing.T) {
 		want = append(want, strings.TrimSpace(strings.Join([]string{s.Env, s.Path, s.Type, note}, " ")))
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("README table rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("docs/configuration.md table rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

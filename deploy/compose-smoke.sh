@@ -9,7 +9,7 @@
 # the outputs in the reports volume and on S3, stops serve gracefully, and
 # tears everything down (down -v).
 #
-#   bash deploy/compose-smoke.sh 2>&1 | tee docs/compose-smoke.txt
+#   bash deploy/compose-smoke.sh
 #
 # Not part of .ci/run: a cold run builds versitygw (~5 min) and needs root
 # for apt-get and dockerd when Docker is missing. Binaries are cached in

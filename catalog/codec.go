@@ -325,9 +325,9 @@ func appendRecord(b []byte, c *Catalog, i int, t *timeCache, k *int) ([]byte, er
 }
 
 // parallelMin is the number of records from which MarshalTo encodes on
-// several goroutines (a republish that updates every record of 10,000
-// spent ~18 ms encoding them on one core); chunkRecords is the records
-// one goroutine encodes at a time (~0.5 MiB).
+// several goroutines (a republish that updates every record of a large
+// catalog is otherwise bound by one core's encoding); chunkRecords is the
+// records one goroutine encodes at a time (~0.5 MiB).
 const (
 	parallelMin  = 4096
 	chunkRecords = 1024

@@ -35,8 +35,8 @@ const (
 	// (storage.Backend.Overwrite) may be read torn; one whose sum does not match
 	// counts as missing (its outputs are hashed once). A shard without
 	// the line (written whole, by rename or on S3, also by older
-	// versions) is read as before; older versions skip the line (it has
-	// no tabs).
+	// versions) is read without the check; older versions skip the line
+	// (it has no tabs).
 	fingerprintsSum = "#sha256 "
 )
 

@@ -15,9 +15,9 @@ import (
 // less often (GOGC 400: the heap may grow to five times the live one, at
 // most ~160 MB at the bound below). A live heap of a medium catalog
 // (100,000 records: ~50 MB once read) is collected at GOGC 200: at the
-// default, the collection that the next catalog's allocation set off ran
-// beside the plan and its merge (write barriers, a core scanning 110 MB)
-// and cost a publication adding ten outputs 150–250 ms, for no lower peak.
+// default, the collection that the next catalog's allocation sets off runs
+// beside the plan and its merge (write barriers, a core scanning the
+// heap) and slows a small publication for no lower peak.
 // Past the medium bound it reverts to the default, so a million-output
 // catalog (over a gigabyte live) is collected as usual. Between two
 // collections the heap can grow far past a bound (a catalog read), so a

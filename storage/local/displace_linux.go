@@ -11,8 +11,8 @@ import (
 
 // Freeing a replaced file's blocks is what a rename over it costs on a
 // file system mounted with discard (ext4 without a journal issues the
-// discard inside the rename: ~0.3 ms for 4 KiB on the test machine, ~5 ms
-// for a 5 MB catalog), and a rename holds its folder's lock meanwhile.
+// discard inside the rename, longer the larger the file), and a rename
+// holds its folder's lock meanwhile.
 // A replacing stage therefore swaps the new file and the old one
 // (renameat2 RENAME_EXCHANGE: as atomic for readers as a rename; the old
 // file now has the temp name) and removes the old one in the background;
@@ -141,8 +141,8 @@ func (s *stage) replace(d int, tmp, name string) error {
 			s.displaced.remove(d, tmp)
 			return nil
 		case errors.Is(err, unix.ENOENT):
-			// Nothing at name (removed since it was checked): a rename
-			// names it as before.
+			// Nothing at name (removed since it was checked): a plain
+			// rename names it.
 		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
 			s.b.noExchange.Store(true) // this file system cannot swap: renames from now on
 		default:

@@ -26,10 +26,11 @@ func (b *Backend) prepareBytes(ctx context.Context, p string, data []byte) (_ pr
 // dies before Place leaves nothing. Place gives the bytes a temp name; a
 // Sync that begins after it makes them durable with that name, and
 // CommitIfVersion swaps them in. The bytes go through a pipe into the
-// file, whose writeback starts every writebackChunk as it is written. Not every MiB, as for a file flushed at once: the bytes of
-// a 5 MB catalog then queued on the disk ahead of the intent's flush,
-// which the publication waits for (1.4 → 9 ms). The portable
-// implementation writes them under a temp name, as prepareBytes does.
+// file, whose writeback starts every writebackChunk as it is written, not
+// every MiB as for a file flushed at once: the bytes of a large catalog
+// would otherwise queue on the disk ahead of the intent's flush, which the
+// publication waits for. The portable implementation writes them under a
+// temp name, as prepareBytes does.
 func (b *Backend) prepareStream(ctx context.Context, p string, write func(io.Writer) error) (_ preparedVersion, err error) {
 	defer b.classifyTo(&err)
 	return b.sys.prepareFrom(ctx, p, write)

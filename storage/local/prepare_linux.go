@@ -14,7 +14,7 @@ import (
 // prepareVersion is prepareBytes.
 func (b *Backend) prepareVersion(ctx context.Context, p string, data []byte) (preparedVersion, error) {
 	// Prepared after the intent (a small catalog): named at once, and
-	// renamed over the old version, as before.
+	// renamed over the old version.
 	s := b.newStage()
 	if _, err := s.put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{DeferSync: true}); err != nil {
 		s.Close()

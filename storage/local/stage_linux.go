@@ -287,7 +287,7 @@ func (b *Backend) copy(ctx context.Context, f *fdFile, src io.Reader, size int64
 // writebackChunk is how many written bytes of a large object are handed to
 // the disk at a time; durableChunk the same for an object fsynced as soon
 // as it is written (a 5 MB catalog): its fsync then waits for the last
-// chunk, not all of it (~3 ms less for 5 MB on the test machine).
+// chunk, not all of it.
 const (
 	writebackChunk = 8 << 20
 	durableChunk   = 1 << 20

@@ -21,7 +21,7 @@ import (
 // reused inode number with the same size and timestamps (writes within one
 // timestamp tick) still gets another version. A file without a stamp (the
 // file system refuses extended attributes, a file written by hand or by an
-// older distributor) is versioned as before.
+// older distributor) is versioned by its stat fields alone.
 //
 // What a stamp does not see: another program rewriting the file in place
 // (keeping its inode and attribute) with the same size within the same

@@ -7,7 +7,7 @@ package s3
 // and hands the SDK's own deserializer an empty body. Anything it does
 // not expect (CDATA, a comment, a carriage return, an unknown entity,
 // nesting inside a known element) gives the body back untouched, and the
-// SDK decodes it as before.
+// SDK decodes it itself.
 
 import (
 	"bytes"

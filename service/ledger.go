@@ -78,12 +78,12 @@ func (l *Ledger) Publish(ctx context.Context, r events.Result) (dup bool, err er
 func (l *Ledger) ResultFor(done Done, d Delivery) events.Result {
 	if done.Result.Kept != nil {
 		var r events.Result
-		if err := json.Unmarshal(done.Result.Kept, &r); err == nil {
+		err := json.Unmarshal(done.Result.Kept, &r)
+		if err == nil {
 			r.Attempts = d.Attempt // the delivery that reports it
 			return r
-		} else {
-			done.Err = fmt.Errorf("the result an earlier attempt kept in %s is unreadable: %w", done.Result.Root, err)
 		}
+		done.Err = fmt.Errorf("the result an earlier attempt kept in %s is unreadable: %w", done.Result.Root, err)
 	}
 	return ResultEvent(done.Destination.ID, done.Result, done.Err, d)
 }

@@ -189,9 +189,9 @@ type watchdog struct {
 	onLimit func(context.Context, error)
 	what    string // the request, for onLimit
 
-	mu    sync.Mutex
-	timer *time.Timer
-	phase string        // what the armed timer waits for
+	mu       sync.Mutex
+	timer    *time.Timer
+	phase    string        // what the armed timer waits for
 	fire     string        // the phase that timed out
 	slow     *TimeoutError // why trip cancelled the request
 	reported bool          // onLimit was told

@@ -403,15 +403,40 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		}
 		return res, err
 	}
-	if _, err := root.Stat(ctx, catalog.FileName); err != nil {
-		b, err := open(ctx)
-		if err != nil {
+	// The bundle is opened while the root is asked for its catalog: a
+	// bundle known good before the answer comes makes the question moot
+	// (a slow server's answer is not waited for). Else a root without a
+	// catalog waits for the bundle, and one with a catalog is taken while
+	// the bundle opens.
+	var b *bundle.Bundle
+	var berr error
+	bundled := make(chan struct{})
+	go func() {
+		defer close(bundled)
+		b, berr = open(ctx)
+	}()
+	sctx, stopStat := context.WithCancel(ctx)
+	defer stopStat()
+	stat := make(chan error, 1)
+	go func() {
+		_, err := root.Stat(sctx, catalog.FileName)
+		stat <- err
+	}()
+	hasCatalog := false
+	select {
+	case <-bundled:
+	case err := <-stat:
+		hasCatalog = err == nil
+	}
+	if !hasCatalog {
+		stopStat()
+		<-bundled
+		if berr != nil {
 			req.Places.giveUp(ctx, d.RootKey())
-			return res, err
+			return res, berr
 		}
 		return s.PublishTo(ctx, req, b, d)
 	}
-	var berr error
 	var full engine.Publication
 	var perr error
 	opened := make(chan struct{})
@@ -419,8 +444,8 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 	defer cancel()
 	go func() {
 		defer close(opened)
-		var b *bundle.Bundle
-		if b, berr = open(ctx); berr != nil {
+		<-bundled
+		if berr != nil {
 			cancel() // no point waiting for a held lease
 			return
 		}

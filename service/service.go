@@ -267,8 +267,14 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 			var cancel context.CancelFunc
 			dctx, cancel = WithDeadline(dctx, "the publication", s.Timeout, "publication_timeout")
 			// Said as it happens: the storage calls in flight end now.
-			after := context.AfterFunc(dctx, func() { logDeadline(dctx, log) })
-			stop = func() { after(); cancel() }
+			logged := make(chan struct{})
+			after := context.AfterFunc(dctx, func() { defer close(logged); logDeadline(dctx, log) })
+			stop = func() {
+				if !after() {
+					<-logged // said before the publication's end is
+				}
+				cancel()
+			}
 		}
 		start := time.Now()
 		res, err := s.publishOpening(dctx, req, ob.get, d)

@@ -78,8 +78,9 @@ func (r *publication) run(ctx context.Context) error {
 		err error
 	}
 	reported := make(chan report, 1)
+	eventID, owner := r.pub.BundleEventID, r.pub.Owner // awaitBundle replaces r.pub meanwhile
 	go func() {
-		p, err := readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+		p, err := readReport(ctx, r.root, eventID, owner)
 		reported <- report{p, err}
 	}()
 	// So is the catalog, which the plan reads unless a recovery changed it.

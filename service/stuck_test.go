@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,9 +17,11 @@ import (
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
 )
 
 // stuckReads is a bundle store whose file reads (the manifest aside) hang
@@ -59,28 +62,74 @@ func (s losableLease) Err() error {
 	return nil
 }
 
-// stuckHarness is a harness with one local destination whose bundle's
-// file reads hang, and a log that the test reads.
-func stuckHarness(t *testing.T) (*harness, config.Destination, string, *stuckReads, *syncBuffer) {
-	t.Helper()
-	h, d, _ := openingHarness(t)
-	stuck := &stuckReads{reading: make(chan struct{})}
-	h.stores.setWrapBundle(func(b storage.Backend) storage.Backend { stuck.Backend = b; return stuck })
-	logs := &syncBuffer{}
-	h.runner.Engine.Log = zerolog.New(logs)
-	dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
-	return h, d, dir, stuck, logs
+// stuckEnv is a Service over local destination roots whose bundle store
+// the test may wrap, and a log that the test reads. It needs nothing of
+// the shared harness but newLocalRoot and makeBundle.
+type stuckEnv struct {
+	svc   *service.Service
+	cfg   *config.Config
+	roots map[string]storage.Backend
+	wrap  func(storage.Backend) storage.Backend
+	logs  *syncBuffer
 }
 
-// publishBounded runs publishOpening in the background and returns its
-// error, or fails the test when it still runs after limit.
-func publishBounded(t *testing.T, h *harness, d config.Destination, dir string, limit time.Duration, during func()) error {
+func newStuckEnv(t *testing.T, dests int) (*stuckEnv, []config.Destination) {
+	t.Helper()
+	e := &stuckEnv{cfg: &config.Config{}, roots: map[string]storage.Backend{}, logs: &syncBuffer{}}
+	p := config.Pipeline{ID: pipeA}
+	var ds []config.Destination
+	for i := range dests {
+		root, d := newLocalRoot(t)
+		d.ID, d.Workflow, d.Publish.Sources = fmt.Sprintf("d%02d", i), "replacement", true
+		e.roots[d.RootKey()] = root
+		e.cfg.Destinations = append(e.cfg.Destinations, d)
+		p.Destinations = append(p.Destinations, d.ID)
+		ds = append(ds, d)
+	}
+	e.cfg.Pipelines = []config.Pipeline{p}
+	e.svc = &service.Service{
+		Engine: &engine.Engine{Version: "test", Workers: 4, Log: zerolog.New(e.logs)},
+		Config: e.cfg, Stores: e, Locker: lease.NewStorageLocker("stuck-test", time.Minute),
+	}
+	return e, ds
+}
+
+func (e *stuckEnv) Destination(_ context.Context, d config.Destination) (storage.Backend, error) {
+	return e.roots[d.RootKey()], nil
+}
+
+func (e *stuckEnv) Bundle(_ context.Context, location string) (storage.Backend, error) {
+	b, err := local.New(location)
+	if err != nil || e.wrap == nil {
+		return b, err
+	}
+	return e.wrap(b), nil
+}
+
+// publish runs Service.Publish of the bundle in dir to dests.
+func (e *stuckEnv) publish(dir string, dests []config.Destination) []service.Done {
+	req := service.Request{PipelineID: pipeA, Bundle: dir, BundleEventID: "ev-" + filepath.Base(dir)}
+	_, done := e.svc.Publish(context.Background(), req, dests)
+	return done
+}
+
+// stuckEnvReads is a stuckEnv with one destination whose bundle's file
+// reads hang, and the bundle.
+func stuckEnvReads(t *testing.T) (*stuckEnv, config.Destination, string, *stuckReads) {
+	t.Helper()
+	e, ds := newStuckEnv(t, 1)
+	stuck := &stuckReads{reading: make(chan struct{})}
+	e.wrap = func(b storage.Backend) storage.Backend { stuck.Backend = b; return stuck }
+	dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	return e, ds[0], dir, stuck
+}
+
+// publishBounded runs the publication of dir to d in the background and
+// returns its error, or fails the test when it still runs after limit.
+func publishBounded(t *testing.T, e *stuckEnv, d config.Destination, dir string, limit time.Duration, during func()) error {
 	t.Helper()
 	errc := make(chan error, 1)
-	go func() {
-		_, _, err := h.publishOpening(context.Background(), d, dir)
-		errc <- err
-	}()
+	go func() { errc <- e.publish(dir, []config.Destination{d})[0].Err }()
 	during()
 	select {
 	case err := <-errc:
@@ -96,10 +145,11 @@ func publishBounded(t *testing.T, h *harness, d config.Destination, dir string, 
 // until the server answers, and the log says so as it happens.
 func TestALostLeaseCancelsAStuckStorageCall(t *testing.T) {
 	t.Parallel()
-	h, d, dir, stuck, logs := stuckHarness(t)
+	e, d, dir, stuck := stuckEnvReads(t)
 	locker := &losableLocker{}
-	h.runner.Locker = locker
-	err := publishBounded(t, h, d, dir, 10*time.Second, func() {
+	e.svc.Locker = locker
+	logs := e.logs
+	err := publishBounded(t, e, d, dir, 10*time.Second, func() {
 		<-stuck.reading
 		locker.lose()
 	})
@@ -119,9 +169,10 @@ func TestALostLeaseCancelsAStuckStorageCall(t *testing.T) {
 // limit, logged as it happens.
 func TestAPublicationPastItsTimeoutFailsNamingIt(t *testing.T) {
 	t.Parallel()
-	h, d, dir, stuck, logs := stuckHarness(t)
-	h.runner.Timeout = 300 * time.Millisecond
-	err := publishBounded(t, h, d, dir, 10*time.Second, func() { <-stuck.reading })
+	e, d, dir, stuck := stuckEnvReads(t)
+	e.svc.Timeout = 300 * time.Millisecond
+	logs := e.logs
+	err := publishBounded(t, e, d, dir, 10*time.Second, func() { <-stuck.reading })
 	var de *service.DeadlineError
 	if !errors.As(err, &de) || !errors.Is(err, context.DeadlineExceeded) ||
 		!strings.HasPrefix(err.Error(), "the publication did not finish within 300ms (publication_timeout): ") {
@@ -167,19 +218,11 @@ func (l overlapLease) Release(ctx context.Context) error {
 // (destination_parallelism) leases at a time.
 func TestPublishHoldsAtMostParallelLeases(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	locker := &overlapLocker{inner: h.runner.Locker}
-	h.runner.Locker, h.runner.Parallel = locker, 3
-	var dests []config.Destination
-	for i := range 24 {
-		root, d := newLocalRoot(t)
-		d.ID = fmt.Sprintf("d%02d", i)
-		dests = append(dests, h.addDest(d, root, pipeA))
-	}
+	e, dests := newStuckEnv(t, 24)
+	locker := &overlapLocker{inner: e.svc.Locker}
+	e.svc.Locker, e.svc.Parallel = locker, 3
 	dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
-	req := service.Request{PipelineID: pipeA, Bundle: dir, BundleEventID: "ev-fan-out"}
-	_, done := h.runner.Publish(context.Background(), req, dests)
-	for _, dd := range done {
+	for _, dd := range e.publish(dir, dests) {
 		if dd.Err != nil {
 			t.Fatalf("%s: %v", dd.Destination.ID, dd.Err)
 		}

@@ -22,7 +22,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,7 +55,7 @@ func main() {
 	flag.Parse()
 	if *list {
 		for _, c := range allCases() {
-			fmt.Printf("%-14s %s\n", c.name, c.title)
+			fmt.Printf("%-20s %s\n", c.name, c.title)
 		}
 		return
 	}
@@ -452,8 +451,9 @@ func allCases() []caseDef {
 	return append([]caseDef{
 		{name: "first-small", title: "first publish 10,000 × 4 KiB", setup: firstPublish("first-small", 10_000, 4<<10)},
 		{name: "first-large", title: "first publish 20 × 64 MiB", setup: firstPublish("first-large", 20, 64<<20)},
-		{name: "republish", title: "republish, 1 % of 10,000 changed", setup: republish("republish", 100)},
-		{name: "nochange", title: "republish, nothing changed", setup: republish("nochange", 0)},
+		{name: "republish", title: "republish, 1 % of 10,000 changed (unchanged files copied, mtimes kept)", setup: republish("republish", 100, false)},
+		{name: "republish-rewritten", title: "republish, 1 % of 10,000 changed (every file rewritten, new mtimes)", setup: republish("republish-rewritten", 100, true)},
+		{name: "nochange", title: "republish, nothing changed", setup: republish("nochange", 0, false)},
 		{name: "remove10", title: "replacement removing 10 % of 10,000", setup: remove10},
 		{name: "catalog100k", title: "catalog of 100,000 outputs, publish adding 10", setup: bigCatalog("catalog100k", 100_000)},
 		{name: "catalog1m", title: "catalog of 1,000,000 outputs, publish adding 10", huge: true, setup: bigCatalog("catalog1m", 1_000_000)},
@@ -536,8 +536,12 @@ func changeFiles(dir string, n, step, size int, seed uint64) error {
 }
 
 // republish: one target per tool that every run republishes into, A → B →
-// A → … (each step changes the same 1 %), or A again and again.
-func republish(name string, step int) func(e *env) ([]tool, error) {
+// A → … (each step changes the same 1 %), or A again and again. B is A
+// copied (cp -a: the unchanged files keep A's mtimes, as a producer that
+// copies them leaves them), or with rewritten, A written again: the same
+// bytes, but every file has a new mtime (a producer that writes all its
+// files each time), which the peers' size-and-mtime check does not pass.
+func republish(name string, step int, rewritten bool) func(e *env) ([]tool, error) {
 	const n, size = 10_000, 4 << 10
 	return func(e *env) ([]tool, error) {
 		a := filepath.Join(e.caseDir(name), "src")
@@ -548,7 +552,13 @@ func republish(name string, step int) func(e *env) ([]tool, error) {
 		if err := e.bundleCreate(a, "bench."+name, created); err != nil {
 			return nil, err
 		}
-		if err := copyTree(a, b); err != nil {
+		if rewritten {
+			// Later mtimes than A's, whatever the clock's resolution.
+			time.Sleep(10 * time.Millisecond)
+			if err := writeTree(b, n, size, n); err != nil {
+				return nil, err
+			}
+		} else if err := copyTree(a, b); err != nil {
 			return nil, err
 		}
 		if step > 0 {
@@ -681,9 +691,11 @@ func remove10(e *env) ([]tool, error) {
 	return tools, nil
 }
 
-// bigCatalog: a root holding n outputs of another pipeline (empty files,
-// recorded in a catalog written directly), into which every timed run
-// publishes a new 10-file bundle (additive, new paths each run).
+// bigCatalog: a root that distributor itself published n outputs into
+// (empty files of pipeline bench.big, with the catalog and the
+// .distributor/ files a real root has), into which every timed run
+// publishes a new 10-file bundle of pipeline bench.p (additive, new paths
+// each run).
 func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 	return func(e *env) ([]tool, error) {
 		peerRoot := filepath.Join(e.caseDir(name), "peer-root")
@@ -691,6 +703,16 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 			return nil, err
 		}
 		if err := e.prepared(peerRoot, func() error { return writeTree(peerRoot, n, 0, 1) }, nil); err != nil { // the same files, no catalog
+			return nil, err
+		}
+		// The bundle of the n outputs, published untimed into each root.
+		bigSrc := filepath.Join(e.caseDir(name), "big-src")
+		if err := e.once(bigSrc, func() error {
+			if err := writeTree(bigSrc, n, 0, 1); err != nil {
+				return err
+			}
+			return e.bundleCreate(bigSrc, "bench.big", created)
+		}); err != nil {
 			return nil, err
 		}
 		// One fresh 10-file bundle per tool and run, under its own folder.
@@ -716,14 +738,13 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		}
 		var tools []tool
 		for _, d := range e.dists {
-			// Each build publishes into its own copy of the big root.
+			// Each build publishes into its own root, which it published.
 			root := filepath.Join(e.caseDir(name), "root-"+d.tag)
-			files := func() error { return writeTree(root, n, 0, 1) }
-			if err := e.prepared(root, files, func() error { return writeBigCatalog(root, n) }); err != nil {
+			cfg, err := e.bigConfig(name+"-"+d.tag, root)
+			if err != nil {
 				return nil, err
 			}
-			cfg, err := e.config(name+"-"+d.tag, root, "additive")
-			if err != nil {
+			if err := e.publishedRoot(root, d, cfg, bigSrc); err != nil {
 				return nil, err
 			}
 			tools = append(tools, tool{name: d.name, cmd: func(i int) []string { return d.apply(cfg, srcs[d.tag][i]) }})
@@ -740,6 +761,85 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		}
 		return tools, nil
 	}
+}
+
+// bigConfig writes the configuration of a big-catalog root: pipelines
+// bench.big (the n outputs) and bench.p (the timed runs) both publish to
+// destination site at root, additive.
+func (e *env) bigConfig(name, root string) (string, error) {
+	p := filepath.Join(e.work, "configs", name+".yaml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	yaml := fmt.Sprintf("pipelines:\n  - id: bench.big\n    destinations: [site]\n  - id: bench.p\n    destinations: [site]\n"+
+		"destinations:\n  - id: site\n    backend: local\n    path: %s\n    workflow: additive\n", root)
+	return p, os.WriteFile(p, []byte(yaml), 0o644)
+}
+
+// publishedRoot has build d publish the bundle at src (pipeline
+// bench.big) into a new root, untimed, and keeps what it wrote beside the
+// outputs (the catalog, .distributor/) in root.state. With -reuse, when
+// an earlier run prepared root, it resets root instead: what the timed
+// runs added is removed (everything but the dirNN folders) and the kept
+// state is put back.
+func (e *env) publishedRoot(root string, d dist, cfg, src string) error {
+	state := root + ".state"
+	return e.prepared(root, func() error {
+		if err := os.RemoveAll(root); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s publishes the big bundle into %s\n", d.name, root)
+		argv := []string{d.bin, "apply", "--config", cfg, "--pipeline", "bench.big", "--bundle", src}
+		if help, _ := exec.Command(d.bin, "apply", "--help").CombinedOutput(); strings.Contains(string(help), "--timeout") {
+			argv = append(argv, "--timeout", "24h") // a million files take longer than the default
+		}
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+		if err := os.RemoveAll(state); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(state, 0o755); err != nil {
+			return err
+		}
+		for _, f := range []string{catalog.FileName, ".distributor"} {
+			if err := copyTree(filepath.Join(root, f), filepath.Join(state, f)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func() error {
+		// After a fresh publication the state is already in place.
+		if _, err := os.Stat(filepath.Join(root, catalog.FileName)); err == nil {
+			return nil
+		}
+		for _, f := range []string{catalog.FileName, ".distributor"} {
+			if err := copyTree(filepath.Join(state, f), filepath.Join(root, f)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// once makes dir with build, or with -reuse keeps it as an earlier run
+// made it.
+func (e *env) once(dir string, build func() error) error {
+	mark := dir + ".prepared"
+	if _, err := os.Stat(mark); e.reuse && err == nil {
+		fmt.Fprintf(os.Stderr, "bench: reusing %s\n", dir)
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := build(); err != nil {
+		return err
+	}
+	return os.WriteFile(mark, nil, 0o644)
 }
 
 // prepared fills folder dir with files, then cat (if not nil). With -reuse,
@@ -771,26 +871,4 @@ func (e *env) prepared(dir string, files, cat func() error) error {
 		}
 	}
 	return os.WriteFile(mark, nil, 0o644)
-}
-
-// writeBigCatalog writes a catalog recording the n empty files of root as
-// the outputs of pipeline bench.big (not in the configuration).
-func writeBigCatalog(root string, n int) error {
-	empty := sha256.Sum256(nil)
-	sum := catalog.Digest(empty[:])
-	c := &catalog.Catalog{DistributorVersion: "bench", CreatedAt: created, UpdatedAt: created}
-	c.Outputs = make([]catalog.Output, 0, n)
-	for i := range n {
-		bundle := i / 10_000
-		at := created.Add(time.Duration(bundle) * time.Minute)
-		c.Outputs = append(c.Outputs, catalog.Output{
-			Path: fmt.Sprintf("dir%02d/file%06d.bin", i%50, i), PipelineID: "bench.big", DestinationID: "site",
-			Source: catalog.Source{ID: fmt.Sprintf("bench.big.%03d", bundle), Digest: sum, Created: at},
-			Kind:   catalog.KindSource, SHA256: sum, Size: 0, CreatedAt: at, UpdatedAt: at})
-	}
-	data, err := catalog.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(root, catalog.FileName), data, 0o644)
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/distributor/distributor/planner"
 )
@@ -32,10 +33,14 @@ const (
 	DefaultEventMaxAge   = Duration(30 * day)
 	DefaultReplicas      = 1
 	DefaultMaxDeliveries = 5
-	MaxReplicas          = 5  // the most NATS allows
-	DefaultLayoutPrefix  = "" // outputs keep their bundle paths
-	DefaultInclude       = "**"
-	DefaultMarkdownMatch = "**/*.md"
+	// DefaultPublicationTimeout and DefaultDestinationParallelism are
+	// publication_timeout and destination_parallelism.
+	DefaultPublicationTimeout     = Duration(10 * time.Minute)
+	DefaultDestinationParallelism = 16
+	MaxReplicas                   = 5  // the most NATS allows
+	DefaultLayoutPrefix           = "" // outputs keep their bundle paths
+	DefaultInclude                = "**"
+	DefaultMarkdownMatch          = "**/*.md"
 )
 
 // Backends a destination may use.
@@ -68,6 +73,13 @@ type Config struct {
 	NATS NATS `yaml:"nats"`
 	// HTTP is serve's health and metrics listener.
 	HTTP HTTP `yaml:"http"`
+	// PublicationTimeout bounds each publication of a bundle to one
+	// destination, waiting for its root's lease included (`apply
+	// --timeout` overrides it).
+	PublicationTimeout Duration `yaml:"publication_timeout" default:"10m" cfg:"positive"`
+	// DestinationParallelism bounds how many destinations of one event
+	// (or one apply) publish at once.
+	DestinationParallelism int `yaml:"destination_parallelism" default:"16" cfg:"positive"`
 	// S3 holds defaults for every S3 access: bundle locations, and S3
 	// destinations that leave out the same key (region, endpoint,
 	// path_style, timeouts).
@@ -154,6 +166,9 @@ type S3Timeouts struct {
 	// Attempts is how often a request that failed transiently (a timeout
 	// included) is tried, with back-off, before the error is reported.
 	Attempts int `yaml:"attempts" cfg:"positive" hint:"1 = no retry"`
+	// MinRate fails a transfer that moves fewer bytes per second than this,
+	// averaged over each Idle of time spent waiting for it.
+	MinRate int `yaml:"min_rate" cfg:"positive" hint:"bytes per second"`
 }
 
 // Pipeline is a producer's id, the destinations it publishes to and where

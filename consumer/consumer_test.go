@@ -300,15 +300,19 @@ func TestBundleLocationMissing(t *testing.T) {
 }
 
 // flaky makes the archive destination's storage unavailable for its first
-// n publication attempts: their first call (a read) fails with
-// storage.ErrUnavailable. failures counts the failed calls.
+// n publication attempts: their read of the catalog (one per attempt; the
+// reads beside it pass) fails with storage.ErrUnavailable. failures counts
+// the failed calls.
 func flaky(n int32, failures *atomic.Int32) func(d config.Destination, b storage.Backend) storage.Backend {
 	var calls atomic.Int32
 	return func(d config.Destination, b storage.Backend) storage.Backend {
 		if d.ID != "archive" {
 			return b
 		}
-		return &hooked{Backend: b, read: func(context.Context, string) error {
+		return &hooked{Backend: b, read: func(_ context.Context, p string) error {
+			if p != catalog.FileName {
+				return nil
+			}
 			if calls.Add(1) <= n {
 				failures.Add(1)
 				return fmt.Errorf("s3 get: %w: 503 slow down", storage.ErrUnavailable)

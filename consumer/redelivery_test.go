@@ -84,14 +84,17 @@ func TestDuplicateAnnouncements(t *testing.T) {
 }
 
 // gate blocks every output Put of a node until open is closed or the call's
-// context ends, and makes every storage call fail once dead is set (a
-// killed process does nothing more).
+// context ends (unless stalled), and makes every storage call fail once
+// dead is set (a killed process does nothing more).
 type gate struct {
 	entered chan struct{} // closed at the first blocked Put
 	open    chan struct{}
 	dead    atomic.Bool
 	commits atomic.Int32
 	once    sync.Once
+	// stalled: a blocked Put ignores its context, as a stalled process
+	// (SIGSTOP, a long pause) notices nothing until it runs again.
+	stalled bool
 }
 
 func newGate() *gate { return &gate{entered: make(chan struct{}), open: make(chan struct{})} }
@@ -112,9 +115,13 @@ func (g *gate) wrap(_ config.Destination, b storage.Backend) storage.Backend {
 				return errKilled
 			}
 			g.once.Do(func() { close(g.entered) })
+			done := ctx.Done()
+			if g.stalled {
+				done = nil
+			}
 			select {
 			case <-g.open:
-			case <-ctx.Done():
+			case <-done:
 				return ctx.Err()
 			}
 			if g.dead.Load() {
@@ -203,6 +210,7 @@ func TestStalledHolderLosesLease(t *testing.T) {
 	opts.ShutdownTimeout = 20 * time.Second
 	var logs testenv.SyncBuffer
 	g := newGate()
+	g.stalled = true
 	kept := &keptLocker{}
 	a := e.start(nodeConfig{name: "a", opts: opts, wrap: g.wrap, leaseTTL: time.Second, splitLock: true, log: zerolog.New(&logs), wrapLocker: kept.wrap})
 	loc, digest := e.bundle("weather.tomorrow", v1)

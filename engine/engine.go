@@ -205,12 +205,28 @@ type found struct {
 	err    error
 }
 
+// catalogRead is the catalog's bytes and version as ReadVersion returned
+// them.
+type catalogRead struct {
+	data []byte
+	v    storage.Version
+	err  error
+}
+
 // readAndFind reads the catalog and finds what is stored at the
 // publication's paths while the catalog is parsed and then whileFinding
 // runs on the state read (two cores). outputs gives the publication's
 // outputs; it may wait for a bundle still being opened, beside the parse.
-func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileFinding func(state) error) (state, found, error) {
-	data, v, err := root.ReadVersion(ctx, catalog.FileName)
+// read, when set, gives the catalog already read (or being read).
+func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Output, error), whileFinding func(state) error, read func() catalogRead) (state, found, error) {
+	if read == nil {
+		read = func() catalogRead {
+			data, v, err := root.ReadVersion(ctx, catalog.FileName)
+			return catalogRead{data, v, err}
+		}
+	}
+	cr := read()
+	data, v, err := cr.data, cr.v, cr.err
 	if err != nil {
 		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
@@ -270,7 +286,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	pl, err := e.plan(ctx, root, &pub, nil)
+	pl, err := e.plan(ctx, root, &pub, nil, nil)
 	return pl.Plan, err
 }
 
@@ -286,7 +302,7 @@ type planned struct {
 
 // plan plans *pub. await, when set, completes *pub (its bundle was still
 // being opened): it is called once the catalog is read.
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error) (planned, error) {
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publication, await func() error, read func() catalogRead) (planned, error) {
 	var pl planned
 	var err error
 	outputs := func() ([]Output, error) {
@@ -299,14 +315,16 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 	}
 	// The index layout follows the catalog read. A publication of many
 	// outputs reads every shard anyway (it keeps outputs in all of them):
-	// it reads them while the root is listed.
+	// it reads them while the root is listed. So does any publication to
+	// an index of one shard: it reads that shard to check the outputs it
+	// keeps or to update those it writes, after the listing otherwise.
 	preload := func(st state) error {
 		n := 0
 		if st.cat != nil {
 			n = len(st.cat.Outputs)
 		}
 		pl.fps = newFingerprints(FingerprintShards(n))
-		if st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards {
+		if pl.fps.shards > 1 && (st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards) {
 			return nil
 		}
 		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards)); err != nil {
@@ -315,7 +333,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		return nil
 	}
 	var f found
-	if pl.st, f, err = readAndFind(ctx, root, outputs, preload); err != nil {
+	if pl.st, f, err = readAndFind(ctx, root, outputs, preload, read); err != nil {
 		return pl, err
 	}
 	pl.stored = f.stored

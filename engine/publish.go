@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
@@ -41,6 +42,9 @@ type publication struct {
 	// open, when set, completes pub: its bundle is still being opened
 	// (Engine.PublishOpening). Nil once waited for.
 	open func() (Publication, error)
+	// catalog, when set, is the catalog read while the intent was (see
+	// run): the plan's read.
+	catalog func() catalogRead
 }
 
 func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open func() (Publication, error), spent *string) (Result, error) {
@@ -65,25 +69,50 @@ func (r *publication) awaitBundle() error {
 }
 
 func (r *publication) run(ctx context.Context) error {
+	// Paths earlier attempts of this same publication changed (see
+	// Pending reports in the package doc): whichever attempt finishes
+	// reports them. Read beside the intent, not after it: a recovery,
+	// which may change the report, is rare, and then it is read again.
+	type report struct {
+		r   pendingReport
+		err error
+	}
+	reported := make(chan report, 1)
+	eventID, owner := r.pub.BundleEventID, r.pub.Owner // awaitBundle replaces r.pub meanwhile
+	go func() {
+		p, err := readReport(ctx, r.root, eventID, owner)
+		reported <- report{p, err}
+	}()
+	// So is the catalog, which the plan reads unless a recovery changed it.
+	read := make(chan catalogRead, 1)
+	go func() {
+		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
+		read <- catalogRead{data, v, err}
+	}()
+	early := sync.OnceValue(func() catalogRead { return <-read })
+	defer early() // nothing outlives the run
+	// An intent emptied in place (dropIntent) is none.
+	data, v, err := r.root.ReadIntent(ctx)
 	// A bundle that turns out unusable changes nothing: an interrupted
 	// run's recovery (a write) waits until the bundle is known good.
-	if r.open != nil {
-		// An intent emptied in place (dropIntent) is none.
-		if data, _, err := r.root.ReadIntent(ctx); err != nil || data != nil {
-			if err := r.awaitBundle(); err != nil {
-				return err
-			}
+	if r.open != nil && (err != nil || data != nil) {
+		if err := r.awaitBundle(); err != nil {
+			<-reported
+			return err
 		}
 	}
-	rec, err := r.e.recover(ctx, r.root, r.l, true)
+	rec, err := r.e.recoverFrom(ctx, r.root, r.l, true, data, v, err)
+	got := <-reported
 	if err != nil {
 		return err
 	}
 	r.res.Recovered = rec.found
-	// Paths earlier attempts of this same publication changed (see
-	// Pending reports in the package doc): whichever attempt finishes
-	// reports them.
-	pending, err := readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+	pending, err := got.r, got.err
+	if rec.found {
+		pending, err = readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+	} else {
+		r.catalog = early
+	}
 	if err != nil {
 		return err
 	}
@@ -130,7 +159,7 @@ func (r *publication) run(ctx context.Context) error {
 // plan plans the publication and refuses a superseded or blocked one.
 func (r *publication) plan(ctx context.Context) error {
 	var err error
-	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle)
+	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle, r.catalog)
 	p := r.pl.Plan
 	r.res.Plan = p
 	if err != nil {

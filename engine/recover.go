@@ -28,6 +28,12 @@ type recovery struct {
 // event can report what landed.
 func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool) (recovery, error) {
 	data, v, err := root.ReadIntent(ctx)
+	return e.recoverFrom(ctx, root, l, earlier, data, v, err)
+}
+
+// recoverFrom is recover of the intent already read (data, v, err: what
+// ReadIntent returned).
+func (e *Engine) recoverFrom(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool, data []byte, v storage.Version, err error) (recovery, error) {
 	if err != nil {
 		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
 	}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +38,12 @@ type KVLocker struct {
 	// beforeRenew runs before each renewal attempt (tests stall renewal here).
 	beforeRenew func()
 
+	// id is unique to this locker (random); each attempt's record carries
+	// it with a number of its own (kvRecord.ID), so that the locker knows
+	// its own records from those of another holder with the same name.
+	id       string
+	attempts atomic.Uint64
+
 	// released maps a key to the revision of the delete marker this
 	// locker's last release of it wrote. Re-acquiring such a key is then
 	// one compare-and-swap on that revision, where kv.Create over a
@@ -43,6 +51,12 @@ type KVLocker struct {
 	// marker, the create). Bounded by the number of roots.
 	mu       sync.Mutex
 	released map[string]uint64
+	// orphans maps a key to the record id of a lease of this locker that
+	// no one uses and that may still be in the bucket: a create whose
+	// answer never came (it may have landed), a release that failed. A
+	// later Acquire that finds that record takes it over instead of
+	// waiting for its TTL. Bounded by the number of roots.
+	orphans map[string]string
 }
 
 // KVOption configures a KVLocker.
@@ -60,7 +74,10 @@ func WithKVRenewInterval(d time.Duration) KVOption { return func(l *KVLocker) { 
 // error another holder sees ("host/pid"); ttl (at least 1 s) bounds how
 // long a crashed holder blocks a root.
 func NewKV(js jetstream.JetStream, kv jetstream.KeyValue, holder string, ttl time.Duration, opts ...KVOption) *KVLocker {
-	l := &KVLocker{js: js, kv: kv, holder: holder, ttl: ttl, interval: ttl / 3, now: time.Now, released: map[string]uint64{}}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:]) // never fails (crypto/rand)
+	l := &KVLocker{js: js, kv: kv, holder: holder, ttl: ttl, interval: ttl / 3, now: time.Now,
+		id: hex.EncodeToString(rnd[:]), released: map[string]uint64{}, orphans: map[string]string{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -76,7 +93,10 @@ func KVKey(rootKey string) string {
 
 // kvRecord is the key's value: who holds the root, for the ErrHeld message.
 type kvRecord struct {
-	Holder   string    `json:"holder"`
+	Holder string `json:"holder"`
+	// ID names the attempt that wrote the record: the locker's random id
+	// and a number (see KVLocker.orphans).
+	ID       string    `json:"id,omitempty"`
 	Root     string    `json:"root"`
 	Acquired time.Time `json:"acquired"`
 	Renewed  time.Time `json:"renewed,omitzero"`
@@ -89,26 +109,27 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		return nil, fmt.Errorf("lease ttl %s is below the 1s NATS allows: raise the lease ttl", l.ttl)
 	}
 	key := KVKey(root.Key)
-	rec := kvRecord{Holder: l.holder, Root: root.Key, TTL: l.ttl.String()}
 	// A few tries: the key may expire or be released between our Create
 	// and our read of its holder.
 	for range 3 {
-		sent := l.now()
-		rec.Acquired = sent.UTC()
+		rec, sent := l.record(root)
 		data, _ := json.Marshal(rec)
 		rev, err := l.create(ctx, key, data)
 		if err == nil {
-			ls := &kvLease{
-				locker: l, root: root, key: key, rec: rec, token: rev, rev: rev,
-				deadline: sent.Add(l.ttl), stop: make(chan struct{}), done: make(chan struct{}),
-			}
-			go ls.renew(ctx)
-			return ls, nil
+			return l.start(ctx, root, key, rec, rev, sent), nil
 		}
 		// A Create over a delete marker (a released lease) that loses the
 		// race to another holder fails with a raw wrong-last-sequence
 		// error, which on replicated buckets (10164) is not ErrKeyExists.
 		if !errors.Is(err, jetstream.ErrKeyExists) && !wrongLastSequence(err) {
+			// No answer is no proof that nothing landed: a create that
+			// timed out on the client may have succeeded on the server.
+			l.orphan(key, rec.ID)
+			if ctx.Err() == nil {
+				if ls, ok := l.adoptLanded(ctx, root, key, rec.ID); ok {
+					return ls, nil
+				}
+			}
 			return nil, fmt.Errorf("acquire lease on %s in bucket %s: %w", root.Key, l.kv.Bucket(), err)
 		}
 		e, err := l.kv.Get(ctx, key)
@@ -122,10 +143,90 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		if json.Unmarshal(e.Value(), &cur) != nil || cur.Holder == "" {
 			cur.Holder = "an unknown holder"
 		}
+		if l.isOrphan(key, cur.ID) {
+			ls, err := l.adopt(ctx, root, key, e.Revision())
+			if err == nil {
+				return ls, nil
+			}
+			if wrongLastSequence(err) {
+				continue // it expired, or someone else adopted or took it
+			}
+			return nil, fmt.Errorf("acquire lease on %s in bucket %s: take over this process's unused lease: %w", root.Key, l.kv.Bucket(), err)
+		}
 		return nil, fmt.Errorf("%w: %s is held by %s since %s; retry after it finishes (a dead holder's lease expires within %s)",
 			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), cur.TTL)
 	}
 	return nil, fmt.Errorf("%w: %s (it changed hands while acquiring)", ErrHeld, root.Key)
+}
+
+// record is a new attempt's record, and when it is sent.
+func (l *KVLocker) record(root Root) (kvRecord, time.Time) {
+	sent := l.now()
+	id := l.id + "-" + strconv.FormatUint(l.attempts.Add(1), 10)
+	return kvRecord{Holder: l.holder, ID: id, Root: root.Key, Acquired: sent.UTC(), TTL: l.ttl.String()}, sent
+}
+
+// start returns the lease whose record rec landed at revision rev, sent at
+// sent, and starts its renewal.
+func (l *KVLocker) start(ctx context.Context, root Root, key string, rec kvRecord, rev uint64, sent time.Time) *kvLease {
+	ls := &kvLease{
+		locker: l, root: root, key: key, rec: rec, token: rev, rev: rev,
+		deadline: sent.Add(l.ttl), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	l.mu.Lock()
+	delete(l.orphans, key) // the key holds this record now, no other of ours
+	l.mu.Unlock()
+	go ls.renew(ctx)
+	return ls
+}
+
+// orphan remembers that key may hold this locker's record id, unused.
+func (l *KVLocker) orphan(key, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.orphans[key] = id
+}
+
+// isOrphan reports whether id is key's unused record of this locker.
+func (l *KVLocker) isOrphan(key, id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return id != "" && l.orphans[key] == id
+}
+
+// adoptLanded reads key after a create that got no answer: when the
+// create landed (the key holds its record id), the lease is taken over
+// at once rather than found "held" by this very process later.
+func (l *KVLocker) adoptLanded(ctx context.Context, root Root, key, id string) (Lease, bool) {
+	gctx, cancel := context.WithTimeout(ctx, l.ttl/3)
+	defer cancel()
+	e, err := l.kv.Get(gctx, key)
+	if err != nil {
+		return nil, false
+	}
+	var cur kvRecord
+	if json.Unmarshal(e.Value(), &cur) != nil || cur.ID != id {
+		return nil, false
+	}
+	ls, err := l.adopt(gctx, root, key, e.Revision())
+	return ls, err == nil
+}
+
+// adopt takes over this locker's unused record at revision rev with a new
+// record: a compare-and-swap on rev that also restarts the key's TTL. The
+// token is the new revision, larger than any earlier holder's.
+func (l *KVLocker) adopt(ctx context.Context, root Root, key string, rev uint64) (Lease, error) {
+	rec, sent := l.record(root)
+	data, _ := json.Marshal(rec)
+	ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: l.subject(key), Data: data},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
+	if err != nil {
+		if !wrongLastSequence(err) {
+			l.orphan(key, rec.ID) // this write may have landed too
+		}
+		return nil, err
+	}
+	return l.start(ctx, root, key, rec, ack.Sequence, sent), nil
 }
 
 // subject is the bucket subject of key (renewals and releases publish to
@@ -268,7 +369,7 @@ func (s *kvLease) checkOwner(ctx context.Context, timeout time.Duration) (jetstr
 		return nil, fmt.Errorf("read lease on %s after a failed renewal: %w", s.root.Key, err)
 	}
 	var cur kvRecord
-	if json.Unmarshal(e.Value(), &cur) == nil && cur.Holder == s.rec.Holder && cur.Acquired.Equal(s.rec.Acquired) {
+	if json.Unmarshal(e.Value(), &cur) == nil && cur.Holder == s.rec.Holder && cur.ID == s.rec.ID && cur.Acquired.Equal(s.rec.Acquired) {
 		return e, nil
 	}
 	if cur.Holder == "" {
@@ -301,7 +402,11 @@ func (s *kvLease) Release(ctx context.Context) error {
 		return nil
 	case wrongLastSequence(err):
 		return nil // no longer ours
-	case lost != nil:
+	}
+	// The key may still hold this lease's record: this locker's next
+	// Acquire of the root takes it over instead of waiting for its TTL.
+	s.locker.orphan(s.key, s.rec.ID)
+	if lost != nil {
 		return nil // a lost lease has nothing left to give up
 	}
 	return fmt.Errorf("release lease on %s: %w", s.root.Key, err)

@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/events"
@@ -461,4 +463,147 @@ func TestKVReacquireAfterAnotherHolderFallsBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lostAnswers is a bucket whose first creates land on the server while
+// their answer never reaches the client (a create that timed out under
+// load), and whose reads may fail for a while.
+type lostAnswers struct {
+	jetstream.KeyValue
+	mu          sync.Mutex
+	loseCreates int // creates that land but report a timeout
+	failGets    int // reads that fail before reaching the server
+}
+
+func (k *lostAnswers) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	rev, err := k.KeyValue.Create(ctx, key, value, opts...)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err == nil && k.loseCreates > 0 {
+		k.loseCreates--
+		return 0, fmt.Errorf("create %s: %w", key, context.DeadlineExceeded)
+	}
+	return rev, err
+}
+
+func (k *lostAnswers) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	k.mu.Lock()
+	fail := k.failGets > 0
+	if fail {
+		k.failGets--
+	}
+	k.mu.Unlock()
+	if fail {
+		return nil, fmt.Errorf("get %s: %w", key, nats.ErrTimeout)
+	}
+	return k.KeyValue.Get(ctx, key)
+}
+
+// lostReleases is a JetStream context whose next releases (delete
+// markers) never reach the server and time out.
+type lostReleases struct {
+	jetstream.JetStream
+	lose atomic.Int32
+}
+
+func (j *lostReleases) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if m.Header.Get("KV-Operation") == "DEL" && j.lose.Add(-1) >= 0 {
+		return nil, fmt.Errorf("publish %s: %w", m.Subject, nats.ErrTimeout)
+	}
+	return j.JetStream.PublishMsg(ctx, m, opts...)
+}
+
+// wantHolds checks that l holds root for exactly this lease: the key's
+// revision is its token, another holder of the same name (another
+// process, or another locker of this one) is refused, and after the
+// release another holder gets it at once.
+func wantHolds(t *testing.T, env kvEnv, l Lease, root Root, holder string) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := env.kv.Get(ctx, KVKey(root.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() != token(t, l) {
+		t.Errorf("the key is at revision %d, the lease's token is %s", e.Revision(), l.Token())
+	}
+	if _, err := env.locker(holder, 5*time.Second).Acquire(ctx, root); !errors.Is(err, ErrHeld) {
+		t.Fatalf("another locker of the same holder name: %v, want ErrHeld", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := env.locker("other", 5*time.Second).Acquire(ctx, root)
+	if err != nil {
+		t.Fatalf("acquire after the release: %v", err)
+	}
+	_ = other.Release(ctx)
+}
+
+// A lease create that timed out on the client while it succeeded on the
+// server is taken over by its holder: read back at once, or by the next
+// Acquire when the read fails too. A process never finds its own unused
+// lease "held by another live holder" and waits for its TTL.
+func TestKVCreateWhoseAnswerWasLostIsTakenOver(t *testing.T) {
+	t.Parallel()
+	const holder = "serve v1 on host pid 42"
+	root := Root{Key: "file:///srv/reports/"}
+	ctx := context.Background()
+
+	t.Run("read back", func(t *testing.T) {
+		t.Parallel()
+		env := newKVEnv(t)
+		kv := &lostAnswers{KeyValue: env.kv, loseCreates: 1}
+		l, err := NewKV(env.js, kv, holder, 5*time.Second).Acquire(ctx, root)
+		if err != nil {
+			t.Fatalf("acquire whose create answer was lost: %v", err)
+		}
+		wantHolds(t, env, l, root, holder)
+	})
+	t.Run("next acquire", func(t *testing.T) {
+		t.Parallel()
+		env := newKVEnv(t)
+		kv := &lostAnswers{KeyValue: env.kv, loseCreates: 1, failGets: 1}
+		locker := NewKV(env.js, kv, holder, 30*time.Second)
+		if _, err := locker.Acquire(ctx, root); err == nil || errors.Is(err, ErrHeld) {
+			t.Fatalf("acquire whose create answer and read back were lost: %v, want the timeout", err)
+		}
+		start := time.Now()
+		l, err := locker.Acquire(ctx, root)
+		if err != nil {
+			t.Fatalf("the next acquire: %v, want the landed lease taken over", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the next acquire took %v", took)
+		}
+		wantHolds(t, env, l, root, holder)
+	})
+}
+
+// A release that timed out leaves the key with the released lease's
+// record; the same locker's next Acquire takes it over at once.
+func TestKVReleaseThatTimedOutIsTakenOver(t *testing.T) {
+	t.Parallel()
+	const holder = "serve v1 on host pid 42"
+	env := newKVEnv(t)
+	ctx := context.Background()
+	root := Root{Key: "file:///srv/reports/"}
+	js := &lostReleases{JetStream: env.js}
+	locker := NewKV(js, env.kv, holder, 30*time.Second)
+	first, err := locker.Acquire(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js.lose.Store(1)
+	if err := first.Release(ctx); err == nil {
+		t.Fatal("a release that timed out reported no error")
+	}
+	again, err := locker.Acquire(ctx, root)
+	if err != nil {
+		t.Fatalf("acquire after a release that timed out: %v, want the unused lease taken over", err)
+	}
+	if token(t, again) <= token(t, first) {
+		t.Errorf("token %s after %s", again.Token(), first.Token())
+	}
+	wantHolds(t, env, again, root, holder)
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
@@ -53,6 +55,10 @@ type Service struct {
 	// Parallel bounds how many destinations of one request publish at
 	// once (0: DefaultParallel).
 	Parallel int
+	// Timeout bounds the publication of each destination, the wait for
+	// its root's lease included (0: none); past it the publication's
+	// storage calls are cancelled and it fails with a *DeadlineError.
+	Timeout time.Duration
 	// Around, when set, wraps the publication of each destination: the
 	// context it returns is the publication's (a progress display), and
 	// done is called when it ends.
@@ -67,6 +73,48 @@ type Service struct {
 // waits of a few roots, few enough that an event fanned out to thousands
 // of destinations does not open thousands of leases at once.
 const DefaultParallel = 16
+
+// DeadlineError is the cause of a context whose time limit ran out: the
+// error of a publication that did not finish in time names the limit and
+// where it is set. It is a context.DeadlineExceeded (transient).
+type DeadlineError struct {
+	// What ran out of time ("the publication", "apply").
+	What  string
+	Limit time.Duration
+	// Setting is where the limit comes from ("publication_timeout",
+	// "--timeout").
+	Setting string
+}
+
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("%s did not finish within %s (%s)", e.What, e.Limit, e.Setting)
+}
+
+func (e *DeadlineError) Unwrap() error { return context.DeadlineExceeded }
+
+// WithDeadline is ctx ending after limit with a *DeadlineError as its
+// cause (see Named).
+func WithDeadline(ctx context.Context, what string, limit time.Duration, setting string) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, limit, &DeadlineError{What: what, Limit: limit, Setting: setting})
+}
+
+// Named adds to err, the error of work run under ctx, why ctx ended when
+// that is a *DeadlineError or a lost lease that err does not name yet:
+// "context canceled" alone says nothing of a time limit or a lease.
+func Named(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	var de *DeadlineError
+	switch {
+	case errors.As(cause, &de) && !errors.As(err, &de):
+		return fmt.Errorf("%w: %w", de, err)
+	case errors.Is(cause, lease.ErrLost) && !errors.Is(err, lease.ErrLost):
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
 
 // HandOver bounds how long one lease serves the publications queued in
 // one process for its root. A lease is handed on only while it is held
@@ -216,9 +264,26 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		if s.Around != nil {
 			dctx, end = s.Around(ctx, d)
 		}
-		dctx = engine.WithLog(dctx, engine.LogFrom(ctx, s.Engine.Log).With().Str("destination_id", d.ID).Logger())
+		log := engine.LogFrom(ctx, s.Engine.Log).With().Str("destination_id", d.ID).Logger()
+		dctx = engine.WithLog(dctx, log)
+		stop := func() {}
+		if s.Timeout > 0 {
+			var cancel context.CancelFunc
+			dctx, cancel = WithDeadline(dctx, "the publication", s.Timeout, "publication_timeout")
+			// Said as it happens: the storage calls in flight end now.
+			logged := make(chan struct{})
+			after := context.AfterFunc(dctx, func() { defer close(logged); logDeadline(dctx, log) })
+			stop = func() {
+				if !after() {
+					<-logged // said before the publication's end is
+				}
+				cancel()
+			}
+		}
 		start := time.Now()
 		res, err := s.publishOpening(dctx, req, ob.get, d)
+		err = Named(dctx, err)
+		stop()
 		end()
 		done[i] = Done{Destination: d, Result: res, Err: err, Took: time.Since(start)}
 	}
@@ -252,6 +317,15 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		return nil, done
 	}
 	return b, done
+}
+
+// logDeadline logs a publication whose time limit ran out, if that is
+// why ctx ended.
+func logDeadline(ctx context.Context, log zerolog.Logger) {
+	var de *DeadlineError
+	if errors.As(context.Cause(ctx), &de) {
+		log.Warn().Err(de).Msg("publication timed out; cancelling its storage calls")
+	}
 }
 
 // openOnce is the bundle of one request, opened by the first publication
@@ -302,7 +376,7 @@ func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, 
 		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
 		return res, err
 	}
-	err = s.withLeaseOn(ctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
+	err = s.withLeaseOn(ctx, d, root, req.Places, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = s.engineFor(ctx, l).Publish(ctx, root, l, pub)
 		res.LeaseToken = l.Token()
@@ -339,15 +413,40 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		}
 		return res, err
 	}
-	if _, err := root.Stat(ctx, catalog.FileName); err != nil {
-		b, err := open(ctx)
-		if err != nil {
+	// The bundle is opened while the root is asked for its catalog: a
+	// bundle known good before the answer comes makes the question moot
+	// (a slow server's answer is not waited for). Else a root without a
+	// catalog waits for the bundle, and one with a catalog is taken while
+	// the bundle opens.
+	var b *bundle.Bundle
+	var berr error
+	bundled := make(chan struct{})
+	go func() {
+		defer close(bundled)
+		b, berr = open(ctx)
+	}()
+	sctx, stopStat := context.WithCancel(ctx)
+	defer stopStat()
+	stat := make(chan error, 1)
+	go func() {
+		_, err := root.Stat(sctx, catalog.FileName)
+		stat <- err
+	}()
+	hasCatalog := false
+	select {
+	case <-bundled:
+	case err := <-stat:
+		hasCatalog = err == nil
+	}
+	if !hasCatalog {
+		stopStat()
+		<-bundled
+		if berr != nil {
 			req.Places.giveUp(ctx, d.RootKey())
-			return res, err
+			return res, berr
 		}
 		return s.PublishTo(ctx, req, b, d)
 	}
-	var berr error
 	var full engine.Publication
 	var perr error
 	opened := make(chan struct{})
@@ -355,8 +454,8 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 	defer cancel()
 	go func() {
 		defer close(opened)
-		var b *bundle.Bundle
-		if b, berr = open(ctx); berr != nil {
+		<-bundled
+		if berr != nil {
 			cancel() // no point waiting for a held lease
 			return
 		}
@@ -369,7 +468,7 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		}
 		return full, perr
 	}
-	err = s.withLeaseOn(lctx, d, root, req.Places, func(root storage.Backend, l lease.Lease) error {
+	err = s.withLeaseOn(lctx, d, root, req.Places, func(lctx context.Context, root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = s.engineFor(ctx, l).PublishOpening(lctx, root, l, s.head(req, d), wait)
 		res.LeaseToken = l.Token()
@@ -389,13 +488,14 @@ func (s *Service) WithLease(ctx context.Context, d config.Destination, fn func(r
 	if err != nil {
 		return err
 	}
-	return s.withLeaseOn(ctx, d, root, nil, fn)
+	return s.withLeaseOn(ctx, d, root, nil, func(_ context.Context, root storage.Backend, l lease.Lease) error { return fn(root, l) })
 }
 
 // withLeaseOn is WithLease on the opened root, in the root's line at the
 // place taken in places (if any). The lease is the one the last
 // publication of this Service into the root left (HandOver), or a new one.
-func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(root storage.Backend, l lease.Lease) error) error {
+// fn's context ends as soon as the lease is lost (watchLease).
+func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(ctx context.Context, root storage.Backend, l lease.Lease) error) error {
 	start := time.Now()
 	// Waiting for this process's own holders counts toward LeaseWait; past
 	// it, the lease is asked for anyway and reports who holds it.
@@ -421,7 +521,43 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 		return err
 	}
 	defer s.giveBack(ctx, place, h, root)
-	return fn(root, h.l)
+	wctx, stop := s.watchLease(ctx, h.l, d)
+	defer stop()
+	return Named(wctx, fn(wctx, root, h.l))
+}
+
+// leaseCheckInterval is how often watchLease asks a held lease whether it
+// is lost: a loss comes from a deadline passing or a failed renewal, and
+// a lease has no channel that says so.
+const leaseCheckInterval = 100 * time.Millisecond
+
+// watchLease returns ctx cancelled as soon as l is lost, with the loss as
+// its cause: a publication stuck in a storage call (a hung or trickling
+// server) stops at once instead of at its next check of l.Err, which a
+// call that never returns never reaches. The loss is logged at warn.
+func (s *Service) watchLease(ctx context.Context, l lease.Lease, d config.Destination) (context.Context, func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(leaseCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := l.Err(); err != nil {
+				log := engine.LogFrom(ctx, s.Engine.Log)
+				log.Warn().Err(err).Str("root", d.RootKey()).Msg("lease lost; cancelling the publication's storage calls")
+				cancel(err)
+				return
+			}
+		}
+	}()
+	return wctx, func() { close(done); cancel(nil) }
 }
 
 // hold returns the lease left on the seat if it is still held, or

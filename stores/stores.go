@@ -23,6 +23,10 @@ import (
 type Opener struct {
 	// S3 holds the defaults for bundle locations on S3.
 	S3 config.S3Defaults
+	// Warn, when set, is told of storage trouble as it happens: an S3
+	// request that hit one of its time or rate limits (the caller logs
+	// it; ctx is the request's). Set it before opening anything.
+	Warn func(ctx context.Context, err error)
 
 	mu    sync.Mutex
 	cache map[string]storage.Backend
@@ -53,7 +57,7 @@ func (o *Opener) Destination(ctx context.Context, d config.Destination) (storage
 		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return local.New(d.Path, local.WithSyncGroup(o.syncs)) })
 	case "s3":
 		opts := s3.Options{Bucket: d.Bucket, Prefix: d.Path, Region: d.Region, Endpoint: d.Endpoint, PathStyle: d.PathStyle, Budget: o.budget}
-		withTimeouts(&opts, d.Timeouts)
+		o.withTimeouts(&opts, d.Timeouts)
 		return o.cached(ctx, d.RootKey(), func() (storage.Backend, error) { return s3.New(ctx, opts) })
 	}
 	return nil, fmt.Errorf("destination %q: unknown backend %q: use local or s3", d.ID, d.Backend)
@@ -84,7 +88,7 @@ func (o *Opener) Bundle(ctx context.Context, location string) (storage.Backend, 
 		return b, nil
 	case "s3":
 		opts := s3.Options{Bucket: loc.Bucket, Prefix: loc.Prefix, Region: o.S3.Region, Endpoint: o.S3.Endpoint, PathStyle: o.S3.PathStyle, Budget: o.budget}
-		withTimeouts(&opts, o.S3.Timeouts)
+		o.withTimeouts(&opts, o.S3.Timeouts)
 		return s3.New(ctx, opts)
 	}
 	return nil, fmt.Errorf("bundle location %q: unsupported scheme %q", location, loc.Scheme)
@@ -126,8 +130,11 @@ type missingBundle string
 func (m missingBundle) Error() string        { return "bundle folder " + string(m) + " does not exist" }
 func (m missingBundle) Is(target error) bool { return target == storage.ErrNotExist }
 
-// withTimeouts applies the configured request limits (zero = the default).
-func withTimeouts(opts *s3.Options, t config.S3Timeouts) {
-	opts.Timeouts = s3.Timeouts{Connect: time.Duration(t.Connect), FirstByte: time.Duration(t.FirstByte), Idle: time.Duration(t.Idle)}
+// withTimeouts applies the configured request limits (zero = the default)
+// and reports the requests that hit them to Warn.
+func (o *Opener) withTimeouts(opts *s3.Options, t config.S3Timeouts) {
+	opts.Timeouts = s3.Timeouts{Connect: time.Duration(t.Connect), FirstByte: time.Duration(t.FirstByte), Idle: time.Duration(t.Idle),
+		MinRate: int64(t.MinRate)}
+	opts.Timeouts.OnLimit = o.Warn
 	opts.MaxAttempts = t.Attempts
 }

@@ -7,12 +7,14 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // FreezableProxy is a TCP proxy in front of a server. Frozen, it behaves
 // like a server stopped with SIGSTOP: connections are still accepted, but
 // no byte moves in either direction (what was read stays in the proxy and
 // the kernel buffers fill) until Unfreeze, which lets the held bytes through.
+// Trickling, it passes the server's answers on one byte at a time.
 type FreezableProxy struct {
 	// URL is the proxy's address in the target's form: http://127.0.0.1:port
 	// for a URL target, 127.0.0.1:port for a host:port target.
@@ -21,10 +23,11 @@ type FreezableProxy struct {
 	ln     net.Listener
 	target string
 
-	mu     sync.Mutex
-	thawed chan struct{} // closed while not frozen
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu      sync.Mutex
+	thawed  chan struct{} // closed while not frozen
+	trickle time.Duration // > 0: the server's bytes pass one per trickle
+	conns   map[net.Conn]struct{}
+	closed  bool
 }
 
 // NewFreezableProxy proxies to target (a URL such as testenv.S3.URL, or
@@ -72,6 +75,21 @@ func (p *FreezableProxy) Unfreeze() {
 	default:
 		close(p.thawed)
 	}
+}
+
+// Trickle makes the server's bytes (answers), on open and new
+// connections, pass one every d: a server that is slow but never idle
+// for d. Trickle(0) lets them flow again.
+func (p *FreezableProxy) Trickle(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.trickle = d
+}
+
+func (p *FreezableProxy) trickling() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.trickle
 }
 
 func (p *FreezableProxy) gate() <-chan struct{} {
@@ -125,8 +143,8 @@ func (p *FreezableProxy) serve() {
 			}
 			var wg sync.WaitGroup
 			wg.Add(2)
-			go func() { defer wg.Done(); p.pipe(server, client) }()
-			go func() { defer wg.Done(); p.pipe(client, server) }()
+			go func() { defer wg.Done(); p.pipe(server, client, false) }()
+			go func() { defer wg.Done(); p.pipe(client, server, true) }()
 			wg.Wait()
 			client.Close()
 			server.Close()
@@ -138,15 +156,16 @@ func (p *FreezableProxy) serve() {
 	}
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is frozen. An
-// end of input half-closes dst, so that an answer can still come back.
-func (p *FreezableProxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding each chunk while the proxy is frozen
+// (and, for the server's bytes, trickling them while it trickles). An end
+// of input half-closes dst, so that an answer can still come back.
+func (p *FreezableProxy) pipe(dst, src net.Conn, fromServer bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			<-p.gate()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if werr := p.write(dst, buf[:n], fromServer); werr != nil {
 				src.Close()
 				dst.Close()
 				return
@@ -162,4 +181,25 @@ func (p *FreezableProxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// write writes b to dst, a byte at a time while the proxy trickles the
+// server's bytes.
+func (p *FreezableProxy) write(dst net.Conn, b []byte, fromServer bool) error {
+	for len(b) > 0 {
+		d := time.Duration(0)
+		if fromServer {
+			d = p.trickling()
+		}
+		if d <= 0 {
+			_, err := dst.Write(b)
+			return err
+		}
+		time.Sleep(d)
+		if _, err := dst.Write(b[:1]); err != nil {
+			return err
+		}
+		b = b[1:]
+	}
+	return nil
 }

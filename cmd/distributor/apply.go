@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,6 +110,7 @@ func (a *app) planCommand() *cobra.Command {
 func (a *app) applyCommand() *cobra.Command {
 	var f publishFlags
 	var asJSON bool
+	var timeout config.Duration
 	cmd := &cobra.Command{
 		Use:   "apply --pipeline P --bundle LOCATION [--destination D] [--take-ownership] [--allow-older]",
 		Short: "Publish a bundle to the pipeline's destinations now, without NATS",
@@ -118,12 +120,26 @@ func (a *app) applyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if timeout < 0 {
+				return usageErr("--timeout %s: must not be negative", timeout)
+			}
+			// One deadline for the whole run, named when it passes.
+			limit, setting := time.Duration(cfg.PublicationTimeout), "publication_timeout"
+			if timeout > 0 {
+				limit, setting = time.Duration(timeout), "--timeout"
+			}
 			ctx := cmd.Context()
+			if limit > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = service.WithDeadline(ctx, "apply", limit, setting)
+				defer cancel()
+			}
 			s, err := a.directSession(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer s.close()
+			s.svc.Timeout = 0 // the run's deadline bounds every publication
 			dests, err := s.svc.Destinations(req)
 			if err != nil {
 				return withCode(exitUsage, err)
@@ -137,11 +153,12 @@ func (a *app) applyCommand() *cobra.Command {
 			}
 			b, done := s.svc.Publish(ctx, req, dests)
 			if b == nil {
-				return done[0].Err // an unusable bundle: no destination ran
+				return service.Named(ctx, done[0].Err) // an unusable bundle: no destination ran
 			}
 			for i, d := range done {
 				if s.ledger != nil {
-					s.report(ctx, a, service.ResultEvent(d.Destination.ID, d.Result, d.Err, req.Direct(b.Digest)))
+					// Reported even when the deadline has passed.
+					s.report(context.WithoutCancel(ctx), a, service.ResultEvent(d.Destination.ID, d.Result, d.Err, req.Direct(b.Digest)))
 				}
 				if errors.Is(d.Err, engine.ErrSuperseded) {
 					done[i].Err = fmt.Errorf("%w; use --allow-older to roll back", d.Err)
@@ -154,6 +171,7 @@ func (a *app) applyCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&f.takeOwnership, "take-ownership", false, "adopt colliding unmanaged paths for this publication (named in the output)")
 	cmd.Flags().BoolVar(&f.allowOlder, "allow-older", false, "publish even if the destination holds a newer version of this source (a deliberate roll back)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	cmd.Flags().Var(&timeout, "timeout", "how long the whole apply may take, e.g. 30m (default: publication_timeout, 10m)")
 	return cmd
 }
 

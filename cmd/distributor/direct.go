@@ -61,8 +61,15 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 // only in the lease (who holds it, how long to wait for a held one) and
 // where the outcomes go. plan takes no lease (locker nil).
 func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Locker, leaseWait time.Duration) *service.Service {
-	svc := &service.Service{Engine: &engine.Engine{Version: version, Log: log, Now: a.now}, Config: cfg, Stores: stores.New(cfg),
-		Locker: locker, LeaseWait: leaseWait}
+	st := stores.New(cfg)
+	// Said as it happens: a hung or trickling S3 server otherwise shows
+	// only once the run fails, if ever.
+	st.Warn = func(ctx context.Context, err error) {
+		l := engine.LogFrom(ctx, log)
+		l.Warn().Err(err).Msg("S3 request cut (the SDK may try it again)")
+	}
+	svc := &service.Service{Engine: &engine.Engine{Version: version, Log: log, Now: a.now}, Config: cfg, Stores: st,
+		Locker: locker, LeaseWait: leaseWait, Parallel: cfg.DestinationParallelism, Timeout: time.Duration(cfg.PublicationTimeout)}
 	if a.wrapStores != nil {
 		svc.Stores = a.wrapStores(svc.Stores)
 	}

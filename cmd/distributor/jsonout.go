@@ -146,6 +146,10 @@ type replayedJSON struct {
 	PipelineID   string   `json:"pipeline_id"`
 	Bundle       string   `json:"bundle"`
 	Destinations []string `json:"destinations"`
+	// AlreadyAnnounced: a replay of the same failures (another `replay`
+	// run at the same time) announced this event id first; this one was
+	// dropped by the stream.
+	AlreadyAnnounced bool `json:"already_announced,omitempty"`
 }
 
 type skippedJSON struct {

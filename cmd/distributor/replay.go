@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
@@ -54,6 +55,30 @@ type pendingReplay struct {
 	original events.BundleReady
 	dests    map[string]bool
 	all      bool // the failure was not about one destination
+	// seq is the stream sequence of the newest failure replayed, and
+	// failed the destinations of every failure replayed ("" for a
+	// failure about none), published since or not: with the operator
+	// flags they name the replay (replayID).
+	seq    uint64
+	failed map[string]bool
+}
+
+// replayID is the id a replay of rp announces: the original's id, the
+// newest failure it replays, and a digest of the failures' destinations
+// and the operator flags. Replays that read the same failures announce
+// the same id, which the bundle stream's dedup window stores once: of
+// several concurrent `replay` runs one announces, and one that started
+// after the first replay published some destinations does not announce
+// the others again. A replay of a newer failure, of other destinations
+// or with other flags gets an id of its own.
+func replayID(rp *pendingReplay, takeOwnership, allowOlder bool) string {
+	h := sha256.New()
+	for _, d := range sortedKeys(rp.failed) {
+		h.Write([]byte(d))
+		h.Write([]byte{0})
+	}
+	fmt.Fprintf(h, "take_ownership=%t allow_older=%t", takeOwnership, allowOlder)
+	return fmt.Sprintf("%s%s%d-%x", rp.root, replaySep, rp.seq, h.Sum(nil)[:4])
 }
 
 // replay announces again the bundle events behind the matching failed and
@@ -122,7 +147,7 @@ func (o replayOptions) matchesID(r events.Result, root string) bool {
 // report.Skipped.
 func (a *app) collectReplays(ctx context.Context, conn *streamsConn, o replayOptions, report *replayJSON) (map[string]*pendingReplay, error) {
 	byRoot := map[string]*pendingReplay{}
-	err := readEvents(ctx, conn.streams, o.filter, false, func(r events.Result, _ jetstream.MsgMetadata) error {
+	err := readEvents(ctx, conn.streams, o.filter, false, func(r events.Result, md jetstream.MsgMetadata) error {
 		if r.Type == events.TypePublished {
 			if rp := byRoot[replayRoot(r.BundleEventID)]; rp != nil {
 				delete(rp.dests, r.DestinationID)
@@ -154,7 +179,7 @@ func (a *app) collectReplays(ctx context.Context, conn *streamsConn, o replayOpt
 		}
 		rp := byRoot[root]
 		if rp == nil {
-			rp = &pendingReplay{root: root, original: *original, dests: map[string]bool{}}
+			rp = &pendingReplay{root: root, original: *original, dests: map[string]bool{}, failed: map[string]bool{}}
 			byRoot[root] = rp
 		}
 		if r.DestinationID == "" {
@@ -162,6 +187,8 @@ func (a *app) collectReplays(ctx context.Context, conn *streamsConn, o replayOpt
 		} else {
 			rp.dests[r.DestinationID] = true
 		}
+		rp.seq = max(rp.seq, md.Sequence.Stream)
+		rp.failed[r.DestinationID] = true
 		return nil
 	})
 	return byRoot, err
@@ -220,8 +247,9 @@ func (a *app) fetchReplayed(ctx context.Context, conn *streamsConn, o replayOpti
 // adds it to report.
 func (a *app) replayOne(ctx context.Context, pub *events.Publisher, o replayOptions, rp *pendingReplay, report *replayJSON) error {
 	ev := rp.original
-	// A new message id: the original's is still in the dedup window.
-	ev.ID = fmt.Sprintf("%s%s%d", rp.root, replaySep, time.Now().UnixNano())
+	// A message id of its own (the original's is still in the dedup
+	// window), the same for every replay of the same failures.
+	ev.ID = replayID(rp, o.takeOwnership, o.allowOlder)
 	ev.ReplayOf = rp.root
 	ev.ProducedAt = time.Time{}
 	ev.TakeOwnership = o.takeOwnership
@@ -246,12 +274,17 @@ func (a *app) replayOne(ctx context.Context, pub *events.Publisher, o replayOpti
 	if ev.TakeOwnership || ev.AllowOlder {
 		announce = pub.AnnounceAsOperator
 	}
-	if _, _, err := announce(ctx, ev); err != nil {
+	_, dup, err := announce(ctx, ev)
+	if err != nil {
 		return err
 	}
-	item.EventID = ev.ID
+	item.EventID, item.AlreadyAnnounced = ev.ID, dup
 	report.Replays = append(report.Replays, item)
-	if !o.asJSON {
+	switch {
+	case o.asJSON:
+	case dup:
+		fmt.Fprintf(a.stdout, "%s was already replayed as %s (by a replay that read the same failures)\n", rp.root, ev.ID)
+	default:
 		fmt.Fprintf(a.stdout, "replayed %s as %s (destinations %v)\n", rp.root, ev.ID, ev.Destinations)
 	}
 	return nil

@@ -947,3 +947,65 @@ func TestFrozenServerTimesOut(t *testing.T) {
 		t.Fatalf("Put after the server resumed: %v", err)
 	}
 }
+
+// TestTricklingServerFailsBelowMinRate: a server that sends its answers a
+// byte at a time, never idle for the idle limit, fails a download once
+// it falls below the minimum rate, as ErrUnavailable naming min_rate, and
+// OnLimit hears of it as it happens.
+func TestTricklingServerFailsBelowMinRate(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	proxy := testenv.NewFreezableProxy(t, env.URL)
+	env.UseStandardChain(t)
+	const idle = 500 * time.Millisecond
+	var mu sync.Mutex
+	var told []string
+	b, err := s3store.New(t.Context(), s3store.Options{
+		Bucket: bucket, Prefix: "p/", Endpoint: proxy.URL, Region: os.Getenv(testenv.EnvS3Region),
+		Timeouts: s3store.Timeouts{Idle: idle, MinRate: 1000, OnLimit: func(_ context.Context, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, err.Error())
+		}},
+		MaxAttempts: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	if _, err := env.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("p/big"), Body: bytes.NewReader(big)}); err != nil {
+		t.Fatal(err)
+	}
+	download, err := b.Open(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer download.Close()
+	if _, err := io.ReadFull(download, make([]byte, 1024)); err != nil {
+		t.Fatal(err)
+	}
+	// 20 bytes a second, each within the idle limit.
+	proxy.Trickle(50 * time.Millisecond)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := io.Copy(io.Discard, download)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a download trickling at 20 bytes/s still runs after 30s: the minimum rate does not cut it")
+	}
+	t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
+	const want = "response bytes in"
+	if !errors.Is(err, storage.ErrUnavailable) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "below 1000 bytes/s (min_rate)") {
+		t.Fatalf("trickling download: %v, want ErrUnavailable naming min_rate", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || !strings.Contains(told[0], "GET "+proxy.URL+"/"+bucket+"/p/big sent ") || !strings.Contains(told[0], "(min_rate)") {
+		t.Errorf("OnLimit was told %q, want the slow download once", told)
+	}
+}

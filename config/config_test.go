@@ -41,8 +41,9 @@ func TestParseDesignExample(t *testing.T) {
 			RedeliveryBackoff: []Duration{Duration(time.Second), Duration(5 * time.Second), Duration(15 * time.Second),
 				Duration(30 * time.Second), Duration(time.Minute)},
 		},
-		HTTP:      HTTP{Listen: "127.0.0.1:9090"},
-		Pipelines: []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
+		HTTP:         HTTP{Listen: "127.0.0.1:9090"},
+		MaxClockSkew: Duration(5 * time.Minute),
+		Pipelines:    []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
 		Destinations: []Destination{
 			{
 				ID: "latest-html", Backend: "local", Path: "/srv/reports/weather/latest",

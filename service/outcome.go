@@ -96,6 +96,7 @@ func rules() []rule {
 		{is(bundle.ErrDigestMismatch), failed(events.ReasonDigestMismatch, false)},
 		{is(bundle.ErrContentMismatch), failed(events.ReasonContentMismatch, false)},
 		{is(bundle.ErrNoManifest, bundle.ErrMissingFile, storage.ErrNotExist), failed(events.ReasonBundleMissing, false)},
+		{is(bundle.ErrFutureCreated), failed(events.ReasonInvalidBundle, false)},
 		{is(bundle.ErrInvalidManifest, bundle.ErrBadLocation, planner.ErrDuplicateOutput, planner.ErrPathConflict,
 			planner.ErrSelector, config.ErrInvalid), failed(events.ReasonInvalidEvent, false)},
 		{is(catalog.ErrInvalid), failed(events.ReasonInvalidCatalog, false)},
@@ -137,7 +138,8 @@ func reasonExit(reason string) int {
 	switch reason {
 	case events.ReasonRefused, events.ReasonInvalidCatalog, events.ReasonNewerCatalog:
 		return ExitRefused
-	case events.ReasonInvalidEvent, events.ReasonUnknownPipeline, events.ReasonUnknownDestination, events.ReasonBundleNotAllowed:
+	case events.ReasonInvalidEvent, events.ReasonUnknownPipeline, events.ReasonUnknownDestination, events.ReasonBundleNotAllowed,
+		events.ReasonInvalidBundle:
 		return ExitUsage
 	}
 	return ExitFailed

@@ -171,7 +171,7 @@ func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, 
 	if err != nil {
 		return nil, err
 	}
-	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, s.Config.ClockSkew())
 }
 
 // Done is what the publication of one destination came to.

@@ -41,7 +41,7 @@ func (a *app) publishCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+			b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, cfg.ClockSkew())
 			if err != nil {
 				return err
 			}

@@ -76,6 +76,8 @@ func KVKey(rootKey string) string {
 
 // kvRecord is the key's value: who holds the root, for the ErrHeld message.
 type kvRecord struct {
+	// ID names this acquisition for `distributor unlock`.
+	ID       string    `json:"id,omitempty"`
 	Holder   string    `json:"holder"`
 	Root     string    `json:"root"`
 	Acquired time.Time `json:"acquired"`
@@ -89,7 +91,7 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		return nil, fmt.Errorf("lease ttl %s is below the 1s NATS allows: raise the lease ttl", l.ttl)
 	}
 	key := KVKey(root.Key)
-	rec := kvRecord{Holder: l.holder, Root: root.Key, TTL: l.ttl.String()}
+	rec := kvRecord{ID: idFor(ctx), Holder: l.holder, Root: root.Key, TTL: l.ttl.String()}
 	// A few tries: the key may expire or be released between our Create
 	// and our read of its holder.
 	for range 3 {
@@ -122,8 +124,8 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		if json.Unmarshal(e.Value(), &cur) != nil || cur.Holder == "" {
 			cur.Holder = "an unknown holder"
 		}
-		return nil, fmt.Errorf("%w: %s is held by %s since %s; retry after it finishes (a dead holder's lease expires within %s)",
-			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), cur.TTL)
+		return nil, fmt.Errorf("%w: %s is held by %s since %s, lease id %s; retry after it finishes (a dead holder's lease expires within %s)%s",
+			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), orNone(cur.ID), cur.TTL, unlockHint(root, cur.ID))
 	}
 	return nil, fmt.Errorf("%w: %s (it changed hands while acquiring)", ErrHeld, root.Key)
 }

@@ -100,6 +100,9 @@ func rules() []rule {
 		{is(bundle.ErrInvalidManifest, bundle.ErrBadLocation, planner.ErrDuplicateOutput, planner.ErrPathConflict,
 			planner.ErrSelector, config.ErrInvalid), failed(events.ReasonInvalidEvent, false)},
 		{is(catalog.ErrInvalid), failed(events.ReasonInvalidCatalog, false)},
+		// `unlock` given another id than the lock's: the root's state
+		// refuses it.
+		{is(lease.ErrWrongID), failed(events.ReasonRefused, false)},
 		{is(catalog.ErrNewer), failed(events.ReasonNewerCatalog, false)},
 		{is(planner.ErrEmptyReplacement, planner.ErrTooManyDeletes, engine.ErrLegacyCatalog, storage.ErrSymlink), failed(events.ReasonRefused, false)},
 	}

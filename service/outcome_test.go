@@ -89,6 +89,7 @@ func TestClassify(t *testing.T) {
 		{"empty replacement", fmt.Errorf("/r: %w", planner.ErrEmptyReplacement), failed, false, events.ReasonRefused, 3},
 		{"too many deletes", fmt.Errorf("/r: %w (12 > 10)", planner.ErrTooManyDeletes), failed, false, events.ReasonRefused, 3},
 		{"legacy catalog", fmt.Errorf("/r: %w", engine.ErrLegacyCatalog), failed, false, events.ReasonRefused, 3},
+		{"unlock with another id", fmt.Errorf("%w: the lock object of /r has id %q, not %q", lease.ErrWrongID, "a", "b"), failed, false, events.ReasonRefused, 3},
 		{"symlink in the root", fmt.Errorf("write a/b in /r: %w; remove the symlink(s) [\"a\"]", storage.ErrSymlink), failed, false, events.ReasonRefused, 3},
 		{"anything else", errors.New("boom"), failed, false, events.ReasonInternal, 1},
 	} {

@@ -409,7 +409,7 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
 		}
 	}
-	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root}, start)
+	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root, Destination: d.ID}, start)
 	if err != nil {
 		if place != nil {
 			place.done(ctx)

@@ -14,5 +14,6 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.reconcileCommand(),
 		a.verifyCommand(),
 		a.healthCommand(),
+		a.unlockCommand(),
 	}
 }

@@ -127,7 +127,7 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 		err = resultsErr(results)
 	}
 	if err != nil {
-		out.Error = oneLine(err.Error())
+		out.Error = a.errorLine(err)
 	}
 	if jerr := a.printJSON(out); jerr != nil {
 		return jerr

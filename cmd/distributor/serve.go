@@ -78,7 +78,10 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	}
 	m := metrics.New(ids)
 	ready := &readiness{}
-	m.WatchConsumer(ready.consumerInfo, readyCheckTimeout)
+	// Refreshed until serve returns, through the drain after the signal.
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	m.WatchConsumer(wctx, ready.consumerInfo, ready.natsConnected, consumerRefreshEvery, readyCheckTimeout)
 
 	var cleanup undo
 	defer cleanup.run()

@@ -16,8 +16,9 @@ var year2099 = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Rule: a bundle created more than max_clock_skew in the future is refused
 // with one line naming the time and the limit, exit 2, writing nothing:
-// `bundle create` writes no manifest, `apply` and `plan` leave the root as
-// it was. max_clock_skew widens the limit.
+// `bundle create` writes no manifest, `apply`, `plan`, `publish` and
+// `bundle verify` leave the root as it was. max_clock_skew widens the
+// limit.
 func TestRuleBundleFromTheFutureIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t)
@@ -40,14 +41,19 @@ func TestRuleBundleFromTheFutureIsRefused(t *testing.T) {
 	e.apply(pipeDaily, e.bundle("v1", "weatherreporter.today", map[string]string{"a.txt": "one\n"}))
 	testenv.WriteBundle(t, dir, "weatherreporter.today", year2099, map[string]string{"a.txt": "2099\n"})
 	before := e.snapshot(root)
-	for _, cmd := range []string{"apply", "plan"} {
-		out, errOut, code := e.run(cmd, "--pipeline", pipeDaily, "--bundle", dir)
+	for _, cmd := range [][]string{
+		{"apply", "--pipeline", pipeDaily, "--bundle", dir},
+		{"plan", "--pipeline", pipeDaily, "--bundle", dir},
+		{"publish", "--pipeline", pipeDaily, "--bundle", dir}, // refused before NATS is looked for
+		{"bundle", "verify", dir},
+	} {
+		out, errOut, code := e.run(cmd...)
 		wantPrefix := "distributor: bundle " + dir + ": bundle created in the future: created 2099-01-01T00:00:00Z is later than this host's clock ("
 		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, wantPrefix) ||
 			!strings.HasSuffix(errOut, ") plus max_clock_skew (5m0s); fix the producer's clock and create the bundle again\n") {
-			t.Errorf("%s of a bundle from the future: exit %d, stdout %q, stderr %q; want exit 2 and the one line", cmd, code, out, errOut)
+			t.Errorf("%v of a bundle from the future: exit %d, stdout %q, stderr %q; want exit 2 and the one line", cmd, code, out, errOut)
 		}
-		e.sameSnapshot(cmd+" of a bundle from the future", before, e.snapshot(root))
+		e.sameSnapshot(cmd[0]+" of a bundle from the future", before, e.snapshot(root))
 	}
 
 	// A wider limit accepts a clock an hour ahead, not two.

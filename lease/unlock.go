@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distributor/distributor/storage"
@@ -159,7 +158,7 @@ func UnlockKV(ctx context.Context, kv jetstream.KeyValue, rootKey, id string) (*
 		return h, fmt.Errorf("%w: the lease on %s in bucket %s has id %q, not %q; nothing was removed", ErrWrongID, rootKey, kv.Bucket(), h.ID, id)
 	}
 	err = kv.Delete(ctx, KVKey(rootKey), jetstream.LastRevision(rev))
-	if wrongLastSequence(err) || errors.Is(err, nats.ErrKeyNotFound) {
+	if wrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("the lease on %s changed while it was being removed (renewed, released or taken over): %w", rootKey, err)
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -37,8 +38,11 @@ type Bundle struct {
 
 // Open reads and parses manifest.json from store. wantDigest "" accepts any
 // manifest; otherwise the manifest's digest must equal it (ErrDigestMismatch).
-// location names the bundle in messages (store.String() when empty).
-func Open(ctx context.Context, store storage.Backend, location string, wantDigest string) (*Bundle, error) {
+// A created time more than maxClockSkew past the clock is refused
+// (CheckCreated; 0 checks nothing, for tools that read bundles of any
+// time). location names the bundle in messages (store.String() when
+// empty).
+func Open(ctx context.Context, store storage.Backend, location string, wantDigest string, maxClockSkew time.Duration) (*Bundle, error) {
 	if location == "" {
 		location = store.String()
 	}
@@ -64,6 +68,9 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 	}
 	m, err := ParseManifest(data)
 	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", location, err)
+	}
+	if err := CheckCreated(m.Created, time.Now(), maxClockSkew); err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", location, err)
 	}
 	return &Bundle{Manifest: m, Digest: digest, Location: location, store: store}, nil

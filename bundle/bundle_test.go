@@ -44,7 +44,7 @@ func makeBundle(t *testing.T, files map[string]string) (string, *Bundle) {
 	must(t, err)
 	store, err := local.New(dir)
 	must(t, err)
-	b, err := Open(t.Context(), store, dir, Digest(data))
+	b, err := Open(t.Context(), store, dir, Digest(data), 0)
 	must(t, err)
 	return dir, b
 }
@@ -299,12 +299,12 @@ func TestOpen(t *testing.T) {
 	must(t, err)
 
 	// Any digest accepted when none is wanted.
-	_, err = Open(t.Context(), store, "", "")
+	_, err = Open(t.Context(), store, "", "", 0)
 	must(t, err)
 
 	// The event announced another manifest.
 	other := "sha256:" + strings.Repeat("0", 64)
-	_, err = Open(t.Context(), store, "s3://b/p/", other)
+	_, err = Open(t.Context(), store, "s3://b/p/", other, 0)
 	wantErr(t, err, ErrDigestMismatch, fmt.Sprintf(
 		"bundle s3://b/p/: manifest digest does not match: manifest.json has %s, expected %s; the bundle changed after it was announced",
 		Digest(data), other))
@@ -312,12 +312,12 @@ func TestOpen(t *testing.T) {
 	// No manifest.
 	empty, err := local.New(t.TempDir())
 	must(t, err)
-	_, err = Open(t.Context(), empty, "/srv/b", "")
+	_, err = Open(t.Context(), empty, "/srv/b", "", 0)
 	wantErr(t, err, ErrNoManifest, "bundle /srv/b: no manifest.json: is this a bundle? write one with `distributor bundle create`")
 
 	// An invalid manifest.
 	must(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(manifestJSON(`{"path":"../x","sha256":"`+helloSHA+`","size":6}`)), 0o644))
-	_, err = Open(t.Context(), store, "/srv/b", "")
+	_, err = Open(t.Context(), store, "/srv/b", "", 0)
 	wantErr(t, err, ErrInvalidManifest, `bundle /srv/b: invalid manifest: files[0]: invalid path "../x": has a ".." segment`)
 }
 
@@ -522,5 +522,56 @@ func TestReadAllSizesItsBufferOnce(t *testing.T) {
 		if err != nil || !bytes.Equal(got, data) {
 			t.Errorf("size hint %d: read %d bytes, %v; want all %d", size, len(got), err, len(data))
 		}
+	}
+}
+
+// TestCheckCreated: a created time up to max_clock_skew past the clock is
+// accepted, a later one refused with one line naming the time and the
+// limit; 0 checks nothing.
+func TestCheckCreated(t *testing.T) {
+	now := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		created time.Time
+		skew    time.Duration
+		refused bool
+	}{
+		{now, 5 * time.Minute, false},
+		{now.Add(-24 * time.Hour), 5 * time.Minute, false},
+		{now.Add(5 * time.Minute), 5 * time.Minute, false},
+		{now.Add(5*time.Minute + time.Millisecond), 5 * time.Minute, true},
+		{time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), 5 * time.Minute, true},
+		{time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), 0, false},
+	} {
+		err := CheckCreated(tc.created, now, tc.skew)
+		if (err != nil) != tc.refused || err != nil && !errors.Is(err, ErrFutureCreated) {
+			t.Errorf("CheckCreated(%s, skew %s) = %v, want refused %v", tc.created, tc.skew, err, tc.refused)
+		}
+	}
+	err := CheckCreated(time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), now, 5*time.Minute)
+	wantErr(t, err, ErrFutureCreated, "bundle created in the future: created 2099-01-01T00:00:00Z is later than this host's clock "+
+		"(2026-06-19T12:00:00Z) plus max_clock_skew (5m0s); fix the producer's clock and create the bundle again")
+}
+
+// TestOpenRefusesTheFuture: Open refuses a manifest created past the clock
+// and the skew it is given, and reads it with no skew given.
+func TestOpenRefusesTheFuture(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "hello\n"})
+	_, data, err := Create(t.Context(), dir, "w.t", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC))
+	must(t, err)
+	store, err := local.New(dir)
+	must(t, err)
+	_, err = Open(t.Context(), store, "/srv/b", Digest(data), 5*time.Minute)
+	if !errors.Is(err, ErrFutureCreated) || !strings.HasPrefix(err.Error(), "bundle /srv/b: bundle created in the future: created 2099-01-01T00:00:00Z") {
+		t.Fatalf("Open = %v, want the bundle refused as created in the future", err)
+	}
+	if _, err := Open(t.Context(), store, "/srv/b", Digest(data), 0); err != nil {
+		t.Fatalf("Open without a skew: %v", err)
+	}
+	// Within the skew: accepted.
+	_, data, err = Create(t.Context(), dir, "w.t", time.Now().Add(time.Minute))
+	must(t, err)
+	if _, err := Open(t.Context(), store, "/srv/b", Digest(data), 5*time.Minute); err != nil {
+		t.Fatalf("Open of a bundle a minute ahead: %v", err)
 	}
 }

@@ -49,7 +49,22 @@ var (
 	// ErrBadLocation: a bundle location that is not an absolute path,
 	// file:// or s3:// URL.
 	ErrBadLocation = errors.New("bundle location")
+	// ErrFutureCreated: the manifest's created time lies further past the
+	// clock than the allowed skew; a producer's clock ran ahead.
+	ErrFutureCreated = errors.New("bundle created in the future")
 )
+
+// CheckCreated refuses a created time more than maxSkew after now
+// (ErrFutureCreated): newest wins by created, so a bundle stamped in the
+// future would keep every correctly stamped version of its source off
+// its paths. maxSkew <= 0 checks nothing.
+func CheckCreated(created, now time.Time, maxSkew time.Duration) error {
+	if maxSkew <= 0 || !created.After(now.Add(maxSkew)) {
+		return nil
+	}
+	return fmt.Errorf("%w: created %s is later than this host's clock (%s) plus max_clock_skew (%s); fix the producer's clock and create the bundle again",
+		ErrFutureCreated, created.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339), maxSkew)
+}
 
 // File is one manifest entry.
 type File struct {

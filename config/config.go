@@ -37,6 +37,7 @@ const (
 	// publication_timeout and destination_parallelism.
 	DefaultPublicationTimeout     = Duration(10 * time.Minute)
 	DefaultDestinationParallelism = 16
+	DefaultMaxClockSkew           = Duration(5 * time.Minute)
 	MaxReplicas                   = 5  // the most NATS allows
 	DefaultLayoutPrefix           = "" // outputs keep their bundle paths
 	DefaultInclude                = "**"
@@ -83,7 +84,12 @@ type Config struct {
 	// S3 holds defaults for every S3 access: bundle locations, and S3
 	// destinations that leave out the same key (region, endpoint,
 	// path_style, timeouts).
-	S3           S3Defaults    `yaml:"s3"`
+	S3 S3Defaults `yaml:"s3"`
+	// MaxClockSkew is how far past this host's clock a bundle's created
+	// time may lie (a producer's clock a little ahead); a later one is
+	// refused as invalid (bundle.CheckCreated): newest wins by created, so
+	// a bundle from the future would pin its paths.
+	MaxClockSkew Duration      `yaml:"max_clock_skew" default:"5m" cfg:"positive"`
 	Pipelines    []Pipeline    `yaml:"pipelines"`
 	Destinations []Destination `yaml:"destinations"`
 	// File is the path the configuration was loaded from ("" when parsed
@@ -307,6 +313,15 @@ func (c *Config) Validate() error {
 		return &Error{File: c.File, Msg: errs[0].msg}
 	}
 	return nil
+}
+
+// ClockSkew is max_clock_skew: the default when c is nil (a command run
+// without a configuration) or was not parsed (zero).
+func (c *Config) ClockSkew() time.Duration {
+	if c == nil || c.MaxClockSkew <= 0 {
+		return time.Duration(DefaultMaxClockSkew)
+	}
+	return time.Duration(c.MaxClockSkew)
 }
 
 // Pipeline returns the pipeline with this id.

@@ -44,6 +44,7 @@ func TestParseDesignExample(t *testing.T) {
 		HTTP:                   HTTP{Listen: "127.0.0.1:9090"},
 		PublicationTimeout:     DefaultPublicationTimeout,
 		DestinationParallelism: DefaultDestinationParallelism,
+		MaxClockSkew:           Duration(5 * time.Minute),
 		Pipelines:              []Pipeline{{ID: "weatherreporter.daily", Destinations: []string{"latest-html", "weather-archive"}}},
 		Destinations: []Destination{
 			{
@@ -579,11 +580,16 @@ func TestDuration(t *testing.T) {
 		{"30d", 30 * 24 * time.Hour, "30d"},
 		{"720h", 720 * time.Hour, "30d"},
 		{"90m", 90 * time.Minute, "1h30m0s"},
-		{"0", 0, "0s"},
+		{"0", 0, "0"},
+		{"0s", 0, "0"},
 		{"1d", 24 * time.Hour, "1d"},
 		{"1h30m", 90 * time.Minute, "1h30m0s"},
-		{"1d12h", 36 * time.Hour, "36h0m0s"},
-		{"7d30m", 7*24*time.Hour + 30*time.Minute, "168h30m0s"},
+		{"1d12h", 36 * time.Hour, "1d12h"},
+		{"36h", 36 * time.Hour, "1d12h"},
+		{"7d30m", 7*24*time.Hour + 30*time.Minute, "7d30m"},
+		{"1d1h0m1s", 25*time.Hour + time.Second, "1d1h0m1s"},
+		{"1d90s", 24*time.Hour + 90*time.Second, "1d1m30s"},
+		{"1d500ms", 24*time.Hour + 500*time.Millisecond, "1d500ms"},
 	} {
 		d, err := ParseDuration(tt.in)
 		if err != nil || time.Duration(d) != tt.want || d.String() != tt.str {

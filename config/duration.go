@@ -46,14 +46,33 @@ func invalidDuration(s string) error {
 	return fmt.Errorf("invalid duration %q: use a Go duration like \"90m\" or \"720h\", or whole days like \"30d\"", s)
 }
 
-// String prints whole days as "30d" and anything else as a Go duration, so
-// that a printed value parses back to the same duration.
+// String prints a day or more as days and the rest ("30d", "1d12h",
+// "7d30m"), as ParseDuration reads them, less than a day as a Go
+// duration, and zero as "0" (which is also how command-line help knows a
+// flag's default is none), so that a printed value parses back to the
+// same duration.
 func (d Duration) String() string {
 	td := time.Duration(d)
-	if td > 0 && td%day == 0 {
-		return strconv.FormatInt(int64(td/day), 10) + "d"
+	if td == 0 {
+		return "0"
 	}
-	return td.String()
+	if td < day {
+		return td.String()
+	}
+	days := strconv.FormatInt(int64(td/day), 10) + "d"
+	rest := td % day
+	if rest == 0 {
+		return days
+	}
+	// The rest without zero units: "12h0m0s" is "12h".
+	s := rest.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return days + s
 }
 
 // MarshalText writes String's form (used by JSON and YAML encoders).

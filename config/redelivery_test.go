@@ -97,10 +97,10 @@ func TestDefaultConstants(t *testing.T) {
 	d := c.Destinations[0]
 	got := []any{c.NATS.Listen, c.HTTP.Listen, c.NATS.StoreDir, c.NATS.SubjectPrefix, c.NATS.BundleMaxAge, c.NATS.EventMaxAge,
 		c.NATS.Replicas, c.NATS.MaxDeliveries, d.Layout.Prefix, d.Publish.Include, d.Transforms[0].Match,
-		c.PublicationTimeout, c.DestinationParallelism}
+		c.PublicationTimeout, c.DestinationParallelism, c.MaxClockSkew}
 	want := []any{DefaultListen, DefaultHTTPListen, DefaultStoreDir, DefaultSubjectPrefix, DefaultBundleMaxAge, DefaultEventMaxAge,
 		DefaultReplicas, DefaultMaxDeliveries, DefaultLayoutPrefix, []string{DefaultInclude}, DefaultMarkdownMatch,
-		DefaultPublicationTimeout, DefaultDestinationParallelism}
+		DefaultPublicationTimeout, DefaultDestinationParallelism, DefaultMaxClockSkew}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults %v, want the constants %v", got, want)
 	}

@@ -241,7 +241,7 @@ func sourceOfBundle(t *testing.T, e *env, loc, digest string) catalog.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.Open(e.ctx, store, loc, digest)
+	b, err := bundle.Open(e.ctx, store, loc, digest, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,6 +116,7 @@ func TestResultEventsMatchSchemas(t *testing.T) {
 		{fmt.Errorf("/srv/site: %w", storage.ErrRootMissing), "site", false, events.ReasonRootMissing},
 		{fmt.Errorf("/srv/site: %w", storage.ErrDenied), "site", false, events.ReasonStorageDenied},
 		{fmt.Errorf("%w: bundle /srv/other/b1 of pipeline \"weather.daily\" lies outside them", config.ErrBundleNotAllowed), "site", false, events.ReasonBundleNotAllowed},
+		{fmt.Errorf("bundle /b: %w: created 2099-01-01T00:00:00Z", bundle.ErrFutureCreated), "site", false, events.ReasonInvalidBundle},
 		{errors.New("boom"), "site", false, events.ReasonInternal},
 	}
 	for i, f := range failures {

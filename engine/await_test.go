@@ -80,7 +80,7 @@ func additivePublication(t *testing.T, files map[string]string, at time.Time) Pu
 	bdir := t.TempDir()
 	testenv.WriteBundle(t, bdir, "src", at, files)
 	bstore, _ := local.New(bdir)
-	b, err := bundle.Open(ctx, bstore, bdir, "")
+	b, err := bundle.Open(ctx, bstore, bdir, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func benchPublication(b *testing.B, n, size int) engine.Publication {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bun, err := bundle.Open(ctx, store, dir, "")
+	bun, err := bundle.Open(ctx, store, dir, "", 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -319,7 +319,7 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.Open(ctx, bstore, bdir, "")
+	b, err := bundle.Open(ctx, bstore, bdir, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

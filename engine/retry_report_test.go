@@ -21,7 +21,7 @@ func pubFor(t *testing.T, bdir, destID, prefix, linkBase string) engine.Publicat
 	t.Helper()
 	ctx := context.Background()
 	bstore, _ := local.New(bdir)
-	b, err := bundle.Open(ctx, bstore, bdir, "")
+	b, err := bundle.Open(ctx, bstore, bdir, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,8 @@ func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
 // Newest wins per path in additive: an older bundle of a source writes the
 // paths no newer version wrote and leaves the newer version's paths, bytes
 // and records, exactly as they were. It is published, never superseded;
-// a redelivery changes nothing and --allow-older overwrites.
+// a redelivery changes nothing and --allow-older rolls back: it overwrites,
+// and deletes the paths only newer versions wrote.
 func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
@@ -146,13 +147,15 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 			t.Fatal("the catalog was rewritten for a publication that keeps every path")
 		}
 
-		// An operator rolls back on purpose: the older bytes win.
+		// An operator rolls back on purpose: the older bytes win, and what
+		// only the newer version brought goes.
 		res, err = h.Publish(t2.Add(2*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder = true })
 		if err != nil || res.KeptNewer != 0 {
 			t.Fatalf("allow older: err %v, kept_newer %d", err, res.KeptNewer)
 		}
 		wantStrings(t, "written", itemPaths(res.Written), []string{"common.txt"})
-		wantContents(t, root, map[string]string{"common.txt": "v1", "day-1.txt": "one", "day-2.txt": "two"})
+		wantStrings(t, "deleted", res.Deleted, []string{"day-2.txt"})
+		wantContents(t, root, map[string]string{"common.txt": "v1", "day-1.txt": "one"})
 		assertDescribesStorage(t, root)
 	})
 }

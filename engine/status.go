@@ -32,7 +32,7 @@ type RootStatus struct {
 	// asked without them.
 	Leftovers *LeftoverReport
 	// Lock is the lock object's holder, when there is one.
-	Lock *lease.Holder
+	Lock *lease.Holding
 }
 
 // OwnerStatus is what one owner has in a root.
@@ -71,12 +71,9 @@ func (e *Engine) Status(ctx context.Context, root storage.Backend, opts StatusOp
 		return st, fmt.Errorf("read intent in %s: %w", root, err)
 	}
 	st.PendingRecovery = intent != nil
-	h, ok, err := lease.ReadLock(ctx, root, time.Now())
+	st.Lock, err = lease.ReadLock(ctx, root, time.Now())
 	if err != nil {
 		return st, err
-	}
-	if ok {
-		st.Lock = &h
 	}
 	if opts.Leftovers {
 		lo, err := e.Leftovers(ctx, root)

@@ -46,6 +46,7 @@ const (
 	ReasonRootMissing        = "root_missing"
 	ReasonStorageDenied      = "storage_denied"
 	ReasonBundleNotAllowed   = "bundle_not_allowed"
+	ReasonInvalidBundle      = "invalid_bundle"
 	ReasonInternal           = "internal"
 )
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/internal/schematest"
 )
 
 const digest = "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
@@ -166,9 +167,12 @@ func TestDecodeBundleReadyErrors(t *testing.T) {
 }
 
 // Rule: a bundle-ready event over a size limit is invalid, with a message
-// naming the limit and the value; an event at the limit decodes.
+// naming the limit and the value; an event at the limit decodes. The
+// schema states the same limits (maxLength, maxItems), but for the whole
+// event's size and bytes beyond characters, which it cannot express.
 func TestBundleReadyLimits(t *testing.T) {
 	t.Parallel()
+	s := schematest.New(t)
 	base := events.BundleReady{SchemaVersion: 1, Type: events.TypeBundleReady, ID: "e1", PipelineID: "w.daily", Bundle: "/b", ManifestDigest: digest}
 	ids := func(n, size int) []string {
 		out := make([]string, n)
@@ -191,29 +195,34 @@ func TestBundleReadyLimits(t *testing.T) {
 		name string
 		edit func(*events.BundleReady)
 		want string // "" for valid
+		// bytesOnly: a limit the schema cannot express (the whole event's
+		// size, bytes where maxLength counts characters).
+		bytesOnly bool
 	}{
-		{"event at the size limit", func(e *events.BundleReady) { *e = padded(events.MaxEventBytes) }, ""},
+		{"event at the size limit", func(e *events.BundleReady) { *e = padded(events.MaxEventBytes) }, "", false},
 		{"event over the size limit", func(e *events.BundleReady) { *e = padded(events.MaxEventBytes + 1) },
-			"invalid event: bundle.ready: the event is 65537 bytes, over the limit of 65536"},
+			"invalid event: bundle.ready: the event is 65537 bytes, over the limit of 65536", true},
 		{"600 KB bundle", func(e *events.BundleReady) { e.Bundle = long("/", 600<<10) },
-			"invalid event: bundle.ready: the event is 614580 bytes, over the limit of 65536"},
-		{"bundle at the limit", func(e *events.BundleReady) { e.Bundle = long("/", 4096) }, ""},
+			"invalid event: bundle.ready: the event is 614580 bytes, over the limit of 65536", false},
+		{"bundle at the limit", func(e *events.BundleReady) { e.Bundle = long("/", 4096) }, "", false},
 		{"bundle over the limit", func(e *events.BundleReady) { e.Bundle = long("/", 4097) },
-			`invalid event: bundle.ready e1: bundle location "/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 4097 bytes, over the limit of 4096`},
-		{"id at the limit", func(e *events.BundleReady) { e.ID = long("e", 512) }, ""},
+			`invalid event: bundle.ready e1: bundle location "/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 4097 bytes, over the limit of 4096`, false},
+		{"id at the limit", func(e *events.BundleReady) { e.ID = long("e", 512) }, "", false},
 		{"id over the limit", func(e *events.BundleReady) { e.ID = long(strings.Repeat("i", 31)+"é", 513) },
-			`invalid event: bundle.ready: id "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiii…" is 513 bytes, over the limit of 512`},
-		{"pipeline id at the limit", func(e *events.BundleReady) { e.PipelineID = long("p", 256) }, ""},
+			`invalid event: bundle.ready: id "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiii…" is 513 bytes, over the limit of 512`, true},
+		{"id of 513 characters", func(e *events.BundleReady) { e.ID = long("e", 513) },
+			`invalid event: bundle.ready: id "exxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 513 bytes, over the limit of 512`, false},
+		{"pipeline id at the limit", func(e *events.BundleReady) { e.PipelineID = long("p", 256) }, "", false},
 		{"pipeline id over the limit", func(e *events.BundleReady) { e.PipelineID = long("p", 257) },
-			`invalid event: bundle.ready e1: pipeline_id "pxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`},
-		{"destinations at the limit", func(e *events.BundleReady) { e.Destinations = ids(256, 4) }, ""},
+			`invalid event: bundle.ready e1: pipeline_id "pxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`, false},
+		{"destinations at the limit", func(e *events.BundleReady) { e.Destinations = ids(256, 4) }, "", false},
 		{"destinations over the limit", func(e *events.BundleReady) { e.Destinations = ids(257, 4) },
-			"invalid event: bundle.ready e1: 257 destinations, over the limit of 256"},
+			"invalid event: bundle.ready e1: 257 destinations, over the limit of 256", false},
 		{"60,000 destinations", func(e *events.BundleReady) { e.Destinations = ids(60000, 6) },
-			"invalid event: bundle.ready: the event is 540199 bytes, over the limit of 65536"},
-		{"destination id at the limit", func(e *events.BundleReady) { e.Destinations = []string{long("d", 256)} }, ""},
+			"invalid event: bundle.ready: the event is 540199 bytes, over the limit of 65536", false},
+		{"destination id at the limit", func(e *events.BundleReady) { e.Destinations = []string{long("d", 256)} }, "", false},
 		{"destination id over the limit", func(e *events.BundleReady) { e.Destinations = []string{"a", long("d", 257)} },
-			`invalid event: bundle.ready e1: destinations: destination id "dxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`},
+			`invalid event: bundle.ready e1: destinations: destination id "dxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -222,6 +231,10 @@ func TestBundleReadyLimits(t *testing.T) {
 			data, err := json.Marshal(ev)
 			if err != nil {
 				t.Fatal(err)
+			}
+			schemaErr := s.Validate(t, "bundle-ready.json", data)
+			if accepts := c.want == "" || c.bytesOnly; (schemaErr == nil) != accepts {
+				t.Errorf("bundle-ready.json: %v, want it to accept the event: %v", schemaErr, accepts)
 			}
 			_, err = events.DecodeBundleReady(data)
 			if c.want == "" {

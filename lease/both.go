@@ -15,6 +15,10 @@ func Both(first, second Locker) Locker { return both{first, second} }
 type both struct{ first, second Locker }
 
 func (b both) Acquire(ctx context.Context, root Root) (Lease, error) {
+	// One id for both: one `distributor unlock` names them.
+	if _, ok := ctx.Value(idKey{}).(string); !ok {
+		ctx = withID(ctx, newID())
+	}
 	l1, err := b.first.Acquire(ctx, root)
 	if err != nil {
 		return nil, err

@@ -20,8 +20,8 @@ func TestReadLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := Root{Key: "file:///r/", Store: store}
-	if _, ok, err := ReadLock(ctx, store, time.Now()); ok || err != nil {
-		t.Fatalf("free root: ok %v, err %v", ok, err)
+	if h, err := ReadLock(ctx, store, time.Now()); h != nil || err != nil {
+		t.Fatalf("free root: %+v, %v", h, err)
 	}
 	at := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 	l, err := NewStorageLocker("apply test", time.Minute, WithClock(func() time.Time { return at }), WithProcess("elsewhere", 42, func(int) bool { return true })).
@@ -29,33 +29,37 @@ func TestReadLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Holder{Holder: "apply test", Host: "elsewhere", PID: 42, Acquired: at, Expires: at.Add(time.Minute)}
-	if h, ok, err := ReadLock(ctx, store, at.Add(time.Second)); !ok || err != nil || h != want {
-		t.Fatalf("held lock: %+v, %v, %v; want %+v", h, ok, err, want)
+	h, err := ReadLock(ctx, store, at.Add(time.Second))
+	if err != nil || h == nil || h.ID == "" {
+		t.Fatalf("held lock: %+v, %v; want one with an id", h, err)
+	}
+	want := Holding{Kind: KindLockObject, ID: h.ID, Holder: "apply test", Host: "elsewhere", PID: 42, Acquired: at, Expires: at.Add(time.Minute)}
+	if *h != want {
+		t.Fatalf("held lock: %+v; want %+v", *h, want)
 	}
 	want.Stale = true
-	if h, ok, err := ReadLock(ctx, store, at.Add(time.Minute)); !ok || err != nil || h != want {
-		t.Fatalf("expired lock: %+v, %v, %v; want %+v", h, ok, err, want)
+	if h, err := ReadLock(ctx, store, at.Add(time.Minute)); err != nil || h == nil || *h != want {
+		t.Fatalf("expired lock: %+v, %v; want %+v", h, err, want)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := ReadLock(ctx, store, at); ok || err != nil {
-		t.Fatalf("released lock: ok %v, err %v", ok, err)
+	if h, err := ReadLock(ctx, store, at); h != nil || err != nil {
+		t.Fatalf("released lock: %+v, %v", h, err)
 	}
 	if _, err := store.WriteIfVersion(ctx, LockPath, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if h, ok, err := ReadLock(ctx, store, at); !ok || err != nil || h != (Holder{Stale: true, Unreadable: true}) {
-		t.Fatalf("torn lock: %+v, %v, %v", h, ok, err)
+	if h, err := ReadLock(ctx, store, at); err != nil || h == nil || !h.Stale || !h.Unreadable {
+		t.Fatalf("torn lock: %+v, %v", h, err)
 	}
 	// A holder on this host whose process is gone is stale at once.
 	host, _ := os.Hostname()
 	if err := store.Overwrite(ctx, LockPath, []byte(`{"holder":"gone","host":"`+host+`","pid":1073741824,"expires":"2999-01-01T00:00:00Z"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if h, ok, err := ReadLock(ctx, store, at); !ok || err != nil || !h.Stale || h.Holder != "gone" {
-		t.Fatalf("lock of a gone process: %+v, %v, %v", h, ok, err)
+	if h, err := ReadLock(ctx, store, at); err != nil || h == nil || !h.Stale || h.Holder != "gone" {
+		t.Fatalf("lock of a gone process: %+v, %v", h, err)
 	}
 }
 
@@ -66,26 +70,26 @@ func TestReadKV(t *testing.T) {
 	ctx := context.Background()
 	env := newKVEnv(t)
 	root := Root{Key: "file:///srv/reports/"}
-	if _, ok, err := ReadKV(ctx, env.kv, root.Key, time.Now()); ok || err != nil {
-		t.Fatalf("free root: ok %v, err %v", ok, err)
+	if h, err := ReadKV(ctx, env.kv, root.Key, time.Now()); h != nil || err != nil {
+		t.Fatalf("free root: %+v, %v", h, err)
 	}
 	before := time.Now().Add(-time.Second)
 	l, err := env.locker("serve test", 30*time.Second).Acquire(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, ok, err := ReadKV(ctx, env.kv, root.Key, time.Now())
-	if !ok || err != nil || h.Holder != "serve test" || h.Stale || h.Acquired.Before(before) ||
+	h, err := ReadKV(ctx, env.kv, root.Key, time.Now())
+	if h == nil || err != nil || h.Kind != KindKVLease || h.ID == "" || h.Holder != "serve test" || h.Stale || h.Acquired.Before(before) ||
 		h.Expires.Before(before.Add(30*time.Second)) || h.Expires.After(time.Now().Add(31*time.Second)) {
-		t.Fatalf("held lease: %+v, %v, %v", h, ok, err)
+		t.Fatalf("held lease: %+v, %v", h, err)
 	}
-	if h, _, _ := ReadKV(ctx, env.kv, root.Key, time.Now().Add(time.Minute)); !h.Stale {
+	if h, _ := ReadKV(ctx, env.kv, root.Key, time.Now().Add(time.Minute)); h == nil || !h.Stale {
 		t.Fatalf("a lease past its expiry is not stale: %+v", h)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := ReadKV(ctx, env.kv, root.Key, time.Now()); ok || err != nil {
-		t.Fatalf("released lease: ok %v, err %v", ok, err)
+	if h, err := ReadKV(ctx, env.kv, root.Key, time.Now()); h != nil || err != nil {
+		t.Fatalf("released lease: %+v, %v", h, err)
 	}
 }

@@ -39,7 +39,7 @@ type KVLocker struct {
 	beforeRenew func()
 
 	// id is unique to this locker (random); each attempt's record carries
-	// it with a number of its own (kvRecord.ID), so that the locker knows
+	// it with a number of its own (kvRecord.Attempt), so that the locker knows
 	// its own records from those of another holder with the same name.
 	id       string
 	attempts atomic.Uint64
@@ -51,7 +51,7 @@ type KVLocker struct {
 	// marker, the create). Bounded by the number of roots.
 	mu       sync.Mutex
 	released map[string]uint64
-	// orphans maps a key to the record id of a lease of this locker that
+	// orphans maps a key to the attempt of a lease of this locker that
 	// no one uses and that may still be in the bucket: a create whose
 	// answer never came (it may have landed), a release that failed. A
 	// later Acquire that finds that record takes it over instead of
@@ -93,10 +93,12 @@ func KVKey(rootKey string) string {
 
 // kvRecord is the key's value: who holds the root, for the ErrHeld message.
 type kvRecord struct {
+	// ID names this acquisition for `distributor unlock`.
+	ID     string `json:"id,omitempty"`
 	Holder string `json:"holder"`
-	// ID names the attempt that wrote the record: the locker's random id
-	// and a number (see KVLocker.orphans).
-	ID       string    `json:"id,omitempty"`
+	// Attempt names the attempt that wrote the record: the locker's
+	// random id and a number (see KVLocker.orphans).
+	Attempt  string    `json:"attempt,omitempty"`
 	Root     string    `json:"root"`
 	Acquired time.Time `json:"acquired"`
 	Renewed  time.Time `json:"renewed,omitzero"`
@@ -112,7 +114,7 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 	// A few tries: the key may expire or be released between our Create
 	// and our read of its holder.
 	for range 3 {
-		rec, sent := l.record(root)
+		rec, sent := l.record(ctx, root)
 		data, _ := json.Marshal(rec)
 		rev, err := l.create(ctx, key, data)
 		if err == nil {
@@ -124,9 +126,9 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		if !errors.Is(err, jetstream.ErrKeyExists) && !wrongLastSequence(err) {
 			// No answer is no proof that nothing landed: a create that
 			// timed out on the client may have succeeded on the server.
-			l.orphan(key, rec.ID)
+			l.orphan(key, rec.Attempt)
 			if ctx.Err() == nil {
-				if ls, ok := l.adoptLanded(ctx, root, key, rec.ID); ok {
+				if ls, ok := l.adoptLanded(ctx, root, key, rec.Attempt); ok {
 					return ls, nil
 				}
 			}
@@ -143,7 +145,7 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		if json.Unmarshal(e.Value(), &cur) != nil || cur.Holder == "" {
 			cur.Holder = "an unknown holder"
 		}
-		if l.isOrphan(key, cur.ID) {
+		if l.isOrphan(key, cur.Attempt) {
 			ls, err := l.adopt(ctx, root, key, e.Revision())
 			if err == nil {
 				return ls, nil
@@ -153,17 +155,17 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 			}
 			return nil, fmt.Errorf("acquire lease on %s in bucket %s: take over this process's unused lease: %w", root.Key, l.kv.Bucket(), err)
 		}
-		return nil, fmt.Errorf("%w: %s is held by %s since %s; retry after it finishes (a dead holder's lease expires within %s)",
-			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), cur.TTL)
+		return nil, fmt.Errorf("%w: %s is held by %s since %s, lease id %s; retry after it finishes (a dead holder's lease expires within %s)%s",
+			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), orNone(cur.ID), cur.TTL, unlockHint(root, cur.ID))
 	}
 	return nil, fmt.Errorf("%w: %s (it changed hands while acquiring)", ErrHeld, root.Key)
 }
 
 // record is a new attempt's record, and when it is sent.
-func (l *KVLocker) record(root Root) (kvRecord, time.Time) {
+func (l *KVLocker) record(ctx context.Context, root Root) (kvRecord, time.Time) {
 	sent := l.now()
-	id := l.id + "-" + strconv.FormatUint(l.attempts.Add(1), 10)
-	return kvRecord{Holder: l.holder, ID: id, Root: root.Key, Acquired: sent.UTC(), TTL: l.ttl.String()}, sent
+	attempt := l.id + "-" + strconv.FormatUint(l.attempts.Add(1), 10)
+	return kvRecord{ID: idFor(ctx), Holder: l.holder, Attempt: attempt, Root: root.Key, Acquired: sent.UTC(), TTL: l.ttl.String()}, sent
 }
 
 // start returns the lease whose record rec landed at revision rev, sent at
@@ -180,24 +182,26 @@ func (l *KVLocker) start(ctx context.Context, root Root, key string, rec kvRecor
 	return ls
 }
 
-// orphan remembers that key may hold this locker's record id, unused.
-func (l *KVLocker) orphan(key, id string) {
+// orphan remembers that key may hold this locker's record of attempt,
+// unused.
+func (l *KVLocker) orphan(key, attempt string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.orphans[key] = id
+	l.orphans[key] = attempt
 }
 
-// isOrphan reports whether id is key's unused record of this locker.
-func (l *KVLocker) isOrphan(key, id string) bool {
+// isOrphan reports whether attempt wrote key's unused record of this
+// locker.
+func (l *KVLocker) isOrphan(key, attempt string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return id != "" && l.orphans[key] == id
+	return attempt != "" && l.orphans[key] == attempt
 }
 
 // adoptLanded reads key after a create that got no answer: when the
-// create landed (the key holds its record id), the lease is taken over
+// create landed (the key holds its attempt), the lease is taken over
 // at once rather than found "held" by this very process later.
-func (l *KVLocker) adoptLanded(ctx context.Context, root Root, key, id string) (Lease, bool) {
+func (l *KVLocker) adoptLanded(ctx context.Context, root Root, key, attempt string) (Lease, bool) {
 	gctx, cancel := context.WithTimeout(ctx, l.ttl/3)
 	defer cancel()
 	e, err := l.kv.Get(gctx, key)
@@ -205,7 +209,7 @@ func (l *KVLocker) adoptLanded(ctx context.Context, root Root, key, id string) (
 		return nil, false
 	}
 	var cur kvRecord
-	if json.Unmarshal(e.Value(), &cur) != nil || cur.ID != id {
+	if json.Unmarshal(e.Value(), &cur) != nil || cur.Attempt != attempt {
 		return nil, false
 	}
 	ls, err := l.adopt(gctx, root, key, e.Revision())
@@ -216,13 +220,13 @@ func (l *KVLocker) adoptLanded(ctx context.Context, root Root, key, id string) (
 // record: a compare-and-swap on rev that also restarts the key's TTL. The
 // token is the new revision, larger than any earlier holder's.
 func (l *KVLocker) adopt(ctx context.Context, root Root, key string, rev uint64) (Lease, error) {
-	rec, sent := l.record(root)
+	rec, sent := l.record(ctx, root)
 	data, _ := json.Marshal(rec)
 	ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: l.subject(key), Data: data},
 		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
 	if err != nil {
 		if !wrongLastSequence(err) {
-			l.orphan(key, rec.ID) // this write may have landed too
+			l.orphan(key, rec.Attempt) // this write may have landed too
 		}
 		return nil, err
 	}
@@ -369,7 +373,7 @@ func (s *kvLease) checkOwner(ctx context.Context, timeout time.Duration) (jetstr
 		return nil, fmt.Errorf("read lease on %s after a failed renewal: %w", s.root.Key, err)
 	}
 	var cur kvRecord
-	if json.Unmarshal(e.Value(), &cur) == nil && cur.Holder == s.rec.Holder && cur.ID == s.rec.ID && cur.Acquired.Equal(s.rec.Acquired) {
+	if json.Unmarshal(e.Value(), &cur) == nil && cur.Holder == s.rec.Holder && cur.Attempt == s.rec.Attempt && cur.Acquired.Equal(s.rec.Acquired) {
 		return e, nil
 	}
 	if cur.Holder == "" {
@@ -405,7 +409,7 @@ func (s *kvLease) Release(ctx context.Context) error {
 	}
 	// The key may still hold this lease's record: this locker's next
 	// Acquire of the root takes it over instead of waiting for its TTL.
-	s.locker.orphan(s.key, s.rec.ID)
+	s.locker.orphan(s.key, s.rec.Attempt)
 	if lost != nil {
 		return nil // a lost lease has nothing left to give up
 	}

@@ -36,6 +36,9 @@ type Root struct {
 	Key string
 	// Store is the root itself (the direct-mode lock lives inside it).
 	Store storage.Backend
+	// Destination is a destination id of the root, named in the unlock
+	// command that a "held" error suggests ("" in tests).
+	Destination string
 }
 
 // Lease is one held lease.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/distributor/distributor/internal/process"
 	"github.com/distributor/distributor/storage"
 )
@@ -19,6 +21,9 @@ const LockPath = ".distributor/lock"
 
 // lockRecord is the lock object's content.
 type lockRecord struct {
+	// ID names this acquisition for `distributor unlock` (kept across
+	// renewals; a takeover writes a new one).
+	ID       string    `json:"id,omitempty"`
 	Holder   string    `json:"holder"`
 	Host     string    `json:"host"`
 	PID      int       `json:"pid"`
@@ -44,6 +49,7 @@ type StorageLocker struct {
 	host   string
 	pid    int
 	alive  func(pid int) bool
+	log    zerolog.Logger
 }
 
 // LockOption configures a StorageLocker.
@@ -51,6 +57,10 @@ type LockOption func(*StorageLocker)
 
 // WithClock replaces time.Now (tests).
 func WithClock(now func() time.Time) LockOption { return func(l *StorageLocker) { l.now = now } }
+
+// WithLog sets the logger that warns of a lock taken over because its
+// expiry lay beyond MaxTTL (default: none).
+func WithLog(log zerolog.Logger) LockOption { return func(l *StorageLocker) { l.log = log } }
 
 // WithProcess sets the host and pid recorded in the lock (tests).
 func WithProcess(host string, pid int, alive func(int) bool) LockOption {
@@ -61,7 +71,7 @@ func WithProcess(host string, pid int, alive func(int) bool) LockOption {
 // holder on another host blocks the root.
 func NewStorageLocker(holder string, ttl time.Duration, opts ...LockOption) *StorageLocker {
 	host, _ := os.Hostname()
-	l := &StorageLocker{holder: holder, ttl: ttl, now: time.Now, host: host, pid: os.Getpid(), alive: process.Alive}
+	l := &StorageLocker{holder: holder, ttl: ttl, now: time.Now, host: host, pid: os.Getpid(), alive: process.Alive, log: zerolog.Nop()}
 	for _, o := range opts {
 		o(l)
 	}
@@ -70,7 +80,7 @@ func NewStorageLocker(holder string, ttl time.Duration, opts ...LockOption) *Sto
 
 // Acquire implements Locker.
 func (l *StorageLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
-	rec := lockRecord{Holder: l.holder, Host: l.host, PID: l.pid, Generation: 1}
+	rec := lockRecord{ID: idFor(ctx), Holder: l.holder, Host: l.host, PID: l.pid, Generation: 1}
 	rec.Acquired = l.now().UTC()
 	rec.Expires = rec.Acquired.Add(l.ttl)
 	data, _ := json.Marshal(rec)
@@ -104,8 +114,19 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 	if err := json.Unmarshal(data, &cur); err == nil {
 		now := l.now()
 		dead := cur.Host == l.host && cur.PID > 0 && !l.alive(cur.PID)
-		if now.Before(cur.Expires) && !dead {
-			return "", rec, fmt.Errorf("%w: %s is locked by %s (pid %d on %s) until %s", ErrHeld, root.Store, cur.Holder, cur.PID, cur.Host, cur.Expires.Format(time.RFC3339))
+		// No lease is ever given more than MaxTTL (or this locker's own
+		// TTL, in tests): an expiry beyond it comes from a clock that ran
+		// ahead and would block the root until that clock's time.
+		longest := max(MaxTTL, l.ttl)
+		ahead := cur.Expires.After(now.Add(longest))
+		if now.Before(cur.Expires) && !dead && !ahead {
+			return "", rec, fmt.Errorf("%w: %s is locked by %s (pid %d on %s) until %s, lock id %s%s", ErrHeld, root.Store, cur.Holder, cur.PID, cur.Host,
+				cur.Expires.Format(time.RFC3339), orNone(cur.ID), unlockHint(root, cur.ID))
+		}
+		if ahead && !dead {
+			l.log.Warn().Str("root", root.Key).Str("holder", cur.Holder).Str("host", cur.Host).Int("pid", cur.PID).Str("lock_id", cur.ID).
+				Time("expires", cur.Expires).Dur("max_ttl", longest).
+				Msg("taking over a lock whose expiry lies beyond the longest lease distributor gives: its holder's clock ran ahead")
 		}
 		rec.Generation = cur.Generation + 1
 	}
@@ -255,4 +276,12 @@ func (s *storageLease) Release(ctx context.Context) error {
 		return nil // someone took it over after it expired: not ours to delete
 	}
 	return err
+}
+
+// orNone is id, or "none" for a lock an older distributor wrote.
+func orNone(id string) string {
+	if id == "" {
+		return "none"
+	}
+	return id
 }

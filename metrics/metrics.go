@@ -9,6 +9,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -182,37 +183,87 @@ func (m *Metrics) LeaseWaited(d time.Duration) { m.leaseWait.Observe(d.Seconds()
 // delivered, and delivered but not acknowledged.
 type ConsumerInfo func(ctx context.Context) (pending, ackPending uint64, err error)
 
-// WatchConsumer adds distributor_consumer_pending and
-// distributor_consumer_ack_pending, asked from the server on every scrape
-// (at most timeout per scrape). While info fails (NATS down, not yet
-// connected) the two are left out rather than reported stale.
-func (m *Metrics) WatchConsumer(info ConsumerInfo, timeout time.Duration) {
-	m.reg.MustRegister(&consumerCollector{info: info, timeout: timeout,
+// WatchConsumer adds what serve knows of NATS: distributor_nats_connected
+// (1 while connected() says so, read at each scrape), and
+// distributor_consumer_pending and distributor_consumer_ack_pending, asked
+// from the server every `every` in the background (each request bounded by
+// timeout) until ctx ends, with distributor_consumer_last_refresh_timestamp_seconds,
+// the time of the last answer. A scrape reads what is cached and never
+// waits for NATS: during an outage the backlog keeps its last values (a
+// backlog alert stays firing) while its timestamp stops moving and
+// distributor_nats_connected says why. Before the first answer the three
+// are left out.
+func (m *Metrics) WatchConsumer(ctx context.Context, info ConsumerInfo, connected func() bool, every, timeout time.Duration) {
+	c := &consumerCollector{
 		pending: prometheus.NewDesc("distributor_consumer_pending",
-			"Bundle-ready events in the stream not yet delivered to the durable consumer.", nil, nil),
+			"Bundle-ready events in the stream not yet delivered to the durable consumer, as of the last refresh.", nil, nil),
 		ackPending: prometheus.NewDesc("distributor_consumer_ack_pending",
-			"Bundle-ready events delivered and not yet acknowledged (being handled or waiting for redelivery).", nil, nil),
-	})
+			"Bundle-ready events delivered and not yet acknowledged (being handled or waiting for redelivery), as of the last refresh.", nil, nil),
+		refreshed: prometheus.NewDesc("distributor_consumer_last_refresh_timestamp_seconds",
+			"Unix time of the last answer of NATS that distributor_consumer_pending and distributor_consumer_ack_pending hold.", nil, nil),
+	}
+	m.reg.MustRegister(c, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "distributor_nats_connected",
+		Help: "1 while serve's connection to NATS is up, 0 while it is down or not yet made.",
+	}, func() float64 {
+		if connected() {
+			return 1
+		}
+		return 0
+	}))
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if connected() { // a request to a server that is gone waits its whole timeout
+				c.refresh(ctx, info, timeout)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
+// consumerCollector serves the consumer's backlog as last asked.
 type consumerCollector struct {
-	info                ConsumerInfo
-	timeout             time.Duration
-	pending, ackPending *prometheus.Desc
+	pending, ackPending, refreshed *prometheus.Desc
+
+	mu       sync.Mutex
+	known    bool // an answer came
+	backlog  [2]uint64
+	answered time.Time
+}
+
+// refresh asks for the backlog once, within timeout, and keeps an answer.
+func (c *consumerCollector) refresh(ctx context.Context, info ConsumerInfo, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pending, ack, err := info(ctx)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.known, c.backlog, c.answered = true, [2]uint64{pending, ack}, time.Now()
 }
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.ackPending
+	ch <- c.refreshed
 }
 
 func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	pending, ack, err := c.info(ctx)
-	if err != nil {
+	c.mu.Lock()
+	known, backlog, answered := c.known, c.backlog, c.answered
+	c.mu.Unlock()
+	if !known {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
-	ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, float64(ack))
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(backlog[0]))
+	ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, float64(backlog[1]))
+	ch <- prometheus.MustNewConstMetric(c.refreshed, prometheus.GaugeValue, float64(answered.UnixNano())/1e9)
 }

@@ -1,7 +1,14 @@
 package metrics
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,5 +101,94 @@ distributor_written_bytes_total{destination="site"} 0
 	}
 	if n := testutil.CollectAndCount(m.leaseWait); n != 1 {
 		t.Errorf("lease wait: %d series, want 1", n)
+	}
+}
+
+// TestConsumerBacklogDuringAnOutage: the backlog is asked from NATS in the
+// background; a scrape answers at once with the last values and their
+// time, whatever NATS does (a request that hangs, a connection that is
+// down), and distributor_nats_connected says whether it is up.
+func TestConsumerBacklogDuringAnOutage(t *testing.T) {
+	t.Parallel()
+	var connected atomic.Bool
+	var hang atomic.Bool
+	answers := make(chan struct{}, 100)
+	info := func(ctx context.Context) (uint64, uint64, error) {
+		if hang.Load() {
+			<-ctx.Done() // a server that does not answer
+			return 0, 0, ctx.Err()
+		}
+		defer func() { answers <- struct{}{} }()
+		return 7, 3, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(nil)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	scrape := func() (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(body), time.Since(start)
+	}
+
+	m.WatchConsumer(ctx, info, connected.Load, 10*time.Millisecond, time.Hour)
+	body, _ := scrape()
+	if !strings.Contains(body, "\ndistributor_nats_connected 0\n") || strings.Contains(body, "distributor_consumer_pending") {
+		t.Fatalf("before any answer: want connected 0 and no backlog\n%s", body)
+	}
+	connected.Store(true)
+	<-answers
+	before := time.Now()
+	<-answers // an answer after before
+	body, _ = scrape()
+	for _, want := range []string{"distributor_nats_connected 1", "distributor_consumer_pending 7", "distributor_consumer_ack_pending 3"} {
+		if !strings.Contains(body, "\n"+want+"\n") {
+			t.Errorf("connected: /metrics lacks %s", want)
+		}
+	}
+	refreshed := func(body string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(`\ndistributor_consumer_last_refresh_timestamp_seconds (\S+)\n`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/metrics lacks distributor_consumer_last_refresh_timestamp_seconds\n%s", body)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	if at := refreshed(body); at < float64(before.UnixNano())/1e9-0.001 || at > float64(time.Now().UnixNano())/1e9 {
+		t.Errorf("last refresh %f, want after %d", at, before.Unix())
+	}
+
+	// NATS hangs (the refresh waits its timeout, here an hour), then the
+	// connection drops: every scrape answers at once with the last values.
+	hang.Store(true)
+	time.Sleep(50 * time.Millisecond)
+	body, _ = scrape()
+	last := refreshed(body)
+	connected.Store(false)
+	for range 5 {
+		body, took := scrape()
+		if took > 100*time.Millisecond {
+			t.Errorf("a scrape during the outage took %s, want under 100 ms", took)
+		}
+		for _, want := range []string{"distributor_nats_connected 0", "distributor_consumer_pending 7", "distributor_consumer_ack_pending 3"} {
+			if !strings.Contains(body, "\n"+want+"\n") {
+				t.Errorf("during the outage: /metrics lacks %s", want)
+			}
+		}
+		if at := refreshed(body); at != last {
+			t.Errorf("last refresh moved from %f to %f without an answer", last, at)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -244,14 +244,25 @@ func splitListen(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// probeListen reports a clear error when addr cannot be bound.
+// ListenError is a nats.listen address that cannot be bound (in use, not
+// allowed): the configuration must name another.
+type ListenError struct {
+	msg string
+	err error
+}
+
+func (e *ListenError) Error() string { return e.msg }
+func (e *ListenError) Unwrap() error { return e.err }
+
+// probeListen reports a clear error (a *ListenError) when addr cannot be
+// bound.
 func probeListen(addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("nats.listen %s is in use: set nats.listen or nats.url", addr)
+			return &ListenError{fmt.Sprintf("nats.listen %s is in use: set nats.listen or nats.url", addr), err}
 		}
-		return fmt.Errorf("nats.listen %s cannot be used: %w", addr, err)
+		return &ListenError{fmt.Sprintf("nats.listen %s cannot be used: %v", addr, err), err}
 	}
 	return l.Close()
 }

@@ -110,13 +110,17 @@ func keptNewer(d planner.Desired, r catalog.Output) planner.Item {
 // than the owner holds writes the paths no newer version of its source
 // wrote and keeps (KeptNewer) those one did: their records stay exactly as
 // they were. It is never superseded. Records of other owners or other
-// sources are overwritten as always, and AllowOlder overwrites everything.
+// sources are overwritten as always, and AllowOlder (a roll back)
+// overwrites everything and deletes the owner's records of newer versions
+// of the source that it does not rewrite.
 func TestAdditiveNewestWinsPerPath(t *testing.T) {
 	common := rec("common.txt", ownerA, v5, 10)
 	day5 := rec("day-5.txt", ownerA, v5, 5)
 	day1 := rec("day-1.txt", ownerA, ver(1, 1), 1) // an older version's
 	wCommon, wDay3, wDay1 := want("common.txt", 3), want("day-3.txt", 3), want("day-1.txt", 33)
 	docs, docsIdx := want("docs", 3), want("docs/index.txt", 3)
+	// A version a producer whose clock ran ahead stamped.
+	future := catalog.Source{ID: "weatherreporter.today", Digest: dig(99), Created: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
 	cases := []struct {
 		name      string
 		recs      []catalog.Output
@@ -154,10 +158,24 @@ func TestAdditiveNewestWinsPerPath(t *testing.T) {
 			next:    []catalog.Output{recordOf(wCommon, v5hi, t0)}, changed: true,
 		},
 		{
-			name: "allow older overwrites (roll back)", recs: []catalog.Output{common, day5}, src: v3, older: true,
+			name: "allow older overwrites and deletes the newer versions' other paths (roll back)", recs: []catalog.Output{common, day5, day1}, src: v3, older: true,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true), del(day5)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day1}, changed: true,
+		},
+		{
+			name: "roll back keeps other owners' and other sources' newer records", recs: []catalog.Output{common, rec("day-5.txt", ownerB, v5, 5), rec("day-7.txt", ownerA, srcNew, 7), rec("day-9.txt", ownerA2, v7, 9)},
+			src: v3, older: true,
 			desired: []planner.Desired{wCommon},
 			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
-			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), rec("day-5.txt", ownerB, v5, 5), rec("day-7.txt", ownerA, srcNew, 7), rec("day-9.txt", ownerA2, v7, 9)}, changed: true,
+		},
+		{
+			name: "a record from the future is rolled back", recs: []catalog.Output{rec("common.txt", ownerA, future, 10), rec("day-5.txt", ownerA, future, 5)},
+			src: v3, older: true,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true), del(rec("day-5.txt", ownerA, future, 5))},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0)}, changed: true,
 		},
 		{
 			name: "another pipeline's newer version is overwritten", recs: []catalog.Output{rec("common.txt", ownerB, v5, 10), day5}, src: v3,

@@ -93,7 +93,10 @@ type Input struct {
 	TakeOwnership bool
 	// AllowOlder plans the publication even when the owner already has a
 	// newer version of the same source (an operator's roll back): nothing
-	// is superseded, no path is kept for a newer version.
+	// is superseded, no path is kept for a newer version, and an additive
+	// publication deletes the owner's records of newer versions of the
+	// source that it does not rewrite (a replacement deletes every record
+	// of the owner it does not rewrite anyway).
 	AllowOlder bool
 	// DistributorVersion is written into the next catalog.
 	DistributorVersion string
@@ -558,25 +561,23 @@ func places(ds []*Desired, outs []catalog.Output) []place {
 
 // planReplacement finds the deletes of a replacement: the owner's records
 // it no longer desires (their indexes in outs, in path order) and, on a
-// legacy root, the stored content to clear (p.Clear).
+// legacy root, the stored content to clear (p.Clear); and those of an
+// additive roll back (AllowOlder): the owner's records of newer versions of
+// the source that it does not desire.
 func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalog.Output, own owned, displaced map[string]Item) ([]int, error) {
 	if in.Workflow != Replacement {
-		return nil, nil
-	}
-	var dels []int
-	j := 0
-	for w, word := range own.all {
-		for ; word != 0; word &= word - 1 {
-			i := w*64 + bits.TrailingZeros64(word)
-			for j < len(at) && (int(at[j].at) < i || int(at[j].at) == i && !at[j].hit) {
-				j++
-			}
-			if j < len(at) && int(at[j].at) == i || displacedAt(displaced, outs[i].Path) {
-				continue // desired, or displaced
-			}
-			dels = append(dels, i)
+		if !in.AllowOlder {
+			return nil, nil
 		}
+		// An additive roll back undoes the newer versions of its source:
+		// the owner's records they wrote that the bundle does not rewrite
+		// go, so that no newer record (a wrong clock's, say) is left to
+		// keep later versions off its path.
+		return undesired(own.all, at, outs, displaced, func(o *catalog.Output) bool {
+			return o.Source.ID == in.Source.ID && Newer(o.Source, in.Source)
+		}), nil
 	}
+	dels := undesired(own.all, at, outs, displaced, func(*catalog.Output) bool { return true })
 	if in.Legacy {
 		for _, path := range sortedKeys(in.Stored) {
 			if !desiredAt(ds, path) && !catalog.IsReserved(path) && !displacedAt(displaced, path) {
@@ -592,6 +593,27 @@ func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalo
 		return nil, ErrEmptyReplacement
 	}
 	return dels, nil
+}
+
+// undesired returns the records of set (indexes in outs, in path order)
+// that match and are neither desired (at: the desired paths' places) nor
+// displaced.
+func undesired(set recordSet, at []place, outs []catalog.Output, displaced map[string]Item, match func(*catalog.Output) bool) []int {
+	var dels []int
+	j := 0
+	for w, word := range set {
+		for ; word != 0; word &= word - 1 {
+			i := w*64 + bits.TrailingZeros64(word)
+			for j < len(at) && (int(at[j].at) < i || int(at[j].at) == i && !at[j].hit) {
+				j++
+			}
+			if j < len(at) && int(at[j].at) == i || displacedAt(displaced, outs[i].Path) || !match(&outs[i]) {
+				continue // desired, displaced, or not asked for
+			}
+			dels = append(dels, i)
+		}
+	}
+	return dels
 }
 
 // walk builds the items in path order: the planned paths (ds), with the

@@ -144,6 +144,14 @@ func TestPlannerProperties(t *testing.T) {
 					}
 				}
 			}
+		} else if in.AllowOlder {
+			// An additive roll back deletes the owner's records of newer
+			// versions of its source that it does not rewrite.
+			for path, o := range s.managed {
+				if _, ok := s.desired[path]; !ok && o.Owner() == ownerA && o.Source.ID == in.Source.ID && planner.Newer(o.Source, in.Source) {
+					wantDeletes = append(wantDeletes, path)
+				}
+			}
 		}
 		sort.Strings(wantDeletes)
 
@@ -247,7 +255,8 @@ func TestPlannerProperties(t *testing.T) {
 			}
 		}
 		// Records not desired are kept as they were, unless replacement
-		// drops the owner's.
+		// drops the owner's, or a roll back the owner's of newer versions
+		// of its source.
 		for path, old := range s.managed {
 			if _, ok := s.desired[path]; ok {
 				continue
@@ -257,6 +266,10 @@ func TestPlannerProperties(t *testing.T) {
 			case in.Workflow == planner.Replacement && old.Owner() == ownerA:
 				if kept {
 					t.Fatalf("replacement kept %q", path)
+				}
+			case in.AllowOlder && old.Owner() == ownerA && old.Source.ID == in.Source.ID && planner.Newer(old.Source, in.Source):
+				if kept {
+					t.Fatalf("roll back kept %q of a newer version", path)
 				}
 			case !kept || !reflect.DeepEqual(r, old):
 				t.Fatalf("record %q not kept as it was: %s", path, showRec(r))

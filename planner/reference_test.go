@@ -87,6 +87,16 @@ func refBuild(in Input) (Plan, error) {
 			return p, err
 		}
 	}
+	if in.Workflow == Additive && in.AllowOlder {
+		// A roll back deletes the owner's records of newer versions of
+		// its source that it does not rewrite.
+		for _, old := range cur.Outputs {
+			if _, keep := desired[old.Path]; !keep && old.Owner() == in.Owner && old.Source.ID == in.Source.ID &&
+				Newer(old.Source, in.Source) && !refDisplacedAt(displaced, old.Path) {
+				p.Items = append(p.Items, Item{Path: old.Path, Action: Delete, Record: old})
+			}
+		}
+	}
 	for _, path := range refSortedKeys(displaced) {
 		p.Items = append(p.Items, displaced[path])
 	}

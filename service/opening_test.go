@@ -175,7 +175,7 @@ func mustRoot(t *testing.T, h *harness, d config.Destination) storage.Backend {
 func TestPublishOpeningUnusableBundleEndsTheLeaseWait(t *testing.T) {
 	h, d, _ := openingHarness(t)
 	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
-	other := lease.NewStorageLocker("other-holder", time.Hour)
+	other := lease.NewStorageLocker("other-holder", lease.MaxTTL)
 	l, err := other.Acquire(context.Background(), lease.Root{Key: d.RootKey(), Store: mustRoot(t, h, d)})
 	if err != nil {
 		t.Fatal(err)

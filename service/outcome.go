@@ -99,9 +99,13 @@ func rules() []rule {
 		{is(bundle.ErrDigestMismatch), failed(events.ReasonDigestMismatch, false)},
 		{is(bundle.ErrContentMismatch), failed(events.ReasonContentMismatch, false)},
 		{is(bundle.ErrNoManifest, bundle.ErrMissingFile, storage.ErrNotExist), failed(events.ReasonBundleMissing, false)},
+		{is(bundle.ErrFutureCreated), failed(events.ReasonInvalidBundle, false)},
 		{is(bundle.ErrInvalidManifest, bundle.ErrBadLocation, planner.ErrDuplicateOutput, planner.ErrPathConflict,
 			planner.ErrSelector, config.ErrInvalid), failed(events.ReasonInvalidEvent, false)},
 		{is(catalog.ErrInvalid), failed(events.ReasonInvalidCatalog, false)},
+		// `unlock` given another id than the lock's: the root's state
+		// refuses it.
+		{is(lease.ErrWrongID), failed(events.ReasonRefused, false)},
 		{is(catalog.ErrNewer), failed(events.ReasonNewerCatalog, false)},
 		{is(planner.ErrEmptyReplacement, planner.ErrTooManyDeletes, engine.ErrLegacyCatalog, storage.ErrSymlink), failed(events.ReasonRefused, false)},
 	}
@@ -140,7 +144,8 @@ func reasonExit(reason string) int {
 	switch reason {
 	case events.ReasonRefused, events.ReasonInvalidCatalog, events.ReasonNewerCatalog:
 		return ExitRefused
-	case events.ReasonInvalidEvent, events.ReasonUnknownPipeline, events.ReasonUnknownDestination, events.ReasonBundleNotAllowed:
+	case events.ReasonInvalidEvent, events.ReasonUnknownPipeline, events.ReasonUnknownDestination, events.ReasonBundleNotAllowed,
+		events.ReasonInvalidBundle:
 		return ExitUsage
 	}
 	return ExitFailed

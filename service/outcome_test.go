@@ -78,6 +78,7 @@ func TestClassify(t *testing.T) {
 		{"missing file", fmt.Errorf("bundle /b: %w: %q", bundle.ErrMissingFile, "a"), failed, false, events.ReasonBundleMissing, 1},
 		{"bundle gone", fmt.Errorf("bundle /b: %w", storage.ErrNotExist), failed, false, events.ReasonBundleMissing, 1},
 		{"invalid manifest", fmt.Errorf("bundle /b: %w: files[0]", bundle.ErrInvalidManifest), failed, false, events.ReasonInvalidEvent, 2},
+		{"created in the future", fmt.Errorf("bundle /b: %w: created 2099-01-01T00:00:00Z", bundle.ErrFutureCreated), failed, false, events.ReasonInvalidBundle, 2},
 		{"bad location", fmt.Errorf("%w %q: no bucket", bundle.ErrBadLocation, "s3://"), failed, false, events.ReasonInvalidEvent, 2},
 		{"two outputs one path", fmt.Errorf("/r: %w: %q", planner.ErrDuplicateOutput, "index.html"), failed, false, events.ReasonInvalidEvent, 2},
 		{"output under another", fmt.Errorf("/r: %w: %q", planner.ErrPathConflict, "a/b"), failed, false, events.ReasonInvalidEvent, 2},
@@ -88,6 +89,7 @@ func TestClassify(t *testing.T) {
 		{"empty replacement", fmt.Errorf("/r: %w", planner.ErrEmptyReplacement), failed, false, events.ReasonRefused, 3},
 		{"too many deletes", fmt.Errorf("/r: %w (12 > 10)", planner.ErrTooManyDeletes), failed, false, events.ReasonRefused, 3},
 		{"legacy catalog", fmt.Errorf("/r: %w", engine.ErrLegacyCatalog), failed, false, events.ReasonRefused, 3},
+		{"unlock with another id", fmt.Errorf("%w: the lock object of /r has id %q, not %q", lease.ErrWrongID, "a", "b"), failed, false, events.ReasonRefused, 3},
 		{"symlink in the root", fmt.Errorf("write a/b in /r: %w; remove the symlink(s) [\"a\"]", storage.ErrSymlink), failed, false, events.ReasonRefused, 3},
 		{"anything else", errors.New("boom"), failed, false, events.ReasonInternal, 1},
 	} {

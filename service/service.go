@@ -223,7 +223,7 @@ func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, 
 	if err != nil {
 		return nil, err
 	}
-	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, s.Config.ClockSkew())
 }
 
 // Done is what the publication of one destination came to.
@@ -513,7 +513,7 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
 		}
 	}
-	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root}, start)
+	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root, Destination: d.ID}, start)
 	if err != nil {
 		if place != nil {
 			place.done(ctx)

@@ -61,7 +61,7 @@ func TestBundleOnS3IsReadAndVerifiedThroughTheCredentialChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.Open(ctx, store, loc, bundle.Digest(manifest))
+	b, err := bundle.Open(ctx, store, loc, bundle.Digest(manifest), 0)
 	if err != nil {
 		t.Fatalf("open S3 bundle: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestBundleOnS3IsReadAndVerifiedThroughTheCredentialChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bundle.Open(ctx, empty, "s3://"+bucket+"/nothing-here/", ""); !errors.Is(err, bundle.ErrNoManifest) {
+	if _, err := bundle.Open(ctx, empty, "s3://"+bucket+"/nothing-here/", "", 0); !errors.Is(err, bundle.ErrNoManifest) {
 		t.Fatalf("open empty prefix: %v, want ErrNoManifest", err)
 	}
 }

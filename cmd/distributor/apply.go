@@ -17,6 +17,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/service"
 )
@@ -57,8 +58,9 @@ func (f *publishFlags) request() (service.Request, error) {
 }
 
 // directLockTTL bounds how long a crashed direct-mode run blocks a root when
-// its holder cannot be checked (another host). The lock is renewed while held.
-const directLockTTL = 2 * time.Minute
+// its holder cannot be checked (another host). The lock is renewed while
+// held. It is the longest lease distributor gives (lease.MaxTTL).
+const directLockTTL = lease.MaxTTL
 
 func (a *app) planCommand() *cobra.Command {
 	var f publishFlags
@@ -326,9 +328,21 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 	c := resultCounts(res)
 	fmt.Fprintf(out, "  %d create, %d update, %d unchanged, %d delete, %d collision%s\n", c.Create, c.Update, c.Unchanged, c.Delete, c.Collision, keptNote(c))
 	if err != nil {
-		// The error itself goes to stderr, once.
-		fmt.Fprintf(out, "  failed\n")
+		// The error itself goes to stderr, once; the word says what kind.
+		fmt.Fprintf(out, "  %s\n", outcomeWord(err))
 	}
+}
+
+// outcomeWord names what an error of a publication came to: a collision
+// is no failure, and a refusal by the destination's state neither.
+func outcomeWord(err error) string {
+	switch o := service.Classify(err); {
+	case o.Type == events.TypeCollision:
+		return "collision: nothing written"
+	case o.ExitCode == exitRefused:
+		return "refused"
+	}
+	return "failed"
 }
 
 // keptNote ends a summary line with the paths kept for a newer version, if
@@ -396,7 +410,7 @@ func (a *app) toResultJSON(d config.Destination, res engine.Result, err error, p
 		out.Items = append(out.Items, j)
 	}
 	if err != nil {
-		out.Error = oneLine(err.Error())
+		out.Error = a.errorLine(err)
 	}
 	return out
 }

@@ -36,6 +36,11 @@ func (a *app) bundleCreateCommand() *cobra.Command {
 				}
 				at = t.UTC()
 			}
+			// A time from the future would pin the source's paths (newest
+			// wins): refused before anything is hashed or written.
+			if err := bundle.CheckCreated(at, time.Now(), a.optionalConfig().ClockSkew()); err != nil {
+				return fmt.Errorf("bundle create %s: %w", argv[0], err)
+			}
 			ctx, done := a.withProgress(cmd.Context(), "bundle")
 			m, data, err := bundle.Create(ctx, argv[0], id, at)
 			done()
@@ -63,12 +68,12 @@ func (a *app) bundleVerifyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opener := stores.New(a.optionalConfig())
-			store, err := opener.Bundle(ctx, loc)
+			cfg := a.optionalConfig()
+			store, err := stores.New(cfg).Bundle(ctx, loc)
 			if err != nil {
 				return err
 			}
-			b, err := bundle.Open(ctx, store, loc, digest)
+			b, err := bundle.Open(ctx, store, loc, digest, cfg.ClockSkew())
 			if err != nil {
 				return err
 			}

@@ -43,6 +43,8 @@ type cliEnv struct {
 	cfg     string
 	bundles int              // made so far (see bundle)
 	now     func() time.Time // the clock of the runs (nil: the real one); see at
+	// leaseWait is how long the runs wait for a held root (0: apply's 10 s).
+	leaseWait time.Duration
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
@@ -185,7 +187,7 @@ func (e *cliEnv) run(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
 	var out, errb bytes.Buffer
 	a := newApp(&out, &errb)
-	a.now = e.now
+	a.now, a.leaseWait = e.now, e.leaseWait
 	code = a.run(context.Background(), append([]string{"--config", e.cfg}, args...))
 	return out.String(), errb.String(), code
 }

@@ -180,7 +180,7 @@ func (a *app) startDemo(ctx context.Context, dir string, cfg *config.Config) (*d
 	if a.log.GetLevel() == zerolog.InfoLevel {
 		log = a.log.Level(zerolog.WarnLevel)
 	}
-	svc := a.newService(cfg, log, serveLocker(js, streams, "demo"), 15*time.Second)
+	svc := a.newService(cfg, log, serveLocker(js, streams, "demo", log), 15*time.Second)
 	opts := consumerOptions(cfg, 2, log)
 	opts.BackOff = []time.Duration{200 * time.Millisecond} // the demo's pace
 	cons := consumer.New(js, streams.Subjects, svc, opts)

@@ -26,15 +26,22 @@ type directSession struct {
 	close  func()
 }
 
+// directLeaseWait is how long a direct-mode run waits for a root another
+// run holds: two destinations of a pipeline may share a root, and a
+// concurrent run elsewhere usually finishes soon.
+const directLeaseWait = 10 * time.Second
+
 // directSession connects to NATS when nats.url is set (it must answer) or,
 // without nats.url, when a running `serve` of this configuration advertises
 // its embedded server (see advertFile); otherwise it runs in direct mode
 // with the lock object in each root. It never dials nats.listen blindly:
 // whatever else listens there is a stranger's.
 func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSession, error) {
-	// Two destinations of a pipeline may share a root; a concurrent run
-	// elsewhere usually finishes soon.
-	s := &directSession{svc: a.newService(cfg, a.log, lease.NewStorageLocker(holderName("direct"), directLockTTL), 10*time.Second), close: func() {}}
+	wait := directLeaseWait
+	if a.leaseWait > 0 {
+		wait = a.leaseWait
+	}
+	s := &directSession{svc: a.newService(cfg, a.log, lease.NewStorageLocker(holderName("direct"), directLockTTL, lease.WithLog(a.log)), wait), close: func() {}}
 	nc, err := a.connectKnownNATS(cfg)
 	if errors.Is(err, errNoNATS) {
 		a.log.Debug().Msg("direct mode with a lock object in each root")
@@ -79,9 +86,9 @@ func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Lo
 // serveLocker is the lease of serve and the demo: the KV lease fences
 // serve processes; the lock object in the root also excludes direct-mode
 // runs on hosts without NATS.
-func serveLocker(js jetstream.JetStream, streams *events.Streams, role string) lease.Locker {
+func serveLocker(js jetstream.JetStream, streams *events.Streams, role string, log zerolog.Logger) lease.Locker {
 	return lease.Both(lease.NewKV(js, streams.Leases, holderName(role), serveLeaseTTL),
-		lease.NewStorageLocker(holderName(role), serveLeaseTTL))
+		lease.NewStorageLocker(holderName(role), serveLeaseTTL, lease.WithLog(log)))
 }
 
 // reportTimeout bounds the publication of a direct-mode result event.

@@ -20,6 +20,7 @@ func TestExitCodeFollowsClassify(t *testing.T) {
 	}{
 		{fmt.Errorf("%w: lock on /r was taken over", lease.ErrLost), exitRefused},
 		{fmt.Errorf("%w: /r is held by host-1", lease.ErrHeld), exitRefused},
+		{fmt.Errorf("latest (/r) is not locked with id x: %w", lease.ErrWrongID), exitRefused},
 		{fmt.Errorf("put a: %w", storage.ErrDenied), exitFailed},
 		{fmt.Errorf("not every destination succeeded: %w", storage.ErrUnavailable), exitFailed},
 		{errors.New(`unknown flag: --nope`), exitUsage},

@@ -17,5 +17,6 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.statusCommand(),
 		a.historyCommand(),
 		a.rollbackCommand(),
+		a.unlockCommand(),
 	}
 }

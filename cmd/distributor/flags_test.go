@@ -201,3 +201,21 @@ func TestCPUProfileFlag(t *testing.T) {
 		t.Errorf("--help shows the hidden --cpuprofile:\n%s", out)
 	}
 }
+
+// TestHelpNamesEachDefaultOnce: no flag's help line states a default twice
+// (its usage's own and pflag's "(default 0s)" of a zero duration).
+func TestHelpNamesEachDefaultOnce(t *testing.T) {
+	t.Parallel()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, line := range strings.Split(c.Flags().FlagUsages(), "\n") {
+			if strings.Count(line, "default") > 1 {
+				t.Errorf("%s: %s", c.CommandPath(), strings.TrimSpace(line))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newApp(io.Discard, io.Discard).rootCommand())
+}

@@ -46,7 +46,7 @@ func TestHealthProbe(t *testing.T) {
 			"distributor: health check http://" + addr + "/nope: 404 Not Found: 404 page not found\n"},
 		{"bad addr", []string{"health", "--addr", "9090"}, 2, "", "distributor: --addr \"9090\" must be host:port, e.g. 127.0.0.1:9090\n"},
 		{"bad path", []string{"health", "--addr", addr, "--path", "readyz"}, 2, "", "distributor: --path \"readyz\" must start with /, e.g. /readyz\n"},
-		{"zero timeout", []string{"health", "--addr", addr, "--timeout", "0s"}, 2, "", "distributor: --timeout 0s: must be positive, e.g. 3s\n"},
+		{"zero timeout", []string{"health", "--addr", addr, "--timeout", "0s"}, 2, "", "distributor: --timeout 0: must be positive, e.g. 3s\n"},
 		{"ready and path", []string{"health", "--ready", "--path", "/metrics"}, 2, "", "distributor: --ready and --path: give one (--ready is --path /readyz)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,8 +27,10 @@ type removedJSON struct {
 
 // verifyJSON is verify --json.
 type verifyJSON struct {
-	DestinationID   string                `json:"destination_id"`
-	PipelineID      string                `json:"pipeline_id,omitempty"`
+	DestinationID string `json:"destination_id"`
+	// PipelineID is --pipeline: null when every pipeline's outputs of the
+	// destination were checked.
+	PipelineID      *string               `json:"pipeline_id"`
 	Root            string                `json:"root"`
 	RootAsWritten   string                `json:"root_as_written,omitempty"`
 	Checked         int                   `json:"checked"`
@@ -41,9 +43,12 @@ type verifyJSON struct {
 }
 
 func (a *app) toVerifyJSON(dest, pipeline string, rep engine.VerifyReport) verifyJSON {
-	out := verifyJSON{DestinationID: dest, PipelineID: pipeline, Root: rep.Root, RootAsWritten: a.rootAsWritten(rep.Root),
+	out := verifyJSON{DestinationID: dest, Root: rep.Root, RootAsWritten: a.rootAsWritten(rep.Root),
 		Checked: rep.Checked, Missing: nonNil(rep.Missing), Damaged: nonNil(rep.Damaged), InFlight: nonNil(rep.InFlight), Symlinks: nonNil(rep.Symlinks),
 		PendingRecovery: rep.PendingRecovery, Leftovers: rep.Leftovers}
+	if pipeline != "" {
+		out.PipelineID = &pipeline
+	}
 	if out.Leftovers.Paths == nil {
 		out.Leftovers.Paths = []string{}
 	}
@@ -90,7 +95,7 @@ func (a *app) toReconcileJSON(d config.Destination, res engine.MaintenanceResult
 		out.Refreshed = append(out.Refreshed, o.Path)
 	}
 	if err != nil {
-		out.Error = oneLine(err.Error())
+		out.Error = a.errorLine(err)
 	}
 	return out
 }

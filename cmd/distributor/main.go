@@ -49,8 +49,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	code := exitCode(err)
-	fmt.Fprintf(stderr, "distributor: %s%s\n", a.showRootsIn(oneLine(err.Error())), fixHint(err))
+	fmt.Fprintf(stderr, "distributor: %s\n", a.errorLine(err))
 	return code
+}
+
+// errorLine is err as the one line on stderr says it (after
+// "distributor: "); the error fields of --json hold the same text.
+func (a *app) errorLine(err error) string {
+	return a.showRootsIn(oneLine(err.Error())) + fixHint(err)
 }
 
 // Exit codes (service.Classify maps errors to them).

@@ -645,11 +645,12 @@ func TestMaintenanceWithoutNATSUsesLockObject(t *testing.T) {
 	backdate(t, e.roots["d1"])
 
 	// A live holder's lock object in the root holds the direct-mode run
-	// back until the holder releases it.
+	// back until the holder releases it (its expiry within the longest
+	// lease: a later one would be a clock that ran ahead).
 	lock := filepath.Join(e.roots["d1"], filepath.FromSlash(lease.LockPath))
 	now := time.Now().UTC()
 	held, _ := json.Marshal(map[string]any{"holder": "apply on another host", "host": "elsewhere.example", "pid": 1,
-		"acquired": now, "expires": now.Add(time.Hour), "generation": 1})
+		"acquired": now, "expires": now.Add(lease.MaxTTL), "generation": 1})
 	if err := os.WriteFile(lock, held, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,13 @@ import (
 	"github.com/distributor/distributor/metrics"
 )
 
-// readyCheckTimeout bounds one /readyz probe of NATS and the consumer-info
-// request of one /metrics scrape.
+// readyCheckTimeout bounds one /readyz probe of NATS and one refresh of
+// the consumer's backlog for /metrics.
 const readyCheckTimeout = 2 * time.Second
+
+// consumerRefreshEvery is how often the consumer's backlog is asked from
+// NATS for /metrics (a scrape reads the last answer).
+const consumerRefreshEvery = 2 * time.Second
 
 // readiness is what /readyz reports: connecting, ready while the NATS
 // connection, both streams and the lease bucket answer, draining once the
@@ -68,6 +72,14 @@ func (r *readiness) check(ctx context.Context) string {
 		return fmt.Sprintf("key-value bucket %s unreachable: %v", s.Subjects.LeaseBucket(), err)
 	}
 	return ""
+}
+
+// natsConnected reports whether serve's connection to NATS is up.
+func (r *readiness) natsConnected() bool {
+	r.mu.Lock()
+	nc := r.nc
+	r.mu.Unlock()
+	return nc != nil && nc.IsConnected()
 }
 
 // consumerInfo reads the durable consumer's backlog for /metrics.

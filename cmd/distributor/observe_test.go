@@ -369,3 +369,65 @@ func TestServeHTTPAddr(t *testing.T) {
 		t.Errorf("--log-format xml: exit %d, stderr %q; want %d, %q", code, stderr, exitUsage, want)
 	}
 }
+
+// TestMetricsDuringANATSOutage: while its NATS server is down (killed),
+// serve's /metrics answers within 100 ms, says distributor_nats_connected
+// 0 and keeps the consumer's backlog as last asked, with the time of that
+// answer, so that a backlog alert does not go quiet.
+func TestMetricsDuringANATSOutage(t *testing.T) {
+	t.Parallel()
+	n := testenv.NewNATSProcess(t)
+	e := writeNATSConfig(t, "  url: "+n.URL+"\n")
+	addr := testenv.FreeAddr(t)
+	s := startServe(t, e.cfg, "--http-addr", addr)
+	url := "http://" + addr + "/metrics"
+	b := e.makeBundle(t, "b1", "src.one", bundleOne)
+	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--pipeline", "p.one", "--bundle", b); code != 0 {
+		t.Fatalf("publish: exit %d\n%s%s", code, stdout, stderr)
+	}
+	backlog := regexp.MustCompile(`\n(distributor_consumer_ack_pending \S+)\n(?s:.*)\n(distributor_consumer_pending \S+)\n`)
+	refreshed := regexp.MustCompile(`\ndistributor_consumer_last_refresh_timestamp_seconds (\S+)\n`)
+	_, body := waitGet(t, url, func(_ int, b string) bool {
+		return strings.Contains(b, "\ndistributor_nats_connected 1\n") && strings.Contains(b, "\ndistributor_consumer_ack_pending 0\n") &&
+			refreshed.MatchString(b)
+	}, "the backlog asked from NATS")
+	if at, _ := strconv.ParseFloat(refreshed.FindStringSubmatch(body)[1], 64); time.Since(time.Unix(int64(at), 0)) > time.Minute {
+		t.Errorf("last refresh %f, want about now", at)
+	}
+
+	n.Kill()
+	_, body = waitGet(t, url, func(_ int, b string) bool { return strings.Contains(b, "\ndistributor_nats_connected 0\n") },
+		"distributor_nats_connected 0 after the server was killed")
+	want, last := backlog.FindStringSubmatch(body), refreshed.FindStringSubmatch(body)
+	if want == nil || last == nil {
+		t.Fatalf("/metrics dropped the backlog during the outage:\n%s", body)
+	}
+	// Longer than a refresh interval: no answer comes, nothing waits for one.
+	for range 6 {
+		start := time.Now()
+		code, body := httpGet(t, url)
+		if took := time.Since(start); code != http.StatusOK || took > 100*time.Millisecond {
+			t.Errorf("a scrape during the outage: %d after %s, want 200 within 100 ms", code, took)
+		}
+		if got := backlog.FindStringSubmatch(body); got == nil || got[1] != want[1] || got[2] != want[2] {
+			t.Errorf("backlog during the outage %v, want the last values %q", got, want[1:])
+		}
+		if got := refreshed.FindStringSubmatch(body); got == nil || got[1] != last[1] {
+			t.Errorf("last refresh during the outage %v, want %s (no answer since)", got, last[1])
+		}
+		if !strings.Contains(body, "\ndistributor_nats_connected 0\n") {
+			t.Errorf("distributor_nats_connected is not 0 during the outage")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	// Back: connected again, and the backlog refreshed.
+	n.Start()
+	waitGet(t, url, func(_ int, b string) bool {
+		got := refreshed.FindStringSubmatch(b)
+		return strings.Contains(b, "\ndistributor_nats_connected 1\n") && got != nil && got[1] != last[1]
+	}, "the backlog refreshed after NATS came back")
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exited %d, want 0", code)
+	}
+}

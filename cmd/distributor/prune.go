@@ -116,7 +116,7 @@ func (a *app) printPruneJSON(d config.Destination, o pruneOptions, age time.Dura
 	out := pruneJSON{PipelineID: o.pipeline, DestinationID: o.dest, Root: root, RootAsWritten: a.rootAsWritten(root), DryRun: o.dryRun,
 		OlderThan: config.Duration(age).String(), Cutoff: cutoff, Removed: removedOf(res)}
 	if err != nil {
-		out.Error = oneLine(err.Error())
+		out.Error = a.errorLine(err)
 	}
 	return a.printJSON(out)
 }

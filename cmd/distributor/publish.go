@@ -41,7 +41,7 @@ func (a *app) publishCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest)
+			b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, cfg.ClockSkew())
 			if err != nil {
 				return err
 			}
@@ -127,7 +127,7 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 		err = resultsErr(ev.ID, results)
 	}
 	if err != nil {
-		out.Error = oneLine(err.Error())
+		out.Error = a.errorLine(err)
 	}
 	if jerr := a.printJSON(out); jerr != nil {
 		return jerr

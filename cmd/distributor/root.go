@@ -39,6 +39,7 @@ type app struct {
 	wrapStores func(service.Stores) service.Stores // wraps the backends of direct-mode runs
 	now        func() time.Time                    // the clock of direct-mode runs (catalog times, prune cutoff)
 	reportWait time.Duration                       // bounds a direct-mode event publication (default reportTimeout)
+	leaseWait  time.Duration                       // how long a direct-mode run waits for a held root (default directLeaseWait)
 }
 
 // clock is the time now: the test hook's when set.

@@ -63,7 +63,7 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
 	cmd.Flags().IntVar(&workers, "workers", consumer.DefaultWorkers, "bundle events processed at once")
 	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
-	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url and the set-up of JetStream, e.g. 2m or 1h (default 0: until stopped)")
+	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url and the set-up of JetStream, e.g. 2m or 1h (default: until stopped)")
 	return cmd
 }
 
@@ -78,7 +78,10 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	}
 	m := metrics.New(ids)
 	ready := &readiness{}
-	m.WatchConsumer(ready.consumerInfo, readyCheckTimeout)
+	// Refreshed until serve returns, through the drain after the signal.
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	m.WatchConsumer(wctx, ready.consumerInfo, ready.natsConnected, consumerRefreshEvery, readyCheckTimeout)
 
 	var cleanup undo
 	defer cleanup.run()
@@ -225,6 +228,11 @@ func (a *app) serveNATS(ctx context.Context, cfg *config.Config, so serveOptions
 			return nil, withCode(exitUsage, err)
 		}
 		srv, err := natsserver.Start(ctx, sopts)
+		var listen *natsserver.ListenError
+		if errors.As(err, &listen) {
+			// As for http.listen: the configuration must name another address.
+			return nil, withCode(exitUsage, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +270,7 @@ func (a *app) serveNATS(ctx context.Context, cfg *config.Config, so serveOptions
 func (a *app) serveService(cfg *config.Config, js jetstream.JetStream, streams *events.Streams, m *metrics.Metrics) *service.Service {
 	// Another process's publication on the same root is usually short:
 	// wait for it rather than failing the delivery.
-	svc := a.newService(cfg, a.log, serveLocker(js, streams, "serve"), 15*time.Second)
+	svc := a.newService(cfg, a.log, serveLocker(js, streams, "serve", a.log), 15*time.Second)
 	svc.LeaseWaited = m.LeaseWaited
 	// Events queued for one root share its lease (within bounds).
 	svc.HandOver = service.DefaultHandOver

@@ -205,8 +205,8 @@ func TestServeListenInUse(t *testing.T) {
 	addr := l.Addr().String()
 	e := writeNATSConfig(t, "  listen: "+addr+"\n  store_dir: "+filepath.Join(t.TempDir(), "nats")+"\n")
 	code, stdout, stderr := e.cmd(t, "serve", "--log-level", "error")
-	if code == 0 || stdout != "" {
-		t.Errorf("serve on a used port: exit %d, stdout %q", code, stdout)
+	if code != exitUsage || stdout != "" {
+		t.Errorf("serve on a used port: exit %d, stdout %q; want %d, as for a used http.listen", code, stdout, exitUsage)
 	}
 	if want := "distributor: nats.listen " + addr + " is in use: set nats.listen or nats.url\n"; stderr != want {
 		t.Errorf("serve on a used port: stderr %q, want %q", stderr, want)

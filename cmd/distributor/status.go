@@ -120,8 +120,8 @@ type sourceStatusJSON struct {
 // leaseStatusJSON names the holders of the root's lease: the KV key (when
 // NATS is known) and the lock object in the root; null when free.
 type leaseStatusJSON struct {
-	KV   *lease.Holder `json:"kv"`
-	Lock *lease.Holder `json:"lock"`
+	KV   *lease.Holding `json:"kv"`
+	Lock *lease.Holding `json:"lock"`
 	// KVError is why the KV lease could not be read (kv is then null).
 	KVError string `json:"kv_error,omitempty"`
 }
@@ -176,7 +176,7 @@ func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Des
 // rootRead is what status read of one root.
 type rootRead struct {
 	st engine.RootStatus
-	kv *lease.Holder
+	kv *lease.Holding
 	// err: the root could not be read; kvErr: its KV lease could not.
 	err, kvErr error
 }
@@ -194,12 +194,8 @@ func (a *app) readRoot(ctx context.Context, st *stores.Opener, e *engine.Engine,
 	}
 	if streams != nil && streams.Leases != nil {
 		kctx, cancel := context.WithTimeout(ctx, natsReadTimeout)
-		h, ok, err := lease.ReadKV(kctx, streams.Leases, d.RootKey(), time.Now())
+		rr.kv, rr.kvErr = lease.ReadKV(kctx, streams.Leases, d.RootKey(), time.Now())
 		cancel()
-		rr.kvErr = err
-		if ok {
-			rr.kv = &h
-		}
 	}
 	return rr
 }
@@ -365,7 +361,7 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
 }
 
 func printLease(w io.Writer, l leaseStatusJSON, natsKnown bool) {
-	holder := func(h *lease.Holder) string {
+	holder := func(h *lease.Holding) string {
 		switch {
 		case h.Unreadable:
 			return "unreadable (torn by a crash): the next run takes it over"

@@ -83,8 +83,10 @@ destinations:
 	if got := e.results.of(hung); len(got) != 0 {
 		t.Fatalf("results of the hung event while its bundle store hangs: %+v, want none", got)
 	}
-	if l := logs.String(); !strings.Contains(l, `"ahead_on_their_way":1`) {
-		t.Fatalf("no warning naming one event on its way ahead in the root's line; log:\n%s", l)
+	// The hung event is still opening its bundle, before its turn or (when
+	// its turn came first) holding the lease until the lease wait passes.
+	if l := logs.String(); !strings.Contains(l, `"ahead_on_their_way":1`) && !strings.Contains(l, `"ahead_publishing":1`) {
+		t.Fatalf("no warning naming one event ahead in the root's line; log:\n%s", l)
 	}
 
 	proxy.Unfreeze()

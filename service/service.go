@@ -461,7 +461,19 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		}
 		full, perr = s.publication(ctx, req, b, d)
 	}()
+	// Under the lease the bundle is waited for at most the lease wait: a
+	// hung bundle store must not keep the root from the events behind it.
+	// Past that the lease goes back and the bundle is waited for without.
 	wait := func() (engine.Publication, error) {
+		if s.LeaseWait > 0 {
+			t := time.NewTimer(s.LeaseWait)
+			defer t.Stop()
+			select {
+			case <-opened:
+			case <-t.C:
+				return engine.Publication{}, errBundleSlow
+			}
+		}
 		<-opened
 		if berr != nil {
 			return engine.Publication{}, berr
@@ -478,8 +490,15 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 	if berr != nil {
 		return engine.Result{Root: d.RootKey()}, berr // the bundle's error, as when it is opened first
 	}
+	if errors.Is(err, errBundleSlow) {
+		return s.PublishTo(ctx, req, b, d)
+	}
 	return res, err
 }
+
+// errBundleSlow ends a publication holding a root's lease whose bundle
+// takes longer than the lease wait to open; nothing was written yet.
+var errBundleSlow = errors.New("the bundle is still opening")
 
 // WithLease opens d's root, holds the root's lease while fn runs, and
 // releases it afterwards.

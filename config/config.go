@@ -133,7 +133,8 @@ type NATS struct {
 // HTTPOff as HTTP.Listen disables serve's HTTP listener.
 const HTTPOff = "off"
 
-// HTTP configures serve's /healthz, /readyz and /metrics listener.
+// HTTP configures serve's listener: the status page, /healthz, /readyz
+// and /metrics.
 type HTTP struct {
 	// Listen is host:port (port 0 picks a free one) or HTTPOff.
 	Listen string `yaml:"listen" default:"127.0.0.1:9090"`

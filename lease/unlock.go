@@ -95,12 +95,24 @@ func unlockHint(root Root, id string) string {
 // (nobody holds the root in direct mode). now decides Stale.
 func ReadLock(ctx context.Context, store storage.Backend, now time.Time) (*Holding, error) {
 	h, _, err := readLock(ctx, store)
-	if h != nil && !h.Unreadable {
+	h.judge(now)
+	return h, err
+}
+
+// judge sets h.Stale as of now: expired, its holder process on this host
+// gone (lock objects), or unreadable.
+func (h *Holding) judge(now time.Time) {
+	switch {
+	case h == nil:
+	case h.Unreadable:
+		h.Stale = true
+	case h.Kind == KindLockObject:
 		host, _ := os.Hostname()
 		gone := h.Host == host && h.PID > 0 && !process.Alive(h.PID)
 		h.Stale = !now.Before(h.Expires) || gone
+	case !h.Expires.IsZero():
+		h.Stale = !now.Before(h.Expires)
 	}
-	return h, err
 }
 
 func readLock(ctx context.Context, store storage.Backend) (*Holding, storage.Version, error) {
@@ -128,6 +140,7 @@ func UnlockObject(ctx context.Context, store storage.Backend, id string) (*Holdi
 	if err != nil || h == nil {
 		return nil, err
 	}
+	h.judge(time.Now())
 	if h.ID != id {
 		return h, fmt.Errorf("%w: the lock object of %s has id %q, not %q; nothing was removed", ErrWrongID, store, h.ID, id)
 	}
@@ -145,9 +158,7 @@ func UnlockObject(ctx context.Context, store storage.Backend, id string) (*Holdi
 // nil when it is not held. now decides Stale.
 func ReadKV(ctx context.Context, kv jetstream.KeyValue, rootKey string, now time.Time) (*Holding, error) {
 	h, _, err := readKV(ctx, kv, rootKey)
-	if h != nil && !h.Expires.IsZero() {
-		h.Stale = !now.Before(h.Expires)
-	}
+	h.judge(now)
 	return h, err
 }
 
@@ -178,6 +189,7 @@ func UnlockKV(ctx context.Context, kv jetstream.KeyValue, rootKey, id string) (*
 	if err != nil || h == nil {
 		return nil, err
 	}
+	h.judge(time.Now())
 	if h.ID != id {
 		return h, fmt.Errorf("%w: the lease on %s in bucket %s has id %q, not %q; nothing was removed", ErrWrongID, rootKey, kv.Bucket(), h.ID, id)
 	}

@@ -98,8 +98,9 @@ func (r *readiness) consumerInfo(ctx context.Context) (pending, ackPending uint6
 	return info.NumPending, uint64(info.NumAckPending), nil
 }
 
-// observeHandler serves /healthz, /readyz and /metrics.
-func observeHandler(ready *readiness, m *metrics.Metrics) http.Handler {
+// observeHandler serves /healthz, /readyz, /metrics and, unless page is
+// nil, the status page on / and /status.json. Other paths are 404.
+func observeHandler(ready *readiness, m *metrics.Metrics, page *statusPage) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -114,6 +115,10 @@ func observeHandler(ready *readiness, m *metrics.Metrics) http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", m.Handler())
+	if page != nil {
+		mux.HandleFunc("GET /{$}", page.serveHTML)
+		mux.HandleFunc("GET /status.json", page.serveJSON)
+	}
 	return mux
 }
 
@@ -138,7 +143,7 @@ func (a *app) startHTTP(addr string, h http.Handler) (stop func(), err error) {
 			a.log.Error().Err(err).Msg("http server stopped")
 		}
 	}()
-	a.log.Info().Str("addr", l.Addr().String()).Msg("serving /healthz, /readyz and /metrics")
+	a.log.Info().Str("addr", l.Addr().String()).Msg("serving the status page, /healthz, /readyz and /metrics")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -224,7 +224,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatal(err)
 	}
 	ready := &readiness{}
-	srv := httptest.NewServer(observeHandler(ready, metrics.New(nil)))
+	srv := httptest.NewServer(observeHandler(ready, metrics.New(nil), nil))
 	defer srv.Close()
 	url := srv.URL + "/readyz"
 

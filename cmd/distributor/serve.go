@@ -62,7 +62,7 @@ func (a *app) serveCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
 	cmd.Flags().IntVar(&workers, "workers", consumer.DefaultWorkers, "bundle events processed at once")
-	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
+	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of the status page (/, /status.json), /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
 	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url and the set-up of JetStream, e.g. 2m or 1h (default: until stopped)")
 	return cmd
 }
@@ -85,7 +85,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 
 	var cleanup undo
 	defer cleanup.run()
-	nc, err := a.serveNATS(ctx, cfg, so, observeHandler(ready, m), &cleanup)
+	nc, err := a.serveNATS(ctx, cfg, so, observeHandler(ready, m, a.newStatusPage(cfg, ready)), &cleanup)
 	if errors.Is(err, errStoppedConnecting) {
 		a.log.Info().Msg("shutdown signal received while connecting to NATS; stopped")
 		return nil

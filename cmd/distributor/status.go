@@ -131,24 +131,35 @@ type leaseStatusJSON struct {
 // writes nothing anywhere. The error is the first destination's that
 // could not be read; the others are still reported.
 func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Destination, leftovers bool) (statusJSON, error) {
-	out := statusJSON{Destinations: make([]destStatusJSON, 0, len(dests))}
+	src := statusSources{stores: stores.New(cfg), leftovers: leftovers}
 	nc, streams, err := a.readStreams(ctx, cfg)
 	switch {
 	case errors.Is(err, errNoNATS):
 	case err != nil:
-		out.NATS.Error = oneLine(err.Error())
+		src.nats.Error = oneLine(err.Error())
 	default:
 		defer nc.Close()
-		out.NATS.Known = true
+		src.nats.Known, src.streams = true, streams
 	}
-	last := map[string][2]*historyEntryJSON{}
-	if streams != nil {
-		if last, err = lastResults(ctx, streams, dests); err != nil {
-			out.NATS.Error = oneLine(err.Error())
-		}
-	}
+	return a.readStatus(ctx, cfg, dests, src)
+}
+
+// statusSources is what a status report reads beside the roots.
+type statusSources struct {
+	stores *stores.Opener
+	// leftovers walks each root for leftovers of interrupted writes.
+	leftovers bool
+	// streams are the lease bucket and the events stream to read (nil:
+	// none); nats is what the report says of NATS.
+	streams *events.Streams
+	nats    natsStatusJSON
+}
+
+// readStatus is the status report of dests: the status command and serve's
+// status page both make it.
+func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config.Destination, src statusSources) (statusJSON, error) {
+	out := statusJSON{Destinations: make([]destStatusJSON, 0, len(dests)), NATS: src.nats}
 	e := &engine.Engine{Version: version, Log: a.log}
-	st := stores.New(cfg)
 	roots := map[string]rootRead{}
 	var first error
 	for _, d := range dests {
@@ -156,7 +167,7 @@ func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Des
 			Pipelines: pipelinesOf(cfg, d.ID), Owners: []ownerStatusJSON{}, OtherOwners: []ownerStatusJSON{}}
 		rr, ok := roots[d.RootKey()]
 		if !ok {
-			rr = a.readRoot(ctx, st, e, d, leftovers, streams)
+			rr = a.readRoot(ctx, src.stores, e, d, src.leftovers, src.streams)
 			roots[d.RootKey()] = rr
 		}
 		if rr.err != nil {
@@ -167,8 +178,19 @@ func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Des
 		}
 		ds.fill(rr, d.ID)
 		ds.RootAsWritten = a.rootAsWritten(ds.Root)
-		ds.LastPublished, ds.LastFailure = last[d.ID][0], last[d.ID][1]
 		out.Destinations = append(out.Destinations, ds)
+	}
+	// The roots first: under a deadline (the status page) the events
+	// stream gets what is left.
+	if src.streams != nil {
+		last, err := lastResults(ctx, src.streams, dests)
+		if err != nil {
+			out.NATS.Error = oneLine(err.Error())
+		}
+		for i := range out.Destinations {
+			ds := &out.Destinations[i]
+			ds.LastPublished, ds.LastFailure = last[ds.DestinationID][0], last[ds.DestinationID][1]
+		}
 	}
 	return out, first
 }
@@ -306,14 +328,8 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
 	if d.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", d.Error)
 	}
-	c := d.Catalog
-	switch {
-	case !c.Present && d.Error == "":
-		fmt.Fprintf(w, "  catalog: none yet (nothing published)\n")
-	case c.Legacy:
-		fmt.Fprintf(w, "  catalog: superseded legacy state (schema_version < 4); the next publication replaces it\n")
-	case c.Present:
-		fmt.Fprintf(w, "  catalog: %d output(s), %d bytes, updated %s\n", c.Outputs, c.Bytes, catalog.FormatTime(*c.UpdatedAt))
+	if line := catalogText(d); line != "" {
+		fmt.Fprintf(w, "  catalog: %s\n", line)
 	}
 	if len(d.Owners) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
@@ -329,21 +345,13 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
 			}
 		}
 		_ = tw.Flush()
-	} else if c.Present && !c.Legacy {
+	} else if d.Catalog.Present && !d.Catalog.Legacy {
 		fmt.Fprintf(w, "  no output of %s in the root\n", d.DestinationID)
 	}
-	if len(d.OtherOwners) > 0 {
-		var others []string
-		for _, o := range d.OtherOwners {
-			others = append(others, fmt.Sprintf("%s/%s (%d output(s))", o.PipelineID, o.DestinationID, o.Outputs))
-		}
-		fmt.Fprintf(w, "  also in this root: %s\n", strings.Join(others, ", "))
+	if others := otherOwnersText(d.OtherOwners); others != "" {
+		fmt.Fprintf(w, "  also in this root: %s\n", others)
 	}
-	if d.PendingRecovery {
-		fmt.Fprintf(w, "  pending recovery: an interrupted publication is not finished; the next publication or maintenance command on the root finishes it\n")
-	} else {
-		fmt.Fprintf(w, "  pending recovery: none\n")
-	}
+	fmt.Fprintf(w, "  pending recovery: %s\n", recoveryText(d.PendingRecovery))
 	if lo := d.Leftovers; lo != nil {
 		if lo.Count == 0 {
 			fmt.Fprintf(w, "  leftovers: none\n")
@@ -360,43 +368,92 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
 	printLast(w, "last failure", d.LastFailure)
 }
 
-func printLease(w io.Writer, l leaseStatusJSON, natsKnown bool) {
-	holder := func(h *lease.Holding) string {
-		switch {
-		case h.Unreadable:
-			return "unreadable (torn by a crash): the next run takes it over"
-		case h.Stale:
-			return fmt.Sprintf("held by %s until %s: stale, the next run takes it over", h.Holder, catalog.FormatTime(h.Expires))
-		}
-		s := "held by " + h.Holder
-		if h.PID > 0 {
-			s += fmt.Sprintf(" (pid %d on %s)", h.PID, h.Host)
-		}
-		return s + " until " + catalog.FormatTime(h.Expires)
+// otherOwnersText lists the owners of other destinations in the root, or
+// "" when there are none.
+func otherOwnersText(owners []ownerStatusJSON) string {
+	others := make([]string, 0, len(owners))
+	for _, o := range owners {
+		others = append(others, fmt.Sprintf("%s/%s (%d output(s))", o.PipelineID, o.DestinationID, o.Outputs))
 	}
+	return strings.Join(others, ", ")
+}
+
+func recoveryText(pending bool) string {
+	if pending {
+		return "an interrupted publication is not finished; the next publication or maintenance command on the root finishes it"
+	}
+	return "none"
+}
+
+// catalogText says what the destination's catalog holds, or "" when the
+// root could not be read.
+func catalogText(d destStatusJSON) string {
+	c := d.Catalog
+	switch {
+	case !c.Present && d.Error == "":
+		return "none yet (nothing published)"
+	case c.Legacy:
+		return "superseded legacy state (schema_version < 4); the next publication replaces it"
+	case c.Present:
+		return fmt.Sprintf("%d output(s), %d bytes, updated %s", c.Outputs, c.Bytes, catalog.FormatTime(*c.UpdatedAt))
+	}
+	return ""
+}
+
+func printLease(w io.Writer, l leaseStatusJSON, natsKnown bool) {
+	if kv := kvLeaseText(l, natsKnown); kv != "" {
+		fmt.Fprintf(w, "  lease (NATS): %s\n", kv)
+	}
+	fmt.Fprintf(w, "  lock object: %s\n", holderText(l.Lock))
+}
+
+// kvLeaseText says who holds the KV lease, or "" when NATS is not known.
+func kvLeaseText(l leaseStatusJSON, natsKnown bool) string {
 	switch {
 	case l.KVError != "":
-		fmt.Fprintf(w, "  lease (NATS): unknown: %s\n", l.KVError)
+		return "unknown: " + l.KVError
 	case l.KV != nil:
-		fmt.Fprintf(w, "  lease (NATS): %s\n", holder(l.KV))
+		return holderText(l.KV)
 	case natsKnown:
-		fmt.Fprintf(w, "  lease (NATS): free\n")
+		return "free"
 	}
-	if l.Lock != nil {
-		fmt.Fprintf(w, "  lock object: %s\n", holder(l.Lock))
-	} else {
-		fmt.Fprintf(w, "  lock object: free\n")
+	return ""
+}
+
+// holderText says who holds a lease (nil: free) and until when.
+func holderText(h *lease.Holding) string {
+	switch {
+	case h == nil:
+		return "free"
+	case h.Unreadable:
+		return "unreadable (torn by a crash): the next run takes it over"
+	case h.Stale:
+		return fmt.Sprintf("held by %s until %s: stale, the next run takes it over", h.Holder, catalog.FormatTime(h.Expires))
 	}
+	s := "held by " + h.Holder
+	if h.PID > 0 {
+		s += fmt.Sprintf(" (pid %d on %s)", h.PID, h.Host)
+	}
+	s += " until " + catalog.FormatTime(h.Expires)
+	if h.ID != "" {
+		s += ", lease id " + h.ID // what `distributor unlock --id` takes
+	}
+	return s
 }
 
 func printLast(w io.Writer, what string, e *historyEntryJSON) {
+	fmt.Fprintf(w, "  %s: %s\n", what, lastText(e))
+}
+
+// lastText is one result of the events stream on one line: when, who,
+// which version from where, what it did and the event id.
+func lastText(e *historyEntryJSON) string {
 	if e == nil {
-		fmt.Fprintf(w, "  %s: none in the events stream\n", what)
-		return
+		return "none in the events stream"
 	}
 	detail := e.summary()
 	if e.Type == events.TypeFailed && e.Message != "" {
 		detail += " (" + e.Message + ")"
 	}
-	fmt.Fprintf(w, "  %s: %s %s %s from %s: %s (event %s)\n", what, catalog.FormatTime(e.Time), e.PipelineID, sourceLabel(e.Source), orDash(e.Bundle), detail, e.EventID)
+	return fmt.Sprintf("%s %s %s from %s: %s (event %s)", catalog.FormatTime(e.Time), e.PipelineID, sourceLabel(e.Source), orDash(e.Bundle), detail, e.EventID)
 }

@@ -406,8 +406,10 @@ func TestMetricsDuringANATSOutage(t *testing.T) {
 	for range 6 {
 		start := time.Now()
 		code, body := httpGet(t, url)
-		if took := time.Since(start); code != http.StatusOK || took > 100*time.Millisecond {
-			t.Errorf("a scrape during the outage: %d after %s, want 200 within 100 ms", code, took)
+		// Waiting for NATS takes its request timeout (2 s); a loaded
+		// machine with -race takes up to a few hundred ms for a scrape.
+		if took := time.Since(start); code != http.StatusOK || took > time.Second {
+			t.Errorf("a scrape during the outage: %d after %s, want 200 within 1 s", code, took)
 		}
 		if got := backlog.FindStringSubmatch(body); got == nil || got[1] != want[1] || got[2] != want[2] {
 			t.Errorf("backlog during the outage %v, want the last values %q", got, want[1:])

@@ -366,10 +366,10 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 		map[string]string{"a.txt": "p.one " + at(v1), "old.txt": "p.one " + at(v1), "tide.txt": "p.two " + at(tide)})
 
 	// The additive destination by the published event's id: v1's paths,
-	// and v2's other path stays.
+	// and what only the newer v2 brought (b.txt) goes.
 	e.must(0, e.cmd, "rollback", "--destination", "add", "--to", v1ID+".add")
-	e.wantState("after the roll back to v1", "add", map[string]string{"a.txt": "a1\n", "b.txt": "b2\n", "old.txt": "old\n"},
-		map[string]string{"a.txt": "p.one " + at(v1), "b.txt": "p.one " + at(v2), "old.txt": "p.one " + at(v1)})
+	e.wantState("after the roll back to v1", "add", map[string]string{"a.txt": "a1\n", "old.txt": "old\n"},
+		map[string]string{"a.txt": "p.one " + at(v1), "old.txt": "p.one " + at(v1)})
 
 	// history shows the roll back first.
 	out = e.must(0, e.cmd, "history", "--destination", "rep", "--limit", "1", "--json")
@@ -383,8 +383,8 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 	e.publish(0, "p.one", v3)
 	e.wantState("after v3", "rep", map[string]string{"a.txt": "a3\n", "tide.txt": "high\n"},
 		map[string]string{"a.txt": "p.one " + at(v3), "tide.txt": "p.two " + at(tide)})
-	e.wantState("after v3", "add", map[string]string{"a.txt": "a3\n", "b.txt": "b2\n", "old.txt": "old\n"},
-		map[string]string{"a.txt": "p.one " + at(v3), "b.txt": "p.one " + at(v2), "old.txt": "p.one " + at(v1)})
+	e.wantState("after v3", "add", map[string]string{"a.txt": "a3\n", "old.txt": "old\n"},
+		map[string]string{"a.txt": "p.one " + at(v3), "old.txt": "p.one " + at(v1)})
 
 	// --dry-run: the plan, nothing announced or written.
 	before, catBefore := e.bundleMsgs(), e.catalogBytes("rep")
@@ -443,7 +443,7 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 	st = statusJSON{}
 	decodeJSON(t, "status --json without NATS", out, &st)
 	if st.NATS.Known || len(st.Destinations) != 1 || st.Destinations[0].LastPublished != nil || len(st.Destinations[0].Owners) != 1 ||
-		len(st.Destinations[0].Owners[0].Sources) != 3 {
+		len(st.Destinations[0].Owners[0].Sources) != 2 {
 		t.Errorf("status --json without NATS: %s", out)
 	}
 	for _, c := range []struct {
@@ -471,16 +471,16 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 	if want := fmt.Sprintf("rolling back add (p.one) to %s from %s\nadd (%s, additive)\n  ~ a.txt\n  0 create, 1 update, 1 unchanged, 0 delete, 0 collision\n", label(v1), v1.Dir, add.Root); out != want {
 		t.Errorf("rollback add directly:\n%s\nwant:\n%s", out, want)
 	}
-	e.wantState("after the direct roll back to v1", "add", map[string]string{"a.txt": "a1\n", "b.txt": "b2\n", "old.txt": "old\n"},
-		map[string]string{"a.txt": "p.one " + at(v1), "b.txt": "p.one " + at(v2), "old.txt": "p.one " + at(v1)})
+	e.wantState("after the direct roll back to v1", "add", map[string]string{"a.txt": "a1\n", "old.txt": "old\n"},
+		map[string]string{"a.txt": "p.one " + at(v1), "old.txt": "p.one " + at(v1)})
 
 	// ... and the producer's next newer version, applied directly too.
 	v4 := e.bundle("v4", "src.one", created0.Add(3*time.Hour), map[string]string{"a.txt": "a4\n"})
 	e.must(0, e.direct, "apply", "--pipeline", "p.one", "--bundle", v4.Dir)
 	e.wantState("after v4", "rep", map[string]string{"a.txt": "a4\n", "tide.txt": "high\n"},
 		map[string]string{"a.txt": "p.one " + at(v4), "tide.txt": "p.two " + at(tide)})
-	e.wantState("after v4", "add", map[string]string{"a.txt": "a4\n", "b.txt": "b2\n", "old.txt": "old\n"},
-		map[string]string{"a.txt": "p.one " + at(v4), "b.txt": "p.one " + at(v2), "old.txt": "p.one " + at(v1)})
+	e.wantState("after v4", "add", map[string]string{"a.txt": "a4\n", "old.txt": "old\n"},
+		map[string]string{"a.txt": "p.one " + at(v4), "old.txt": "p.one " + at(v1)})
 
 	// Every event serve and the commands published matches its schema.
 	e.schemas.CheckEventsStream(t, e.nats.JetStream(t), events.Subjects{})

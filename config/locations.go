@@ -96,7 +96,7 @@ func parsePlace(loc string) (place, string) {
 }
 
 // AllowsBundle returns nil when p accepts a bundle at location: p declares
-// no bundle_locations (any location, as before they existed), or location
+// no bundle_locations (any location), or location
 // lies inside one of them, compared on whole path segments after cleaning
 // (S3: the same bucket and a key prefix). real, when not nil, maps a
 // cleaned absolute local path to the folder it names on disk (symlinks

@@ -1,9 +1,9 @@
 // Package fakes3 is the local S3 server of the tests and of the bench
 // harness: gofakes3 with its memory backend, except that it answers
 // plain PutObjects (put.go) and ListObjectsV2 itself. gofakes3 encodes a listing with encoding/xml's
-// reflection (a MarshalXML call and a time format per key): about 6 ms of
-// CPU per page of 1,000 keys, the largest part of the server's work in a
-// republish, on the cores the client shares. This handler asks the same
+// reflection (a MarshalXML call and a time format per key), the largest
+// part of the server's work in a republish, on the cores the client
+// shares. This handler asks the same
 // backend for the same page and writes the bytes gofakes3 would write,
 // by hand (TestListingIsGofakes3s compares them); any listing it does not
 // know (another list type, a delimiter, fetch-owner, an encoding type, a

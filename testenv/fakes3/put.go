@@ -15,8 +15,7 @@ import (
 // put answers a plain PutObject itself, or returns false (nothing written,
 // the body unread) for gofakes3 to answer. gofakes3 hashes every object
 // twice: its request reader computes the MD5 for the ETag and its memory
-// backend computes it again to store it. A 5 MB catalog took ~23 ms of
-// the two, on the cores the client shares. This reads the body whole,
+// backend computes it again to store it, on the cores the client shares. This reads the body whole,
 // lets the backend store (and hash) it once, and answers with the ETag
 // the backend recorded, read under the lock that keeps every other
 // object write out between the two (writes). Any failure, and any request

@@ -124,7 +124,7 @@ destinations:
 // the listing and the fingerprint index at once; the intent, the files,
 // the catalog; the intent removed and the lock released (each a check and
 // a conditional delete). Then the same apply again, which changes
-// nothing: the lock; the reads; the lock released. (Before: 15 and 10.)
+// nothing: the lock; the reads; the lock released.
 func TestSmallS3ApplyWaitsForFewRequests(t *testing.T) {
 	srv := testenv.NewS3(t)
 	if srv.External {

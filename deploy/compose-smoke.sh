@@ -5,15 +5,20 @@
 # image FROM scratch (deploy/local/*.Dockerfile), and deploy/compose.local.yml
 # swaps those images in. Then it starts the stack, creates a bundle, uploads it
 # to s3://bundles/run-1/, publishes it from inside distributor-1, waits for the
-# published events, checks /readyz and /metrics of both serve containers and
-# the outputs in the reports volume and on S3, stops serve gracefully, and
-# tears everything down (down -v).
+# published events, checks /readyz and /metrics of both serve containers,
+# announces a burst of 20 more bundles and stops distributor-1 with SIGTERM
+# while they are in flight (both processes handle some, every event gets
+# exactly one result per destination), checks the outputs in the reports
+# volume, stops serve gracefully, and tears everything down (down -v).
 #
 #   bash deploy/compose-smoke.sh
+#   VERSITYGW_BIN=/path/to/static/versitygw bash deploy/compose-smoke.sh
 #
-# Not part of .ci/run: a cold run builds versitygw (~5 min) and needs root
-# for apt-get and dockerd when Docker is missing. Binaries are cached in
-# $COMPOSE_SMOKE_CACHE (default ~/.cache/distributor-compose-smoke).
+# Not part of .ci/run: a cold run builds versitygw (a few minutes; a static
+# versitygw of the version docker-compose.yml names can be given in
+# VERSITYGW_BIN instead) and needs root for apt-get and dockerd when Docker
+# is missing. Binaries are cached in $COMPOSE_SMOKE_CACHE (default
+# ~/.cache/distributor-compose-smoke).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -103,7 +108,15 @@ goinstall() {
 	echo "$name $(go version -m "$bin" | sed -n 's/^\tmod\t[^ \t]*\t\([^ \t]*\).*/\1/p') static: $bin"
 }
 goinstall "github.com/nats-io/nats-server/v2@$nats_version" nats-server
-goinstall "github.com/versity/versitygw/cmd/versitygw@$vgw_version" versitygw
+if [ -n "${VERSITYGW_BIN:-}" ]; then
+	go version -m "$VERSITYGW_BIN" | grep -q 'CGO_ENABLED=0' || fail "VERSITYGW_BIN=$VERSITYGW_BIN is not a static (CGO_ENABLED=0) Go build"
+	got=$(go version -m "$VERSITYGW_BIN" | sed -n 's/^\tmod\t[^ \t]*\t\([^ \t]*\).*/\1/p')
+	[ "$got" = "$vgw_version" ] || fail "VERSITYGW_BIN=$VERSITYGW_BIN is versitygw $got, docker-compose.yml names $vgw_version"
+	cp "$VERSITYGW_BIN" "$cache/bin/versitygw-$vgw_version"
+	echo "versitygw $got static: $VERSITYGW_BIN (VERSITYGW_BIN)"
+else
+	goinstall "github.com/versity/versitygw/cmd/versitygw@$vgw_version" versitygw
+fi
 
 version=$(git describe --tags --always --dirty 2>/dev/null || echo unknown)
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/distributor/distributor" ./cmd/distributor
@@ -206,6 +219,70 @@ if [ -n "$has_http" ]; then
 else
 	skip "/readyz and /metrics: serve has no --http-addr in this tree (checks are in this script and run once it does)"
 fi
+
+# --- Burst -------------------------------------------------------------------
+burst=20
+step "a burst of $burst bundles; SIGTERM to distributor-1 while they are in flight"
+if ! command -v jq >/dev/null; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y jq >"$work/apt-jq.log" 2>&1 ||
+		fail "apt-get install jq failed: see $work/apt-jq.log"
+fi
+# handled SERVICE: the publications SERVICE reported since it started, any outcome.
+handled() {
+	curl -sf "http://$(dc port "$1" 9090)/metrics" |
+		awk '/^distributor_publications_total\{/ {s += $NF} END {print s + 0}'
+}
+# One source, a new version per bundle (each 40 files of 20 kB): newest
+# wins, so an older version that arrives late is superseded (replacement)
+# or keeps the newer paths (additive); either is its one result.
+for i in $(seq "$burst"); do
+	b="$BUNDLES_DIR/burst/run-$i"
+	mkdir -p "$b/data"
+	printf '# Weather, run %d\n\nCloudy.\n' "$i" >"$b/report.md"
+	for f in $(seq 40); do head -c 20000 /dev/urandom >"$b/data/part-$f.bin"; done
+	"$work/distributor/distributor" bundle create "$b" --id weatherreporter.burst >/dev/null
+done
+dc run --rm --entrypoint s3init bundle-upload upload /bundles/burst s3://bundles/burst/ | tail -n 1
+before1=$(handled distributor-1) before2=$(handled distributor-2)
+ids=()
+for i in $(seq "$burst"); do
+	ids+=("$(dc exec -T distributor-1 distributor publish --config /etc/distributor/distributor.yaml \
+		--pipeline weatherreporter.daily --bundle "s3://bundles/burst/run-$i/" --json | jq -r .event_id)")
+done
+ok "announced $burst bundle events"
+# SIGTERM once distributor-1 has started on the burst: it stops fetching,
+# finishes what it holds, and exits; distributor-2 takes the rest.
+for _ in $(seq 300); do
+	[ "$(handled distributor-1)" -gt "$before1" ] && break
+	sleep 0.1
+done
+h1=$(handled distributor-1)
+[ "$h1" -gt "$before1" ] || fail "distributor-1 handled nothing of the burst within 30 s"
+t0=$(date +%s)
+dc stop distributor-1 2>&1 | grep -v '^Stopping' || true
+code=$(docker inspect -f '{{.State.ExitCode}}' "$(dc ps -q distributor-1)")
+[ "$code" = 0 ] || fail "distributor-1 exited $code after SIGTERM mid-burst (137 = killed)"
+ok "distributor-1 stopped by SIGTERM mid-burst in $(($(date +%s) - t0))s, exit 0, after $((h1 - before1)) publication(s) of the burst"
+dc start distributor-1 2>&1 | grep -v '^Starting' || true
+healthy distributor-1 90 && ok "distributor-1 started again and healthy"
+# Every event: exactly one result per destination.
+want=$((burst * 2))
+idsjson=$(printf '%s\n' "${ids[@]}" | jq -R . | jq -s -c .)
+mine='[.[] | select(.bundle_event_id | IN($ids[]))]'
+for _ in $(seq 120); do
+	dc exec -T distributor-2 distributor events tail --config /etc/distributor/distributor.yaml --json >"$work/results" || true
+	got=$(jq -s --argjson ids "$idsjson" "$mine | length" "$work/results")
+	[ "$got" -ge "$want" ] && break
+	sleep 1
+done
+dupes=$(jq -s -r --argjson ids "$idsjson" \
+	"$mine | group_by(.bundle_event_id + \".\" + .destination_id) | map(select(length != 1)) | map(.[0].id + \" x\" + (length | tostring)) | .[]" "$work/results")
+[ -z "$dupes" ] || fail "results not exactly once: $dupes"
+[ "$got" = "$want" ] || fail "$got results for $burst events x 2 destinations, want $want"
+ok "$want results for $burst events x 2 destinations, one each: $(jq -s -r --argjson ids "$idsjson" "$mine | group_by(.type) | map(\"\\(.[0].type) \\(length)\") | join(\", \")" "$work/results")"
+d2=$(($(handled distributor-2) - before2))
+[ "$d2" -gt 0 ] || fail "distributor-2 handled none of the burst"
+ok "both processes handled some: distributor-1 $((h1 - before1)) before its SIGTERM, distributor-2 $d2"
 
 # --- Outputs -----------------------------------------------------------------
 step "outputs"

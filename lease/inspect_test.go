@@ -53,6 +53,15 @@ func TestReadLock(t *testing.T) {
 	if h, err := ReadLock(ctx, store, at); err != nil || h == nil || !h.Stale || !h.Unreadable {
 		t.Fatalf("torn lock: %+v, %v", h, err)
 	}
+	// A lock whose expiry lies further ahead than any lease distributor
+	// gives was stamped by a clock that ran ahead: stale, as the next run
+	// takes it over at once.
+	if err := store.Overwrite(ctx, LockPath, []byte(`{"holder":"ahead","host":"elsewhere","pid":42,"expires":"`+at.Add(time.Hour).Format(time.RFC3339)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := ReadLock(ctx, store, at); err != nil || h == nil || !h.Stale || h.Holder != "ahead" {
+		t.Fatalf("lock from a clock that ran ahead: %+v, %v", h, err)
+	}
 	// A holder on this host whose process is gone is stale at once.
 	host, _ := os.Hostname()
 	if err := store.Overwrite(ctx, LockPath, []byte(`{"holder":"gone","host":"`+host+`","pid":1073741824,"expires":"2999-01-01T00:00:00Z"}`)); err != nil {

@@ -100,7 +100,8 @@ func ReadLock(ctx context.Context, store storage.Backend, now time.Time) (*Holdi
 }
 
 // judge sets h.Stale as of now: expired, its holder process on this host
-// gone (lock objects), or unreadable.
+// gone or its expiry further ahead than MaxTTL (lock objects: a clock that
+// ran ahead), or unreadable.
 func (h *Holding) judge(now time.Time) {
 	switch {
 	case h == nil:
@@ -109,7 +110,7 @@ func (h *Holding) judge(now time.Time) {
 	case h.Kind == KindLockObject:
 		host, _ := os.Hostname()
 		gone := h.Host == host && h.PID > 0 && !process.Alive(h.PID)
-		h.Stale = !now.Before(h.Expires) || gone
+		h.Stale = !now.Before(h.Expires) || gone || h.Expires.After(now.Add(MaxTTL))
 	case !h.Expires.IsZero():
 		h.Stale = !now.Before(h.Expires)
 	}

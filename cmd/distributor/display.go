@@ -169,7 +169,14 @@ func (a *app) showRoot(root string) string {
 // showRootsIn rewrites the configured roots in an error line as written.
 func (a *app) showRootsIn(msg string) string {
 	for abs, w := range a.written {
-		msg = strings.ReplaceAll(msg, abs, w)
+		// A root key (file:///abs/) is an identity, not a path to show:
+		// it stays whole.
+		key := "file://" + abs
+		parts := strings.Split(msg, key)
+		for i := range parts {
+			parts[i] = strings.ReplaceAll(parts[i], abs, w)
+		}
+		msg = strings.Join(parts, key)
 	}
 	return msg
 }

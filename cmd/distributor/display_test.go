@@ -125,10 +125,28 @@ func TestRootsShownAsWritten(t *testing.T) {
 		Leftovers: engine.LeftoverReport{Paths: []string{}}}); !reflect.DeepEqual(rep, want) {
 		t.Errorf("verify --json = %+v, want %+v", rep, want)
 	}
+	// An unknown --pipeline is a usage error naming the known ones, not
+	// "0 checked".
+	if vout, verr, vcode := e.run("verify", "--destination", "latest", "--pipeline", "nope"); vcode != exitUsage || vout != "" {
+		t.Errorf("verify --pipeline nope: exit %d, stdout %q, want %d and nothing", vcode, vout, exitUsage)
+	} else {
+		stderrLine(t, verr, `distributor: --pipeline "nope": unknown pipeline; known pipelines: `+pipeDaily)
+	}
 	b2 := e.bundle("b2", "weatherreporter.today", map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 	_, errOut, code := e.run("apply", "--pipeline", pipeDaily, "--bundle", b2.Dir)
 	stderrLine(t, errOut, `distributor: collision with unmanaged content in site/latest: 1 planned path(s) blocked by content distributor does not manage (remove it, or adopt it with --take-ownership): ["b.txt"]`)
 	if code != exitRefused {
 		t.Errorf("exit %d, want %d", code, exitRefused)
+	}
+}
+
+// An error line shows a configured root as written, except inside a root
+// key (file:///…/), which stays a whole URL.
+func TestShowRootsInKeepsRootKeysWhole(t *testing.T) {
+	a := &app{written: map[string]string{"/tmp/x/site/latest": "site/latest"}}
+	got := a.showRootsIn("lease held: file:///tmp/x/site/latest/ is held; write /tmp/x/site/latest/a.txt")
+	want := "lease held: file:///tmp/x/site/latest/ is held; write site/latest/a.txt"
+	if got != want {
+		t.Fatalf("showRootsIn = %q, want %q", got, want)
 	}
 }

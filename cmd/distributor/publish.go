@@ -65,7 +65,7 @@ func (a *app) publishCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit 0 (published), 3 (collision/superseded/refused) or 1 (failed)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for one result event per destination and exit with the highest code of the results: 0 published, 3 collision or superseded, a failure by its reason (docs/cli.md)")
 	cmd.Flags().Var(&timeout, "timeout", "how long --wait waits")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the announcement (and with --wait the result events) as one JSON object (docs/cli.md)")
 	return cmd

@@ -29,7 +29,7 @@ func (a *app) rollbackCommand() *cobra.Command {
 	o := rollbackOptions{timeout: config.Duration(2 * time.Minute)}
 	cmd := &cobra.Command{
 		Use:   "rollback --destination D --to <sha256:DIGEST | EVENT> [--pipeline P] [--bundle LOCATION] [--dry-run]",
-		Short: "Publish an earlier version of a destination again, as an operator, after checking its bundle is unchanged",
+		Short: "Publish an earlier version of a destination again, as an operator, after checking its bundle still has the recorded manifest digest",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.rollback(cmd.Context(), o)
@@ -141,6 +141,9 @@ func (a *app) rollback(ctx context.Context, o rollbackOptions) error {
 	switch {
 	case o.dryRun:
 		res, err := svc.Plan(ctx, v.Request(""), b, d)
+		if err != nil {
+			return a.rollbackDone(o.asJSON, out, err) // no plan to show
+		}
 		c := planCounts(res.Plan)
 		out.Plan = &c
 		if !o.asJSON {
@@ -150,7 +153,7 @@ func (a *app) rollback(ctx context.Context, o rollbackOptions) error {
 				how = "through serve"
 			}
 			fmt.Fprintf(a.stdout, "dry run: nothing announced or written (the roll back would go %s)\n", how)
-			return err
+			return nil
 		}
 		return a.rollbackDone(o.asJSON, out, err)
 	case conn != nil:
@@ -310,7 +313,7 @@ func (a *app) rollbackDone(asJSON bool, out rollbackJSON, err error) error {
 		return err
 	}
 	if err != nil {
-		out.Error = oneLine(err.Error())
+		out.Error = a.errorLine(err)
 	}
 	if jerr := a.printJSON(out); jerr != nil {
 		return jerr

@@ -89,7 +89,11 @@ renewal, and its run is retried or must be run again.`,
 			}
 			if len(rep.Removed) == 0 && len(refusals) > 0 {
 				// Only another holder's locks: that is not the lock meant.
-				return a.unlockDone(rep, fmt.Errorf("%s (%s) is not locked with id %s: %w", d.ID, a.showRoot(rep.Root), id, errors.Join(refusals...)), asJSON)
+				refused := refusals[0]
+				for _, r := range refusals[1:] {
+					refused = fmt.Errorf("%w; %w", refused, r)
+				}
+				return a.unlockDone(rep, fmt.Errorf("%s (%s) is not locked with id %s: %w", d.ID, a.showRoot(rep.Root), id, refused), asJSON)
 			}
 			return a.unlockDone(rep, nil, asJSON)
 		},

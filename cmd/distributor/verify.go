@@ -26,6 +26,15 @@ func (a *app) verifyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if pipeline != "" {
+				cfg, err := a.loadConfig()
+				if err != nil {
+					return err
+				}
+				if _, ok := cfg.Pipeline(pipeline); !ok {
+					return usageErr("--pipeline %q: unknown pipeline; %s", pipeline, cfg.KnownPipelines())
+				}
+			}
 			match := func(o catalog.Output) bool {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}

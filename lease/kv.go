@@ -131,6 +131,11 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 				if ls, ok := l.adoptLanded(ctx, root, key, rec.Attempt); ok {
 					return ls, nil
 				}
+			} else {
+				// The caller gave up with the create on its way: if it
+				// landed, nobody will use it, and other processes would
+				// find the root held until the TTL.
+				go l.dropLanded(key, rec.Attempt)
 			}
 			return nil, fmt.Errorf("acquire lease on %s in bucket %s: %w", root.Key, l.kv.Bucket(), err)
 		}
@@ -214,6 +219,29 @@ func (l *KVLocker) adoptLanded(ctx context.Context, root Root, key, attempt stri
 	}
 	ls, err := l.adopt(gctx, root, key, e.Revision())
 	return ls, err == nil
+}
+
+// dropLanded removes key's record of attempt, if it landed and is still
+// there, with a compare-and-swap on its revision: a record this locker
+// took over or another holder wrote since is left alone.
+func (l *KVLocker) dropLanded(key, attempt string) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+	defer cancel()
+	e, err := l.kv.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	var cur kvRecord
+	if json.Unmarshal(e.Value(), &cur) != nil || cur.Attempt != attempt {
+		return
+	}
+	if l.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision())) == nil {
+		l.mu.Lock()
+		if l.orphans[key] == attempt {
+			delete(l.orphans, key)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // adopt takes over this locker's unused record at revision rev with a new

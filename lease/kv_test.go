@@ -607,3 +607,45 @@ func TestKVReleaseThatTimedOutIsTakenOver(t *testing.T) {
 	}
 	wantHolds(t, env, again, root, holder)
 }
+
+// cancelledCreates is a bucket whose next create lands and then cancels
+// the caller's context, as a caller that gives up while the create is on
+// its way sees it.
+type cancelledCreates struct {
+	jetstream.KeyValue
+	cancel context.CancelFunc
+}
+
+func (k *cancelledCreates) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if _, err := k.KeyValue.Create(context.Background(), key, value, opts...); err != nil {
+		return 0, err
+	}
+	k.cancel()
+	return 0, fmt.Errorf("create %s: %w", key, context.Canceled)
+}
+
+// A create that landed after its caller gave up is removed in the
+// background: another process gets the root at once, not after the TTL.
+func TestKVCreateLandedAfterTheCallerGaveUpIsRemoved(t *testing.T) {
+	t.Parallel()
+	env := newKVEnv(t)
+	root := Root{Key: "file:///srv/reports/"}
+	ctx, cancel := context.WithCancel(context.Background())
+	kv := &cancelledCreates{KeyValue: env.kv, cancel: cancel}
+	if _, err := NewKV(env.js, kv, "serve v1 on host pid 42", 30*time.Second).Acquire(ctx, root); err == nil {
+		t.Fatal("an acquire whose caller gave up reported a lease")
+	}
+	start := time.Now()
+	other := NewKV(env.js, env.kv, "serve v1 on other pid 7", 30*time.Second)
+	for {
+		l, err := other.Acquire(context.Background(), root)
+		if err == nil {
+			wantHolds(t, env, l, root, "serve v1 on other pid 7")
+			break
+		}
+		if !errors.Is(err, ErrHeld) || time.Since(start) > 10*time.Second {
+			t.Fatalf("another process after %v: %v, want the root free well before the 30 s TTL", time.Since(start), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,4 +290,83 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
 	}
+}
+
+// pausingDeleter holds the first Delete that removes the path until
+// resumed: the delete has passed the holder's lease check and is on its
+// way to storage.
+type pausingDeleter struct{ *pausingBackend }
+
+func (p pausingDeleter) Delete(ctx context.Context, paths ...string) error {
+	paused := false
+	if slices.Contains(paths, p.path) {
+		p.once.Do(func() { paused = true })
+	}
+	if !paused {
+		return p.Backend.Delete(ctx, paths...)
+	}
+	close(p.reached)
+	<-p.resume
+	err := p.Backend.Delete(ctx, paths...)
+	p.result <- err
+	return err
+}
+
+// A stale delete: holder A's replacement drops c.txt and is paused inside
+// that delete past its lease; holder B publishes a version with c.txt
+// rewritten; then A's delete lands (deletes carry no condition). A commits
+// nothing, verify reports c.txt missing, and the next publication of B's
+// bundle writes it again.
+func TestStaleDeleteIsRepairedByTheNextPublication(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		plain, base := newRoot(t)
+		d := h.AddDest(named(base, "site", planner.Replacement), plain, pipeA)
+		h.MustPublish(t1, pipeA, "site", "weatherreporter.v", eight("v0"))
+
+		stale := eight("v0")
+		delete(stale, "c.txt")
+		staleDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(1*time.Minute), stale)
+		newer := eight("v0")
+		newer["c.txt"] = "newer c\n"
+		newerDir, _ := makeBundleAt(t, "weatherreporter.v", t0.Add(2*time.Minute), newer)
+
+		h.Clock.Set(t2)
+		ctx := context.Background()
+		pausing := newPausing(plain, "c.txt")
+		la := &switchLease{}
+		errA := make(chan error, 1)
+		go func() {
+			_, err := h.fenceHolder(ctx, pausingDeleter{pausing}, la, d, staleDir, 1)
+			errA <- err
+		}()
+		waitClosed(t, pausing.reached, "the stale holder's paused delete of c.txt")
+		la.lose()
+		if _, err := h.fenceHolder(ctx, plain, &switchLease{}, d, newerDir, 4); err != nil {
+			t.Fatalf("newer holder: %v", err)
+		}
+		close(pausing.resume)
+		if err := <-pausing.result; err != nil {
+			t.Fatalf("the stale delete: %v, want it to land", err)
+		}
+		if err := <-errA; !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("the stale holder's publication: %v, want the lost lease", err)
+		}
+
+		rep, err := h.verify("site", all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "missing after the stale delete", rep.Missing, []string{"c.txt"})
+		res, err := h.Publish(t2.Add(time.Minute), pipeA, "site", newerDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "written by the repairing publication", itemPaths(res.Written), []string{"c.txt"})
+		wantContents(t, plain, newer)
+		if rep, err := h.verify("site", all); err != nil || !rep.OK() {
+			t.Fatalf("verify after the repair: %+v, %v", rep, err)
+		}
+	})
 }

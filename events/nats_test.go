@@ -553,10 +553,13 @@ func TestPublishWithoutQuorumSaysSo(t *testing.T) {
 	c := testenv.NewCluster(t)
 	js := c.JetStream(t)
 	ctx := context.Background()
-	st, err := events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Setup is idempotent: retried while the freshly started (and busy)
+	// cluster still settles its first leaders.
+	var st *events.Streams
+	testenv.Retry(t, time.Minute, func() (err error) {
+		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+		return err
+	}, "setting up the streams")
 	leader := c.WaitStreamLeader(t, st.Subjects.EventsStream())
 	survivor := (leader + 1) % testenv.ClusterSize
 	// Connected to the survivor alone: the publish is not also waiting

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -185,17 +186,23 @@ func ResultMsgID(r Result) string {
 }
 
 // publishErr says why a publish to stream failed. No answer from the
-// stream means it does not exist, or it exists without a leader (a NATS
-// cluster that lost its quorum): asked directly, the server tells which.
+// stream, or none in time, means it does not exist, or it exists without
+// a leader (a NATS cluster that lost its quorum): asked directly, the
+// server tells which.
 func (p *Publisher) publishErr(ctx context.Context, what, stream string, err error) error {
-	if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+	noAnswer := errors.Is(err, jetstream.ErrNoStreamResponse)
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+	if !noAnswer && !timedOut {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	_, serr := p.js.Stream(ctx, stream)
-	if errors.Is(serr, jetstream.ErrStreamNotFound) {
+	switch {
+	case errors.Is(serr, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("%s: stream %s does not exist: start distributor serve once (it creates the streams): %w", what, stream, err)
+	case serr == nil && timedOut:
+		return fmt.Errorf("%s: %w", what, err) // the stream answers: the publish was only slow
 	}
 	why := "no JetStream leader answers for it (a NATS cluster without quorum, or a leader election under way)"
 	if serr != nil && !errors.Is(serr, context.DeadlineExceeded) {

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -192,4 +193,100 @@ func TestPublishOpeningUnusableBundleEndsTheLeaseWait(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Error("the publication waited for the held lease")
 	}
+}
+
+// gatedBundles opens bundle stores whose reads wait until gate closes: a
+// bundle store that hangs.
+type gatedBundles struct {
+	service.Stores
+	gate chan struct{}
+}
+
+func (g gatedBundles) Bundle(ctx context.Context, location string) (storage.Backend, error) {
+	b, err := g.Stores.Bundle(ctx, location)
+	return gatedBackend{Backend: b, gate: g.gate}, err
+}
+
+type gatedBackend struct {
+	storage.Backend
+	gate chan struct{}
+}
+
+func (g gatedBackend) Open(ctx context.Context, path string) (io.ReadCloser, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Backend.Open(ctx, path)
+}
+
+// A publication that takes a root's lease while its bundle opens gives the
+// lease back once the lease wait passes without the bundle: a hung bundle
+// store does not keep the root from other holders. Once the bundle opens,
+// the publication takes the lease again and publishes.
+func TestPublishOpeningGivesTheLeaseBackWhileTheBundleHangs(t *testing.T) {
+	h, d, _ := openingHarness(t)
+	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"}) // the root has a catalog
+	dir, _ := makeBundleAt(t, "weatherreporter.today", t2, map[string]string{"a.txt": "a2\n"})
+	gate := make(chan struct{})
+	h.Service.Stores = gatedBundles{Stores: h.Service.Stores, gate: gate}
+	h.Service.LeaseWait = 200 * time.Millisecond
+
+	type outcome struct {
+		res engine.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, _, err := h.publishOpening(context.Background(), d, dir)
+		done <- outcome{res, err}
+	}()
+	// The publication takes the root's lease while its bundle opens ...
+	root := lease.Root{Key: d.RootKey(), Store: mustRoot(t, h, d)}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := lease.ReadLock(context.Background(), root.Store, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the publication never took the root's lease")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// ... and gives it back: another holder gets the root while the bundle
+	// still hangs.
+	other := lease.NewStorageLocker("other-holder", lease.MaxTTL)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		l, err := other.Acquire(context.Background(), root)
+		if err == nil {
+			if err := l.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
+			t.Fatalf("another holder while the bundle hangs: %v, want the root given back after the lease wait", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("the publication ended before its bundle opened: %+v, %v", o.res, o.err)
+	default:
+	}
+	close(gate)
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("the publication once the bundle opened: %v", o.err)
+	}
+	if len(o.res.Written) != 1 || o.res.Written[0].Path != "a.txt" {
+		t.Errorf("written %+v, want a.txt", o.res.Written)
+	}
+	wantContents(t, mustRoot(t, h, d), map[string]string{"a.txt": "a2\n"})
 }

@@ -84,7 +84,8 @@ func documentedCommands(t *testing.T, file string) []documentedCommand {
 		for _, words := range shellCommandsIn(joined) {
 			for j, w := range words {
 				if (w == "distributor" || strings.HasSuffix(w, "/distributor")) && (j == 0 || words[j-1] != "-o") {
-					if j+1 < len(words) && !strings.HasPrefix(words[j+1], "-") || j+1 < len(words) && words[j+1] == "--config" {
+					// A subcommand follows (`distributor --version` has none).
+					if j+1 < len(words) && (!strings.HasPrefix(words[j+1], "-") || words[j+1] == "--config") {
 						out = append(out, documentedCommand{file: filepath.Base(file), line: start, args: words[j+1:]})
 					}
 					break

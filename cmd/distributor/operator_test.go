@@ -407,6 +407,22 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 		t.Errorf("rollback --dry-run announced or wrote something")
 	}
 
+	// A dry run whose plan fails (a local root moved away) shows no plan,
+	// only the error.
+	if moved := rep.Root + ".moved"; filepath.IsAbs(rep.Root) {
+		if err := os.Rename(rep.Root, moved); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := e.cmd("rollback", "--destination", "rep", "--to", v2.Digest, "--dry-run")
+		want := fmt.Sprintf("rolling back rep (p.one) to %s from %s (published %s as event %s.rep)\n", label(v2), v2.Dir, rb.Version.Time.Format(time.RFC3339), v2ID)
+		if code == exitOK || stdout != want || !strings.Contains(stderr, rep.Root) {
+			t.Errorf("rollback --dry-run into a missing root: exit %d, stdout %q, stderr %q; want a failure, %q and the root named", code, stdout, stderr, want)
+		}
+		if err := os.Rename(moved, rep.Root); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// A bundle that is gone: a clear error naming it, nothing announced or
 	// written.
 	if err := os.RemoveAll(v2.Dir); err != nil {

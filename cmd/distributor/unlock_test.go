@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +169,23 @@ func TestUnlockKVLease(t *testing.T) {
 	if rep := decodeUnlock(t, out); code != exitRefused || len(rep.Removed) != 0 || len(rep.Held) != 1 || rep.Held[0].Kind != lease.KindKVLease ||
 		!strings.Contains(rep.Error, "lock id does not match") || "distributor: "+rep.Error+"\n" != errOut {
 		t.Errorf("unlock with another id: exit %d, %+v, stderr %q", code, rep, errOut)
+	}
+	// With a lock object of a third id too, both refusals are named, one
+	// after the other.
+	lockFile := filepath.Join(e.roots["d1"], filepath.FromSlash(lease.LockPath))
+	if err := os.MkdirAll(filepath.Dir(lockFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lockFile, []byte(`{"id":"feedfacefeedface","holder":"direct","host":"otherhost","pid":4242,"expires":"`+
+		time.Now().Add(time.Minute).UTC().Format(time.RFC3339)+`","generation":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = run("unlock", "--destination", "d1", "--id", "0123456789abcdef")
+	if code != exitRefused || !strings.Contains(errOut, `has id "feedfacefeedface", not "0123456789abcdef"; nothing was removed; lock id does not match: the lease on `) {
+		t.Errorf("unlock with another id than both locks': exit %d, stderr %q", code, errOut)
+	}
+	if err := os.Remove(lockFile); err != nil {
+		t.Fatal(err)
 	}
 	code, out, errOut = run("unlock", "--destination", "d1", "--id", h.ID)
 	if want := "removed the NATS lease of d1 (" + e.roots["d1"] + "): held by serve dev on otherhost pid 7 since "; code != exitOK || !strings.HasPrefix(out, want) {

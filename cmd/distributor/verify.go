@@ -10,6 +10,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/stores"
 )
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -22,18 +23,16 @@ func (a *app) verifyCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			// Verify only reads (engine.Verify).
-			root, err := a.openDestination(ctx, dest)
+			cfg, d, err := a.loadDestination(dest)
 			if err != nil {
 				return err
 			}
-			if pipeline != "" {
-				cfg, err := a.loadConfig()
-				if err != nil {
-					return err
-				}
-				if _, ok := cfg.Pipeline(pipeline); !ok {
-					return usageErr("--pipeline %q: unknown pipeline; %s", pipeline, cfg.KnownPipelines())
-				}
+			if _, ok := cfg.Pipeline(pipeline); pipeline != "" && !ok {
+				return usageErr("--pipeline %q: unknown pipeline; %s", pipeline, cfg.KnownPipelines())
+			}
+			root, err := stores.New(cfg).Destination(ctx, d)
+			if err != nil {
+				return err
 			}
 			match := func(o catalog.Output) bool {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)

@@ -24,7 +24,9 @@ func (u unanswered) Publish(context.Context, string, []byte, ...jetstream.Publis
 	return nil, u.publishErr
 }
 
-func (u unanswered) Stream(context.Context, string) (jetstream.Stream, error) { return nil, u.streamErr }
+func (u unanswered) Stream(context.Context, string) (jetstream.Stream, error) {
+	return nil, u.streamErr
+}
 
 func (u unanswered) Conn() *nats.Conn { return nil }
 

@@ -75,8 +75,10 @@ type options struct {
 	huge  bool
 	dir   string
 	keep  bool
+
 	// baseline is a git revision whose distributor runs as one more peer.
 	baseline string
+
 	// reuse resets the big-catalog roots found in dir instead of writing
 	// their million files again.
 	reuse bool
@@ -85,10 +87,13 @@ type options struct {
 // tool is one contender of a case: distributor or a peer.
 type tool struct {
 	name string
+
 	// prepare makes the target of timed run i (untimed, before any run).
 	prepare func(i int) error
+
 	// cmd is the timed command of run i.
 	cmd func(i int) []string
+
 	// after runs untimed right after run i (restoring a starting state).
 	after func(i int) error
 }
@@ -110,6 +115,7 @@ type dist struct{ name, bin, tag string }
 // env is what the cases share: the work folder and the tools found.
 type env struct {
 	work string
+
 	// dists are the distributor builds timed: this tree's first, then the
 	// -baseline one.
 	dists []dist
@@ -248,11 +254,12 @@ func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
 	for i := range e.runs {
 		// Each round starts one tool later: a run right after another
 		// tool's pays for what that one left behind (on the S3 server,
-		// ~20 ms after rclone's sync, measured at load 3.6), and in a
-		// fixed order the same tool always paid.
+		// right after rclone's sync), and in a fixed order the same tool
+		// always paid.
 		for j := range tools {
 			t := tools[(i+j)%len(tools)]
 			warm(filepath.Join(e.work, c.name, "src"))
+
 			// Nothing another tool wrote is left to flush: distributor's
 			// syncfs (and a "; sync") would otherwise pay for the previous
 			// tools' writes, and whoever runs first in a round would lose.
@@ -330,6 +337,7 @@ func timed(ctx context.Context, argv []string) (float64, int64, error) {
 	cmd.Stdout = io.Discard
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+
 	// rclone 1.60 refuses to start with AWS_CA_BUNDLE set.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(s string) bool { return strings.HasPrefix(s, "AWS_CA_BUNDLE=") })
 	d, rss, err := spawned(cmd)
@@ -473,6 +481,7 @@ func firstPublish(name string, n, size int) func(e *env) ([]tool, error) {
 		mk := func(t string) func(int) error {
 			return func(i int) error { return os.MkdirAll(e.target(name, t, i), 0o755) }
 		}
+
 		// Large targets are removed right after their run: 20 big files
 		// are not the many-small-files case that slows the next creations.
 		drop := func(t string) func(int) error {
@@ -569,6 +578,7 @@ func republish(name string, step int, rewritten bool) func(e *env) ([]tool, erro
 		if err := e.bundleCreate(b, "bench."+name, created.Add(time.Hour)); err != nil {
 			return nil, err
 		}
+
 		// Both bundles alternate: each run is a republish that changes
 		// what B changes (nothing when step is 0).
 		from := func(i int) string {
@@ -705,6 +715,7 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		if err := e.prepared(peerRoot, func() error { return writeTree(peerRoot, n, 0, 1) }, nil); err != nil { // the same files, no catalog
 			return nil, err
 		}
+
 		// The bundle of the n outputs, published untimed into each root.
 		bigSrc := filepath.Join(e.caseDir(name), "big-src")
 		if err := e.once(bigSrc, func() error {
@@ -715,6 +726,7 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		}); err != nil {
 			return nil, err
 		}
+
 		// One fresh 10-file bundle per tool and run, under its own folder.
 		srcs := map[string][]string{}
 		tags := []string{"rsync", "cp"}

@@ -20,6 +20,7 @@ const rcloneRemote = "benchs3"
 // s3Server is a running local S3 server (bench/s3server).
 type s3Server struct {
 	url string
+
 	// stdin keeps the server running: it stops when stdin closes (also
 	// when a collected pipe is finalized, so it is held here).
 	stdin io.WriteCloser

@@ -30,6 +30,7 @@ type Bundle struct {
 	Location string
 
 	store storage.Backend
+
 	// index is built on the first lookup: a publication that copies
 	// nothing (a republish of unchanged files) never looks one up.
 	indexOnce sync.Once
@@ -228,6 +229,7 @@ type Report struct {
 	// Files and Bytes count what was read and matched.
 	Files int
 	Bytes int64
+
 	// Missing and Mismatched (size or sha256) list paths in manifest order.
 	Missing    []string
 	Mismatched []string

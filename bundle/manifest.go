@@ -36,19 +36,26 @@ const SchemaVersion = 1
 var (
 	// ErrInvalidManifest: manifest.json breaks the manifest rules.
 	ErrInvalidManifest = errors.New("invalid manifest")
+
 	// ErrDigestMismatch: manifest.json is not the one the event announced.
 	ErrDigestMismatch = errors.New("manifest digest does not match")
+
 	// ErrContentMismatch: a file's bytes differ from the manifest (size or sha256).
 	ErrContentMismatch = errors.New("file content does not match the manifest")
+
 	// ErrMissingFile: a file the manifest lists is not in the bundle.
 	ErrMissingFile = errors.New("file listed in the manifest is missing")
+
 	// ErrNoManifest: the location holds no manifest.json.
 	ErrNoManifest = errors.New("no manifest.json")
+
 	// ErrNotListed: a path asked for is not in the manifest.
 	ErrNotListed = errors.New("not listed in the manifest")
+
 	// ErrBadLocation: a bundle location that is not an absolute path,
 	// file:// or s3:// URL.
 	ErrBadLocation = errors.New("bundle location")
+
 	// ErrFutureCreated: the manifest's created time lies further past the
 	// clock than the allowed skew; a producer's clock ran ahead.
 	ErrFutureCreated = errors.New("bundle created in the future")
@@ -129,6 +136,7 @@ func parseManifestFast(data []byte) (Manifest, bool) {
 	if !ok || strings.TrimSpace(m.ID) == "" {
 		return Manifest{}, false
 	}
+
 	// Manifests list paths in order (Create sorts them): a repeat is then
 	// next to its twin; only other orders need a set.
 	var seen map[string]bool
@@ -169,6 +177,7 @@ func readManifest(p *jsonfast.Parser) Manifest {
 			m.Created = p.Time(func(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) })
 		case "files":
 			once(3)
+
 			// An entry is about 120 bytes written: size the slice once.
 			m.Files = make([]File, 0, min(p.Len()/100+1, 1<<24))
 			p.Array(func() { m.Files = append(m.Files, readFile(p)) })
@@ -219,6 +228,7 @@ func parseManifestReference(data []byte) (Manifest, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return Manifest{}, invalid("trailing data after the JSON object")
 	}
+
 	// encoding/json keeps the last of repeated keys; which one the producer
 	// meant cannot be known.
 	if dup := jsonkeys.Duplicate(data); dup != nil {
@@ -348,6 +358,7 @@ func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, [
 	if err != nil {
 		return Manifest{}, nil, fmt.Errorf("bundle create %s: %w", dir, err)
 	}
+
 	// WalkDir orders by name per folder; the manifest orders whole paths.
 	slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	data, err := m.Marshal()
@@ -357,6 +368,7 @@ func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, [
 	if err := checkManifestSize(len(data), len(m.Files), MaxManifestSize); err != nil {
 		return Manifest{}, nil, fmt.Errorf("bundle create %s: %w", dir, err)
 	}
+
 	// Replaced atomically (temp file, fsync, rename) where the system
 	// allows it; on Windows written in place, where an interrupted create
 	// leaves a manifest that ParseManifest refuses until create runs again.

@@ -16,6 +16,7 @@ type origin struct {
 	data  []byte
 	seed  maphash.Seed
 	spans []span // one per record, in path order
+
 	// first and n name the slice of records read (in path order: an
 	// origin is dropped when they were not).
 	first *Output

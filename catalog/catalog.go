@@ -42,6 +42,7 @@ var (
 	// ErrInvalid marks a catalog that claims v4 but fails validation. Nothing
 	// may overwrite it: an operator has to look.
 	ErrInvalid = errors.New("invalid catalog")
+
 	// ErrNewer marks a catalog written by a newer distributor (schema > 4).
 	ErrNewer = errors.New("catalog written by a newer distributor")
 )
@@ -191,6 +192,7 @@ func (c *Catalog) validate() (inOrder bool, err error) {
 	if err := c.validateHead(); err != nil {
 		return false, err
 	}
+
 	// Sorted records (any parsed or written catalog) repeat a path next to
 	// each other; only unsorted ones need a set.
 	var seen map[string]bool
@@ -258,6 +260,7 @@ func (o Output) ValidateFields() error {
 	if err := writableTimes(o.Source.Created, o.CreatedAt, o.UpdatedAt); err != nil {
 		return fmt.Errorf("%q: %w", o.Path, err)
 	}
+
 	// JSON would silently turn invalid UTF-8 into U+FFFD: the record written
 	// would not be the record read back.
 	for _, f := range []struct{ name, v string }{
@@ -403,6 +406,7 @@ func checkSchemaVersion(data []byte) (legacy bool, err error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return false, fmt.Errorf("%w: not a JSON object: %v", ErrInvalid, err)
 	}
+
 	// encoding/json keeps the last of repeated keys: "schema_version": 4,
 	// "schema_version": 3 would read as legacy state a replacement may clear.
 	if dup := jsonkeys.Duplicate(data); dup != nil {
@@ -411,6 +415,7 @@ func checkSchemaVersion(data []byte) (legacy bool, err error) {
 	if head.SchemaVersion == nil || string(head.SchemaVersion) == "null" {
 		return false, fmt.Errorf("%w: schema_version is missing", ErrInvalid)
 	}
+
 	// A number, not a string that looks like one: "2" must not pass as legacy.
 	v, err := strconv.ParseInt(string(head.SchemaVersion), 10, 64)
 	if err != nil {
@@ -516,6 +521,7 @@ func (w wireOutput) decode() (Output, error) {
 	if o.UpdatedAt, err = parseTime("updated_at", *w.UpdatedAt); err != nil {
 		return o, fmt.Errorf("%q: %w", o.Path, err)
 	}
+
 	// Present-but-empty optional fields are as wrong as misplaced ones.
 	for _, opt := range []struct {
 		name string
@@ -574,6 +580,7 @@ func marshal(c *Catalog, w io.Writer) ([]byte, error) {
 	if err := cp.validateHead(); err != nil {
 		return nil, err
 	}
+
 	// The records are validated as they are encoded, but for those copied
 	// as read: they were validated then, and hold the same values.
 	return marshalFast(&cp, w)

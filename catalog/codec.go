@@ -354,6 +354,7 @@ func marshalParallel(c *Catalog, w io.Writer) error {
 	for j := range out {
 		out[j] = make(chan chunk, 1)
 	}
+
 	// A slot is taken before a chunk's index: the chunks taken and not yet
 	// written are always the next ones the writer waits for.
 	slots := make(chan struct{}, 2*workers)
@@ -397,6 +398,7 @@ func marshalParallel(c *Catalog, w io.Writer) error {
 		if ch.err != nil {
 			return ch.err
 		}
+
 		// Written in flushSize pieces, as marshalFast writes.
 		for b := ch.b; len(b) > 0; b = b[min(len(b), flushSize):] {
 			if _, err := w.Write(b[:min(len(b), flushSize)]); err != nil {

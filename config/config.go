@@ -33,6 +33,7 @@ const (
 	DefaultEventMaxAge   = Duration(30 * day)
 	DefaultReplicas      = 1
 	DefaultMaxDeliveries = 5
+
 	// DefaultPublicationTimeout and DefaultDestinationParallelism are
 	// publication_timeout and destination_parallelism.
 	DefaultPublicationTimeout     = Duration(10 * time.Minute)
@@ -72,19 +73,24 @@ const MarkdownToHTML = "markdown_to_html"
 // its row in docs/configuration.md (a test checks both agree).
 type Config struct {
 	NATS NATS `yaml:"nats"`
+
 	// HTTP is serve's health and metrics listener.
 	HTTP HTTP `yaml:"http"`
+
 	// PublicationTimeout bounds each publication of a bundle to one
 	// destination, waiting for its root's lease included (`apply
 	// --timeout` overrides it).
 	PublicationTimeout Duration `yaml:"publication_timeout" default:"10m" cfg:"positive"`
+
 	// DestinationParallelism bounds how many destinations of one event
 	// (or one apply) publish at once.
 	DestinationParallelism int `yaml:"destination_parallelism" default:"16" cfg:"positive"`
+
 	// S3 holds defaults for every S3 access: bundle locations, and S3
 	// destinations that leave out the same key (region, endpoint,
 	// path_style, timeouts).
 	S3 S3Defaults `yaml:"s3"`
+
 	// MaxClockSkew is how far past this host's clock a bundle's created
 	// time may lie (a producer's clock a little ahead); a later one is
 	// refused as invalid (bundle.CheckCreated): newest wins by created, so
@@ -92,6 +98,7 @@ type Config struct {
 	MaxClockSkew Duration      `yaml:"max_clock_skew" default:"5m" cfg:"positive"`
 	Pipelines    []Pipeline    `yaml:"pipelines"`
 	Destinations []Destination `yaml:"destinations"`
+
 	// File is the path the configuration was loaded from ("" when parsed
 	// from bytes without a name).
 	File string
@@ -112,19 +119,24 @@ type NATS struct {
 	User          string `yaml:"user"`
 	Password      string `yaml:"password" cfg:"secret"`
 	TLS           TLS    `yaml:"tls"`
+
 	// ServerTLS is the embedded server's certificate (no nats.url): with
 	// it the server accepts only TLS clients.
 	ServerTLS ServerTLS `yaml:"server_tls"`
+
 	// BundleMaxAge and EventMaxAge bound the bundle and event streams; 0
 	// means no age limit.
 	BundleMaxAge Duration `yaml:"bundle_max_age" default:"7d"`
 	EventMaxAge  Duration `yaml:"event_max_age" default:"30d"`
+
 	// Replicas is how many servers of a NATS cluster keep each stream, the
 	// durable consumer and the lease bucket (1 to 5; default 1).
 	Replicas int `yaml:"replicas" default:"1"`
+
 	// MaxDeliveries is how often a bundle-ready event is delivered before
 	// it is given up.
 	MaxDeliveries int `yaml:"max_deliveries" default:"5" cfg:"positive"`
+
 	// RedeliveryBackoff are the waits before each redelivery; the last one
 	// repeats.
 	RedeliveryBackoff []Duration `yaml:"redelivery_backoff" default:"1s,5s,15s,30s,1m" cfg:"positive"`
@@ -151,6 +163,7 @@ type TLS struct {
 type ServerTLS struct {
 	Cert string `yaml:"cert" cfg:"file"`
 	Key  string `yaml:"key" cfg:"file"`
+
 	// ClientCA, when set, makes the server require a client certificate
 	// signed by it (mutual TLS).
 	ClientCA string `yaml:"client_ca" cfg:"file"`
@@ -170,9 +183,11 @@ type S3Timeouts struct {
 	Connect   Duration `yaml:"connect" cfg:"positive"`    // TCP connect, and again the TLS handshake
 	FirstByte Duration `yaml:"first_byte" cfg:"positive"` // from the request sent to the first response byte
 	Idle      Duration `yaml:"idle" cfg:"positive"`       // a request or response body that makes no progress
+
 	// Attempts is how often a request that failed transiently (a timeout
 	// included) is tried, with back-off, before the error is reported.
 	Attempts int `yaml:"attempts" cfg:"positive" hint:"1 = no retry"`
+
 	// MinRate fails a transfer that moves fewer bytes per second than this,
 	// averaged over each Idle of time spent waiting for it.
 	MinRate int `yaml:"min_rate" cfg:"positive" hint:"bytes per second"`
@@ -183,6 +198,7 @@ type S3Timeouts struct {
 type Pipeline struct {
 	ID           string   `yaml:"id"`
 	Destinations []string `yaml:"destinations"`
+
 	// BundleLocations are the local folders and s3://bucket/prefix/
 	// prefixes its bundles must lie in (AllowsBundle); none: anywhere.
 	BundleLocations []string `yaml:"bundle_locations"`
@@ -192,10 +208,12 @@ type Pipeline struct {
 type Destination struct {
 	ID      string `yaml:"id"`
 	Backend string `yaml:"backend"` // BackendLocal or BackendS3
+
 	// Path is, for local, the root folder (absolute and clean after Parse)
 	// and, for s3, the key prefix inside Bucket ("" = bucket root, otherwise
 	// ending in "/").
 	Path string `yaml:"path"`
+
 	// S3 only; Region, Endpoint, PathStyle and Timeouts default to Config.S3.
 	Bucket    string           `yaml:"bucket"`
 	Region    string           `yaml:"region"`
@@ -205,10 +223,12 @@ type Destination struct {
 	Workflow  planner.Workflow `yaml:"workflow" default:"additive"`
 	Layout    Layout           `yaml:"layout"`
 	Publish   Publish          `yaml:"publish"`
+
 	// Transforms are tried in order; the first whose Match fits a file wins.
 	Transforms []Transform `yaml:"transforms"`
 	Links      Links       `yaml:"links"`
 	Retention  Retention   `yaml:"retention"`
+
 	// MaxDeletes > 0 aborts any run that would delete more outputs; 0 = no limit.
 	MaxDeletes int `yaml:"max_deletes"`
 }
@@ -240,6 +260,7 @@ type Transform struct {
 type Links struct {
 	// BaseURL is an absolute http(s) URL ending in "/"; "" = no URLs.
 	BaseURL string `yaml:"base_url"`
+
 	// Pretty turns ".../index.html" into ".../".
 	Pretty bool `yaml:"pretty"`
 }

@@ -372,6 +372,7 @@ func didYouMean(unknown string, keys []key) string {
 	for i, k := range keys {
 		names[i] = k.name
 	}
+
 	// One edit, and one more per 5 letters.
 	best := suggest.Closest(unknown, names, 1+len(unknown)/5)
 	if best == "" {

@@ -64,6 +64,7 @@ func (d Duration) String() string {
 	if rest == 0 {
 		return days
 	}
+
 	// The rest without zero units: "12h0m0s" is "12h".
 	s := rest.String()
 	if strings.HasSuffix(s, "m0s") {

@@ -13,6 +13,7 @@ import (
 type setting struct {
 	path  string
 	index []int // of the field in Config
+
 	// dest is the index in Destination of the key this S3 default fills
 	// when an S3 destination leaves it out; nil for other keys.
 	dest []int
@@ -95,6 +96,7 @@ func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
 		}
 		p := reflect.ValueOf(c).Elem().FieldByIndex(s.index)
 		old := p.Interface()
+
 		// Secrets are strings, which always parse: no error prints one.
 		if err := setText(p, v, s.opts); err != nil {
 			return &Error{Msg: fmt.Sprintf("%s: %v", env, err)}
@@ -112,6 +114,7 @@ func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
 	if len(applied) == 0 {
 		return nil
 	}
+
 	// The file was valid: a problem now comes from a variable.
 	errs := c.validate()
 	if len(errs) == 0 {

@@ -21,6 +21,7 @@ var ErrBundleNotAllowed = errors.New("bundle location not allowed")
 // containment compares: a local folder or an S3 bucket and key prefix.
 type place struct {
 	bucket string // "" for a local folder
+
 	// path is, for a local folder, the absolute clean path; for S3, the
 	// key prefix cleaned, without a leading or trailing "/" ("" = the
 	// whole bucket).

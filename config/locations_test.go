@@ -79,7 +79,7 @@ func TestAllowsBundle(t *testing.T) {
 		}
 	}
 
-	// Without bundle_locations any location passes, as before they existed.
+	// Without bundle_locations any location passes.
 	for _, loc := range []string{"/anywhere", "s3://any/where/", "relative"} {
 		if err := (Pipeline{ID: "p"}).AllowsBundle(loc, real); err != nil {
 			t.Errorf("no bundle_locations: AllowsBundle(%q) = %v", loc, err)

@@ -159,6 +159,7 @@ func (c *Config) validateDestinations(errs *errList, dests map[string]int) {
 			}
 			p := localPath(d.Path)
 			rp := ResolvePath(p)
+
 			// Its catalog and replacement deletes would sit among the
 			// system's own files.
 			if system[p] {

@@ -105,7 +105,7 @@ func BenchmarkThroughput(b *testing.B) {
 	// serveLock: the lease serve takes (the KV lease and the lock object
 	// in the root, lease.Both), not the KV lease alone.
 	// noHandOver: every publication acquires and releases the lease
-	// (service.Service.HandOver off), as before hand-overs.
+	// (service.Service.HandOver off).
 	for _, c := range []struct {
 		roots, nodes, workers int
 		serveLock, noHandOver bool

@@ -49,27 +49,35 @@ type Options struct {
 	// Workers is how many bundle events are processed at once (default
 	// DefaultWorkers).
 	Workers int
+
 	// MaxDeliver bounds deliveries of one event (default 5).
 	MaxDeliver int
+
 	// BackOff is the redelivery delay after attempt n (default 1s, 5s, 15s,
 	// 30s, 60s); the last entry repeats.
 	BackOff []time.Duration
+
 	// AckWait is how long the server waits for an ack before redelivering
 	// (default 30s); heartbeats extend it while work runs.
 	AckWait time.Duration
+
 	// Heartbeat is the InProgress interval (default AckWait/3).
 	Heartbeat time.Duration
+
 	// ShutdownTimeout bounds how long in-flight work may finish after the
 	// context is cancelled (default 30s); then it is abandoned (nak) and the
 	// leases are released.
 	ShutdownTimeout time.Duration
+
 	// MaxResultBytes bounds an encoded result event (default
 	// events.DefaultMaxResultBytes).
 	MaxResultBytes int
+
 	// Replicas is how many servers of a NATS cluster keep the durable's
 	// state; 0 takes the stream's replicas.
 	Replicas int
 	Log      zerolog.Logger
+
 	// Observer, when set, is told what happens (serve's metrics).
 	Observer Observer
 }
@@ -82,6 +90,7 @@ type Observer interface {
 	// event; attempt is its delivery count (above 1: a redelivery).
 	EventStarted(attempt int)
 	EventDone()
+
 	// Observe reports what one destination of an event came to.
 	Observe(o Observation)
 }
@@ -91,15 +100,20 @@ type Observation struct {
 	// Destination is the destination id; "" when the event failed as a
 	// whole (an unknown pipeline, an undecodable event).
 	Destination string
+
 	// Type is the reported result's type (events.TypePublished, ...), or
 	// Retry for a transient failure that is retried.
 	Type string
+
 	// Reason is the failed result's reason code.
 	Reason string
+
 	// Duration is how long the publication ran; 0 when none ran.
 	Duration time.Duration
+
 	// Result is what the engine did.
 	Result engine.Result
+
 	// LeaseLost: the root's lease was lost during the publication.
 	LeaseLost bool
 }
@@ -159,11 +173,13 @@ type Consumer struct {
 	svc      *service.Service
 	ledger   *service.Ledger
 	opts     Options
+
 	// The durable's settings on the server, which win over opts (an
 	// operator may have changed them): set by Durable.
 	maxDeliver atomic.Int64
 	heartbeat  atomic.Int64 // time.Duration
 	warned     atomic.Bool  // the differences were logged
+
 	// durable is the durable consumer Durable set up last: Run consumes
 	// from it rather than asking a busy cluster again.
 	durable atomic.Pointer[jetstream.Consumer]
@@ -191,10 +207,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 	}
+
 	// Work runs on its own context so that a shutdown lets it finish; it is
 	// cancelled only when ShutdownTimeout passes.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+
 	// Long-lived workers, not a goroutine per message: each new one grew
 	// its stack again through the deep publication path, which cost more
 	// CPU per event than the hand-over. The callback waits for a free
@@ -213,6 +231,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		})
 	}
+
 	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
 	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
 	// The callback sees messages in delivery order: the event takes its
@@ -242,6 +261,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	<-ctx.Done()
 	cc.Stop()
 	<-cc.Closed()
+
 	// Workers finish what they hold, then stop.
 	close(quit)
 	done := make(chan struct{})
@@ -329,6 +349,7 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 		return
 	}
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
+
 	// The engine's lines about this event carry the same fields.
 	ctx = engine.WithLog(ctx, log)
 	if p, ok := c.subjects.BundleReadyPipeline(msg.Subject()); !ok || p != ev.PipelineID {
@@ -344,6 +365,7 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 	defer stopBeat()
 
 	outs := c.process(ctx, ev, d.places, attempt, stored)
+
 	// Work abandoned at shutdown fails with whatever the cancellation
 	// caused: retry it rather than report it.
 	abandoned := ctx.Err() != nil
@@ -414,6 +436,7 @@ func (c *Consumer) reportOutcome(ctx context.Context, log zerolog.Logger, ev eve
 		return status
 	}
 	c.opts.Observer.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
+
 	// A failure needs an operator.
 	le := log.Info()
 	if r.Type == events.TypeFailed {

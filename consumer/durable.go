@@ -104,6 +104,7 @@ func ConsumerDifferences(resource string, server, configured jetstream.ConsumerC
 	}
 	add("max_deliver", deliveries(server.MaxDeliver), deliveries(configured.MaxDeliver))
 	add("ack_wait", events.FormatDuration(server.AckWait), events.FormatDuration(configured.AckWait))
+
 	// 0 replicas follows the stream's: compared only when both are set.
 	if server.Replicas > 0 && configured.Replicas > 0 {
 		add("replicas", strconv.Itoa(server.Replicas), strconv.Itoa(configured.Replicas))

@@ -136,7 +136,7 @@ func TestRuleSubjectNamesThePipeline(t *testing.T) {
 // through "..", through a symlink, in another bucket or under another key
 // prefix, gets one failed/bundle_not_allowed result per destination on the
 // first delivery and writes nothing; a replay on the admin subject obeys
-// the same rule. Bundles inside publish as before.
+// the same rule. Bundles inside publish.
 func TestRuleBundleLocations(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, strings.Replace(lanesYAML, `["@weatherin@"]`, `["@weatherin@", "s3://@bucket@/weather/"]`, 1), true)

@@ -29,8 +29,10 @@ import (
 var (
 	// ErrCollision: desired paths exist as unmanaged content; nothing was written.
 	ErrCollision = errors.New("collision with unmanaged content")
+
 	// ErrCatalogRace: the catalog changed between read and commit.
 	ErrCatalogRace = errors.New("catalog changed during the publication (lost compare-and-swap)")
+
 	// ErrSuperseded: a replacement's owner already holds a newer version
 	// of the same source; nothing was written (an additive publication
 	// keeps the newer version's paths instead and is not refused). Errors
@@ -63,10 +65,13 @@ var epoch = time.Unix(0, 0).UTC()
 type Engine struct {
 	// Now is the clock; times are truncated to seconds for the catalog.
 	Now func() time.Time
+
 	// Version is written into catalogs as distributor_version.
 	Version string
+
 	// Workers bounds concurrent object writes (default 4).
 	Workers int
+
 	// LeftoverAge is how long a temp file or unfinished upload must be
 	// untouched before it is removed as an interrupted write's leftover
 	// (default DefaultLeftoverAge; see Leftovers in the package doc).
@@ -77,6 +82,7 @@ type Engine struct {
 // Output is one desired output and where its bytes come from.
 type Output struct {
 	planner.Desired
+
 	// Content holds a generated output's bytes; nil means "copy Desired.From
 	// from the bundle".
 	Content []byte
@@ -103,13 +109,16 @@ type Result struct {
 	Updated   []planner.Item // records updated without a byte write
 	Deleted   []string       // managed outputs (and legacy leftovers) deleted
 	Unchanged int
+
 	// KeptNewer counts the planned paths an older additive publication
 	// left to the newer version of its source that wrote them.
 	KeptNewer int
 	Recovered bool // an interrupted earlier run was rolled forward first
+
 	// LeaseToken is the fencing token of the root's lease, once it was
 	// held (by the service).
 	LeaseToken string
+
 	// Kept is the encoded result an earlier attempt of this publication
 	// finished with and could not deliver (Engine.KeepResult); when set,
 	// this run changed nothing and the rest of Result is empty.
@@ -262,6 +271,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outputs func() ([]Ou
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan found, 1)
+
 	// Sized for the records the catalog's bytes suggest (~550 bytes each),
 	// or for about the paths asked about, when fewer: a backend that looks
 	// them up reports little more.
@@ -295,6 +305,7 @@ type planned struct {
 	planner.Plan
 	st     state
 	stored map[string]planner.Stored
+
 	// fps is the part of the root's fingerprint index this publication
 	// loaded (see Fingerprints in the package doc).
 	fps *fingerprints
@@ -313,6 +324,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		}
 		return pub.Outputs, nil
 	}
+
 	// The index layout follows the catalog read. A publication of many
 	// outputs reads every shard anyway (it keeps outputs in all of them):
 	// it reads them while the root is listed. So does any publication to
@@ -346,6 +358,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),
 		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder, DistributorVersion: e.Version,
 	}
+
 	// The kept outputs are checked on the other core while the plan is
 	// made: a damaged one (rare: a stale writer or a hand edit) is marked
 	// and the plan made again, so that it rewrites it.
@@ -395,6 +408,7 @@ func (e *Engine) PublishOpening(ctx context.Context, root storage.Backend, l lea
 func (e *Engine) publish(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open func() (Publication, error)) (Result, error) {
 	var spent string
 	res, err := e.run(ctx, root, l, pub, open, &spent)
+
 	// A successful result reports what earlier attempts changed: their
 	// pending report is spent. A failed attempt leaves it for the next.
 	if err == nil && spent != "" {
@@ -517,6 +531,7 @@ func (e *Engine) forEach(ctx context.Context, n int, fn func(ctx context.Context
 type staged struct {
 	storage.Stage
 	mu sync.Mutex
+
 	// unstaged are the paths the stage read and checked but did not keep
 	// (storage.ErrNotStaged): written with Put when the others are named.
 	unstaged map[string]bool

@@ -24,12 +24,14 @@ const FingerprintsDir = catalog.ReservedDir + "/fingerprints"
 
 const (
 	maxFingerprintShards = 256
+
 	// fingerprintsPerShard sizes the index to its root: a republish of
 	// most outputs reads and rewrites every shard (on S3 a request each),
 	// so a small root keeps few shards; a small publication to a big root
 	// reads only its paths' shards, so a big root keeps many.
 	fingerprintsPerShard = 1024
 	fingerprintsHeader   = "distributor-fingerprints 1"
+
 	// fingerprintsSum starts the line after the header that holds the
 	// sha256 (hex) of the rest of the shard. A shard rewritten in place
 	// (storage.Backend.Overwrite) may be read torn; one whose sum does not match
@@ -86,16 +88,19 @@ type known struct {
 // entries of the loaded shards, and which shards changed.
 type fingerprints struct {
 	mu sync.Mutex
+
 	// shards is the layout the index was read in (FingerprintShards of
 	// the catalog read).
 	shards  int
 	entries map[string]known
 	loaded  map[string]bool // shard files read (true: it existed)
 	dirty   map[string]bool // shard files to write back
+
 	// summed are the shard files read with a checksum that matched: only
 	// those are rewritten in place (a torn mix of two summed copies
 	// fails its sum; one of an unsummed copy might not).
 	summed map[string]bool
+
 	// retired are the files of the layout the index moved away from,
 	// removed once the new layout is written.
 	retired []string
@@ -220,6 +225,7 @@ func (f *fingerprints) encode(paths []string) []byte {
 	if !sort.StringsAreSorted(paths) {
 		sort.Strings(paths)
 	}
+
 	// Sized once and appended to piece by piece: a line each was a
 	// concatenation (and a garbage string) per entry.
 	ks := make([]known, len(paths))
@@ -263,6 +269,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 		shards = append(shards, sh)
 	}
 	sort.Strings(shards)
+
 	// At once, like the outputs: on S3 a shard is a request.
 	// A shard read with a matching sum is rewritten in place (no new
 	// file and no rename on a local disk: there those cost more CPU than
@@ -375,6 +382,7 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 		return nil, nil
 	}
 	find := cat.Ascending() // a manifest lists its paths sorted
+
 	// The kept outputs by path and recorded digest (equal to the desired
 	// one): records are large, and a republish keeps most of them.
 	var paths, sums []string

@@ -25,11 +25,14 @@ type intentDoc struct {
 	// several destinations into one root). Empty for maintenance runs.
 	EventID string
 	Owner   catalog.Owner
+
 	// Writes are the records of the outputs about to be written; recovery
 	// rolls forward those whose bytes landed.
 	Writes []catalog.Output
+
 	// Deletes are the paths about to be deleted.
 	Deletes []string
+
 	// Reported are paths that earlier attempts of the same publication
 	// wrote: only reported by the attempt that finishes, never applied.
 	Reported []string

@@ -16,6 +16,7 @@ const DefaultLeftoverAge = time.Hour
 type LeftoverReport struct {
 	Count int   `json:"count"`
 	Bytes int64 `json:"bytes"`
+
 	// Oldest is when the oldest one was last written; nil when none.
 	Oldest *time.Time `json:"oldest,omitempty"`
 	Paths  []string   `json:"paths"`

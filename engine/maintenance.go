@@ -24,9 +24,11 @@ var ErrLegacyCatalog = errors.New("the catalog is superseded legacy state (schem
 type MaintenanceResult struct {
 	Root string
 	Plan planner.MaintenancePlan
+
 	// Refreshed are size-mismatched records re-hashed into the catalog
 	// (reconcile-state --refresh).
 	Refreshed []catalog.Output
+
 	// Leftovers of interrupted writes removed (reconcile-state; with
 	// DryRun: found).
 	Leftovers LeftoverReport
@@ -62,8 +64,10 @@ func (e *Engine) startMaintenance(ctx context.Context, root storage.Backend, l l
 type PruneOptions struct {
 	// Cutoff: outputs last updated before it go.
 	Cutoff time.Time
+
 	// MaxDeletes refuses a run that would remove more (0: no limit).
 	MaxDeletes int
+
 	// DryRun plans and changes nothing.
 	DryRun bool
 }
@@ -88,6 +92,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	for i, o := range p.Removed {
 		paths[i] = o.Path
 	}
+
 	// The same intent as a publication's: a kill after some deletes leaves
 	// records whose bytes are gone, and recovery drops exactly those.
 	wrote, err := putIntent(ctx, root, l, intentDoc{Deletes: paths})
@@ -118,8 +123,10 @@ type ReconcileOptions struct {
 	// Refresh re-hashes objects whose size differs from their record and
 	// records their current digest and size.
 	Refresh bool
+
 	// MaxDeletes refuses a run that would remove more records (0: no limit).
 	MaxDeletes int
+
 	// DryRun plans and changes nothing.
 	DryRun bool
 }
@@ -133,6 +140,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
+
 	// The whole root's, whatever the selection: they belong to no record.
 	if opts.DryRun {
 		res.Leftovers, err = e.Leftovers(ctx, root)
@@ -146,6 +154,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
+
 	// A record at a link is missing like those below one (never listed):
 	// its output is not in the root.
 	for _, l := range links {
@@ -184,6 +193,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if opts.DryRun || !changed {
 		return res, nil
 	}
+
 	// An earlier run's intent removal may not be durable yet (dropIntent).
 	if err := root.Sync(ctx); err != nil {
 		return res, fmt.Errorf("sync %s: %w", root, err)
@@ -196,23 +206,28 @@ type VerifyReport struct {
 	Root    string   `json:"root"`
 	Checked int      `json:"checked"`
 	Missing []string `json:"missing"`
+
 	// Damaged outputs hold other bytes than their record, or lead through
 	// a symlink (Symlinks).
 	Damaged []string `json:"damaged"`
+
 	// InFlight are outputs that differ from their record (or are gone)
 	// and that the pending intent names: a publication is changing them,
 	// or was and waits for recovery. Not damage: verify again once it has
 	// finished.
 	InFlight []string `json:"in_flight"`
+
 	// Symlinks are the symbolic links at or on the way to damaged outputs:
 	// the outputs are not in the root, and their bytes (outside it) are
 	// not to be touched; see SymlinkFix.
 	Symlinks []string `json:"symlinks"`
+
 	// PendingRecovery: an interrupted (or running) publication left its
 	// intent; the next publication or maintenance command on the root
 	// finishes it. Verify does not: the outputs it names show as in flight
 	// until then.
 	PendingRecovery bool `json:"pending_recovery"`
+
 	// Leftovers of interrupted writes in the whole root: they cost space,
 	// not correctness (reconcile-state removes them).
 	Leftovers LeftoverReport `json:"leftovers"`

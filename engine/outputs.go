@@ -38,6 +38,7 @@ func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bun
 			renderers = append(renderers, &markdownRule{match: t.Match, md: md})
 		}
 	}
+
 	// One output per file in the common case: growing the slice copied
 	// these large records several times over.
 	outs := make([]Output, 0, len(b.Manifest.Files))

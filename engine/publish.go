@@ -24,12 +24,15 @@ type publication struct {
 	pub  Publication
 	pl   planned
 	res  Result
+
 	// seen and carried are the paths earlier attempts of this event wrote
 	// that this run reports without writing them again.
 	seen    map[string]bool
 	carried []string
+
 	// intent is the intent this run wrote (putIntent), for dropIntent.
 	intent writtenIntent
+
 	// spent is the pending report to remove once this run succeeds.
 	spent     string
 	writes    []planner.Item
@@ -37,11 +40,14 @@ type publication struct {
 	displaced []string
 	content   map[string][]byte
 	stg       *staged
+
 	// cat is the next catalog, prepared while the outputs are written.
 	cat storage.PendingCatalog
+
 	// open, when set, completes pub: its bundle is still being opened
 	// (Engine.PublishOpening). Nil once waited for.
 	open func() (Publication, error)
+
 	// catalog, when set, is the catalog read while the intent was (see
 	// run): the plan's read.
 	catalog func() catalogRead
@@ -83,6 +89,7 @@ func (r *publication) run(ctx context.Context) error {
 		p, err := readReport(ctx, r.root, eventID, owner)
 		reported <- report{p, err}
 	}()
+
 	// So is the catalog, which the plan reads unless a recovery changed it.
 	read := make(chan catalogRead, 1)
 	go func() {
@@ -91,8 +98,10 @@ func (r *publication) run(ctx context.Context) error {
 	}()
 	early := sync.OnceValue(func() catalogRead { return <-read })
 	defer early() // nothing outlives the run
+
 	// An intent emptied in place (dropIntent) is none.
 	data, v, err := r.root.ReadIntent(ctx)
+
 	// A bundle that turns out unusable changes nothing: an interrupted
 	// run's recovery (a write) waits until the bundle is known good.
 	if r.open != nil && (err != nil || data != nil) {
@@ -136,6 +145,7 @@ func (r *publication) run(ctx context.Context) error {
 		return nil
 	}
 	r.writes, r.deletes = p.Writes(), p.Deletes()
+
 	// Managed outputs in the way of a write (a file where a folder goes,
 	// or files under a planned file) are deleted before the writes.
 	r.displaced = p.Displaced()
@@ -213,6 +223,7 @@ func (r *publication) prepare(ctx context.Context) error {
 			copies = append(copies, it.Desired.From)
 		}
 	}
+
 	// Every output is written invisibly first, the bundle's bytes hashed
 	// as they pass, and named only once all are complete: each bundle
 	// byte is read once. Not when deletes must first make room for the
@@ -235,6 +246,7 @@ func (r *publication) prepare(ctx context.Context) error {
 			return err
 		}
 	}
+
 	// The index shards of the paths about to be written are rewritten
 	// afterwards: load their other entries first.
 	writePaths := make([]string, len(r.writes))
@@ -310,6 +322,7 @@ func (r *publication) makeRoom(ctx context.Context) error {
 // write writes every planned output (naming the staged ones).
 func (r *publication) write(ctx context.Context) error {
 	startItems(ctx, "writing", r.writes, nil)
+
 	// The backend writes the next catalog beside the outputs as it sees
 	// fit (see storage.Backend.PrepareCatalog).
 	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
@@ -317,6 +330,7 @@ func (r *publication) write(ctx context.Context) error {
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
 		r.closeStage()
+
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
 		// The intent stays: a retry of this event reports these writes.
@@ -331,11 +345,13 @@ func (r *publication) write(ctx context.Context) error {
 func (r *publication) finish(ctx context.Context) error {
 	p := r.pl.Plan
 	later := without(r.deletes, r.displaced)
+
 	// The index's shards are written beside the barrier and the commit:
 	// facts about the versions written, true whether the commit wins or
 	// not (a failed one costs the next publication hashes, no more).
 	saved := r.saveFingerprints(ctx, p.Next)
 	defer saved()
+
 	// Outputs are written with DeferSync: one flush makes them all durable
 	// before the catalog that records them is committed. A run that wrote
 	// and displaced nothing and found no interrupted run has nothing to
@@ -364,6 +380,7 @@ func (r *publication) finish(ctx context.Context) error {
 	if err := commitPending(ctx, r.root, r.l, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
+
 	// The index's writes, too, are done before the intent goes.
 	saved()
 	r.settle(ctx)

@@ -15,6 +15,7 @@ type recovery struct {
 	found   bool
 	eventID string        // the interrupted run's bundle event
 	owner   catalog.Owner // and the owner it published for
+
 	// landed are the paths whose intended bytes are in storage (rolled
 	// forward now or by an earlier recovery); reported are the paths
 	// earlier attempts carried forward; deleted were dropped because their
@@ -162,6 +163,7 @@ func (e *Engine) closeIntent(ctx context.Context, root storage.Backend, l lease.
 	if err := root.SyncIntent(ctx); err != nil {
 		return fmt.Errorf("remove intent in %s: %w", root, err)
 	}
+
 	// Only space is at stake, so a failure does not stop the publication.
 	if _, err := e.CleanLeftovers(ctx, root, l); err != nil {
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not remove the leftovers of interrupted writes; reconcile-state removes them")

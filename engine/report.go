@@ -27,6 +27,7 @@ type pendingReport struct {
 	DestinationID string   `json:"destination_id"`
 	Written       []string `json:"written"`
 	Deleted       []string `json:"deleted,omitempty"`
+
 	// Result is the result of an attempt that finished but could not
 	// deliver it (KeepResult): the next attempt delivers it instead of
 	// running again.

@@ -74,7 +74,7 @@ func TestRecordOnlyRepublishDoesNotFlush(t *testing.T) {
 }
 
 // A publication asks the root once about its paths (while the catalog is
-// parsed) and plans exactly as before: an unmanaged file in the way of a
+// parsed) and still plans by the rules: an unmanaged file in the way of a
 // wanted path blocks the publication.
 func TestLargePublicationListsTheRootOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {

@@ -58,8 +58,8 @@ func TestTornFingerprintShardNeverVouches(t *testing.T) {
 			want(fmt.Sprintf("prefix of %d of %d", k, len(over)), over[:k])
 		}
 	}
-	// A shard written whole without the sum line (older versions, S3 before)
-	// still reads as before.
+	// A shard written whole without the sum line (written by older
+	// versions) still reads.
 	legacy := []byte(fingerprintsHeader + "\nsha256:aa\t1:2:3\tx.txt\n")
 	if got, summed := parseFingerprints(legacy); summed || got["x.txt"] != (known{fingerprint: "1:2:3", sha256: "sha256:aa"}) || len(got) != 1 {
 		t.Fatalf("a shard without a sum read as %v (summed %t)", got, summed)

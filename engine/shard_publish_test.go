@@ -16,7 +16,7 @@ import (
 // whole in place (same file, no new one); a shard found torn is ignored
 // (the outputs it held are read back once, none is vouched for by it) and
 // written whole again, after which publications vouch from it and
-// rewrite it in place as before.
+// rewrite it in place.
 func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

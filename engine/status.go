@@ -17,20 +17,25 @@ import (
 // the leftovers of interrupted writes, and the lock object.
 type RootStatus struct {
 	Root string
+
 	// Catalog: the root has a catalog; Legacy: it is superseded legacy
 	// state (no owners until the next publication writes v4).
 	Catalog, Legacy bool
+
 	// UpdatedAt is the catalog's updated_at.
 	UpdatedAt time.Time
 	Outputs   int
 	Bytes     int64
+
 	// Owners are the owners of the root's records, by pipeline, then
 	// destination.
 	Owners          []OwnerStatus
 	PendingRecovery bool
+
 	// Leftovers of interrupted writes; not looked for when the status was
 	// asked without them.
 	Leftovers *LeftoverReport
+
 	// Lock is the lock object's holder, when there is one.
 	Lock *lease.Holding
 }
@@ -40,6 +45,7 @@ type OwnerStatus struct {
 	Owner   catalog.Owner
 	Outputs int
 	Bytes   int64
+
 	// Sources are the source versions its records come from, newest
 	// (created) first: one after a replacement publication, several side
 	// by side in an additive root.
@@ -51,6 +57,7 @@ type SourceStatus struct {
 	Source  catalog.Source
 	Outputs int
 	Bytes   int64
+
 	// UpdatedAt is the latest updated_at of its records.
 	UpdatedAt time.Time
 }

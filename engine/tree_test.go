@@ -282,7 +282,7 @@ func TestRetryAfterFailedWriteReportsTheDisplacedDelete(t *testing.T) {
 // A legacy first run treats the root's content as the earlier version's
 // output, so legacy content in the way of a planned path is deleted before
 // the writes (rather than blocking the one run that writes a catalog).
-// Replacement clears the rest as before; additive keeps it.
+// Replacement clears the rest; additive keeps it.
 func TestLegacyContentInTheWayIsDisplaced(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {

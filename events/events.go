@@ -81,17 +81,22 @@ type BundleReady struct {
 	Bundle         string    `json:"bundle"`
 	ManifestDigest string    `json:"manifest_digest"`
 	ProducedAt     time.Time `json:"produced_at,omitzero"`
+
 	// Destinations optionally limits the publication to a subset of the
 	// pipeline's destinations.
 	Destinations []string `json:"destinations,omitempty"`
+
 	// ReplayOf names the event this one replays.
 	ReplayOf string `json:"replay_of,omitempty"`
+
 	// TakeOwnership adopts colliding unmanaged paths (set by an operator's
 	// `replay --take-ownership`; the result event names the adopted paths).
 	TakeOwnership bool `json:"take_ownership,omitempty"`
+
 	// AllowOlder publishes even when the destination already holds a newer
 	// version of the same source (an operator's deliberate roll back).
 	AllowOlder bool `json:"allow_older,omitempty"`
+
 	// RollbackOf marks an operator's roll back (`distributor rollback`):
 	// the published result event whose version it restores, or that
 	// version's manifest digest when no such event is known. Honoured only
@@ -148,22 +153,27 @@ type Result struct {
 	PipelineID    string     `json:"pipeline_id,omitempty"`
 	DestinationID string     `json:"destination_id,omitempty"`
 	Source        *SourceRef `json:"source,omitempty"`
+
 	// SupersededBy is the newer source identity that a superseded
 	// publication lost to.
 	SupersededBy *SourceRef `json:"superseded_by,omitempty"`
+
 	// Bundle is the bundle's location (published and superseded results),
 	// so that a version can be found again (history, rollback).
 	Bundle string `json:"bundle,omitempty"`
+
 	// RollbackOf marks a published result of an operator's roll back: the
 	// bundle-ready event's RollbackOf.
 	RollbackOf string `json:"rollback_of,omitempty"`
 
 	Written int `json:"written"`
+
 	// Updated counts records changed without a byte write (a new source
 	// identity, owner or url for the same bytes).
 	Updated   int `json:"updated,omitempty"`
 	Unchanged int `json:"unchanged"`
 	Deleted   int `json:"deleted"`
+
 	// KeptNewer counts the planned paths an older additive publication
 	// left as a newer version of its source wrote them (newest wins per
 	// path).
@@ -173,10 +183,13 @@ type Result struct {
 	// left out to keep the event under the size limit (the counts are exact).
 	Outputs          []OutputRef `json:"outputs,omitempty"`
 	OutputsTruncated bool        `json:"outputs_truncated,omitempty"`
+
 	// Collisions are the unmanaged paths that blocked the publication.
 	Collisions []string `json:"collisions,omitempty"`
+
 	// Adopted are colliding paths taken over with --take-ownership.
 	Adopted []string `json:"adopted,omitempty"`
+
 	// ListsTruncated says collisions, adopted or size_mismatches were cut
 	// to keep the event under the size limit.
 	ListsTruncated bool `json:"lists_truncated,omitempty"`
@@ -185,9 +198,11 @@ type Result struct {
 	Reason   string `json:"reason,omitempty"`
 	Message  string `json:"message,omitempty"`
 	Attempts int    `json:"attempts,omitempty"`
+
 	// Original is the bundle-ready event behind a failed or collision
 	// event, kept so that it can be replayed.
 	Original *BundleReady `json:"original,omitempty"`
+
 	// OriginalRef names the stored bundle-ready message. Original is left
 	// out when the event would not fit the size limit otherwise; replay
 	// then fetches it from there.

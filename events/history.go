@@ -12,6 +12,7 @@ import (
 // Stored is a result event as the events stream holds it.
 type Stored struct {
 	Result
+
 	// Seq is the message's sequence in the events stream.
 	Seq uint64
 }

@@ -275,6 +275,7 @@ func largestFit(n, limit int, with func(k int) Result) ([]byte, bool) {
 		d, _ := json.Marshal(with(k))
 		return len(d)
 	}
+
 	// First k that does not fit; n itself is known not to fit.
 	k := sort.Search(n, func(k int) bool { return size(k) > limit })
 	if k == 0 {

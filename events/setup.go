@@ -30,26 +30,34 @@ const NoMaxAge time.Duration = -1
 // the defaults.
 type SetupConfig struct {
 	Subjects Subjects
+
 	// BundlesMaxAge is how long bundle-ready events are kept (default 7
 	// days; NoMaxAge: no limit).
 	BundlesMaxAge time.Duration
+
 	// EventsMaxAge is how long result events are kept (default 30 days;
 	// NoMaxAge: no limit).
 	EventsMaxAge time.Duration
+
 	// BundlesDuplicates is the dedup window on Nats-Msg-Id = event id
 	// (default 2 minutes): a producer's retried announce is stored once.
 	BundlesDuplicates time.Duration
+
 	// EventsDuplicates is the dedup window of result events (default 1 hour):
 	// it must outlast redeliveries of a bundle so that a publication
 	// reports its result once.
 	EventsDuplicates time.Duration
+
 	// LeaseMarkerTTL is how long the lease bucket keeps the marker of an
 	// expired key (default 1 minute). Setting it is what enables per-key TTLs.
 	LeaseMarkerTTL time.Duration
+
 	// Storage defaults to file storage (the zero value).
 	Storage jetstream.StorageType
+
 	// Replicas defaults to 1.
 	Replicas int
+
 	// Log gets one warn line per existing resource whose settings differ
 	// from these (the zero Logger: none).
 	Log zerolog.Logger
@@ -61,6 +69,7 @@ type Streams struct {
 	Bundles  jetstream.Stream
 	Events   jetstream.Stream
 	Leases   jetstream.KeyValue
+
 	// Differences are the settings found on the server that differ from
 	// the configuration; the server's values were kept.
 	Differences []Difference
@@ -295,6 +304,7 @@ func (c SetupConfig) withDefaults() SetupConfig {
 	def(&c.BundlesDuplicates, DefaultBundlesDuplicates)
 	def(&c.EventsDuplicates, DefaultEventsDuplicates)
 	def(&c.LeaseMarkerTTL, DefaultLeaseMarkerTTL)
+
 	// The server rejects a dedup window longer than the max age.
 	for _, p := range []struct{ age, dup *time.Duration }{{&c.BundlesMaxAge, &c.BundlesDuplicates}, {&c.EventsMaxAge, &c.EventsDuplicates}} {
 		if *p.age < 0 {

@@ -50,6 +50,7 @@ func (l advisoryLease) Release(ctx context.Context) error {
 	err := l.fence.Release(ctx)
 	actx, cancel := context.WithTimeout(ctx, advisoryReleaseTimeout)
 	defer cancel()
+
 	// Best effort: a key that cannot be deleted expires with its TTL.
 	_ = l.advisory.Release(actx)
 	return err

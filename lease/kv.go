@@ -51,6 +51,7 @@ type KVLocker struct {
 	// marker, the create). Bounded by the number of roots.
 	mu       sync.Mutex
 	released map[string]uint64
+
 	// orphans maps a key to the attempt of a lease of this locker that
 	// no one uses and that may still be in the bucket: a create whose
 	// answer never came (it may have landed), a release that failed. A
@@ -96,6 +97,7 @@ type kvRecord struct {
 	// ID names this acquisition for `distributor unlock`.
 	ID     string `json:"id,omitempty"`
 	Holder string `json:"holder"`
+
 	// Attempt names the attempt that wrote the record: the locker's
 	// random id and a number (see KVLocker.orphans).
 	Attempt  string    `json:"attempt,omitempty"`
@@ -111,6 +113,7 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		return nil, fmt.Errorf("lease ttl %s is below the 1s NATS allows: raise the lease ttl", l.ttl)
 	}
 	key := KVKey(root.Key)
+
 	// A few tries: the key may expire or be released between our Create
 	// and our read of its holder.
 	for range 3 {
@@ -120,6 +123,7 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 		if err == nil {
 			return l.start(ctx, root, key, rec, rev, sent), nil
 		}
+
 		// A Create over a delete marker (a released lease) that loses the
 		// race to another holder fails with a raw wrong-last-sequence
 		// error, which on replicated buckets (10164) is not ErrKeyExists.
@@ -355,6 +359,7 @@ func (s *kvLease) renew(ctx context.Context) {
 		rec := s.rec
 		rec.Renewed = sent.UTC()
 		data, _ := json.Marshal(rec)
+
 		// A renewal later than the deadline is worthless.
 		pctx, cancel := context.WithTimeout(ctx, deadline.Sub(sent))
 		ack, err := s.locker.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data},
@@ -435,6 +440,7 @@ func (s *kvLease) Release(ctx context.Context) error {
 	case wrongLastSequence(err):
 		return nil // no longer ours
 	}
+
 	// The key may still hold this lease's record: this locker's next
 	// Acquire of the root takes it over instead of waiting for its TTL.
 	s.locker.orphan(s.key, s.rec.Attempt)

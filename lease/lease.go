@@ -11,9 +11,11 @@ import (
 var (
 	// ErrHeld: another live holder has the lease.
 	ErrHeld = errors.New("lease held by another live holder")
+
 	// ErrLost: the lease expired or could not be renewed; the holder must
 	// stop before its next mutation.
 	ErrLost = errors.New("lease lost")
+
 	// ErrTakenOver: a conditional write proved that another holder has the
 	// lease now. It comes wrapped together with ErrLost; a lease that only
 	// could not be renewed (a backend that hung or went away) is ErrLost
@@ -34,8 +36,10 @@ type Root struct {
 	// Key is the root's canonical name ("file:///abs/dir/", "s3://bucket/prefix/").
 	// Several destination ids sharing one root share one Key.
 	Key string
+
 	// Store is the root itself (the direct-mode lock lives inside it).
 	Store storage.Backend
+
 	// Destination is a destination id of the root, named in the unlock
 	// command that a "held" error suggests ("" in tests).
 	Destination string
@@ -45,10 +49,12 @@ type Root struct {
 type Lease interface {
 	// Token is the fencing token: it increases with every new holder.
 	Token() string
+
 	// Err returns nil while the lease is held with more than its safety
 	// margin left, ErrLost (wrapped) once it is not. Holders check it
 	// before every mutation.
 	Err() error
+
 	// Release gives the lease up; releasing a lost lease is not an error.
 	Release(ctx context.Context) error
 }

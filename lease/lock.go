@@ -29,6 +29,7 @@ type lockRecord struct {
 	PID      int       `json:"pid"`
 	Acquired time.Time `json:"acquired"`
 	Expires  time.Time `json:"expires"`
+
 	// Generation increases with every takeover of an expired lock; with
 	// Acquired it forms the fencing token.
 	Generation int64 `json:"generation"`
@@ -114,6 +115,7 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 	if err := json.Unmarshal(data, &cur); err == nil {
 		now := l.now()
 		dead := cur.Host == l.host && cur.PID > 0 && !l.alive(cur.PID)
+
 		// No lease is ever given more than MaxTTL (or this locker's own
 		// TTL, in tests): an expiry beyond it comes from a clock that ran
 		// ahead and would block the root until that clock's time.
@@ -130,6 +132,7 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 		}
 		rec.Generation = cur.Generation + 1
 	}
+
 	// Otherwise the lock is unreadable. Every version of it is written
 	// whole (temp file + rename, or an atomic object write), so a torn
 	// one is what a crash of the machine left of an unsynced write: its
@@ -165,6 +168,7 @@ type storageLease struct {
 	rec     lockRecord
 	version storage.Version
 	lost    error
+
 	// renewErr is why the last renewal failed, for the loss message.
 	renewErr error
 
@@ -217,6 +221,7 @@ func (s *storageLease) renew(ctx context.Context) {
 		s.mu.Unlock()
 		rec.Expires = s.locker.now().UTC().Add(s.locker.ttl)
 		data, _ := json.Marshal(rec)
+
 		// Bounded: a hung backend must not hold renewal (or Release) beyond
 		// the next tick; Err reports the loss once the expiry nears.
 		wctx, cancel := context.WithTimeout(ctx, s.locker.ttl/3)

@@ -38,19 +38,23 @@ const (
 type Holding struct {
 	Kind string `json:"kind"`
 	ID   string `json:"id"`
+
 	// Holder names the process ("serve v1.2 on host pid 42"); Host and PID
 	// are the lock object's holder process.
 	Holder   string    `json:"holder"`
 	Host     string    `json:"host,omitempty"`
 	PID      int       `json:"pid,omitempty"`
 	Acquired time.Time `json:"acquired,omitzero"`
+
 	// Expires is when it lapses unless renewed: the lock object's expiry,
 	// or the KV lease's last renewal on the server plus its TTL.
 	Expires time.Time `json:"expires,omitzero"`
 	TTL     string    `json:"ttl,omitempty"`
+
 	// Stale: the next run takes it over at once: it expired, its holder
 	// process on this host is gone, or (Unreadable) it is torn.
 	Stale bool `json:"stale"`
+
 	// Unreadable: the lock object does not decode (what a crash of the
 	// machine leaves of an unsynced write).
 	Unreadable bool `json:"unreadable,omitempty"`

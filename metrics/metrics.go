@@ -101,6 +101,7 @@ func New(destinations []string) *Metrics {
 		m.publications, m.failures, m.retries, m.duration, m.outputs, m.bytes, m.lastSuccess,
 		m.leaseWait, m.leasesLost, m.redeliveries, m.inFlight,
 	)
+
 	// The outcomes of distributor_publications_total and the actions of
 	// distributor_outputs_total.
 	outcomes := []string{events.TypePublished, events.TypeSuperseded, events.TypeCollision, events.TypeFailed}

@@ -28,21 +28,27 @@ type Options struct {
 	// free port. Empty means no TCP listener: only in-process connections
 	// made with Connect.
 	Listen string
+
 	// StoreDir is where JetStream keeps streams and key-value buckets. Required.
 	StoreDir string
+
 	// Logger receives the server's log lines. Nil silences the server.
 	Logger *zerolog.Logger
+
 	// Users, when set, are the only clients the server accepts, each with
 	// its permissions (tests check the documented permission sets with it).
 	Users []*server.User
+
 	// Token, User/Password or NKey (a public user key, "U…") is the one
 	// credential every client must present; at most one, and not with
 	// Users. None set: the server accepts anyone.
 	Token          string
 	User, Password string
 	NKey           string
+
 	// TLS, when Cert is set, makes the listener accept only TLS clients.
 	TLS TLS
+
 	// MaxPayload bounds a message's size (0: the server's default, 1 MiB).
 	MaxPayload int32
 }
@@ -50,6 +56,7 @@ type Options struct {
 // TLS names the server's PEM files.
 type TLS struct {
 	Cert, Key string
+
 	// ClientCA, when set, requires a client certificate signed by it.
 	ClientCA string
 }
@@ -172,6 +179,7 @@ func setAuth(sopts *server.Options, opts Options) error {
 		return fmt.Errorf("natsserver: nats.server_tls: %w", err)
 	}
 	sopts.TLSConfig, sopts.TLS, sopts.TLSVerify = tc, true, opts.TLS.ClientCA != ""
+
 	// The default half second fails handshakes on a loaded machine.
 	sopts.TLSTimeout = 5
 	return nil

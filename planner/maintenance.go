@@ -17,12 +17,15 @@ type MaintenancePlan struct {
 	// Removed are the records taken out of the catalog, in path order. Prune
 	// deletes their bytes too; reconcile drops records whose bytes are gone.
 	Removed []catalog.Output
+
 	// SizeMismatches are selected paths whose stored size differs from the
 	// record (reconcile only). They are reported, never changed.
 	SizeMismatches []string
+
 	// Next is the catalog after the plan: equal to the input when nothing
 	// changes, nil when the input was nil (no catalog, nothing managed).
 	Next *catalog.Catalog
+
 	// Changed is true when Next differs from the input and must be written.
 	Changed bool
 }

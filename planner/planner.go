@@ -19,6 +19,7 @@ type Workflow string
 const (
 	// Replacement makes the owner's managed set equal the publication.
 	Replacement Workflow = "replacement"
+
 	// Additive writes the planned outputs and keeps everything else.
 	Additive Workflow = "additive"
 )
@@ -38,10 +39,13 @@ var (
 	// ErrEmptyReplacement refuses a replacement that desires nothing and would
 	// delete every record of its owner (almost always a broken producer).
 	ErrEmptyReplacement = errors.New("refused: replacement publication desires no outputs and would delete every output of its owner")
+
 	// ErrTooManyDeletes aborts a plan whose delete set exceeds max_deletes.
 	ErrTooManyDeletes = errors.New("refused: delete set exceeds max_deletes")
+
 	// ErrDuplicateOutput: two desired outputs map to one path.
 	ErrDuplicateOutput = errors.New("two outputs map to the same path")
+
 	// ErrPathConflict: one desired output would be a folder of another.
 	ErrPathConflict = errors.New("an output path is a folder of another output")
 )
@@ -49,6 +53,7 @@ var (
 // Desired is one output the publication wants at a path.
 type Desired struct {
 	Path string
+
 	// From is the bundle path whose bytes are copied (kind source) or
 	// transformed (kind generated).
 	From      string
@@ -62,9 +67,11 @@ type Desired struct {
 // Stored is what storage says about an object in the root.
 type Stored struct {
 	Size int64
+
 	// Fingerprint names the stored version (storage.ObjectInfo.Fingerprint);
 	// the planner passes it through, the engine writes against it.
 	Fingerprint string
+
 	// Damaged: the stored bytes are known to differ from the catalog's
 	// record (a stale writer or a hand edit landed on them); they are
 	// rewritten even when size and digest look unchanged.
@@ -77,20 +84,26 @@ type Input struct {
 	Source   catalog.Source
 	Workflow Workflow
 	Desired  []Desired
+
 	// Catalog is the root's valid v4 catalog, or nil when there is none.
 	Catalog *catalog.Catalog
+
 	// Legacy is true when the root holds superseded (<v4) state.
 	Legacy bool
+
 	// Stored lists the objects in the root (reserved paths excluded). It
 	// must cover at least every desired path, the paths of its folders and
 	// everything below it; for a legacy replacement it must list the whole
 	// root.
 	Stored map[string]Stored
 	Now    time.Time
+
 	// MaxDeletes > 0 aborts a plan that deletes more objects.
 	MaxDeletes int
+
 	// TakeOwnership adopts colliding unmanaged paths instead of blocking.
 	TakeOwnership bool
+
 	// AllowOlder plans the publication even when the owner already has a
 	// newer version of the same source (an operator's roll back): nothing
 	// is superseded, no path is kept for a newer version, and an additive
@@ -98,6 +111,7 @@ type Input struct {
 	// source that it does not rewrite (a replacement deletes every record
 	// of the owner it does not rewrite anyway).
 	AllowOlder bool
+
 	// DistributorVersion is written into the next catalog.
 	DistributorVersion string
 }
@@ -111,6 +125,7 @@ const (
 	Unchanged Action = "unchanged"
 	Delete    Action = "delete"
 	Collision Action = "collision"
+
 	// KeptNewer: an additive publication older than a version of its
 	// source the owner already holds leaves this path as that newer
 	// version wrote it (newest wins per path); nothing is written and the
@@ -122,23 +137,29 @@ const (
 type Item struct {
 	Path   string
 	Action Action
+
 	// Write is true when the bytes must be (re)written.
 	Write bool
+
 	// Desired is set for create, update, unchanged, kept_newer and
 	// collision.
 	Desired *Desired
+
 	// Record is the record after the plan (create/update/unchanged), the
 	// record being removed (delete), or the record left as it is
 	// (kept_newer: the newer version's; none when only outputs in the way
 	// of the path are newer).
 	Record catalog.Output
+
 	// Adopted marks a create that takes over unmanaged content (--take-ownership).
 	Adopted bool
+
 	// Displaced marks a delete of a managed output (or, on a legacy first
 	// run, of a leftover) that is in the way of a planned path: a file
 	// where a planned output needs a folder, or files below a planned
 	// output's path. It must run before the writes.
 	Displaced bool
+
 	// InTheWay lists, for a collision, the unmanaged objects in the way of
 	// the path (empty when the path itself is taken).
 	InTheWay []string
@@ -150,15 +171,20 @@ type Plan struct {
 	Source   catalog.Source // the publication's
 	Workflow Workflow
 	Items    []Item // sorted by path
+
 	// Collisions are desired paths that exist in storage but not in the
 	// catalog. Any collision blocks the whole publication to the root.
 	Collisions []string
+
 	// Clear lists unmanaged paths a legacy replacement first run removes.
 	Clear []string
+
 	// Next is the catalog after the plan fully succeeds; nil when blocked.
 	Next *catalog.Catalog
+
 	// Changed is false when executing the plan would change nothing at all.
 	Changed bool
+
 	// Superseded is set when a replacement's owner already holds a newer
 	// version of the same source (see Newer): the plan has no items,
 	// writes and deletes nothing, and Next is nil. It names the version
@@ -251,6 +277,7 @@ func Build(in Input) (Plan, error) {
 	}
 	outs := recordsInOrder(cur)
 	ds, err := sortDesired(in) // refused after the newest-wins check
+
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
 	// A publication that names many of the records (a republish) has
@@ -272,10 +299,12 @@ func Build(in Input) (Plan, error) {
 	if at == nil {
 		at = places(ds, outs)
 	}
+
 	// An object where a planned output needs a folder, or objects below a
 	// planned output's path, are in the way: a folder tree cannot hold both
 	// (and on S3 the roots would stop mirroring each other).
 	way := treeConflicts(ds, at, in.Stored, outs)
+
 	// Additive publications are patches: an older one still writes its
 	// paths, but not over (or in the way of) a newer version's.
 	var kept []bool
@@ -349,6 +378,7 @@ func sortDesired(in Input) ([]*Desired, error) {
 	if ascending { // a manifest's order: sorted, and so no duplicates
 		return ds, nil
 	}
+
 	// Sorted by the paths beside the pointers: a comparison reads the two
 	// paths' bytes only, not the outputs first.
 	byPath := make([]pathOf, len(ds))
@@ -485,6 +515,7 @@ func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (ma
 type owned struct {
 	newest catalog.Source // of the publication's source
 	n      int            // records of the owner
+
 	// all are the owner's records; current those of them that hold the
 	// publication's source version.
 	all, current recordSet
@@ -569,6 +600,7 @@ func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalo
 		if !in.AllowOlder {
 			return nil, nil
 		}
+
 		// An additive roll back undoes the newer versions of its source:
 		// the owner's records they wrote that the bundle does not rewrite
 		// go, so that no newer record (a wrong clock's, say) is left to
@@ -585,6 +617,7 @@ func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalo
 			}
 		}
 	}
+
 	// An empty legacy replacement would clear the whole root: as broken.
 	if len(ds) == 0 && (own.n > 0 || len(p.Clear) > 0) {
 		for _, i := range dels {
@@ -628,6 +661,7 @@ type walk struct {
 	blocked   map[string][]string
 
 	items []Item
+
 	// recOf is, per item, the index of the record it plans, or for one at
 	// a path without a record -1 - the index of the first record after it.
 	recOf            []int32
@@ -932,6 +966,7 @@ func firstBelow(outs []catalog.Output, p string, at place) int {
 	if at.hit {
 		k++
 	}
+
 	// Only paths that extend p by a byte below '/' ("p-1", "p.old") sort
 	// between p and p + "/": rare, so searched.
 	if k < len(outs) && len(outs[k].Path) > len(p) && outs[k].Path[len(p)] < '/' && strings.HasPrefix(outs[k].Path, p) {
@@ -948,10 +983,12 @@ func treeConflicts(ds []*Desired, at []place, stored map[string]Stored, recs []c
 	if len(stored)+len(recs) == 0 {
 		return nil
 	}
+
 	// The stored paths are sorted only when a desired path has stored
 	// objects below it (rare: a republish finds files at its paths).
 	folders := storedFolders(stored)
 	var keys []string
+
 	// Paths next to each other share their folders: the answer for the
 	// folder at each depth is kept for the next path.
 	var seen []folderSeen
@@ -973,6 +1010,7 @@ func treeConflicts(ds []*Desired, at []place, stored map[string]Stored, recs []c
 			}
 			depth++
 		}
+
 		// Objects below p: stored or recorded, in path order, once each.
 		j := len(keys)
 		if len(folders) > 0 && folders[p] {

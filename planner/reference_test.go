@@ -1,9 +1,9 @@
 package planner
 
-// The planner as it was before Build walked its inputs in one pass (commit
-// 6836b3a), kept verbatim but for its names (ref...) and for the rules
-// added since (an additive publication's newest wins per path): the
-// reference TestBuildMatchesReference compares Build with, input by input.
+// A plainer planner that walks its inputs in several passes (names ref...):
+// the reference TestBuildMatchesReference compares Build with, input by
+// input. It follows the same rules, an additive publication's newest wins
+// per path included.
 
 import (
 	"errors"

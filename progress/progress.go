@@ -11,6 +11,7 @@ type Reporter interface {
 	// Start begins a phase (e.g. "writing") of files and bytes; -1 means
 	// not known in advance.
 	Start(phase string, files, bytes int64)
+
 	// Add reports files and bytes done in the current phase.
 	Add(files, bytes int64)
 }

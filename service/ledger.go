@@ -55,11 +55,14 @@ type Status int
 const (
 	// Delivered: the result is stored.
 	Delivered Status = iota
+
 	// AlreadyReported: an earlier delivery's result for this destination
 	// of this event is stored; this one was dropped.
 	AlreadyReported
+
 	// Retry: not delivered; a later delivery of the event delivers it.
 	Retry
+
 	// Undeliverable: not delivered, and retrying cannot help (too large,
 	// or the last delivery): a minimal failed result naming the
 	// bundle-ready message replaced it, if even that could be published.

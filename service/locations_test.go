@@ -17,7 +17,7 @@ import (
 // bundle store is opened and before any root is: even a root that holds a
 // catalog (where an unusable bundle still costs a lease's lock object)
 // stays byte for byte as it was. OpenBundle refuses it too; a bundle
-// inside publishes as before.
+// inside publishes.
 func TestPublishRefusesBundleOutsideItsLocations(t *testing.T) {
 	h, d, root := openingHarness(t)
 	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})

@@ -33,12 +33,15 @@ type Outcome struct {
 	// Type is the result event type: published, superseded, collision or
 	// failed.
 	Type string
+
 	// Retry: the same request may succeed later (storage or NATS trouble,
 	// a busy root, a lost race); serve redelivers it with back-off.
 	Retry bool
+
 	// Reason is the failed event's reason code (events.Reason*); empty for
 	// the other types.
 	Reason string
+
 	// ExitCode is the CLI's exit status. It follows from Type and Reason
 	// alone (ResultExitCode), so `publish`, which sees only the events of
 	// `serve`, exits as `apply` would.

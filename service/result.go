@@ -23,8 +23,10 @@ type Delivery struct {
 	// Event is the bundle-ready event; collision and failed results carry
 	// it as their original, for replay.
 	Event events.BundleReady
+
 	// Attempt numbers the delivery, from 1.
 	Attempt int
+
 	// Exhausted marks a transient failure on the last allowed delivery:
 	// final, with reason max_deliveries.
 	Exhausted bool

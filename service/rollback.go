@@ -23,12 +23,15 @@ var ErrUnknownVersion = errors.New("unknown version")
 type Version struct {
 	PipelineID    string
 	DestinationID string
+
 	// Bundle is the bundle's location; Digest its manifest's digest.
 	Bundle string
 	Digest string
+
 	// Source is the version's identity, when known (from its published
 	// event, or once its bundle is opened).
 	Source *events.SourceRef
+
 	// EventID is the published result event that first put it there
 	// (empty when the version was named by its bundle alone); Time is
 	// when.
@@ -138,6 +141,7 @@ func FindVersion(history []events.Result, destination, pipeline, to string) (Ver
 	case len(pipelines) > 1:
 		return Version{}, fmt.Errorf("%w: pipelines %s all published %s to %s: give --pipeline", ErrUnknownVersion, strings.Join(slices.Sorted(maps.Keys(pipelines)), ", "), to, destination)
 	}
+
 	// The newest publication that names its bundle: events of versions
 	// before bundle locations were recorded do not.
 	for _, r := range found {

@@ -38,11 +38,13 @@ type Service struct {
 	Config *config.Config
 	Stores Stores
 	Locker lease.Locker
+
 	// LeaseWait is how long to keep trying when another live holder has a
 	// root's lease (0: fail at once with lease.ErrHeld). Destinations of one
 	// bundle that share a root then run one after the other instead of
 	// failing the event.
 	LeaseWait time.Duration
+
 	// LeaseWaited, when set, is told how long each lease acquisition that
 	// succeeded took, waiting for another holder included (metrics).
 	LeaseWaited func(time.Duration)
@@ -55,10 +57,12 @@ type Service struct {
 	// Parallel bounds how many destinations of one request publish at
 	// once (0: DefaultParallel).
 	Parallel int
+
 	// Timeout bounds the publication of each destination, the wait for
 	// its root's lease included (0: none); past it the publication's
 	// storage calls are cancelled and it fails with a *DeadlineError.
 	Timeout time.Duration
+
 	// Around, when set, wraps the publication of each destination: the
 	// context it returns is the publication's (a progress display), and
 	// done is called when it ends.
@@ -81,6 +85,7 @@ type DeadlineError struct {
 	// What ran out of time ("the publication", "apply").
 	What  string
 	Limit time.Duration
+
 	// Setting is where the limit comes from ("publication_timeout",
 	// "--timeout").
 	Setting string
@@ -128,6 +133,7 @@ type HandOver struct {
 	// Max is how many publications in a row one lease may serve (2 or
 	// more to hand over at all).
 	Max int
+
 	// For: a lease held this long is not handed on (0: no time bound).
 	For time.Duration
 }
@@ -140,19 +146,24 @@ var DefaultHandOver = HandOver{Max: 16, For: time.Second}
 type Request struct {
 	PipelineID string
 	Bundle     string // location
+
 	// ManifestDigest, when set, must match the manifest's bytes.
 	ManifestDigest string
+
 	// Destinations restricts the pipeline's destinations (empty = all).
 	Destinations  []string
 	BundleEventID string
 	TakeOwnership bool
+
 	// AllowOlder publishes a bundle older than the version of the same
 	// source the destination holds (an operator's roll back).
 	AllowOlder bool
+
 	// RollbackOf marks an operator's roll back (`distributor rollback`);
 	// with AllowOlder, the published result carries it (see
 	// events.BundleReady.RollbackOf).
 	RollbackOf string
+
 	// Places, when set, are the places in the roots' lines taken when the
 	// event was delivered (Service.Queue); nil: join at Publish.
 	Places *Places
@@ -230,9 +241,11 @@ func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, 
 type Done struct {
 	Destination config.Destination
 	Result      engine.Result
+
 	// Err is the publication's error (Classify says what it means); the
 	// bundle's own when it could not be opened.
 	Err error
+
 	// Took is how long the publication ran.
 	Took time.Duration
 }
@@ -270,6 +283,7 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		if s.Timeout > 0 {
 			var cancel context.CancelFunc
 			dctx, cancel = WithDeadline(dctx, "the publication", s.Timeout, "publication_timeout")
+
 			// Said as it happens: the storage calls in flight end now.
 			logged := make(chan struct{})
 			after := context.AfterFunc(dctx, func() { defer close(logged); logDeadline(dctx, log) })
@@ -407,12 +421,14 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 	root, err := s.Stores.Destination(ctx, d)
 	if err != nil {
 		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
+
 		// The bundle's error first, as when it is opened first.
 		if _, berr := open(ctx); berr != nil {
 			return res, berr
 		}
 		return res, err
 	}
+
 	// The bundle is opened while the root is asked for its catalog: a
 	// bundle known good before the answer comes makes the question moot
 	// (a slow server's answer is not waited for). Else a root without a
@@ -461,6 +477,7 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		}
 		full, perr = s.publication(ctx, req, b, d)
 	}()
+
 	// Under the lease the bundle is waited for at most the lease wait: a
 	// hung bundle store must not keep the root from the events behind it.
 	// Past that the lease goes back and the bundle is waited for without.
@@ -516,6 +533,7 @@ func (s *Service) WithLease(ctx context.Context, d config.Destination, fn func(r
 // fn's context ends as soon as the lease is lost (watchLease).
 func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(ctx context.Context, root storage.Backend, l lease.Lease) error) error {
 	start := time.Now()
+
 	// Waiting for this process's own holders counts toward LeaseWait; past
 	// it, the lease is asked for anyway and reports who holds it.
 	place := places.claim(d.RootKey())
@@ -591,10 +609,12 @@ func (s *Service) hold(ctx context.Context, place *seat, root lease.Root, start 
 				}
 				return h, nil
 			}
+
 			// Lost while it was handed on: a new holder, a new token.
 			_ = h.release(context.WithoutCancel(ctx))
 		}
 	}
+
 	// The renewal's own context: ctx ends it while this publication uses
 	// the lease (bind), a later one's context after a hand-over.
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -662,6 +682,7 @@ func (s *Service) acquire(ctx context.Context, root lease.Root, start time.Time)
 		if err == nil || !errors.Is(err, lease.ErrHeld) || !time.Now().Add(pause).Before(deadline) {
 			return l, err
 		}
+
 		// Jitter keeps waiters on one root from retrying in lockstep; the
 		// cap keeps a released root from idling long.
 		select {

@@ -33,7 +33,7 @@ func (c *countingLocker) Acquire(ctx context.Context, root lease.Root) (lease.Le
 // TestPublicationsOfOneProcessIntoOneRootTakeTurns: with LeaseWait, the
 // publications of one Runner into one root queue in process: each asks
 // for the lease once and none meets it held (no polling), and all land.
-// Without LeaseWait nothing waits, as before.
+// Without LeaseWait nothing waits.
 func TestPublicationsOfOneProcessIntoOneRootTakeTurns(t *testing.T) {
 	h := newHarness(t)
 	locker := &countingLocker{Locker: h.Service.Locker}

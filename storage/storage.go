@@ -12,27 +12,34 @@ import (
 var (
 	// ErrNotExist: the object is not there.
 	ErrNotExist = errors.New("object does not exist")
+
 	// ErrConflict: a conditional write lost (the object changed since it was read).
 	ErrConflict = errors.New("object changed since it was read")
+
 	// ErrUnavailable wraps transient backend failures (network, throttling):
 	// the operation may succeed if tried again later.
 	ErrUnavailable = errors.New("storage unavailable")
+
 	// ErrDenied: the destination refuses the operation (no permission, a
 	// read-only file system, S3 access denied). Retrying does not help
 	// until an operator fixes the permissions or remounts it read-write.
 	ErrDenied = errors.New("access denied")
+
 	// ErrRootMissing: the root's path names no folder any more (moved or
 	// deleted). Retrying does not help until an operator recreates it.
 	ErrRootMissing = errors.New("destination root does not exist")
+
 	// ErrRootChanged: the root's path now names another folder than the
 	// one the backend holds (moved away and replaced, or a re-pointed
 	// symlink). Opening the root again reaches the new folder.
 	ErrRootChanged = errors.New("the root path now names another folder")
+
 	// ErrSymlink: the path, or a folder on the way to it, is a symbolic
 	// link, which a backend never follows (it may lead outside the root,
 	// today or tomorrow). Retrying does not help until an operator
 	// removes the link.
 	ErrSymlink = errors.New("path leads through a symlink")
+
 	// ErrNotStaged: Stage.Put read and checked the bytes (to their end) but
 	// keeps nothing, e.g. an object too large to stage or a stage whose
 	// memory for small objects is used up. The caller writes that path with
@@ -45,14 +52,17 @@ type ObjectInfo struct {
 	Path    string
 	Size    int64
 	ModTime time.Time
+
 	// SHA256 is the digest recorded with the object by distributor
 	// ("sha256:<hex>"), when the backend keeps metadata; empty otherwise.
 	SHA256 string
+
 	// Fingerprint identifies this stored version of the object cheaply (S3:
 	// the ETag; local: inode, size and modification time). Replacing the
 	// object changes it; it says nothing about the content by itself.
 	// Empty when the backend cannot tell.
 	Fingerprint string
+
 	// Symlink: the object is a symbolic link (List and Find report links,
 	// never followed: they occupy their path). Every path at or below it
 	// is refused with ErrSymlink, except that Delete removes the link.
@@ -67,18 +77,23 @@ type Version string
 type PutOptions struct {
 	// SHA256 of the bytes, stored as object metadata where supported.
 	SHA256 string
+
 	// ContentType, when known.
 	ContentType string
+
 	// DeferSync lets Put return before the bytes are durable; the caller
 	// calls Sync before it relies on them (one flush for many objects).
 	// Backends whose writes are durable on return ignore it.
 	DeferSync bool
+
 	// IfAbsent writes only if nothing is at the path; otherwise Put fails
 	// with ErrConflict and the existing object stays.
 	IfAbsent bool
+
 	// IfMatch, when set, writes only if the object at the path is still the
 	// version with this Fingerprint; otherwise Put fails with ErrConflict.
 	IfMatch string
+
 	// SourceVerified says the reader itself fails (before its EOF) when
 	// its bytes do not hash to SHA256, as a bundle file opened for reading
 	// does: a backend may skip hashing them again. SHA256 is still stored.
@@ -92,10 +107,13 @@ type Leftover struct {
 	// Path is root-relative: the temp file's own path (local), or the path
 	// the upload was writing (S3).
 	Path string
+
 	// Size is the bytes it holds (S3: the parts uploaded so far).
 	Size int64
+
 	// ModTime is when it was last written (local) or started (S3).
 	ModTime time.Time
+
 	// ID is the backend's handle on it (S3: the upload ID); empty otherwise.
 	ID string
 }
@@ -105,6 +123,7 @@ type Query struct {
 	// Paths are the root-relative paths the caller is about to write, in
 	// increasing order; nil asks for every object.
 	Paths []string
+
 	// Held is what the root is believed to hold.
 	Held Held
 }
@@ -115,6 +134,7 @@ type Held struct {
 	// AtMost bounds their number from above; it is known before Paths
 	// returns (from the catalog's size in bytes).
 	AtMost int
+
 	// Paths returns their number and the i-th path, in increasing order.
 	// It may block until they are known (a catalog still being parsed);
 	// nil when there is no catalog.
@@ -128,6 +148,7 @@ type Properties struct {
 	// was named yet). Where false, intents are written whole and a torn
 	// one is damage.
 	TornIntents bool
+
 	// Symlinks: a path may lead through a symbolic link (ErrSymlink).
 	// Where false, none does, and a caller need not look for links.
 	Symlinks bool
@@ -268,10 +289,12 @@ type Stage interface {
 	// end and checked, but not kept; the caller writes the path with
 	// Backend.Put instead.
 	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
+
 	// Commit makes the object staged at path visible, under its Put's
 	// conditions (IfAbsent, IfMatch: ErrConflict otherwise), checked now,
 	// and returns its info (Path, Size, Fingerprint).
 	Commit(ctx context.Context, path string) (ObjectInfo, error)
+
 	// Close discards what was staged and not committed (leaving the root
 	// as it was, folders included), finishes what the commits began, and
 	// releases the stage.
@@ -287,6 +310,7 @@ type PendingCatalog interface {
 	// and with an error wrapping catalog.ErrInvalid, nothing written, for
 	// a catalog that does not validate.
 	Commit(ctx context.Context, want Version) (Version, error)
+
 	// Close drops the bytes if they were not committed.
 	Close() error
 }

@@ -23,6 +23,7 @@ import (
 type Opener struct {
 	// S3 holds the defaults for bundle locations on S3.
 	S3 config.S3Defaults
+
 	// Warn, when set, is told of storage trouble as it happens: an S3
 	// request that hit one of its time or rate limits (the caller logs
 	// it; ctx is the request's). Set it before opening anything.
@@ -30,8 +31,10 @@ type Opener struct {
 
 	mu    sync.Mutex
 	cache map[string]storage.Backend
+
 	// syncs lets the local roots share their syncfs barriers (group commit).
 	syncs *local.SyncGroup
+
 	// budget is the upload memory of every S3 backend it opens, together.
 	budget *s3.Budget
 }
@@ -109,6 +112,7 @@ func (o *Opener) cached(ctx context.Context, key string, open func() (storage.Ba
 		if !errors.Is(err, storage.ErrRootChanged) {
 			return nil, err
 		}
+
 		// Runs still using the old backend fail their commit check; its
 		// descriptor is closed when they drop it (os.Root's finalizer).
 	}

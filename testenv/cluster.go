@@ -64,6 +64,7 @@ func NewCluster(t testing.TB) *Cluster {
 
 func tryCluster(t testing.TB) (*Cluster, error) {
 	const name = "distributor-test"
+
 	// Fixed ports, chosen now: a restarted node must come back on the same
 	// addresses so that routes and clients find it again.
 	clientPorts, routePorts := FreePorts(t, ClusterSize), FreePorts(t, ClusterSize)
@@ -95,6 +96,7 @@ func tryCluster(t testing.TB) (*Cluster, error) {
 	}
 	c.URLs = strings.Join(urls, ",")
 	c.urls = c.URLs
+
 	// Start all nodes together: each waits for routes to the others.
 	var wg sync.WaitGroup
 	errs := make([]error, ClusterSize)
@@ -112,12 +114,14 @@ func tryCluster(t testing.TB) (*Cluster, error) {
 
 func (c *Cluster) start(i int) error {
 	n := c.nodes[i]
+
 	// The server modifies its options; give each start a fresh copy.
 	opts := n.opts.Clone()
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("configure node %d: %w", i, err)
 	}
+
 	// A node that cannot bind its ports reports it only through its logger
 	// (as a fatal error) and then never turns ready: watch for it.
 	fatal := &fatalLog{}
@@ -325,6 +329,7 @@ func (c *Cluster) Restart(i int) {
 	if running {
 		c.t.Fatalf("testenv: node %d is already running", i)
 	}
+
 	// The node's old ports may still be held for a moment, or for good by a
 	// socket the kernel gave one of them as its ephemeral port (a client
 	// reconnecting to another node): retry a while, then move the node.

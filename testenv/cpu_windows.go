@@ -15,6 +15,7 @@ func CPUTime() (time.Duration, error) {
 	if err := windows.GetProcessTimes(windows.CurrentProcess(), &created, &exited, &kernel, &user); err != nil {
 		return 0, err
 	}
+
 	// Filetime counts 100 ns ticks.
 	ticks := func(f windows.Filetime) int64 { return int64(f.HighDateTime)<<32 | int64(f.LowDateTime) }
 	return time.Duration(ticks(kernel)+ticks(user)) * 100, nil

@@ -16,6 +16,7 @@ type MainOptions struct {
 	// cluster's election, a child process) finishes sooner when more of
 	// those waits overlap. 0 keeps Go's default.
 	Parallel int
+
 	// TempInMemory puts the tests' temporary folders (t.TempDir) on the
 	// memory filesystem /dev/shm (Linux only), unless TMPDIR is set or
 	// /dev/shm is not a tmpfs with room. The local backend fsyncs every
@@ -42,10 +43,12 @@ func Main(m *testing.M, o MainOptions) int {
 			return 2
 		}
 	}
+
 	// Benchmarks measure the disk the product writes to: never in memory.
 	if o.TempInMemory && !benchmarking() {
 		if dir := memoryTempDir(); dir != "" {
 			defer os.RemoveAll(dir)
+
 			// Child processes of the tests inherit it as well.
 			if err := os.Setenv("TMPDIR", dir); err != nil {
 				fmt.Fprintln(os.Stderr, "testenv: set TMPDIR:", err)

@@ -47,6 +47,7 @@ func NewNATSWithMaxPayload(t testing.TB, n int32) *NATS {
 
 func newNATS(t testing.TB, o natsserver.Options) *NATS {
 	t.Helper()
+
 	// TempDir first: cleanups run in reverse, so the server stops before
 	// its store is removed.
 	dir := t.TempDir()
@@ -128,6 +129,7 @@ func NATSUsersFromDoc(t *testing.T, doc string) []*server.User {
 	if !ok || !ok2 {
 		t.Fatalf("testenv: %s has no ```conf block", doc)
 	}
+
 	// Substituted in the text rather than set in the environment, so that
 	// the tests that call this can run in parallel.
 	block = passwordVar.ReplaceAllStringFunc(block, func(v string) string {

@@ -41,6 +41,7 @@ type NATSProcess struct {
 func NewNATSProcess(t testing.TB) *NATSProcess {
 	t.Helper()
 	n := &NATSProcess{dir: t.TempDir(), t: t}
+
 	// A free port, kept across restarts.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,6 +68,7 @@ func (n *NATSProcess) Start() {
 		n.t.Fatalf("testenv: %v", err)
 	}
 	var lastErr error
+
 	// The port of a killed server may still be held for a moment.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		cmd := exec.Command(exe)

@@ -41,6 +41,7 @@ func FreePorts(t testing.TB, n int) []int {
 			}
 			continue // taken
 		}
+
 		// Held until all are chosen, so that they are distinct.
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

@@ -37,9 +37,11 @@ const (
 type S3 struct {
 	// URL is the endpoint (http://127.0.0.1:port for the in-process server).
 	URL string
+
 	// Client talks to URL: static credentials, path style, checksums only
 	// when required.
 	Client *s3.Client
+
 	// External is true when URL came from DISTRIBUTOR_TEST_S3_ENDPOINT.
 	External bool
 }
@@ -61,12 +63,14 @@ func NewS3(t testing.TB) *S3 {
 		}
 	} else {
 		srv := httptest.NewUnstartedServer(fakes3.New())
+
 		// gofakes3 writes headers twice on requests the client abandoned.
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 		srv.Start()
 		t.Cleanup(srv.Close)
 		s.URL = srv.URL
 	}
+
 	// A hand-built config, so nothing leaks in from ~/.aws or AWS_* variables.
 	cfg := aws.Config{
 		Region:      region,

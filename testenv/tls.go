@@ -21,6 +21,7 @@ type TLSFiles struct {
 	CA                    string
 	ServerCert, ServerKey string
 	ClientCert, ClientKey string
+
 	// OtherCA signed nothing here: a client trusting only it rejects the server.
 	OtherCA string
 }

@@ -105,6 +105,7 @@ func relPath(fromDir, to string) string {
 func escapePath(p string) string {
 	e := (&url.URL{Path: p}).EscapedPath()
 	e = strings.ReplaceAll(e, "&", "%26")
+
 	// A colon in the first segment would read as a scheme.
 	if first, _, _ := strings.Cut(e, "/"); strings.Contains(first, ":") {
 		e = "./" + e

@@ -30,6 +30,7 @@ type MarkdownOptions struct {
 	// executed with .Title (string), .Body (template.HTML) and .SourcePath
 	// (string). Empty means the built-in page.
 	TemplateFile string
+
 	// Index is the bundle path of the source that renders to index.html in
 	// its own folder (e.g. "report.md" → "index.html"). Empty means none.
 	Index string
@@ -88,6 +89,7 @@ func NewMarkdown(opts MarkdownOptions) (*Markdown, error) {
 	if err != nil {
 		return nil, fmt.Errorf("markdown_to_html template file %q is not a valid html/template: %w", opts.TemplateFile, err)
 	}
+
 	// Catch execution-time mistakes ({{.Nope}}, bad calls) now.
 	if err := page.Execute(io.Discard, pageData{Title: "t", Body: "<p>b</p>", SourcePath: "s.md"}); err != nil {
 		return nil, fmt.Errorf("markdown_to_html template file %q fails to execute: %w; it may use only .Title, .Body and .SourcePath", opts.TemplateFile, err)

@@ -26,6 +26,7 @@ type advert struct {
 	ServerName string `json:"server_name"`
 	ServerID   string `json:"server_id"`
 	PID        int    `json:"pid"`
+
 	// Config is configHash of the configuration `serve` runs with.
 	Config string `json:"config"`
 }
@@ -45,6 +46,7 @@ func writeAdvert(cfg *config.Config, srv *natsserver.Server) (func(), error) {
 	ad := advert{URL: srv.ClientURL(), ServerName: srv.Name(), ServerID: srv.ID(), PID: os.Getpid(), Config: configHash(cfg.File)}
 	path := filepath.Join(cfg.NATS.StoreDir, advertFile)
 	data, _ := json.Marshal(ad)
+
 	// Written whole, then renamed: a reader never sees half a file.
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {

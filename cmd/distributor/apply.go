@@ -74,6 +74,7 @@ func (a *app) planCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+
 			// Planning reads only: no lease, no NATS.
 			svc := a.newService(cfg, a.log, nil, 0)
 			ctx := cmd.Context()
@@ -90,6 +91,7 @@ func (a *app) planCommand() *cobra.Command {
 				pctx, end := a.withProgress(ctx, d.ID)
 				res, err := svc.Plan(pctx, req, b, d)
 				end()
+
 				// A plan that apply would refuse exits like apply (3).
 				if err == nil && res.Plan.Superseded != nil {
 					err = superseded(req, b, d, res)
@@ -125,6 +127,7 @@ func (a *app) applyCommand() *cobra.Command {
 			if timeout < 0 {
 				return usageErr("--timeout %s: must not be negative", timeout)
 			}
+
 			// One deadline for the whole run, named when it passes.
 			limit, setting := time.Duration(cfg.PublicationTimeout), "publication_timeout"
 			if timeout > 0 {
@@ -146,6 +149,7 @@ func (a *app) applyCommand() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+
 			// With NATS there, downstream hears of this publication like of
 			// any other: one result event per destination.
 			req.BundleEventID = "apply." + events.NewEventID()
@@ -228,6 +232,7 @@ type counts struct {
 	Unchanged int `json:"unchanged"`
 	Delete    int `json:"delete"`
 	Collision int `json:"collision"`
+
 	// KeptNewer: paths an older additive bundle leaves as a newer version
 	// of its source wrote them.
 	KeptNewer int `json:"kept_newer,omitempty"`
@@ -266,6 +271,7 @@ const maxListed = 20
 
 func (a *app) printResult(d config.Destination, res engine.Result, err error, planOnly bool) {
 	p := res.Plan
+
 	// One write per 64 KiB, not per line: a republish that updates 10,000
 	// records lists them all when stdout is not a terminal, and a write
 	// each to a pipe would cost more than the publication.
@@ -289,6 +295,7 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 	marks := map[planner.Action]string{planner.Create: "+", planner.Update: "~", planner.Delete: "-", planner.Collision: "!", planner.Unchanged: "="}
 	for _, it := range p.Items {
 		mark := marks[it.Action]
+
 		// A blocked publication changes nothing: only what blocks it is news.
 		// Kept paths are counted, not listed: they are the newer version's.
 		if it.Action == planner.Unchanged || it.Action == planner.KeptNewer || (p.Blocked() && it.Action != planner.Collision) {
@@ -356,10 +363,12 @@ func keptNote(c counts) string {
 
 type resultJSON struct {
 	Destination string `json:"destination"`
+
 	// Root is the absolute root (file path or s3:// URL); RootAsWritten is
 	// the path as the configuration file gives it, when that differs.
 	Root          string `json:"root"`
 	RootAsWritten string `json:"root_as_written,omitempty"`
+
 	// Counts are what apply did, or (plan) what it would do.
 	Counts     counts     `json:"counts"`
 	Workflow   string     `json:"workflow"`
@@ -368,6 +377,7 @@ type resultJSON struct {
 	Collisions []string   `json:"collisions"`
 	Clear      []string   `json:"clear,omitempty"`
 	Recovered  bool       `json:"recovered,omitempty"`
+
 	// SupersededBy is the newer version the destination holds, when it
 	// refused this older one.
 	SupersededBy *catalog.Source `json:"superseded_by,omitempty"`
@@ -457,6 +467,7 @@ func (c *changeLines) add(mark, path, note string) {
 	}
 	c.listed++
 	c.buf = append(append(append(append(append(c.buf[:0], "  "...), mark...), ' '), path...), note...)
+
 	// As with the fmt lines around it, a failed write to stdout is not
 	// reported: the bufio.Writer keeps its first error and drops the rest.
 	_, _ = c.out.Write(append(c.buf, '\n'))

@@ -26,6 +26,7 @@ func (a *app) bundleCreateCommand() *cobra.Command {
 			if err := requireFlag("id", id); err != nil {
 				return err
 			}
+
 			// Milliseconds: versions of a source made one after the other
 			// within a second must still be ordered by time (newest wins).
 			at := time.Now().UTC().Truncate(time.Millisecond)
@@ -36,6 +37,7 @@ func (a *app) bundleCreateCommand() *cobra.Command {
 				}
 				at = t.UTC()
 			}
+
 			// A time from the future would pin the source's paths (newest
 			// wins): refused before anything is hashed or written.
 			if err := bundle.CheckCreated(at, time.Now(), a.optionalConfig().ClockSkew()); err != nil {

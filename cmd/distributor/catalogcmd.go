@@ -55,6 +55,7 @@ func (a *app) catalogCommand() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 2, 2, ' ', 0)
+
 			// SOURCE comes last: it holds a space ("id@created sha256:…").
 			fmt.Fprintln(tw, "PATH\tPIPELINE\tDESTINATION\tKIND\tSIZE\tUPDATED\tSOURCE")
 			for _, o := range sel {

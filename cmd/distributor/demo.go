@@ -174,6 +174,7 @@ func (a *app) startDemo(ctx context.Context, dir string, cfg *config.Config) (*d
 		srv.Shutdown()
 		return nil, err
 	}
+
 	// The demo's own output tells the story; the consumer's info lines
 	// would only interleave with it (--log-level debug shows them).
 	log := a.log

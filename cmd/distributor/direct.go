@@ -55,6 +55,7 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 		nc.Close()
 		return nil, err
 	}
+
 	// The lock object fences the run; the KV lease only keeps `serve` off
 	// the root, so NATS going away mid-run does not waste the run.
 	s.svc.Locker = lease.WithAdvisory(lease.NewKV(js, streams.Leases, holderName("direct"), a.kvLeaseTTL()), s.svc.Locker)
@@ -69,6 +70,7 @@ func (a *app) directSession(ctx context.Context, cfg *config.Config) (*directSes
 // where the outcomes go. plan takes no lease (locker nil).
 func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Locker, leaseWait time.Duration) *service.Service {
 	st := stores.New(cfg)
+
 	// Said as it happens: a hung or trickling S3 server otherwise shows
 	// only once the run fails, if ever.
 	st.Warn = func(ctx context.Context, err error) {
@@ -102,6 +104,7 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 	if r.ID == "" && r.BundleEventID == "" {
 		r.ID = events.NewEventID() // publication results get their deterministic id
 	}
+
 	// Bounded: NATS may have gone away during the run.
 	timeout := reportTimeout
 	if a.reportWait > 0 {

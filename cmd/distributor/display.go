@@ -92,6 +92,7 @@ func (p *progressBar) Add(files, bytes int64) {
 		return
 	}
 	p.files += files
+
 	// The description is redrawn at most ten times a second.
 	if now := time.Now(); now.Sub(p.described) >= 100*time.Millisecond || p.files == p.total {
 		p.described = now

@@ -101,6 +101,7 @@ func readEvents(ctx context.Context, streams *events.Streams, f eventFilter, fol
 			if ctx.Err() != nil {
 				return nil
 			}
+
 			// The election can also end a pull already under way.
 			if follow && waitThroughElection(ctx, err) {
 				continue

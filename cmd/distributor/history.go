@@ -116,6 +116,7 @@ type historyEntryJSON struct {
 	BundleEventID string            `json:"bundle_event_id,omitempty"`
 	PipelineID    string            `json:"pipeline_id,omitempty"`
 	Source        *events.SourceRef `json:"source,omitempty"`
+
 	// Bundle is the bundle's location: the result's own, or its original
 	// event's (collision, failed).
 	Bundle       string            `json:"bundle,omitempty"`

@@ -28,6 +28,7 @@ type removedJSON struct {
 // verifyJSON is verify --json.
 type verifyJSON struct {
 	DestinationID string `json:"destination_id"`
+
 	// PipelineID is --pipeline: null when every pipeline's outputs of the
 	// destination were checked.
 	PipelineID      *string               `json:"pipeline_id"`
@@ -131,11 +132,14 @@ type publishJSON struct {
 // replayJSON is replay --json.
 type replayJSON struct {
 	DryRun bool `json:"dry_run"`
+
 	// Replays are the bundle events announced again (would be, with
 	// dry_run; event_id is then empty).
 	Replays []replayedJSON `json:"replays"`
+
 	// Skipped are result events that cannot be replayed, with why.
 	Skipped []skippedJSON `json:"skipped"`
+
 	// AlreadyPublished counts matching bundle events a replay has since
 	// published everywhere.
 	AlreadyPublished int `json:"already_published"`
@@ -151,6 +155,7 @@ type replayedJSON struct {
 	PipelineID   string   `json:"pipeline_id"`
 	Bundle       string   `json:"bundle"`
 	Destinations []string `json:"destinations"`
+
 	// AlreadyAnnounced: a replay of the same failures (another `replay`
 	// run at the same time) announced this event id first; this one was
 	// dropped by the stream.

@@ -51,7 +51,7 @@ func notAllowedLine(loc, why, allowed string) string {
 // or in another bucket, with exit 2 and one line naming the bundle, the
 // pipeline, the allowed locations and the fix, before anything is read
 // (publish does not even look for NATS); no root changes, not even one
-// that holds a catalog already. A bundle inside publishes as before.
+// that holds a catalog already. A bundle inside publishes.
 func TestRuleBundleLocationsDirect(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t)

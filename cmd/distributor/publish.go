@@ -31,6 +31,7 @@ func (a *app) publishCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+
 			// The digest is computed here from the bundle itself, so that
 			// the event pins the exact manifest bytes; a bundle serve would
 			// refuse is not read, nor announced.
@@ -185,6 +186,7 @@ func resultsErr(eventID string, results []events.Result) error {
 		if dest == "" {
 			dest = "pipeline " + r.PipelineID
 		}
+
 		// The highest code wins: a refusal says more than a failure.
 		code = max(code, service.ResultExitCode(r))
 		switch r.Type {

@@ -55,6 +55,7 @@ type pendingReplay struct {
 	original events.BundleReady
 	dests    map[string]bool
 	all      bool // the failure was not about one destination
+
 	// seq is the stream sequence of the newest failure replayed, and
 	// failed the destinations of every failure replayed ("" for a
 	// failure about none), published since or not: with the operator
@@ -247,6 +248,7 @@ func (a *app) fetchReplayed(ctx context.Context, conn *streamsConn, o replayOpti
 // adds it to report.
 func (a *app) replayOne(ctx context.Context, pub *events.Publisher, o replayOptions, rp *pendingReplay, report *replayJSON) error {
 	ev := rp.original
+
 	// A message id of its own (the original's is still in the dedup
 	// window), the same for every replay of the same failures.
 	ev.ID = replayID(rp, o.takeOwnership, o.allowOlder)
@@ -268,6 +270,7 @@ func (a *app) replayOne(ctx context.Context, pub *events.Publisher, o replayOpti
 		}
 		return nil
 	}
+
 	// Operator flags are honoured only on the admin subject,
 	// which NATS permissions keep producers off.
 	announce := pub.AnnounceBundle

@@ -48,17 +48,22 @@ func (a *app) rollbackCommand() *cobra.Command {
 // rollbackJSON is rollback --json.
 type rollbackJSON struct {
 	DestinationID string `json:"destination_id"`
+
 	// PipelineID is the owner's pipeline; left out when a failure came
 	// before it was known.
 	PipelineID string `json:"pipeline_id,omitempty"`
+
 	// Via is "serve" (announced on the admin subject) or "direct".
 	Via     string      `json:"via"`
 	DryRun  bool        `json:"dry_run"`
 	Version versionJSON `json:"version"`
+
 	// EventID is the roll back's bundle event.
 	EventID string `json:"event_id,omitempty"`
+
 	// Plan is what the roll back would do (--dry-run).
 	Plan *counts `json:"plan,omitempty"`
+
 	// Result is the roll back's result event (direct without NATS: the
 	// event it would have published).
 	Result *events.Result `json:"result,omitempty"`
@@ -70,6 +75,7 @@ type versionJSON struct {
 	Bundle string            `json:"bundle"`
 	Digest string            `json:"digest"`
 	Source *events.SourceRef `json:"source,omitempty"`
+
 	// EventID and Time: the published event that first put it there.
 	EventID string     `json:"event_id,omitempty"`
 	Time    *time.Time `json:"time,omitempty"`
@@ -124,6 +130,7 @@ func (a *app) rollback(ctx context.Context, o rollbackOptions) error {
 	if conn != nil {
 		out.Via = "serve"
 	}
+
 	// Only reads: the bundle's manifest, and with --dry-run the root.
 	svc := a.newService(cfg, a.log, nil, 0)
 	v, b, err := svc.CheckVersion(ctx, v)
@@ -173,6 +180,7 @@ func (a *app) findVersion(ctx context.Context, cfg *config.Config, d config.Dest
 		if o.bundle == "" {
 			return service.Version{}, usageErr("--to %s: without NATS (set nats.url or start `distributor serve`) distributor cannot know where that version's bundle is: give --bundle LOCATION", o.to)
 		}
+
 		// The pipeline once the bundle says which source it is
 		// (rollbackPipeline).
 		return service.Version{PipelineID: o.pipeline, DestinationID: d.ID, Bundle: o.bundle, Digest: o.to}, nil

@@ -29,6 +29,7 @@ type app struct {
 	stopProfile    func() error // ends the profile; set while one runs
 
 	verbose, quiet bool // --verbose: list every change; --quiet: no progress
+
 	// written maps local roots to the relative path the configuration
 	// gives them (see rootsAsWritten).
 	written map[string]string
@@ -80,6 +81,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.verbose, "verbose", false, "on a terminal, list every change (default: the first 20 per destination and a summary)")
 	root.PersistentFlags().BoolVar(&a.quiet, "quiet", false, "draw no progress bars")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "", "log format: json or console (default: console when stderr is a terminal, else json)")
+
 	// For measuring the CLI itself (docs/benchmarks.md); not a user feature.
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")

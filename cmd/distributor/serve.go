@@ -27,6 +27,7 @@ const serveLeaseTTL = 30 * time.Second
 type serveOptions struct {
 	// httpAddr overrides http.listen ("" keeps it).
 	httpAddr string
+
 	// connectTimeout bounds the retries of the first connection to
 	// nats.url (0: retry until stopped).
 	connectTimeout config.Duration
@@ -78,6 +79,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	}
 	m := metrics.New(ids)
 	ready := &readiness{}
+
 	// Refreshed until serve returns, through the drain after the signal.
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
@@ -252,6 +254,7 @@ func (a *app) serveNATS(ctx context.Context, cfg *config.Config, so serveOptions
 		}
 		return srv.Connect(natsOpts...)
 	}
+
 	// Up before NATS: /healthz answers and /readyz says "connecting"
 	// while the first connection is retried.
 	stopHTTP, err := a.startHTTP(cfg.HTTP.Listen, h)
@@ -272,6 +275,7 @@ func (a *app) serveService(cfg *config.Config, js jetstream.JetStream, streams *
 	// wait for it rather than failing the delivery.
 	svc := a.newService(cfg, a.log, serveLocker(js, streams, "serve", a.log), 15*time.Second)
 	svc.LeaseWaited = m.LeaseWaited
+
 	// Events queued for one root share its lease (within bounds).
 	svc.HandOver = service.DefaultHandOver
 	return svc

@@ -59,12 +59,14 @@ func (a *app) statusCommand() *cobra.Command {
 // statusJSON is status --json.
 type statusJSON struct {
 	Destinations []destStatusJSON `json:"destinations"`
+
 	// NATS says whether the lease bucket and the events stream were read.
 	NATS natsStatusJSON `json:"nats"`
 }
 
 type natsStatusJSON struct {
 	Known bool `json:"known"`
+
 	// Error is why NATS could not be read although it is configured.
 	Error string `json:"error,omitempty"`
 }
@@ -75,9 +77,11 @@ type destStatusJSON struct {
 	Root          string `json:"root"`
 	RootAsWritten string `json:"root_as_written,omitempty"`
 	Workflow      string `json:"workflow"`
+
 	// Pipelines are the configured pipelines that publish here.
 	Pipelines []string          `json:"pipelines"`
 	Catalog   catalogStatusJSON `json:"catalog"`
+
 	// Owners are this destination's owners (one per pipeline) in the
 	// root; OtherOwners those of other destinations sharing the root.
 	Owners          []ownerStatusJSON      `json:"owners"`
@@ -85,6 +89,7 @@ type destStatusJSON struct {
 	PendingRecovery bool                   `json:"pending_recovery"`
 	Leftovers       *engine.LeftoverReport `json:"leftovers,omitempty"`
 	Lease           leaseStatusJSON        `json:"lease"`
+
 	// LastPublished and LastFailure (failed or collision) come from the
 	// events stream when NATS is known.
 	LastPublished *historyEntryJSON `json:"last_published,omitempty"`
@@ -122,6 +127,7 @@ type sourceStatusJSON struct {
 type leaseStatusJSON struct {
 	KV   *lease.Holding `json:"kv"`
 	Lock *lease.Holding `json:"lock"`
+
 	// KVError is why the KV lease could not be read (kv is then null).
 	KVError string `json:"kv_error,omitempty"`
 }
@@ -147,8 +153,10 @@ func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Des
 // statusSources is what a status report reads beside the roots.
 type statusSources struct {
 	stores *stores.Opener
+
 	// leftovers walks each root for leftovers of interrupted writes.
 	leftovers bool
+
 	// streams are the lease bucket and the events stream to read (nil:
 	// none); nats is what the report says of NATS.
 	streams *events.Streams
@@ -180,6 +188,7 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 		ds.RootAsWritten = a.rootAsWritten(ds.Root)
 		out.Destinations = append(out.Destinations, ds)
 	}
+
 	// The roots first: under a deadline (the status page) the events
 	// stream gets what is left.
 	if src.streams != nil {
@@ -199,6 +208,7 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 type rootRead struct {
 	st engine.RootStatus
 	kv *lease.Holding
+
 	// err: the root could not be read; kvErr: its KV lease could not.
 	err, kvErr error
 }

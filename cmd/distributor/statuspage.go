@@ -26,6 +26,7 @@ const (
 	// statusPageTimeout bounds the reads of one status: the roots, the
 	// lease bucket, the events stream and the consumer.
 	statusPageTimeout = 5 * time.Second
+
 	// statusPageTTL is how long one status is served again, so that a
 	// storm of refreshes reads the catalogs once.
 	statusPageTTL = 2 * time.Second
@@ -45,6 +46,7 @@ type statusPageData struct {
 type consumerBacklog struct {
 	Known               bool
 	Pending, AckPending uint64
+
 	// Error is why the backlog could not be read.
 	Error string
 }
@@ -70,6 +72,7 @@ func (a *app) newStatusPage(cfg *config.Config, ready *readiness) *statusPage {
 	read := func(ctx context.Context) statusPageData {
 		streams, n := ready.statusNATS()
 		d := statusPageData{Version: version, Consumer: consumerBacklog{Error: "NATS is not known"}}
+
 		// The consumer first: one request, bounded as a /metrics scrape's.
 		if streams != nil {
 			cctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
@@ -81,6 +84,7 @@ func (a *app) newStatusPage(cfg *config.Config, ready *readiness) *statusPage {
 				d.Consumer = consumerBacklog{Known: true, Pending: pending, AckPending: ack}
 			}
 		}
+
 		// A root that cannot be read is in the report; nothing else fails.
 		d.Status, _ = a.readStatus(ctx, cfg, cfg.Destinations, statusSources{stores: st, streams: streams, nats: n})
 		d.Time = time.Now().UTC().Truncate(time.Second)
@@ -98,6 +102,7 @@ func (a *app) newStatusPage(cfg *config.Config, ready *readiness) *statusPage {
 		"holder":   holderText,
 		"last":     lastText,
 	}
+
 	// html/template escapes what comes from catalogs and events (source
 	// ids, bundle locations, messages) by context.
 	html := template.Must(template.New("status").Funcs(funcs).Parse(statusPageHTML))

@@ -17,6 +17,7 @@ type unlockJSON struct {
 	Root          string `json:"root"`
 	RootAsWritten string `json:"root_as_written,omitempty"`
 	ID            string `json:"id"`
+
 	// Removed are the lock object and KV lease that had the id; Held
 	// those the root still has with another id.
 	Removed []lease.Holding `json:"removed"`
@@ -45,6 +46,7 @@ renewal, and its run is retried or must be run again.`,
 				return err
 			}
 			ctx := cmd.Context()
+
 			// NATS first: when it is configured but does not answer,
 			// nothing is removed.
 			nc, err := a.connectKnownNATS(cfg)

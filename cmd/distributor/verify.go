@@ -22,6 +22,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+
 			// Verify only reads (engine.Verify).
 			cfg, d, err := a.loadDestination(dest)
 			if err != nil {

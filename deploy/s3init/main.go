@@ -104,6 +104,7 @@ func newClient(ctx context.Context, endpoint string) (*s3.Client, error) {
 	}
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+
 		// S3-compatible gateways answer on one host name.
 		o.UsePathStyle = true
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
@@ -175,6 +176,7 @@ func upload(ctx context.Context, c *s3.Client, stdout io.Writer, dir, bucket, pr
 		}
 		defer f.Close()
 		key := path.Join(prefix, filepath.ToSlash(rel))
+
 		// *os.File is seekable: the SDK signs the body without buffering it.
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: f}); err != nil {
 			return fmt.Errorf("upload %s to s3://%s/%s: %w", p, bucket, key, err)

@@ -40,6 +40,7 @@ type BackendEnv struct {
 	// NewRoot returns a fresh, empty root and a destination whose Backend,
 	// Path and Bucket name it (so RootKey identifies it).
 	NewRoot func(t *testing.T) (storage.Backend, config.Destination)
+
 	// Outside returns a backend on the storage that holds d's root but
 	// outside it: the parent folder, or the bucket without the prefix.
 	Outside func(t *testing.T, d config.Destination) storage.Backend
@@ -94,6 +95,7 @@ func ForEachBackendEnv(t *testing.T, fn func(t *testing.T, env BackendEnv)) {
 type Stores struct {
 	mu    sync.Mutex
 	roots map[string]storage.Backend
+
 	// wrapBundle, when set, wraps every bundle store it opens.
 	wrapBundle func(storage.Backend) storage.Backend
 }
@@ -253,6 +255,7 @@ func (h *Harness) Publish(now time.Time, pipeline, dest, dir string, mod ...func
 	if err != nil {
 		return engine.Result{}, err
 	}
+
 	// No t.Fatal here: concurrency tests call publish from goroutines.
 	ds, err := h.Service.Destinations(req)
 	if err != nil {
@@ -267,6 +270,7 @@ func (h *Harness) Publish(now time.Time, pipeline, dest, dir string, mod ...func
 // mustPublish publishes a new bundle of files and fails the test on error.
 func (h *Harness) MustPublish(now time.Time, pipeline, dest, sourceID string, files map[string]string) engine.Result {
 	h.T.Helper()
+
 	// Made an hour before it is published: later publications are newer
 	// versions, and all of them are older than MakeBundle's (created T0)
 	// for publications up to T0 + 1h.
@@ -383,6 +387,7 @@ func AssertDescribesStorage(t *testing.T, root storage.Backend) *catalog.Catalog
 			t.Errorf("object %s has no record", p)
 		}
 	}
+
 	// A local root keeps its intent file, emptied (rewritten in place).
 	if data, _, err := root.ReadVersion(context.Background(), engine.IntentPath); err != nil || len(data) != 0 {
 		t.Errorf("intent %s: %d bytes, err = %v; want it gone or empty", engine.IntentPath, len(data), err)

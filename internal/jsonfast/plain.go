@@ -15,6 +15,7 @@ func PlainPrefix[T ~string | ~[]byte](s T) int {
 	for ; i+8 <= len(s); i += 8 {
 		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+
 		// A byte at or above 0x80, below 0x20, equal to '"' or to '\\'
 		// sets its high bit in one of these (a borrow can set a higher
 		// byte's too, only after a byte that matched: the loop below then

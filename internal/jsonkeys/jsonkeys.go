@@ -111,6 +111,7 @@ func stringEnd(data []byte, i int) int {
 			return len(data)
 		}
 		j += k
+
 		// The quote ends the string unless an odd run of backslashes escapes it.
 		b := 0
 		for data[j-1-b] == '\\' {

@@ -56,6 +56,7 @@ func (s *Set) checkResult(t testing.TB, subjects events.Subjects, ev *StreamEven
 	if prefix == "" {
 		prefix = events.DefaultPrefix
 	}
+
 	// <prefix>.events.<type>.<destination or _>.<pipeline or _>
 	parts := strings.SplitN(strings.TrimPrefix(ev.Subject, prefix+".events."), ".", 3)
 	if len(parts) != 3 || !strings.HasPrefix(ev.Subject, prefix+".events.") {

@@ -29,11 +29,14 @@ type Env struct {
 	// NewLocker returns a locker for holder whose leases live ttl. Lockers
 	// of one Env share their backing state (one bucket, one store).
 	NewLocker func(holder string, ttl time.Duration) lease.Locker
+
 	// Root is the root the suite locks; the same for every locker of the Env.
 	Root lease.Root
+
 	// TTL is the lease TTL the suite uses: short, but long enough for the
 	// implementation (the KV lease needs at least 1s).
 	TTL time.Duration
+
 	// TokenLess orders tokens: TokenLess(a, b) when a is an earlier holder's.
 	TokenLess func(a, b string) bool
 }
@@ -116,6 +119,7 @@ func holdTTL(env Env) time.Duration { return 2 * env.TTL }
 func renewedPastTTL(t *testing.T, env Env) {
 	ttl := holdTTL(env)
 	a := acquire(t, context.Background(), env.NewLocker("a", ttl), env.Root)
+
 	// Real time must pass (the server's TTL is on its own clock):
 	// renewals, not the first write, keep the lease past it.
 	time.Sleep(ttl + ttl/2)
@@ -129,6 +133,7 @@ func contextEndStopsRenewal(t *testing.T, env Env) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := acquire(t, ctx, env.NewLocker("a", env.TTL), env.Root)
 	cancel()
+
 	// Renewal has stopped: the lease lapses within its TTL (and the
 	// backend's expiry granularity), and another holder takes the root.
 	b := acquireWithin(t, env.NewLocker("b", env.TTL), env.Root, 4*env.TTL, "after a's context ended")
@@ -138,6 +143,7 @@ func contextEndStopsRenewal(t *testing.T, env Env) {
 	if !env.TokenLess(a.Token(), b.Token()) {
 		t.Fatalf("takeover token %q does not order after %q", b.Token(), a.Token())
 	}
+
 	// The stale holder's Release is harmless: b keeps the root.
 	if err := a.Release(context.Background()); err != nil {
 		t.Fatalf("stale Release: %v, want nil", err)
@@ -154,9 +160,11 @@ func releaseStopsRenewal(t *testing.T, env Env) {
 	if err := a.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+
 	// Nothing of a's renews the root after Release: b holds it through
 	// more than a TTL, and after b's release the root is free again.
 	b := acquire(t, ctx, env.NewLocker("b", holdTTL(env)), env.Root)
+
 	// Real time must pass: a renewal of a's would land within a's TTL.
 	time.Sleep(env.TTL + env.TTL/2)
 	if err := b.Err(); err != nil {

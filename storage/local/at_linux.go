@@ -33,6 +33,7 @@ func (b *Backend) at(p string, flags, mode uint64) (int, error) {
 	if b.noOpenat2.Load() {
 		return -1, unix.ENOSYS
 	}
+
 	// No O_NOFOLLOW: RESOLVE_NO_SYMLINKS then refuses a link as the last
 	// component too (ELOOP), also for O_DIRECTORY and O_PATH, where
 	// O_NOFOLLOW would answer ENOTDIR or open the link itself.
@@ -76,6 +77,7 @@ func (b *Backend) readVersionAt(p string) (_ []byte, _ storage.Version, ok bool,
 		return nil, "", false, nil
 	}
 	begin := time.Now()
+
 	// O_NONBLOCK: a FIFO must not block the open (refused below).
 	fd, err := b.at(p, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	switch {
@@ -122,6 +124,7 @@ func (b *Backend) readOpen(f *fdFile, begin time.Time) (_ []byte, _ storage.Vers
 		if err != nil {
 			return nil, "", true, err
 		}
+
 		// A regular file reads short only at its end: the whole size the
 		// fstat gave, read short, needs no read(2) more to find EOF.
 		if n < want && int64(len(data)) == st.Size {
@@ -216,6 +219,7 @@ func (b *Backend) removeAt(p, stop string) (dir string, ok bool, _ error) {
 		return "", false, nil
 	}
 	defer closeDir()
+
 	// unlink(2) refuses a folder (EISDIR: folders are not objects) and
 	// removes a link itself, never its target: no stat first.
 	switch err := unix.Unlinkat(d, base, 0); {

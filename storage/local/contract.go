@@ -142,12 +142,15 @@ func (b *Backend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, wri
 type pendingCatalog struct {
 	b    *Backend
 	next *catalog.Catalog
+
 	// stream: Commit encodes it as it writes it.
 	stream bool
+
 	// deferred: written by the next Sync (or by Commit), not yet begun.
 	deferred bool
 	cancel   context.CancelFunc
 	mu       sync.Mutex // guards the preparation below against Sync
+
 	// closed: Close began; a Sync that took the catalog before readies
 	// nothing.
 	closed bool

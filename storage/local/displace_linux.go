@@ -109,6 +109,7 @@ func (s *stage) swaps() bool {
 	defer s.mu.Unlock()
 	if s.swap == 0 {
 		s.swap = -1
+
 		// The file being committed has left s.files already.
 		if len(s.files)+1 >= cmp.Or(s.displaced.min, displaceAsyncMin) {
 			s.swap = 1

@@ -20,6 +20,7 @@ import (
 type fdFile struct {
 	fd   atomic.Int64 // -1 once closed
 	name string       // for messages
+
 	// left is what a reader expects still to read (the size fstat gave
 	// when opened, less what was read), or -1 when unknown: a read that
 	// reaches it reports io.EOF at once instead of one more read(2) to

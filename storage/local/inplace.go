@@ -16,6 +16,7 @@ type rwFile interface {
 	// WriteAt writes all of p at off.
 	WriteAt(p []byte, off int64) (int, error)
 	Truncate(size int64) error
+
 	// Datasync flushes the file's bytes and size (fdatasync).
 	Datasync() error
 }

@@ -76,27 +76,34 @@ type Backend struct {
 	root string      // absolute
 	r    *os.Root    // opened once (safe for concurrent use): reopening it per operation cost two system calls an object
 	held fs.FileInfo // the folder r holds (device and inode), for CheckRoot
+
 	// sys carries out the operations: the Linux implementation or the
 	// portable one (impl).
 	sys impl
+
 	// portable: made with Portable.
 	portable bool
+
 	// fresh holds the folders (root-relative) made since the last Sync
 	// whose entry in their parent may not be durable yet: a durable write
 	// below one flushes its parent too (fresh.go).
 	fresh sync.Map
+
 	// onSync, when set, is told of every fsync: kind "file" or "folder",
 	// and the folder (a test's option).
 	onSync func(kind, dir string)
+
 	// onGeneral, when set, is told of every operation that took the
 	// general os.Root path instead of openat2 (a test's option: a
 	// publication's operations must not).
 	onGeneral func(op string)
+
 	// group, when set, shares Sync's syncfs with other roots' (SyncGroup).
 	group *SyncGroup
 
 	// streamMin overrides defaultStreamMin when positive (WithStreamMinOutputs).
 	streamMin int
+
 	// pending are the catalogs the next Sync writes first (contract.go).
 	pending pendingCatalogs
 
@@ -118,33 +125,44 @@ type impl interface {
 	// stat is Stat; open is Open.
 	stat(p string) (storage.ObjectInfo, error)
 	open(p string) (io.ReadCloser, error)
+
 	// readVersion is ReadVersion.
 	readVersion(p string) ([]byte, storage.Version, error)
+
 	// list calls fn for the objects under prefix below dir (prefix's
 	// folder, "." for the root), in path order.
 	list(ctx context.Context, dir, prefix string, fn func(storage.ObjectInfo) error) error
+
 	// remove deletes the file p and the folders it empties, up to (not
 	// including) stop or the root, and returns the folder left holding
 	// the change ("" when p was not there).
 	remove(p, stop string) (dir string, err error)
+
 	// syncDir flushes the folder dir's entries.
 	syncDir(dir string) error
+
 	// sync makes every write that has returned durable (Sync).
 	sync(ctx context.Context) error
+
 	// lockAt takes the compare-and-swap lock and checks that p is at
 	// version want (ErrConflict, naming verb, otherwise); the caller
 	// must call unlock.
 	lockAt(ctx context.Context, verb, p string, want storage.Version) (unlock func(), err error)
+
 	// lock takes the compare-and-swap lock alone (the intent's writes).
 	lock(ctx context.Context) (unlock func(), err error)
+
 	// stamp gives the file at p, just written under the lock, a version
 	// that needs no re-read; ok is false when it cannot.
 	stamp(p string) (_ storage.Version, ok bool)
+
 	// newStage begins a stage (stage.go); displace as for Stage.
 	newStage(displace bool) stager
+
 	// prepare and prepareFrom are prepareBytes and prepareStream.
 	prepare(ctx context.Context, p string, data []byte) (preparedVersion, error)
 	prepareFrom(ctx context.Context, p string, write func(io.Writer) error) (preparedVersion, error)
+
 	// writable runs fn on the regular file p opened for an in-place
 	// write, with its current bytes when read is set (inplace.go).
 	writable(p string, read bool, fn func(f rwFile, cur []byte) error) error
@@ -187,6 +205,7 @@ func New(root string, opts ...Option) (*Backend, error) {
 		}
 		return nil, Classify(abs, fmt.Errorf("local root %s: %w", abs, err))
 	}
+
 	// The identity of what was opened: the path may change meanwhile.
 	held, err := r.Stat(".")
 	if err != nil {
@@ -460,6 +479,7 @@ func (b *Backend) delete(ctx context.Context, durable bool, paths []string) erro
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+
 		// The last component may itself be a link: unlink removes the
 		// link, never its target. Its folders must not be links.
 		dir, err := b.sys.remove(p, "")
@@ -541,6 +561,7 @@ func listed(name, key string, dir bool, prefix string) bool {
 		// is inside it.
 		return key != tmpDir+"/" && (strings.HasPrefix(key, prefix) || strings.HasPrefix(prefix, key))
 	}
+
 	// A temp name is a write in flight (or a crashed one's leftover).
 	// Regular files are objects. Symlinks, sockets and devices are listed
 	// too (never followed): they occupy a path, so a publication that
@@ -605,6 +626,7 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 		return "", err
 	}
 	defer unlock()
+
 	// Where nothing is (checked under the lock), a file linked into place:
 	// it never replaces what another program may have put there meanwhile.
 	if _, err := b.writeAtomic(ctx, b.r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{IfAbsent: want == ""}); err != nil {
@@ -641,6 +663,7 @@ func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Ve
 	if want == "" {
 		return nil
 	}
+
 	// The lock file is in the reserved folder, so it never empties.
 	dir, err := b.sys.remove(p, catalog.ReservedDir)
 	if err != nil || !durable || dir == "" {

@@ -24,29 +24,37 @@ import (
 type linuxState struct {
 	// rootFD is the root folder, opened once through r: stages start there.
 	rootFD int
+
 	// noTmpfile: the filesystem (or a missing /proc) does not allow
 	// unnamed temp files; writes use named ones.
 	noTmpfile atomic.Bool
+
 	// settle is how long a file must have been unchanged for a stat version
 	// (settled, unless a test's option set it).
 	settle time.Duration
+
 	// noOpenat2: the kernel has no openat2(2); reads take the general path.
 	noOpenat2 atomic.Bool
+
 	// noEmptyLink: linkat(2) refuses AT_EMPTY_PATH (a kernel before 6.10);
 	// unnamed files are named through /proc.
 	noEmptyLink atomic.Bool
+
 	// noExchange: renameat2(2) refuses RENAME_EXCHANGE here; a stage's
 	// replacements rename over the old file (displace_linux.go).
 	noExchange atomic.Bool
+
 	// unnamed counts the unnamed files held open by stages, up to
 	// maxUnnamed (half the process's open-file limit); past it, new paths
 	// are staged under temp names.
 	unnamed    atomic.Int64
 	maxUnnamed int64
+
 	// groupFailures is how many of the group's flushes of the root's
 	// filesystem had failed when the backend last learned of one (see
 	// SyncGroup.sync).
 	groupFailures atomic.Uint64
+
 	// syncCalls numbers the calls of Sync as they begin; syncedThrough is
 	// the highest number of one that succeeded. A write that returned
 	// while syncCalls was n is durable once syncedThrough > n (prepare_linux.go).
@@ -77,6 +85,7 @@ func nativeImpl(b *Backend) (impl, error) {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
 		b.maxUnnamed = int64(min(lim.Cur, 1<<30) / 2)
 	}
+
 	// linkat(2) names an unnamed file through its /proc/self/fd link.
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		b.noTmpfile.Store(true)
@@ -245,6 +254,7 @@ func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn f
 	if err != nil {
 		return err
 	}
+
 	// Sorting with folders as "name/" gives whole-path byte order.
 	slices.SortFunc(keep, func(a, b dirEntry) int { return strings.Compare(a.key, b.key) })
 	for i := range keep {
@@ -381,6 +391,7 @@ func (b *Backend) readVersion(r *os.Root, p string) ([]byte, storage.Version, er
 		return nil, "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
 	}
 	defer f.Close()
+
 	// The stamp before the stat (stamp_linux.go); both of the opened file,
 	// whatever replaces p meanwhile.
 	stamped, hasStamp := stampedVersion(int(f.Fd()))
@@ -479,6 +490,7 @@ func (b *Backend) flock(ctx context.Context, fd int) (unlock func(), err error) 
 			closeFD()
 			return nil, fmt.Errorf("lock %s in %s: %w", lockName, b.root, err)
 		}
+
 		// Poll instead of blocking so that ctx can end the wait.
 		select {
 		case <-ctx.Done():
@@ -519,6 +531,7 @@ func (b *Backend) lockAt(ctx context.Context, verb, p string, want storage.Versi
 	if err := catalog.ValidatePath(p); err != nil {
 		return nil, nil, fmt.Errorf("local root %s: %w", b.root, err)
 	}
+
 	// The lock file made by the first compare-and-swap is opened as it is;
 	// until then, the path is checked before the lock is made, so that a
 	// refused write leaves nothing behind.

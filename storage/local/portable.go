@@ -132,6 +132,7 @@ func (s portableImpl) walk(ctx context.Context, dir, prefix string, fn func(stor
 			keep = append(keep, entry{key, fi})
 		}
 	}
+
 	// Sorting with folders as "name/" gives whole-path byte order.
 	slices.SortFunc(keep, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 	for _, e := range keep {
@@ -412,6 +413,7 @@ func (s *portableStage) put(ctx context.Context, p string, src io.Reader, size i
 	if dup {
 		return storage.ObjectInfo{}, fmt.Errorf("put %q in %s: already staged", p, b.root)
 	}
+
 	// A link anywhere on the path, p itself included, is refused: nothing
 	// is written through one, nor named onto one.
 	if err := b.checkPath(b.r, p); err != nil {
@@ -476,6 +478,7 @@ func (s *portableStage) write(ctx context.Context, st *portableStaged, src io.Re
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
+
 	// Taken once closed: a rename or link keeps the file's id and times.
 	fi, err := b.r.Lstat(name)
 	if err != nil {
@@ -523,6 +526,7 @@ func (b *Backend) copyTo(ctx context.Context, w io.Writer, src io.Reader, size i
 	}
 	buf := pool.Get().(*[]byte)
 	defer pool.Put(buf)
+
 	// struct{io.Writer} hides ReadFrom so that the buffer is used.
 	return io.CopyBuffer(struct{ io.Writer }{w}, ctxio.Reader(ctx, src), *buf)
 }
@@ -534,6 +538,7 @@ func (s *portableStage) Commit(ctx context.Context, p string) (storage.ObjectInf
 	if err := s.commit(ctx, p); err != nil {
 		return storage.ObjectInfo{}, err
 	}
+
 	// Named by a rename: the info is read from the named object.
 	return s.b.Stat(ctx, p)
 }
@@ -579,6 +584,7 @@ func (s *portableStage) name(st *portableStaged, p string) error {
 		if err := r.Link(st.tmp, p); err != nil {
 			return s.named(p, err)
 		}
+
 		// p holds the bytes now; a temp name left behind is never listed.
 		_ = r.Remove(st.tmp)
 		st.tmp = ""
@@ -636,6 +642,7 @@ func (s *portableStage) Close() error {
 	for _, st := range files {
 		s.discard(st)
 	}
+
 	// Deepest first; a folder that holds anything stays (removing it fails).
 	for i := len(made) - 1; i >= 0; i-- {
 		if s.b.r.Remove(made[i]) == nil {
@@ -653,6 +660,7 @@ type portablePrepared struct {
 	s    *portableStage
 	p    string
 	data []byte
+
 	// streamed: written by prepareStream (data is nil).
 	streamed bool
 }

@@ -42,9 +42,11 @@ type preparedVersion interface {
 	// Place names the bytes (a temp name), so that a Sync begun after it
 	// makes them durable with their name.
 	Place() error
+
 	// CommitIfVersion is WriteIfVersion of the prepared bytes: durable on
 	// return, whether or not a Sync ran since the prepare.
 	CommitIfVersion(ctx context.Context, want storage.Version) (storage.Version, error)
+
 	// Close drops the bytes if they were not committed.
 	Close() error
 }

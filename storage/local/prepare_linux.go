@@ -26,6 +26,7 @@ func (b *Backend) prepareVersion(ctx context.Context, p string, data []byte) (pr
 // prepareVersionFrom is prepareStream.
 func (b *Backend) prepareVersionFrom(ctx context.Context, p string, write func(io.Writer) error) (preparedVersion, error) {
 	s := b.newStage()
+
 	// Written unnamed (a publication prepares a large catalog before its
 	// intent), swapped in, and the old version's removal started at once,
 	// beside the commit's flush (Close waits).
@@ -47,6 +48,7 @@ type prepared struct {
 	s    *stage
 	p    string
 	data []byte
+
 	// streamed: written by prepareStream (data is nil).
 	streamed bool
 	placed   bool

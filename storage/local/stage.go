@@ -32,6 +32,7 @@ func (b *Backend) Stage(context.Context) storage.Stage {
 type stager interface {
 	storage.Stage
 	put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error)
+
 	// commit is Commit without the info.
 	commit(ctx context.Context, p string) error
 }

@@ -26,11 +26,13 @@ type stage struct {
 	stale []int          // handles of folders found removed: closed by Close
 	made  []string       // folders this stage created, parents first
 	files map[string]*staged
+
 	// displace: replacements swap the old file out and remove it in the
 	// background (displace_linux.go); Close waits for the removals.
 	displace  bool
 	displaced displacer
 	swap      int // swaps: 0 undecided, 1 yes, -1 no
+
 	// unnamed: replacements are written unnamed too, and take a temp name
 	// only when placed (nameTemp): a prepared catalog written before the
 	// publication's intent leaves nothing if the process dies meanwhile.
@@ -45,6 +47,7 @@ type staged struct {
 	cond    storage.PutOptions
 	durable bool
 	slot    bool // holds one of the backend's unnamed-file slots
+
 	// info is the object's once named (its Put's: naming keeps the inode).
 	info storage.ObjectInfo
 }
@@ -71,6 +74,7 @@ func (s *stage) folderLocked(dir, p string) (int, error) {
 		s.dirs[dir] = s.b.rootFD
 		return s.b.rootFD, nil
 	}
+
 	// One openat2 for an existing folder; a missing one is made (and a
 	// link explained) component by component below.
 	if fd, err := s.b.at(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
@@ -250,6 +254,7 @@ func (s *stage) create(st *staged, d int) (*fdFile, error) {
 			return st.f, nil
 		}
 	}
+
 	// The temp file keeps its folder from being removed as empty, so
 	// the rename (or link) beside it cannot miss its folder.
 	name := catalog.TempPrefix + rand.Text()
@@ -280,6 +285,7 @@ func (b *Backend) copy(ctx context.Context, f *fdFile, src io.Reader, size int64
 	if size < 0 || size >= chunk {
 		w = &writeback{f: f, chunk: chunk}
 	}
+
 	// struct{io.Writer} hides ReadFrom so that the buffer is used.
 	return io.CopyBuffer(struct{ io.Writer }{w}, ctxio.Reader(ctx, src), *buf)
 }
@@ -474,6 +480,7 @@ func (s *stage) Close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+
 	// Deepest first; a folder that holds anything stays (rmdir refuses).
 	for i := len(s.made) - 1; i >= 0; i-- {
 		dir := s.made[i]
@@ -533,6 +540,7 @@ func (b *Backend) link(fd, d int, name string) error {
 	if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EINVAL) {
 		return err
 	}
+
 	// An older kernel refuses with ENOENT (or EPERM); ENOENT is also a
 	// folder removed meanwhile. The /proc link tells them apart.
 	perr := linkProc(fd, d, name)

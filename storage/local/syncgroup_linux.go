@@ -22,6 +22,7 @@ import (
 type SyncGroup struct {
 	mu   sync.Mutex
 	byFS map[uint64]*fsSync
+
 	// syncfs is unix.Syncfs (tests count and hold the calls).
 	syncfs func(fd int) error
 }
@@ -36,9 +37,11 @@ type fsSync struct {
 	g  *SyncGroup
 	fd int // a handle on the filesystem, the group's own (dup'ed)
 	mu sync.Mutex
+
 	// running is the flush in progress (nil: none); next is the one that
 	// starts when it ends, joined by every caller that arrives meanwhile.
 	running, next *syncRound
+
 	// failures counts the flushes that failed, lastErr is the last one's
 	// error: syncfs reports a writeback error once per open file, and the
 	// group flushes through one, so the group tells each backend itself

@@ -16,9 +16,11 @@ import (
 type Budget struct {
 	size    int64
 	buffers *semaphore.Weighted
+
 	// stage holds small staged objects until their commit (size/4, beside
 	// the budget, so a Put never waits on them).
 	stage *semaphore.Weighted
+
 	// held and peak count the bytes taken from buffers and stage together
 	// (tests and operators check the bound).
 	held, peak atomic.Int64

@@ -26,6 +26,7 @@ func (b *Backend) Leftovers(ctx context.Context, cutoff time.Time) ([]storage.Le
 	pages := s3.NewListMultipartUploadsPaginator(b.client, &s3.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: aws.String(b.prefix)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
+
 		// gofakes3 answers NoSuchUpload for a bucket that never had an
 		// upload; S3 lists nothing.
 		if apiCode(err) == "NoSuchUpload" {

@@ -159,6 +159,7 @@ func (x *xmlScan) element() (name []byte, end, ok bool) {
 		end = true
 		x.i++
 	}
+
 	// One loop for the '>' and the first white space: tags are short, and
 	// bytes.IndexByte's setup costs more than it saves on them.
 	start, space := x.i, -1
@@ -386,6 +387,7 @@ func unescapeXML(raw []byte) (string, bool) {
 	if !amp {
 		return string(raw), true
 	}
+
 	// An ETag as encoding/xml writes it, "&#34;" around plain text: one
 	// allocation instead of a byte-by-byte copy and two (a quarter of a
 	// page's parse).

@@ -41,25 +41,33 @@ var ErrNoBucket = errors.New("s3 bucket does not exist (or no access)")
 const (
 	defaultConcurrency = 4
 	defaultPartSize    = 8 << 20
+
 	// defaultMemoryBudget bounds the upload buffers of one Backend (one
 	// destination root); see Options.MemoryBudget.
 	defaultMemoryBudget = 64 << 20
+
 	// partsBesideConcurrency: besides the parts in flight, a multipart
 	// upload holds the part being filled and its first part, which the
 	// transfer manager reads before its pool of Concurrency+1 parts exists.
 	partsBesideConcurrency = 3
+
 	// minPartSize and maxUploadParts are S3's multipart limits.
 	minPartSize    = 5 << 20
 	maxUploadParts = 10000
+
 	// maxDeleteBatch is the DeleteObjects limit per request.
 	maxDeleteBatch = 1000
+
 	// defaultSinglePutMax: objects with a known sha256 up to this size go
 	// as one streamed PutObject (rclone's upload cutoff is 200 MiB).
 	defaultSinglePutMax = 256 << 20
+
 	// maxSinglePut is S3's limit for one PutObject.
 	maxSinglePut = 5 << 30
+
 	// metaSHA256 is stored as x-amz-meta-sha256.
 	metaSHA256 = "sha256"
+
 	// abortTimeout bounds the clean-up of a failed multipart upload, which
 	// runs even when the caller's context is already cancelled.
 	abortTimeout = 30 * time.Second
@@ -68,19 +76,26 @@ const (
 // Options configure a Backend.
 type Options struct {
 	Bucket string
+
 	// Prefix is the key prefix of the root inside the bucket ("" = whole bucket).
 	Prefix string
+
 	// Region; empty takes the standard AWS chain's (us-east-1 with a custom endpoint).
 	Region string
+
 	// Endpoint of an S3-compatible server (http(s)://host:port); empty = AWS.
 	Endpoint string
+
 	// PathStyle addresses buckets as endpoint/bucket (always on with Endpoint).
 	PathStyle bool
+
 	// Concurrency is the number of multipart parts in flight per Put
 	// (default 4), lowered to fit MemoryBudget.
 	Concurrency int
+
 	// PartSize is the multipart part size (default 8 MiB, at least 5 MiB).
 	PartSize int64
+
 	// MemoryBudget bounds the bytes that all of this Backend's Puts buffer
 	// at once (default 64 MiB, at least 4 parts): a multipart Put holds
 	// (Concurrency+3) parts, a smaller object its own size. Puts wait for
@@ -92,23 +107,28 @@ type Options struct {
 	// buffer). The default bounds upload buffers at 64 + 16 MiB. Ignored
 	// when Budget is set.
 	MemoryBudget int64
+
 	// Budget, when set, is the upload memory this Backend shares with
 	// every other Backend given the same one (stores.Opener gives all of a
 	// process's S3 roots one): the bound then holds for all of them
 	// together, however many workers publish at once. Nil: a Budget of
 	// MemoryBudget of its own.
 	Budget *Budget
+
 	// SinglePutMax: a Put of an object over PartSize and up to this size
 	// whose sha256 is known streams it as one PutObject signed with that
 	// sha256: no part buffers, no completion (default 256 MiB, at most
 	// 5 GiB; negative: never). Larger objects go multipart.
 	SinglePutMax int64
+
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).
 	Timeouts Timeouts
+
 	// MaxAttempts is how often New's client tries a request that failed
 	// transiently, timeouts included (the SDK's standard retryer; default 3).
 	MaxAttempts int
+
 	// MaxBackoff caps the retryer's back-off between attempts (default 20s).
 	MaxBackoff time.Duration
 }
@@ -120,14 +140,17 @@ type Backend struct {
 	bucket   string
 	prefix   string // "" or ends with "/"
 	partSize int64
+
 	// singlePutMax: see Options.SinglePutMax.
 	singlePutMax int64
+
 	// concurrency is the parts in flight per multipart Put; mem is the
 	// upload memory budget (Options.Budget), budget its size in bytes.
 	concurrency int
 	budget      int64
 	mem         *Budget
 	endpoint    string // for messages
+
 	// bucketSeen: HeadBucket, or a HeadObject or compare-and-swap write of
 	// an object in the bucket, succeeded once, so a 404 from HeadObject
 	// means a missing key.
@@ -147,6 +170,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		}
 	}
 	timeouts := opts.Timeouts.withDefaults()
+
 	// The SDK's buildable HTTP client, so that LoadDefaultConfig can still
 	// load AWS_CA_BUNDLE into it.
 	// The SDK's own log lines (an IMDS fallback warning) would repeat
@@ -180,6 +204,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 			o.UsePathStyle = true
+
 			// S3-compatible servers often mishandle the SDK's default
 			// streaming checksums (gofakes3 stores the aws-chunked framing).
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
@@ -505,6 +530,7 @@ func (b *Backend) putsWhole(size int64, opts storage.PutOptions) bool {
 func (b *Backend) putStream(ctx context.Context, in *s3.PutObjectInput, body *checkedReader, size int64) (*string, error) {
 	in.Body = body
 	in.ContentLength = aws.Int64(size)
+
 	// One attempt: a stream cannot be rewound, and the SDK's retry would
 	// report that instead of the failure itself.
 	once := func(o *s3.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) }
@@ -829,6 +855,7 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, sum
 	} else {
 		in.IfMatch = aws.String(string(want))
 	}
+
 	// Signed with the sum just taken: the SDK would hash the data again.
 	out, err := b.client.PutObject(ctx, in, withPayloadHash(in.Metadata[metaSHA256]))
 	if err != nil {

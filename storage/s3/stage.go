@@ -14,7 +14,7 @@ package s3
 //     bytes are read twice). A multipart upload would hold no memory and
 //     read them once, but its completion is where gofakes3 (the bench
 //     server) copies and hashes the whole object again, one upload at a
-//     time: 20 × 64 MiB took 8.5 s that way, against ~4 s as PutObjects
+//     time, which makes large bundles about twice as slow as PutObjects
 //     (docs/benchmarks.md). On AWS a completion is cheap either way.
 //   - A larger one with its SHA256 known goes at Put as the parts of a
 //     multipart upload, Concurrency at once, each from a buffer of the

@@ -22,6 +22,7 @@ const (
 	DefaultConnectTimeout   = 10 * time.Second
 	DefaultFirstByteTimeout = 30 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
+
 	// DefaultMinRate is the slowest transfer allowed, in bytes per second
 	// (averaged over each Idle of waiting): far below any working link,
 	// far above a server that trickles a byte at a time.
@@ -32,17 +33,21 @@ const (
 type Timeouts struct {
 	// Connect bounds the TCP connect and, again, the TLS handshake.
 	Connect time.Duration
+
 	// FirstByte bounds the wait for the response headers once the request
 	// is sent.
 	FirstByte time.Duration
+
 	// Idle fails a request whose body (sent or received) makes no progress
 	// for this long.
 	Idle time.Duration
+
 	// MinRate fails a request whose body (sent or received) moves fewer
 	// bytes per second than this, averaged over each Idle of time spent
 	// waiting for the server (curl's --speed-limit, with --speed-time =
 	// Idle): a trickling server cannot hold a transfer forever.
 	MinRate int64
+
 	// OnLimit, when set, is told of each request that hits a limit, as it
 	// happens (the caller logs it): err names the request and wraps the
 	// *TimeoutError; ctx is the request's.
@@ -84,6 +89,7 @@ type TimeoutError struct {
 	// "idle download", "slow upload" or "slow download".
 	Phase string
 	Limit time.Duration
+
 	// Moved and MinRate: the bytes a slow transfer moved in Limit, and
 	// the rate it fell below.
 	Moved   int64

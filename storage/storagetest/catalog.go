@@ -43,6 +43,7 @@ func (f catalogFlow) String() string {
 
 var catalogFlows = func() []catalogFlow {
 	var fs []catalogFlow
+
 	// 20 records: held whole by default, past a lowered bound (local:
 	// WithStreamMinOutputs) as large as largeCatalog.
 	for _, records := range []int{20, largeCatalog} {
@@ -235,6 +236,7 @@ func testCatalogFlow(t *testing.T, b storage.Backend, f catalogFlow) {
 			wantCatalog(t, b, cur)
 		}
 	}
+
 	// Closed uncommitted, or invalid, on a fresh root: nothing.
 	closeCatalog(t, f.prepare(t, b, testCatalog(n, 0), true))
 	wantCatalog(t, b, nil)

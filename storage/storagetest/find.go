@@ -188,6 +188,7 @@ func testFindPaths(t *testing.T, b storage.Backend) {
 		q := storage.Query{Paths: findQuery, Held: h}
 		wantFound(t, q, find(t, b, q), need, all)
 	}
+
 	// One path at a time, each way.
 	for _, p := range findQuery {
 		for _, h := range []storage.Held{{}, bigHeld(10_000)} {
@@ -195,6 +196,7 @@ func testFindPaths(t *testing.T, b storage.Backend) {
 			wantFound(t, q, find(t, b, q), needed(all, q.Paths), all)
 		}
 	}
+
 	// No paths to write: nothing is needed.
 	q := storage.Query{Paths: []string{}, Held: bigHeld(10_000)}
 	wantFound(t, q, find(t, b, q), nil, all)

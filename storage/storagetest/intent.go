@@ -42,6 +42,7 @@ func testIntent(t *testing.T, b storage.Backend) {
 	if err != nil || v1 == "" {
 		t.Fatalf("WriteIntent on a fresh root = %q, %v; want a version", v1, err)
 	}
+
 	// The version ReadIntent returns is WriteIntent's: the engine clears
 	// with either.
 	wantIntent(t, b, first, v1)
@@ -51,6 +52,7 @@ func testIntent(t *testing.T, b storage.Backend) {
 		}
 		wantIntent(t, b, first, v1)
 	}
+
 	// Another object's version is not the intent's.
 	other, err := b.WriteIfVersion(ctx, "other.json", second, "")
 	if err != nil {
@@ -64,6 +66,7 @@ func testIntent(t *testing.T, b storage.Backend) {
 		t.Fatalf("ClearIntent at the written version: %v", err)
 	}
 	wantIntent(t, b, nil, "")
+
 	// Cleared, it is no version.
 	if err := b.ClearIntent(ctx, v1); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("ClearIntent of a cleared intent at its old version: %v, want ErrConflict", err)
@@ -89,6 +92,7 @@ func testIntent(t *testing.T, b storage.Backend) {
 		t.Fatalf("ClearIntent at ReadIntent's version: %v", err)
 	}
 	wantIntent(t, b, nil, "")
+
 	// The same bytes again: a new intent like any other.
 	v3, err := b.WriteIntent(ctx, first)
 	if err != nil {
@@ -102,6 +106,7 @@ func testIntent(t *testing.T, b storage.Backend) {
 		t.Fatalf("Sync: %v", err)
 	}
 	wantIntent(t, b, nil, "")
+
 	// The intent is not the other object.
 	wantVersion(t, b, "other.json", second, other)
 }

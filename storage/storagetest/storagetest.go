@@ -222,6 +222,7 @@ func testRoundTrip(t *testing.T, b storage.Backend) {
 		t.Fatalf("Stat ModTime = %v, want about now", oi.ModTime)
 	}
 	wantContent(t, b, "a/b/c.txt", data)
+
 	// Overwrite with shorter content: no stale tail.
 	put(t, b, "a/b/c.txt", []byte("hi"))
 	wantContent(t, b, "a/b/c.txt", []byte("hi"))
@@ -230,6 +231,7 @@ func testRoundTrip(t *testing.T, b storage.Backend) {
 
 func testUnknownSize(t *testing.T, b storage.Backend) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 10000) // 160,000 bytes
+
 	// A reader that is not a *bytes.Reader, so no backend can learn the size.
 	r := io.MultiReader(bytes.NewReader(data[:1000]), bytes.NewReader(data[1000:]))
 	if _, err := b.Put(t.Context(), "unknown", r, -1, storage.PutOptions{}); err != nil {
@@ -260,6 +262,7 @@ func testOpenKnowsItsSize(t *testing.T, b storage.Backend) {
 		if got := s.Size(); got != int64(len(data)) {
 			t.Errorf("Size() = %d, want %d", got, len(data))
 		}
+
 		// Reading does not change it: it is the size when opened.
 		if _, err := io.Copy(io.Discard, rc); err != nil {
 			t.Fatalf("read: %v", err)
@@ -316,6 +319,7 @@ func testMissing(t *testing.T, b storage.Backend) {
 func testFoldersAreNotObjects(t *testing.T, b storage.Backend) {
 	put(t, b, "dir/x", []byte("x"))
 	wantMissing(t, b, "dir")
+
 	// Deleting a name that is only a folder is deleting a missing object.
 	if err := b.Delete(t.Context(), "dir"); err != nil {
 		t.Fatalf("Delete(folder name): %v", err)
@@ -541,6 +545,7 @@ func testMetadata(t *testing.T, b storage.Backend) {
 			t.Fatalf("List SHA256 = %q, want %q or empty", oi.SHA256, sum)
 		}
 	}
+
 	// A verified source (the backend may skip hashing it) has its SHA256
 	// stored all the same.
 	_, err = b.Put(t.Context(), "v.txt", bytes.NewReader(data), int64(len(data)),
@@ -574,11 +579,13 @@ func testDelete(t *testing.T, b storage.Backend) {
 	wantMissing(t, b, "a/1")
 	wantMissing(t, b, "a/b/3")
 	wantPaths(t, b, "", "a/2", "c")
+
 	// Deleting twice is fine.
 	if err := b.Delete(t.Context(), "a/1", "a/2", "c"); err != nil {
 		t.Fatalf("Delete again: %v", err)
 	}
 	wantPaths(t, b, "")
+
 	// The emptied folders do not block new objects at those names.
 	put(t, b, "a", []byte("now a file"))
 	wantContent(t, b, "a", []byte("now a file"))
@@ -617,6 +624,7 @@ func testListPrefix(t *testing.T, b storage.Backend) {
 	wantPaths(t, b, "b/", "b/a/1")
 	wantPaths(t, b, "missing/")
 	wantPaths(t, b, "a/1/") // a file is not a folder
+
 	// A prefix that does not end in '/' is a plain string prefix, as on S3.
 	wantPaths(t, b, "ab", "ab/x", "abc")
 	wantPaths(t, b, "a/b/c/3", "a/b/c/3")
@@ -701,6 +709,7 @@ func testCreateIfAbsent(t *testing.T, b storage.Backend) {
 	if err != nil || string(data) != "one" || v != v1 {
 		t.Fatalf("ReadVersion = %q, %q, %v; want \"one\", %q", data, v, err, v1)
 	}
+
 	// A Put object can be read with ReadVersion as well.
 	put(t, b, "sub/put.json", []byte("put"))
 	data, v, err = b.ReadVersion(t.Context(), "sub/put.json")
@@ -710,6 +719,7 @@ func testCreateIfAbsent(t *testing.T, b storage.Backend) {
 	if _, err := b.WriteIfVersion(t.Context(), "sub/put.json", []byte("x"), ""); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("create-if-absent over a Put object error = %v, want ErrConflict", err)
 	}
+
 	// Creating in a new folder works.
 	if _, err := b.WriteIfVersion(t.Context(), "new/dir/cat.json", []byte("n"), ""); err != nil {
 		t.Fatalf("create-if-absent in a new folder: %v", err)
@@ -736,11 +746,13 @@ func testWriteIfVersion(t *testing.T, b storage.Backend) {
 	if err != nil || string(data) != "two" || v != v2 {
 		t.Fatalf("ReadVersion = %q, %q, %v; want \"two\", %q", data, v, err, v2)
 	}
+
 	// A version for an object that is not there is stale too.
 	if _, err := b.WriteIfVersion(t.Context(), "absent.json", []byte("x"), v2); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("WriteIfVersion(missing object, some version) error = %v, want ErrConflict", err)
 	}
 	wantMissing(t, b, "absent.json")
+
 	// A Put behind the reader's back makes its version stale.
 	put(t, b, "cat.json", []byte("changed by someone else"))
 	if _, err := b.WriteIfVersion(t.Context(), "cat.json", []byte("mine"), v2); !errors.Is(err, storage.ErrConflict) {
@@ -828,6 +840,7 @@ func testLargeVersionsInQuickSuccession(t *testing.T, b storage.Backend) {
 	if err != nil || !bytes.Equal(data, largeDoc(5)) || v != cur {
 		t.Fatalf("ReadVersion = %d bytes, %q, %v; want the last write's bytes and version %q", len(data), v, err, cur)
 	}
+
 	// A plain Put of other bytes of the same size behind the writer's back
 	// makes its version stale too (same bytes may keep the version: S3's
 	// ETag is a digest).
@@ -995,6 +1008,7 @@ func testPutIfAbsent(t *testing.T, b storage.Backend) {
 	if got := readAll(t, b, "new/a.txt"); got != "first" {
 		t.Fatalf("content %q after a refused IfAbsent Put, want %q", got, "first")
 	}
+
 	// Racing creators: exactly one wins.
 	var wins, conflicts int
 	var mu sync.Mutex
@@ -1107,6 +1121,7 @@ func testNoLeftovers(t *testing.T, b storage.Backend, _ Interrupt) {
 	if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("{}"), ""); err != nil {
 		t.Fatal(err)
 	}
+
 	// Larger than a multipart part: a failed upload must be aborted.
 	const size = 10 << 20
 	if _, err := b.Put(t.Context(), "a/failed", &failingReader{n: size}, -1, storage.PutOptions{}); err == nil {
@@ -1137,6 +1152,7 @@ func testInterruptedWrite(t *testing.T, b storage.Backend, interrupt Interrupt) 
 	if path.Dir(l.Path) != "dir" || l.Size <= 0 || l.Size > size || l.ModTime.Before(start) || l.ModTime.After(later()) {
 		t.Errorf("Leftover = %+v; want one in dir/ holding 1..%d bytes, written just now", l, size)
 	}
+
 	// A cutoff before the write: it may still be in flight, so it is not listed.
 	if young := leftovers(t, b, start); len(young) != 0 {
 		t.Errorf("Leftovers(cutoff before the write) = %+v, want none", young)
@@ -1256,10 +1272,12 @@ func testStagedInvisibleUntilCommit(t *testing.T, b storage.Backend) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+
 	// Closing again (a deferred Close after an explicit one) changes nothing.
 	if err := st.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+
 	// Close finished what the commits began: nothing is left over (the
 	// replaced version of old.txt included).
 	if ls := leftovers(t, b, later()); len(ls) != 0 {
@@ -1297,6 +1315,7 @@ func testStageConditionsAtCommit(t *testing.T, b storage.Backend) {
 	defer st.Close()
 	stagePut(t, st, "n.txt", "stale", storage.PutOptions{IfAbsent: true})
 	stagePut(t, st, "m.txt", "stale", storage.PutOptions{IfMatch: v1.Fingerprint})
+
 	// Another writer gets there between the stage's Put and its Commit.
 	put(t, b, "n.txt", []byte("other"))
 	putInfo(t, b, "m.txt", "v2-other", storage.PutOptions{IfMatch: v1.Fingerprint})

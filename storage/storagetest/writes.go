@@ -37,6 +37,7 @@ func testOverwrite(t *testing.T, b storage.Backend) {
 		t.Fatalf("Sync: %v", err)
 	}
 	wantContent(t, b, "shards/s.bin", steps[len(steps)-1])
+
 	// Over an object Put wrote, and in a new folder.
 	put(t, b, "p.txt", []byte("put by Put, longer"))
 	if err := b.Overwrite(ctx, "p.txt", []byte("overwritten")); err != nil {
@@ -51,6 +52,7 @@ func testOverwrite(t *testing.T, b storage.Backend) {
 	wantContent(t, b, "p.txt", []byte("overwritten"))
 	wantContent(t, b, "new/deep/o.txt", []byte("created"))
 	wantPaths(t, b, "", "new/deep/o.txt", "p.txt", "shards/s.bin")
+
 	// Versions see an overwrite: the old one is stale.
 	_, v, err := b.ReadVersion(ctx, "p.txt")
 	if err != nil {
@@ -227,6 +229,7 @@ func testDeleteIfVersionOf(t *testing.T, b storage.Backend, ops casOps) {
 	if err := ops.del(b, t, "lock", ""); err != nil {
 		t.Fatalf("delete of a missing object at \"\" (no object): %v, want nil", err)
 	}
+
 	// A Put object's version, in nested folders.
 	put(t, b, "d/e/f", []byte("f"))
 	_, v, err := b.ReadVersion(t.Context(), "d/e/f")

@@ -30,8 +30,10 @@ type Server struct {
 	// Mem holds the buckets and objects (for the harness's bucket admin).
 	Mem     *s3mem.Backend
 	gofakes http.Handler
+
 	// requestID numbers the requests this handler answers itself.
 	requestID atomic.Uint64
+
 	// writes keeps gofakes3's object writes out of put's store-then-read
 	// of the ETag (put holds it; gofakes3's writes share it).
 	writes sync.RWMutex
@@ -53,6 +55,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.list(w, r) || s.put(w, r) {
 		return
 	}
+
 	// Reads, and parts (invisible until completed), change no object.
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !(r.Method == http.MethodPut && r.URL.Query().Has("uploadId")) {
 		s.writes.RLock()
@@ -94,6 +97,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) bool {
 	}
 	body := l.append(make([]byte, 0, 512+300*len(l.objects.Contents)+100*len(l.objects.CommonPrefixes)))
 	h := s.answerHeader(w)
+
 	// gofakes3 sets application/xml after writing, too late: net/http
 	// has sniffed the body by then.
 	h.Set("Content-Type", "text/xml; charset=utf-8")

@@ -336,10 +336,14 @@ func TestKVRaceOnReplicatedBucket(t *testing.T) {
 	root := Root{Key: "file:///srv/reports/"}
 	for round := range 5 {
 		// Released: the key holds a delete marker when the race starts.
-		first, err := env.locker("first", 5*time.Second).Acquire(ctx, root)
-		if err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
+		// Retried while the bucket's stream may still lack a leader; one
+		// locker, so a create whose answer was lost is its own to take over.
+		locker := env.locker("first", 5*time.Second)
+		var first Lease
+		testenv.Retry(t, time.Minute, func() (err error) {
+			first, err = locker.Acquire(ctx, root)
+			return err
+		}, "round %d: acquiring the lease before the race", round)
 		if err := first.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

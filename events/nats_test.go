@@ -219,11 +219,72 @@ func TestAnnounceOperatorFlags(t *testing.T) {
 func TestAnnounceWithoutStreams(t *testing.T) {
 	t.Parallel()
 	js := testenv.NewNATS(t).JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	start := time.Now()
 	_, _, err := events.NewPublisher(js, events.Subjects{}).AnnounceBundle(ctx, events.BundleReady{ID: "e", PipelineID: "p", Bundle: "/b", ManifestDigest: digest})
 	if err == nil || !strings.Contains(err.Error(), "stream DISTRIBUTOR_BUNDLES does not exist") {
 		t.Fatalf("err = %v, want the missing stream named", err)
+	}
+
+	// A missing stream elects no leader: no waiting for one.
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the announce took %s to fail, want at once", took)
+	}
+}
+
+// TestAnnounceRidesOutALeaderElection: an announce to a bundle stream that
+// lost its quorum waits for its leader (a node comes back a second later)
+// and stores the event once, instead of failing the producer.
+func TestAnnounceRidesOutALeaderElection(t *testing.T) {
+	c := testenv.NewCluster(t)
+	js := c.JetStream(t)
+	ctx := context.Background()
+	var st *events.Streams
+	testenv.Retry(t, time.Minute, func() (err error) {
+		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+		return err
+	}, "setting up the streams")
+	leader := c.WaitStreamLeader(t, st.Subjects.BundlesStream())
+	survivor := (leader + 1) % testenv.ClusterSize
+	nc, err := nats.Connect(c.NodeURL(survivor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sjs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range testenv.ClusterSize {
+		if i != survivor {
+			c.Kill(i)
+		}
+	}
+
+	type announced struct {
+		seq uint64
+		err error
+	}
+	done := make(chan announced, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		seq, _, err := events.NewPublisher(sjs, st.Subjects).AnnounceBundle(actx, events.BundleReady{ID: "during-election", PipelineID: "p", Bundle: "/b", ManifestDigest: digest})
+		done <- announced{seq, err}
+	}()
+	time.Sleep(time.Second)
+	c.Restart(leader)
+	got := <-done
+	if got.err != nil {
+		t.Fatalf("announce while the stream elected a leader: %v", got.err)
+	}
+	info, err := sjs.Stream(ctx, st.Subjects.BundlesStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("stream holds %d messages, want the event once", n)
 	}
 }
 

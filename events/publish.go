@@ -103,12 +103,43 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 		return 0, false, err
 	}
 	stream := p.subjects.BundlesStream()
-	ack, err := p.js.Publish(ctx, subject, data,
-		jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
-	if err != nil {
-		return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
+	deadline := time.Now().Add(electionWait)
+	for {
+		ack, err := p.js.Publish(ctx, subject, data,
+			jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
+		if err == nil {
+			return ack.Sequence, ack.Duplicate, nil
+		}
+		if !errors.Is(err, jetstream.ErrNoStreamResponse) || !p.existsWithoutLeader(ctx, stream) || !time.Now().Before(deadline) {
+			return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
+		}
+
+		// The same message id again: a publish that was stored after all
+		// is a duplicate, not a second event.
+		select {
+		case <-ctx.Done():
+			return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
+		case <-time.After(electionPause):
+		}
 	}
-	return ack.Sequence, ack.Duplicate, nil
+}
+
+// electionWait bounds how long an announce waits for the bundle stream
+// to elect a leader (a fresh or recovering cluster): an election takes
+// seconds, and a producer would otherwise have to retry it itself.
+// electionPause is the pause between attempts.
+const (
+	electionWait  = 30 * time.Second
+	electionPause = 250 * time.Millisecond
+)
+
+// existsWithoutLeader reports whether a stream that gave no answer may
+// still elect a leader: one that does not exist will not.
+func (p *Publisher) existsWithoutLeader(ctx context.Context, stream string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := p.js.Stream(ctx, stream)
+	return !errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // PublishResult publishes a result event. Zero SchemaVersion and Time are

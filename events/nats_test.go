@@ -237,30 +237,8 @@ func TestAnnounceWithoutStreams(t *testing.T) {
 // lost its quorum waits for its leader (a node comes back a second later)
 // and stores the event once, instead of failing the producer.
 func TestAnnounceRidesOutALeaderElection(t *testing.T) {
-	c := testenv.NewCluster(t)
-	js := c.JetStream(t)
+	c, st, sjs, leader := withoutQuorum(t, events.Subjects{}.BundlesStream())
 	ctx := context.Background()
-	var st *events.Streams
-	testenv.Retry(t, time.Minute, func() (err error) {
-		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
-		return err
-	}, "setting up the streams")
-	leader := c.WaitStreamLeader(t, st.Subjects.BundlesStream())
-	survivor := (leader + 1) % testenv.ClusterSize
-	nc, err := nats.Connect(c.NodeURL(survivor))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	sjs, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range testenv.ClusterSize {
-		if i != survivor {
-			c.Kill(i)
-		}
-	}
 
 	type announced struct {
 		seq uint64
@@ -611,25 +589,40 @@ func TestAnnounceBundleRefusesOversizedEvent(t *testing.T) {
 // (two of three nodes gone) is not called missing.
 func TestPublishWithoutQuorumSaysSo(t *testing.T) {
 	t.Parallel()
+	_, st, sjs, _ := withoutQuorum(t, events.Subjects{}.EventsStream())
+	ctx := context.Background()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := events.NewPublisher(sjs, st.Subjects).PublishResult(pctx, published("evt-q", "archive", "weatherreporter.daily"))
+	if err == nil || strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "stream DISTRIBUTOR_EVENTS does not answer: ") {
+		t.Fatalf("err = %v, want the stream's missing leader, not a missing stream", err)
+	}
+}
+
+// withoutQuorum sets up the R3 streams on a new 3-node cluster and kills
+// every node but one that does not lead stream: it returns the cluster, the
+// streams, a JetStream client connected to the survivor alone (so a publish
+// is not also waiting for a reconnect) and the index of stream's leader,
+// now killed.
+func withoutQuorum(t *testing.T, stream string) (*testenv.Cluster, *events.Streams, jetstream.JetStream, int) {
+	t.Helper()
 	c := testenv.NewCluster(t)
 	js := c.JetStream(t)
-	ctx := context.Background()
+
 	// Setup is idempotent: retried while the freshly started (and busy)
 	// cluster still settles its first leaders.
 	var st *events.Streams
 	testenv.Retry(t, time.Minute, func() (err error) {
-		st, err = events.Setup(ctx, js, events.SetupConfig{Replicas: 3})
+		st, err = events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
 		return err
 	}, "setting up the streams")
-	leader := c.WaitStreamLeader(t, st.Subjects.EventsStream())
+	leader := c.WaitStreamLeader(t, stream)
 	survivor := (leader + 1) % testenv.ClusterSize
-	// Connected to the survivor alone: the publish is not also waiting
-	// for a reconnect.
 	nc, err := nats.Connect(c.NodeURL(survivor))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	sjs, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -639,10 +632,5 @@ func TestPublishWithoutQuorumSaysSo(t *testing.T) {
 			c.Kill(i)
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = events.NewPublisher(sjs, st.Subjects).PublishResult(pctx, published("evt-q", "archive", "weatherreporter.daily"))
-	if err == nil || strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "stream DISTRIBUTOR_EVENTS does not answer: ") {
-		t.Fatalf("err = %v, want the stream's missing leader, not a missing stream", err)
-	}
+	return c, st, sjs, leader
 }

@@ -104,18 +104,27 @@ func (p *Publisher) announce(ctx context.Context, subject string, ev BundleReady
 	}
 	stream := p.subjects.BundlesStream()
 	deadline := time.Now().Add(electionWait)
+	answered := false
 	for {
 		ack, err := p.js.Publish(ctx, subject, data,
 			jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream))
 		if err == nil {
 			return ack.Sequence, ack.Duplicate, nil
 		}
-		if !errors.Is(err, jetstream.ErrNoStreamResponse) || !p.existsWithoutLeader(ctx, stream) || !time.Now().Before(deadline) {
+		if !errors.Is(err, jetstream.ErrNoStreamResponse) || !time.Now().Before(deadline) {
 			return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
 		}
 
-		// The same message id again: a publish that was stored after all
-		// is a duplicate, not a second event.
+		// Retried with the same message id (a publish stored after all is a
+		// duplicate, not a second event) while the stream exists and has no
+		// leader; once it answers with one, a last attempt decides.
+		switch leader := p.streamAnswers(ctx, stream); {
+		case errors.Is(leader, jetstream.ErrStreamNotFound), leader == nil && answered:
+			return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
+		case leader == nil:
+			answered = true
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return 0, false, p.publishErr(ctx, "announce bundle "+ev.ID, stream, err)
@@ -133,13 +142,14 @@ const (
 	electionPause = 250 * time.Millisecond
 )
 
-// existsWithoutLeader reports whether a stream that gave no answer may
-// still elect a leader: one that does not exist will not.
-func (p *Publisher) existsWithoutLeader(ctx context.Context, stream string) bool {
+// streamAnswers asks for stream's info: nil when its leader answers,
+// jetstream.ErrStreamNotFound when it does not exist, another error
+// (a time-out) while it has no leader.
+func (p *Publisher) streamAnswers(ctx context.Context, stream string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := p.js.Stream(ctx, stream)
-	return !errors.Is(err, jetstream.ErrStreamNotFound)
+	return err
 }
 
 // PublishResult publishes a result event. Zero SchemaVersion and Time are

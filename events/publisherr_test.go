@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +56,42 @@ func TestPublishErrorSaysWhyTheStreamDidNotAnswer(t *testing.T) {
 			_, err := p.PublishResult(context.Background(), published("evt-q", "archive", "weatherreporter.daily"))
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.notWant) || !errors.Is(err, c.publishErr) {
 				t.Errorf("err = %v, want it to say %q (not %q) and wrap %v", err, c.want, c.notWant, c.publishErr)
+			}
+		})
+	}
+}
+
+// counted is an unanswered JetStream that counts publishes.
+type counted struct {
+	unanswered
+	publishes *atomic.Int32
+}
+
+func (c counted) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	c.publishes.Add(1)
+	return c.unanswered.Publish(ctx, subject, data, opts...)
+}
+
+// An announce that gets no answer retries only while the stream has no
+// leader: against a missing stream it gives up at once, and against one
+// that answers (so no election is under way) after one more attempt.
+func TestAnnounceRetriesOnlyWhileTheStreamHasNoLeader(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		streamErr error
+		publishes int32
+	}{
+		{"no stream", jetstream.ErrStreamNotFound, 1},
+		{"stream answers", nil, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			js := counted{unanswered{publishErr: jetstream.ErrNoStreamResponse, streamErr: c.streamErr}, new(atomic.Int32)}
+			_, _, err := events.NewPublisher(js, events.Subjects{}).AnnounceBundle(context.Background(),
+				events.BundleReady{ID: "e", PipelineID: "p", Bundle: "/b", ManifestDigest: digest})
+			if !errors.Is(err, jetstream.ErrNoStreamResponse) || js.publishes.Load() != c.publishes {
+				t.Fatalf("err = %v after %d publishes, want no answer after %d", err, js.publishes.Load(), c.publishes)
 			}
 		})
 	}

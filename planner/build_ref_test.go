@@ -26,7 +26,8 @@ func refDigest(n int) string { return fmt.Sprintf("sha256:%064x", n) }
 
 func drawRefSource(t *rapid.T, label string) catalog.Source {
 	n := rapid.IntRange(0, 1).Draw(t, label)
-	return catalog.Source{ID: "src", Digest: refDigest(100 + n), Created: refT0.Add(time.Duration(n-1) * time.Hour)}
+	id := rapid.SampledFrom([]string{"src", "src2"}).Draw(t, label+" id") // two sources of one owner
+	return catalog.Source{ID: id, Digest: refDigest(100 + n), Created: refT0.Add(time.Duration(n-1) * time.Hour)}
 }
 
 func drawRefOwner(t *rapid.T, label string) catalog.Owner {
@@ -150,7 +151,8 @@ func drawRefInput(t *rapid.T) Input {
 		Workflow: rapid.SampledFrom([]Workflow{Additive, Replacement}).Draw(t, "workflow"),
 		Now:      refT0.Add(time.Hour), DistributorVersion: "v2",
 		TakeOwnership: rapid.Bool().Draw(t, "take"), AllowOlder: rapid.IntRange(0, 3).Draw(t, "allow older") > 1,
-		MaxDeletes: rapid.IntRange(0, 3).Draw(t, "max deletes"),
+		DeleteLater: rapid.Bool().Draw(t, "delete later"),
+		MaxDeletes:  rapid.IntRange(0, 3).Draw(t, "max deletes"),
 	}
 	drawRefCatalog(t, &in)
 	in.Desired = drawRefDesired(t)
@@ -246,7 +248,7 @@ func TestPlacesMergedAreSearched(t *testing.T) {
 		if ds == nil {
 			ds = []*Desired{}
 		}
-		_, _, _, merged := ownRecords(Input{}, outs, ds, true)
+		_, _, merged := ownRecords(Input{}, outs, ds, true)
 		if searched := places(ds, outs); !reflect.DeepEqual(merged, searched) {
 			t.Fatalf("merged %v, searched %v", merged, searched)
 		}

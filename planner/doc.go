@@ -8,14 +8,17 @@
 // Build decides in this order; a refusal stops it with nothing planned to
 // run:
 //
-//  1. Newest wins: when the owner already holds a newer version of the
-//     source (Newer: the later created time, then the greater digest, so
-//     arrival order does not matter), a replacement plan is Superseded and
-//     empty, unless AllowOlder (an operator's roll back). An additive
-//     publication is a patch and wins per path instead: a desired path
-//     whose record (or a managed output in its way) holds such a newer
-//     version of the owner's is KeptNewer, left as it is; its other paths
-//     plan as below.
+//  1. Newest wins (Newer: the later created time, then the greater
+//     digest, then the greater source id, so arrival order does not
+//     matter). When the owner already holds a newer version of the
+//     source, a replacement plan is Superseded and empty, unless
+//     AllowOlder (an operator's roll back). An additive publication is a
+//     patch and wins per path instead: a desired path whose record (or a
+//     managed output in its way) holds a newer version of any of the
+//     owner's sources is KeptNewer, left as it is; its other paths plan as
+//     below. An additive roll back (AllowOlder) writes every path and
+//     deletes the owner's records of newer versions of its source only
+//     with DeleteLater.
 //  2. The desired outputs must map to distinct paths, none of them a
 //     folder of another.
 //  3. Each desired path is planned against its record and what storage

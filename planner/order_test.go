@@ -107,18 +107,22 @@ func keptNewer(d planner.Desired, r catalog.Output) planner.Item {
 }
 
 // Additive: a bundle is a patch, so newest wins per path. An older version
-// than the owner holds writes the paths no newer version of its source
-// wrote and keeps (KeptNewer) those one did: their records stay exactly as
-// they were. It is never superseded. Records of other owners or other
-// sources are overwritten as always, and AllowOlder (a roll back)
-// overwrites everything and deletes the owner's records of newer versions
-// of the source that it does not rewrite.
+// than the owner holds writes the paths no newer version of the owner's
+// (of any source) wrote and keeps (KeptNewer) those one did: their records
+// stay exactly as they were. It is never superseded. Records of other
+// owners are overwritten as always. AllowOlder (a roll back) overwrites
+// everything and keeps the owner's other records; with DeleteLater it also
+// deletes the owner's records of newer versions of the source that it does
+// not rewrite.
 func TestAdditiveNewestWinsPerPath(t *testing.T) {
 	common := rec("common.txt", ownerA, v5, 10)
 	day5 := rec("day-5.txt", ownerA, v5, 5)
 	day1 := rec("day-1.txt", ownerA, ver(1, 1), 1) // an older version's
 	wCommon, wDay3, wDay1 := want("common.txt", 3), want("day-3.txt", 3), want("day-1.txt", 33)
 	docs, docsIdx := want("docs", 3), want("docs/index.txt", 3)
+	// A version of another source of the owner, newer than v5.
+	v7other := catalog.Source{ID: "weatherreporter.week", Digest: dig(77), Created: v7.Created}
+	v1other := catalog.Source{ID: "weatherreporter.week", Digest: dig(71), Created: t0.Add(time.Hour)}
 	// A version a producer whose clock ran ahead stamped.
 	future := catalog.Source{ID: "weatherreporter.today", Digest: dig(99), Created: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
 	cases := []struct {
@@ -127,6 +131,7 @@ func TestAdditiveNewestWinsPerPath(t *testing.T) {
 		unmanaged []string
 		src       catalog.Source
 		older     bool // AllowOlder
+		later     bool // DeleteLater
 		take      bool // TakeOwnership
 		desired   []planner.Desired
 		items     []planner.Item
@@ -158,21 +163,40 @@ func TestAdditiveNewestWinsPerPath(t *testing.T) {
 			next:    []catalog.Output{recordOf(wCommon, v5hi, t0)}, changed: true,
 		},
 		{
-			name: "allow older overwrites and deletes the newer versions' other paths (roll back)", recs: []catalog.Output{common, day5, day1}, src: v3, older: true,
+			name: "allow older overwrites and keeps the newer versions' other paths (roll back)", recs: []catalog.Output{common, day5, day1}, src: v3, older: true,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5, day1}, changed: true,
+		},
+		{
+			name: "allow older and delete later deletes the newer versions' other paths", recs: []catalog.Output{common, day5, day1}, src: v3, older: true, later: true,
 			desired: []planner.Desired{wCommon},
 			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true), del(day5)},
 			next:    []catalog.Output{recordOf(wCommon, v3, t0), day1}, changed: true,
 		},
 		{
+			name: "delete later without allow older deletes nothing", recs: []catalog.Output{common, day5, day1}, src: v3, later: true,
+			desired: []planner.Desired{wCommon, wDay3},
+			items:   []planner.Item{keptNewer(wCommon, common), create(wDay3, recordOf(wDay3, v3, now))},
+			next:    []catalog.Output{common, day5, day1, recordOf(wDay3, v3, now)}, changed: true,
+		},
+		{
 			name: "roll back keeps other owners' and other sources' newer records", recs: []catalog.Output{common, rec("day-5.txt", ownerB, v5, 5), rec("day-7.txt", ownerA, srcNew, 7), rec("day-9.txt", ownerA2, v7, 9)},
-			src: v3, older: true,
+			src: v3, older: true, later: true,
 			desired: []planner.Desired{wCommon},
 			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
 			next:    []catalog.Output{recordOf(wCommon, v3, t0), rec("day-5.txt", ownerB, v5, 5), rec("day-7.txt", ownerA, srcNew, 7), rec("day-9.txt", ownerA2, v7, 9)}, changed: true,
 		},
 		{
-			name: "a record from the future is rolled back", recs: []catalog.Output{rec("common.txt", ownerA, future, 10), rec("day-5.txt", ownerA, future, 5)},
+			name: "a record from the future is replaced by a roll back", recs: []catalog.Output{rec("common.txt", ownerA, future, 10), rec("day-5.txt", ownerA, future, 5)},
 			src: v3, older: true,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), rec("day-5.txt", ownerA, future, 5)}, changed: true,
+		},
+		{
+			name: "a record from the future is rolled back with delete later", recs: []catalog.Output{rec("common.txt", ownerA, future, 10), rec("day-5.txt", ownerA, future, 5)},
+			src: v3, older: true, later: true,
 			desired: []planner.Desired{wCommon},
 			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true), del(rec("day-5.txt", ownerA, future, 5))},
 			next:    []catalog.Output{recordOf(wCommon, v3, t0)}, changed: true,
@@ -190,7 +214,19 @@ func TestAdditiveNewestWinsPerPath(t *testing.T) {
 			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
 		},
 		{
-			name: "another source's newer record is overwritten", recs: []catalog.Output{rec("common.txt", ownerA, srcNew, 10), day5}, src: v3,
+			name: "another source's newer record of the owner is kept", recs: []catalog.Output{rec("common.txt", ownerA, v7other, 10), day5}, src: v3,
+			desired: []planner.Desired{wCommon, wDay3},
+			items:   []planner.Item{keptNewer(wCommon, rec("common.txt", ownerA, v7other, 10)), create(wDay3, recordOf(wDay3, v3, now))},
+			next:    []catalog.Output{rec("common.txt", ownerA, v7other, 10), day5, recordOf(wDay3, v3, now)}, changed: true,
+		},
+		{
+			name: "another source's older record of the owner is overwritten", recs: []catalog.Output{rec("common.txt", ownerA, v1other, 10), day5}, src: v3,
+			desired: []planner.Desired{wCommon},
+			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
+			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
+		},
+		{
+			name: "another source's newer record is overwritten by a roll back", recs: []catalog.Output{rec("common.txt", ownerA, v7other, 10), day5}, src: v3, older: true,
 			desired: []planner.Desired{wCommon},
 			items:   []planner.Item{update(wCommon, recordOf(wCommon, v3, t0), true)},
 			next:    []catalog.Output{recordOf(wCommon, v3, t0), day5}, changed: true,
@@ -239,7 +275,7 @@ func TestAdditiveNewestWinsPerPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cat(tc.recs...)
 			in := withSource(input(planner.Additive, c, storedOf(tc.recs, tc.unmanaged...), tc.desired...), tc.src)
-			in.AllowOlder, in.TakeOwnership = tc.older, tc.take
+			in.AllowOlder, in.DeleteLater, in.TakeOwnership = tc.older, tc.later, tc.take
 			p := build(t, in)
 			want := planner.Plan{Items: tc.items, Changed: tc.changed}
 			switch {
@@ -447,4 +483,112 @@ func seq(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// Additive, one owner, several sources writing the same paths: whatever
+// the arrival order (replays of old versions included), each path ends as
+// the newest publication that desires it wrote it (Newer across sources:
+// created, then digest, then source id), and replaying any publication
+// afterwards changes nothing. Other owners' records stay unless a
+// publication writes their path.
+func TestAdditiveNewestWinsAcrossSources(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		type publication struct {
+			src     catalog.Source
+			desired []planner.Desired
+		}
+		n := rapid.IntRange(2, 6).Draw(t, "publications")
+		ids := []string{"weatherreporter.today", "weatherreporter.week", "weatherreporter.alerts"}
+		pubs := make([]publication, n)
+		seen := map[catalog.Source]bool{}
+		for i := range pubs {
+			// Few created times and digests, so that ties on both are
+			// common; a drawn version that repeats another gets a digest
+			// of its own.
+			src := catalog.Source{
+				ID:      rapid.SampledFrom(ids).Draw(t, fmt.Sprintf("id %d", i)),
+				Digest:  dig(100 + rapid.IntRange(0, 1).Draw(t, fmt.Sprintf("digest %d", i))),
+				Created: t0.Add(time.Duration(rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("created %d", i))) * time.Hour),
+			}
+			if seen[src] {
+				src.Digest = dig(200 + i)
+			}
+			seen[src] = true
+			pubs[i].src = src
+			for _, p := range rapid.SliceOfNDistinct(rapid.SampledFrom(universe), 1, len(universe), rapid.ID[string]).Draw(t, fmt.Sprintf("paths %d", i)) {
+				pubs[i].desired = append(pubs[i].desired, want(p, contentN.Draw(t, fmt.Sprintf("content %d %s", i, p))))
+			}
+		}
+		// Per path, the newest publication that desires it.
+		newestAt := map[string]int{}
+		for i, pub := range pubs {
+			for _, d := range pub.desired {
+				if j, ok := newestAt[d.Path]; !ok || planner.Newer(pub.src, pubs[j].src) {
+					newestAt[d.Path] = i
+				}
+			}
+		}
+		others := []catalog.Output{rec("zz/b", ownerB, ver(999, 100), 1), rec("a", ownerA2, ver(998, 100), 2)}
+
+		// Two arrival orders, each every publication once plus replays.
+		run := func(label string) (*catalog.Catalog, map[string]planner.Stored) {
+			order := rapid.Permutation(seq(n)).Draw(t, label)
+			order = append(order, rapid.SliceOfN(rapid.IntRange(0, n-1), 0, 4).Draw(t, label+" replays")...)
+			c, stored := cat(others...), storedOf(others)
+			for step, i := range order {
+				in := planner.Input{
+					Owner: ownerA, Source: pubs[i].src, Workflow: planner.Additive, Desired: pubs[i].desired, Catalog: c,
+					Stored: stored, Now: now.Add(time.Duration(step) * time.Minute), DistributorVersion: "v2",
+				}
+				p, err := planner.Build(in)
+				if err != nil || p.Next == nil || p.Superseded != nil {
+					t.Fatalf("%s step %d (publication %d): err %v\n%s", label, step, i, err, showPlan(p))
+				}
+				stored, c = apply(in, p)
+			}
+			return c, stored
+		}
+		endA, storedA := run("order A")
+		endB, storedB := run("order B")
+
+		type state struct {
+			owner          catalog.Owner
+			source         catalog.Source
+			sha256         string
+			size, recorded int64
+		}
+		endState := func(c *catalog.Catalog, stored map[string]planner.Stored) map[string]state {
+			m := map[string]state{}
+			for _, o := range c.Outputs {
+				m[o.Path] = state{owner: o.Owner(), source: o.Source, sha256: o.SHA256, size: stored[o.Path].Size, recorded: o.Size}
+			}
+			return m
+		}
+		a, b := endState(endA, storedA), endState(endB, storedB)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("end states differ by arrival order:\n%v\n%v", a, b)
+		}
+		for path, i := range newestAt {
+			d := pubs[i].desired[slices.IndexFunc(pubs[i].desired, func(d planner.Desired) bool { return d.Path == path })]
+			if got := a[path]; got.owner != ownerA || got.source != pubs[i].src || got.sha256 != d.SHA256 || got.size != d.Size {
+				t.Fatalf("%s ends as %+v, want publication %d (%s %s)", path, got, i, pubs[i].src.ID, pubs[i].src.Created)
+			}
+		}
+		for _, o := range others {
+			if _, written := newestAt[o.Path]; !written && a[o.Path].owner != o.Owner() {
+				t.Fatalf("other owner's %s ends as %+v", o.Path, a[o.Path])
+			}
+		}
+
+		// A late replay of any publication changes nothing.
+		for i, pub := range pubs {
+			p, err := planner.Build(planner.Input{
+				Owner: ownerA, Source: pub.src, Workflow: planner.Additive, Desired: pub.desired, Catalog: endA,
+				Stored: storedA, Now: now.Add(time.Hour), DistributorVersion: "v2",
+			})
+			if err != nil || p.Changed || p.Count(planner.Unchanged)+p.Count(planner.KeptNewer) != len(p.Items) {
+				t.Fatalf("replayed publication %d: err %v\n%s", i, err, showPlan(p))
+			}
+		}
+	})
 }

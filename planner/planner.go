@@ -105,12 +105,18 @@ type Input struct {
 	TakeOwnership bool
 
 	// AllowOlder plans the publication even when the owner already has a
-	// newer version of the same source (an operator's roll back): nothing
-	// is superseded, no path is kept for a newer version, and an additive
-	// publication deletes the owner's records of newer versions of the
-	// source that it does not rewrite (a replacement deletes every record
-	// of the owner it does not rewrite anyway).
+	// newer version (an operator's roll back): nothing is superseded and
+	// no path is kept for a newer version. An additive roll back keeps
+	// the owner's other records unless DeleteLater (a replacement deletes
+	// every record of the owner it does not rewrite anyway).
 	AllowOlder bool
+
+	// DeleteLater, with AllowOlder on an additive root, also deletes the
+	// owner's records of newer versions of the publication's source that
+	// it does not rewrite: the roll back undoes those versions' other
+	// paths too (and frees paths a record from the future pins). Without
+	// AllowOlder, or on a replacement root, it changes nothing.
+	DeleteLater bool
 
 	// DistributorVersion is written into the next catalog.
 	DistributorVersion string
@@ -126,8 +132,8 @@ const (
 	Delete    Action = "delete"
 	Collision Action = "collision"
 
-	// KeptNewer: an additive publication older than a version of its
-	// source the owner already holds leaves this path as that newer
+	// KeptNewer: an additive publication older than a version the owner
+	// already holds (of any of its sources) leaves this path as that newer
 	// version wrote it (newest wins per path); nothing is written and the
 	// record stays as it is.
 	KeptNewer Action = "kept_newer"
@@ -280,10 +286,15 @@ func Build(in Input) (Plan, error) {
 
 	// Newest wins: an older version arriving late (redelivery, parallel
 	// workers, a slow producer) must not roll the owner's outputs back.
-	// A publication that names many of the records (a republish) has
-	// their places found in the same pass.
-	won, found, own, at := ownRecords(in, outs, ds, ds != nil && len(ds)*16 >= len(outs))
-	older := found && !in.AllowOlder && Newer(won, in.Source)
+	// A replacement loses to a newer version of its source; an additive
+	// publication keeps the paths a newer version of any of the owner's
+	// sources holds. A publication that names many of the records (a
+	// republish) has their places found in the same pass.
+	won, own, at := ownRecords(in, outs, ds, ds != nil && len(ds)*16 >= len(outs))
+	older := !in.AllowOlder && own.newer
+	if in.Workflow == Replacement {
+		older = !in.AllowOlder && own.found && Newer(won, in.Source)
+	}
 	if older && in.Workflow == Replacement {
 		// The bundle is the owner's whole set: an older one loses whole.
 		p.Items = nil
@@ -513,8 +524,13 @@ func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (ma
 // catalog's strings are spread over megabytes: each comparison is a cache
 // miss).
 type owned struct {
-	newest catalog.Source // of the publication's source
-	n      int            // records of the owner
+	newest catalog.Source // of the publication's source, when found
+	found  bool
+	n      int // records of the owner
+
+	// newer: a record of the owner, of any source, is newer than the
+	// publication.
+	newer bool
 
 	// all are the owner's records; current those of them that hold the
 	// publication's source version.
@@ -522,18 +538,18 @@ type owned struct {
 }
 
 // ownRecords returns the newest version of the publication's source among
-// its owner's records (found: there is one) and the owner's records. With
+// its owner's records (own.found: there is one) and the owner's records. With
 // merge it also finds the places of the desired paths (sorted) in the same
 // pass: the catalog's strings are spread over megabytes, and a second pass
 // over them costs a cache miss a record. A few paths (an additive
 // publication to a large root) are better left to places, which searches.
-func ownRecords(in Input, outs []catalog.Output, ds []*Desired, merge bool) (catalog.Source, bool, owned, []place) {
+func ownRecords(in Input, outs []catalog.Output, ds []*Desired, merge bool) (catalog.Source, owned, []place) {
 	own := owned{all: newRecordSet(len(outs)), current: newRecordSet(len(outs))}
 	var at []place
 	if merge {
 		at = make([]place, len(ds))
 	}
-	found, j := false, 0
+	j := 0
 	for i := range outs {
 		o := &outs[i]
 		for ; at != nil && j < len(ds); j++ {
@@ -548,20 +564,21 @@ func ownRecords(in Input, outs []catalog.Output, ds []*Desired, merge bool) (cat
 		}
 		own.n++
 		own.all.add(i)
+		own.newer = own.newer || Newer(o.Source, in.Source)
 		if o.Source.ID != in.Source.ID {
 			continue
 		}
 		if o.Source.Digest == in.Source.Digest && o.Source.Created.Equal(in.Source.Created) {
 			own.current.add(i)
 		}
-		if !found || Newer(o.Source, own.newest) {
-			own.newest, found = o.Source, true
+		if !own.found || Newer(o.Source, own.newest) {
+			own.newest, own.found = o.Source, true
 		}
 	}
 	for ; at != nil && j < len(ds); j++ {
 		at[j] = place{at: int32(len(outs))}
 	}
-	return own.newest, found, own, at
+	return own.newest, own, at
 }
 
 // recordSet is a set of record indexes.
@@ -593,18 +610,19 @@ func places(ds []*Desired, outs []catalog.Output) []place {
 // planReplacement finds the deletes of a replacement: the owner's records
 // it no longer desires (their indexes in outs, in path order) and, on a
 // legacy root, the stored content to clear (p.Clear); and those of an
-// additive roll back (AllowOlder): the owner's records of newer versions of
-// the source that it does not desire.
+// additive roll back asked to delete later versions (AllowOlder and
+// DeleteLater): the owner's records of newer versions of the source that
+// it does not desire.
 func planReplacement(p *Plan, in Input, ds []*Desired, at []place, outs []catalog.Output, own owned, displaced map[string]Item) ([]int, error) {
 	if in.Workflow != Replacement {
-		if !in.AllowOlder {
+		if !in.AllowOlder || !in.DeleteLater {
 			return nil, nil
 		}
 
-		// An additive roll back undoes the newer versions of its source:
-		// the owner's records they wrote that the bundle does not rewrite
-		// go, so that no newer record (a wrong clock's, say) is left to
-		// keep later versions off its path.
+		// The roll back undoes the newer versions of its source: the
+		// owner's records they wrote that the bundle does not rewrite go,
+		// so that no newer record (a wrong clock's, say) is left to keep
+		// later versions off its path.
 		return undesired(own.all, at, outs, displaced, func(o *catalog.Output) bool {
 			return o.Source.ID == in.Source.ID && Newer(o.Source, in.Source)
 		}), nil
@@ -740,12 +758,14 @@ func (w *walk) keep(d *Desired, at place) {
 
 // keptNewer marks, per desired output (ds, sorted; at their places among
 // the records), whether an older additive publication leaves its path
-// alone: the path's record, or a managed output in its way, holds a newer
-// version of the publication's source written by the same owner. A kept
-// path leaves way: it is not written, so nothing is in its way.
+// alone: the path's record, or a managed output in its way, holds a
+// version newer than the publication's written by the same owner, from
+// any of its sources (Newer orders every source version, so the end state
+// does not depend on arrival order). A kept path leaves way: it is not
+// written, so nothing is in its way.
 func keptNewer(in Input, ds []*Desired, at []place, outs []catalog.Output, way map[string][]string) []bool {
 	newer := func(o *catalog.Output) bool {
-		return o != nil && o.Source.ID == in.Source.ID && o.PipelineID == in.Owner.PipelineID &&
+		return o != nil && o.PipelineID == in.Owner.PipelineID &&
 			o.DestinationID == in.Owner.DestinationID && Newer(o.Source, in.Source)
 	}
 	kept := make([]bool, len(ds))
@@ -796,15 +816,19 @@ func sameOutput(d *Desired, old *catalog.Output) bool {
 		old.Size == d.Size && old.URL == d.URL
 }
 
-// Newer reports whether version a of a source beats version b: a later
-// created time, or with equal created times the greater digest in byte
-// order, so that the winner does not depend on arrival order. A version
-// never beats itself.
+// Newer reports whether source version a beats b: a later created time;
+// with equal created times the greater manifest digest in byte order; with
+// equal digests too the greater source id in byte order. It orders the
+// versions of every source, so that the winner at a path does not depend
+// on arrival order. A version never beats itself.
 func Newer(a, b catalog.Source) bool {
 	if c := a.Created.Compare(b.Created); c != 0 {
 		return c > 0
 	}
-	return a.Digest > b.Digest
+	if a.Digest != b.Digest {
+		return a.Digest > b.Digest
+	}
+	return a.ID > b.ID
 }
 
 // record is the catalog record a desired output gets when written now.

@@ -91,6 +91,7 @@ func drawScenario(t *rapid.T) scenario {
 	in.Desired = rapid.Permutation(in.Desired).Draw(t, "order")
 	in.TakeOwnership = rapid.Bool().Draw(t, "take")
 	in.AllowOlder = rapid.IntRange(0, 3).Draw(t, "allow older") == 3
+	in.DeleteLater = rapid.Bool().Draw(t, "delete later")
 	in.MaxDeletes = rapid.IntRange(0, 4).Draw(t, "max-deletes")
 	s.in = in
 	return s
@@ -104,10 +105,12 @@ func TestPlannerProperties(t *testing.T) {
 
 		// Newest wins: a newer version of the source among the owner's
 		// records supersedes a replacement whole; an additive publication
-		// keeps exactly the paths recorded with one.
+		// keeps exactly the paths recorded with a newer version of any of
+		// the owner's sources.
 		newerAt := func(path string) bool {
 			o, ok := s.managed[path]
-			return ok && !in.AllowOlder && o.Owner() == ownerA && o.Source.ID == in.Source.ID && planner.Newer(o.Source, in.Source)
+			return ok && !in.AllowOlder && o.Owner() == ownerA && (in.Workflow == planner.Additive || o.Source.ID == in.Source.ID) &&
+				planner.Newer(o.Source, in.Source)
 		}
 		var newest *catalog.Source
 		for path, o := range s.managed {
@@ -144,9 +147,10 @@ func TestPlannerProperties(t *testing.T) {
 					}
 				}
 			}
-		} else if in.AllowOlder {
-			// An additive roll back deletes the owner's records of newer
-			// versions of its source that it does not rewrite.
+		} else if in.AllowOlder && in.DeleteLater {
+			// An additive roll back with DeleteLater deletes the owner's
+			// records of newer versions of its source that it does not
+			// rewrite.
 			for path, o := range s.managed {
 				if _, ok := s.desired[path]; !ok && o.Owner() == ownerA && o.Source.ID == in.Source.ID && planner.Newer(o.Source, in.Source) {
 					wantDeletes = append(wantDeletes, path)
@@ -255,8 +259,8 @@ func TestPlannerProperties(t *testing.T) {
 			}
 		}
 		// Records not desired are kept as they were, unless replacement
-		// drops the owner's, or a roll back the owner's of newer versions
-		// of its source.
+		// drops the owner's, or a roll back with DeleteLater the owner's of
+		// newer versions of its source.
 		for path, old := range s.managed {
 			if _, ok := s.desired[path]; ok {
 				continue
@@ -267,7 +271,7 @@ func TestPlannerProperties(t *testing.T) {
 				if kept {
 					t.Fatalf("replacement kept %q", path)
 				}
-			case in.AllowOlder && old.Owner() == ownerA && old.Source.ID == in.Source.ID && planner.Newer(old.Source, in.Source):
+			case in.AllowOlder && in.DeleteLater && in.Workflow == planner.Additive && old.Owner() == ownerA && old.Source.ID == in.Source.ID && planner.Newer(old.Source, in.Source):
 				if kept {
 					t.Fatalf("roll back kept %q of a newer version", path)
 				}

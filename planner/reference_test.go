@@ -28,6 +28,11 @@ func refBuild(in Input) (Plan, error) {
 	// workers, a slow producer) must not roll the owner's outputs back.
 	won, ok := refNewest(in.Catalog, in.Owner, in.Source.ID)
 	older := ok && !in.AllowOlder && Newer(won, in.Source)
+	if in.Workflow == Additive {
+		// Any of the owner's sources counts, per path (below).
+		anyWon, anyOK := refNewestOfAny(in.Catalog, in.Owner)
+		older = anyOK && !in.AllowOlder && Newer(anyWon, in.Source)
+	}
 	if older && in.Workflow == Replacement {
 		p.Items = nil
 		p.Superseded = &won
@@ -53,12 +58,12 @@ func refBuild(in Input) (Plan, error) {
 	}
 	records := cur.Finder()
 	// An older additive publication leaves alone the paths where a newer
-	// version of its source (the same owner's) is recorded or in the way.
+	// version of the owner's (of any source) is recorded or in the way.
 	kept := map[string]bool{}
 	if older {
 		newer := func(path string) bool {
 			r, ok := records(path)
-			return ok && r.Owner() == in.Owner && r.Source.ID == in.Source.ID && Newer(r.Source, in.Source)
+			return ok && r.Owner() == in.Owner && Newer(r.Source, in.Source)
 		}
 		for _, path := range keys {
 			if newer(path) || slices.ContainsFunc(way[path], newer) {
@@ -87,9 +92,10 @@ func refBuild(in Input) (Plan, error) {
 			return p, err
 		}
 	}
-	if in.Workflow == Additive && in.AllowOlder {
-		// A roll back deletes the owner's records of newer versions of
-		// its source that it does not rewrite.
+	if in.Workflow == Additive && in.AllowOlder && in.DeleteLater {
+		// A roll back asked to delete later versions deletes the owner's
+		// records of newer versions of its source that it does not
+		// rewrite.
 		for _, old := range cur.Outputs {
 			if _, keep := desired[old.Path]; !keep && old.Owner() == in.Owner && old.Source.ID == in.Source.ID &&
 				Newer(old.Source, in.Source) && !refDisplacedAt(displaced, old.Path) {
@@ -232,6 +238,21 @@ func refPlanReplacement(p *Plan, in Input, cur *catalog.Catalog, desired map[str
 		return ErrEmptyReplacement
 	}
 	return nil
+}
+
+// refNewestOfAny returns the newest source version among owner's records.
+func refNewestOfAny(c *catalog.Catalog, owner catalog.Owner) (catalog.Source, bool) {
+	var best catalog.Source
+	found := false
+	if c == nil {
+		return best, false
+	}
+	for _, o := range c.Outputs {
+		if o.Owner() == owner && (!found || Newer(o.Source, best)) {
+			best, found = o.Source, true
+		}
+	}
+	return best, found
 }
 
 // refNewest returns the newest version of source id among owner's records.

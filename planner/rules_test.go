@@ -295,8 +295,10 @@ func TestRecordUpdatedInPlaceWhenAnyFieldChanges(t *testing.T) {
 			func(o *catalog.Output) { o.PipelineID = "other.pipeline" }, false},
 		{"owner destination", func(in *planner.Input, _ *planner.Desired) { in.Owner = ownerA2 },
 			func(o *catalog.Output) { o.DestinationID = ownerA2.DestinationID }, false},
-		{"source.id", func(in *planner.Input, _ *planner.Desired) { in.Source.ID = "weatherreporter.other" },
-			func(o *catalog.Output) { o.Source.ID = "weatherreporter.other" }, false},
+		// A greater id: with equal created times and digests a smaller one
+		// loses (TestAdditiveNewestWinsAcrossSources).
+		{"source.id", func(in *planner.Input, _ *planner.Desired) { in.Source.ID = "weatherreporter.x" },
+			func(o *catalog.Output) { o.Source.ID = "weatherreporter.x" }, false},
 		// A greater digest: with equal created times a smaller one loses
 		// (TestNewestWinsPerOwnerAndSource).
 		{"source.digest", func(in *planner.Input, _ *planner.Desired) { in.Source.Digest = dig(1007) },

@@ -13,10 +13,10 @@ import (
 
 // A root pinned by a record from the future (a producer's clock ran
 // ahead, before distributor refused such bundles) is freed by rolling back
-// to a correctly stamped version (--allow-older): the paths it writes take
-// its bytes and the paths only the future version wrote go, so the next
-// correctly stamped version writes every path again. Meanwhile a bundle
-// from the future is refused and changes nothing.
+// to a correctly stamped version (AllowOlder): the paths it writes take its
+// bytes; with DeleteLater the paths only the future version wrote go too,
+// so the next correctly stamped version writes every path again. Meanwhile
+// a bundle from the future is refused and changes nothing.
 func TestAdditiveRollBackFreesARootPinnedByTheFuture(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
@@ -45,12 +45,22 @@ func TestAdditiveRollBackFreesARootPinnedByTheFuture(t *testing.T) {
 		}
 		wantContents(t, root, map[string]string{"common.txt": "2099", "day-1.txt": "one", "day-9.txt": "nine"})
 
-		// The way out: roll back to the correct version.
+		// A roll back to the correct version replaces the pinned path; the
+		// future's other path stays, still pinned.
 		res, err = h.Publish(t2.Add(time.Minute), pipeA, "latest", today, func(r *service.Request) { r.AllowOlder = true })
 		if err != nil || res.KeptNewer != 0 {
 			t.Fatalf("roll back: err %v, kept_newer %d", err, res.KeptNewer)
 		}
 		wantStrings(t, "written", itemPaths(res.Written), []string{"common.txt"})
+		wantStrings(t, "deleted", res.Deleted, nil)
+		wantContents(t, root, map[string]string{"common.txt": "today", "day-1.txt": "one", "day-9.txt": "nine"})
+
+		// The way out: roll back deleting later versions' paths.
+		res, err = h.Publish(t2.Add(time.Minute), pipeA, "latest", today, func(r *service.Request) { r.AllowOlder, r.DeleteLater = true, true })
+		if err != nil || res.KeptNewer != 0 {
+			t.Fatalf("roll back: err %v, kept_newer %d", err, res.KeptNewer)
+		}
+		wantStrings(t, "written", itemPaths(res.Written), nil)
 		wantStrings(t, "deleted", res.Deleted, []string{"day-9.txt"})
 		wantContents(t, root, map[string]string{"common.txt": "today", "day-1.txt": "one"})
 		cat := assertDescribesStorage(t, root)

@@ -99,6 +99,11 @@ type Publication struct {
 	MaxDeletes    int
 	TakeOwnership bool
 	AllowOlder    bool
+
+	// DeleteLater, with AllowOlder on an additive root, also deletes the
+	// owner's paths that only newer versions of the source wrote
+	// (planner.Input.DeleteLater).
+	DeleteLater bool
 }
 
 // Result says what a publication did.
@@ -356,7 +361,8 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub *Publicatio
 	in := planner.Input{
 		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
 		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),
-		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder, DistributorVersion: e.Version,
+		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder,
+		DeleteLater: pub.DeleteLater, DistributorVersion: e.Version,
 	}
 
 	// The kept outputs are checked on the other core while the plan is

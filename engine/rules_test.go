@@ -96,8 +96,8 @@ func TestAdditiveRetainsUnplannedOutputs(t *testing.T) {
 // Newest wins per path in additive: an older bundle of a source writes the
 // paths no newer version wrote and leaves the newer version's paths, bytes
 // and records, exactly as they were. It is published, never superseded;
-// a redelivery changes nothing and --allow-older rolls back: it overwrites,
-// and deletes the paths only newer versions wrote.
+// a redelivery changes nothing and --allow-older rolls back: it overwrites
+// and keeps the paths only newer versions wrote, which DeleteLater deletes.
 func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
@@ -148,12 +148,19 @@ func TestAdditiveOlderBundleKeepsNewerVersionsPaths(t *testing.T) {
 		}
 
 		// An operator rolls back on purpose: the older bytes win, and what
-		// only the newer version brought goes.
+		// only the newer version brought stays unless asked to go.
 		res, err = h.Publish(t2.Add(2*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder = true })
 		if err != nil || res.KeptNewer != 0 {
 			t.Fatalf("allow older: err %v, kept_newer %d", err, res.KeptNewer)
 		}
 		wantStrings(t, "written", itemPaths(res.Written), []string{"common.txt"})
+		wantStrings(t, "deleted", res.Deleted, nil)
+		wantContents(t, root, map[string]string{"common.txt": "v1", "day-1.txt": "one", "day-2.txt": "two"})
+		assertDescribesStorage(t, root)
+		res, err = h.Publish(t2.Add(3*time.Minute), pipeA, "latest", v1, func(r *service.Request) { r.AllowOlder, r.DeleteLater = true, true })
+		if err != nil {
+			t.Fatalf("allow older, delete later: %v", err)
+		}
 		wantStrings(t, "deleted", res.Deleted, []string{"day-2.txt"})
 		wantContents(t, root, map[string]string{"common.txt": "v1", "day-1.txt": "one"})
 		assertDescribesStorage(t, root)

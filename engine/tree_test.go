@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/engine"
@@ -138,7 +139,7 @@ func TestManagedFileBecomesFolderAndBack(t *testing.T) {
 				cat := assertDescribesStorage(t, plain)
 				wantStrings(t, "records", recordPaths(cat), []string{"docs/index.txt", "docs/sub/more.txt", "keep.txt"})
 
-				res = h.MustPublish(t2, pipeA, "latest", "weatherreporter.v3", map[string]string{"docs": "file again\n", "keep.txt": "k\n"})
+				res = h.MustPublish(t2.Add(time.Minute), pipeA, "latest", "weatherreporter.v3", map[string]string{"docs": "file again\n", "keep.txt": "k\n"})
 				wantStrings(t, "deleted", res.Deleted, []string{"docs/index.txt", "docs/sub/more.txt"})
 				wantStrings(t, "written", itemPaths(res.Written), []string{"docs"})
 				wantStrings(t, "calls", root.take(), []string{

@@ -102,6 +102,11 @@ type BundleReady struct {
 	// version's manifest digest when no such event is known. Honoured only
 	// with AllowOlder; the published result carries it on.
 	RollbackOf string `json:"rollback_of,omitempty"`
+
+	// DeleteLater makes an additive roll back also delete the owner's
+	// paths that only newer versions of the source wrote (`distributor
+	// rollback --delete-later`). Honoured only with AllowOlder.
+	DeleteLater bool `json:"delete_later,omitempty"`
 }
 
 // SourceRef is the source identity of a published bundle.

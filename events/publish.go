@@ -52,7 +52,7 @@ func NewPublisher(js jetstream.JetStream, subjects Subjects, opts ...PublisherOp
 }
 
 // ErrOperatorFlags: a producer's bundle-ready event carries an operator
-// flag (take_ownership, allow_older) or field (rollback_of).
+// flag (take_ownership, allow_older, delete_later) or field (rollback_of).
 var ErrOperatorFlags = errors.New("operator flags on a producer's event")
 
 // AnnounceBundle publishes a bundle-ready event: the call a producer makes
@@ -61,11 +61,11 @@ var ErrOperatorFlags = errors.New("operator flags on a producer's event")
 // in; set ID yourself to know it or to retry safely. The event id is the
 // Nats-Msg-Id, so announcing the same id again within the dedup window
 // stores nothing and reports dup = true with the first sequence. An event
-// with TakeOwnership, AllowOlder or RollbackOf is refused
+// with TakeOwnership, AllowOlder, RollbackOf or DeleteLater is refused
 // (ErrOperatorFlags): those are operator requests, see AnnounceAsOperator.
 func (p *Publisher) AnnounceBundle(ctx context.Context, ev BundleReady) (seq uint64, dup bool, err error) {
-	if ev.TakeOwnership || ev.AllowOlder || ev.RollbackOf != "" {
-		return 0, false, fmt.Errorf("%w: announce bundle %s: take_ownership, allow_older and rollback_of are operator fields, accepted only on %s (distributor replay --take-ownership / --allow-older, distributor rollback)",
+	if ev.TakeOwnership || ev.AllowOlder || ev.RollbackOf != "" || ev.DeleteLater {
+		return 0, false, fmt.Errorf("%w: announce bundle %s: take_ownership, allow_older, rollback_of and delete_later are operator fields, accepted only on %s (distributor replay --take-ownership / --allow-older, distributor rollback)",
 			ErrOperatorFlags, ev.Bundle, p.subjects.AdminBundleReadyFilter(""))
 	}
 	return p.announce(ctx, p.subjects.BundleReady(ev.PipelineID), ev)

@@ -13,7 +13,7 @@ import (
 func RequestFor(ev events.BundleReady) Request {
 	return Request{PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest,
 		Destinations: ev.Destinations, BundleEventID: ev.ID, TakeOwnership: ev.TakeOwnership,
-		AllowOlder: ev.AllowOlder, RollbackOf: ev.RollbackOf}
+		AllowOlder: ev.AllowOlder, DeleteLater: ev.DeleteLater, RollbackOf: ev.RollbackOf}
 }
 
 // Delivery is what a result event answers: the bundle-ready event and
@@ -38,7 +38,7 @@ type Delivery struct {
 func (r Request) Direct(digest string) Delivery {
 	return Delivery{Attempt: 1, Event: events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady,
 		ID: r.BundleEventID, PipelineID: r.PipelineID, Bundle: r.Bundle, ManifestDigest: digest, Destinations: r.Destinations,
-		TakeOwnership: r.TakeOwnership, AllowOlder: r.AllowOlder, RollbackOf: r.RollbackOf}}
+		TakeOwnership: r.TakeOwnership, AllowOlder: r.AllowOlder, DeleteLater: r.DeleteLater, RollbackOf: r.RollbackOf}}
 }
 
 // ResultEvent is the result event of one destination of a delivery, typed

@@ -37,6 +37,11 @@ type Version struct {
 	// when.
 	EventID string
 	Time    time.Time
+
+	// DeleteLater asks the roll back to an additive destination to also
+	// delete the owner's paths that only later versions of the source
+	// wrote (`rollback --delete-later`); by default they stay.
+	DeleteLater bool
 }
 
 // Ref is what a roll back's rollback_of says: the published event it
@@ -193,12 +198,13 @@ func (s *Service) CheckVersion(ctx context.Context, v Version) (Version, *bundle
 // marked as a roll back.
 func (v Version) Request(bundleEventID string) Request {
 	return Request{PipelineID: v.PipelineID, Bundle: v.Bundle, ManifestDigest: v.Digest, Destinations: []string{v.DestinationID},
-		BundleEventID: bundleEventID, AllowOlder: true, RollbackOf: v.Ref()}
+		BundleEventID: bundleEventID, AllowOlder: true, DeleteLater: v.DeleteLater, RollbackOf: v.Ref()}
 }
 
 // Event is the operator's bundle-ready event that asks `serve` for the
 // roll back (events.Publisher.AnnounceAsOperator).
 func (v Version) Event(id string) events.BundleReady {
 	return events.BundleReady{SchemaVersion: events.SchemaVersion, Type: events.TypeBundleReady, ID: id, PipelineID: v.PipelineID,
-		Bundle: v.Bundle, ManifestDigest: v.Digest, Destinations: []string{v.DestinationID}, AllowOlder: true, RollbackOf: v.Ref()}
+		Bundle: v.Bundle, ManifestDigest: v.Digest, Destinations: []string{v.DestinationID}, AllowOlder: true, DeleteLater: v.DeleteLater,
+		RollbackOf: v.Ref()}
 }

@@ -159,6 +159,11 @@ type Request struct {
 	// source the destination holds (an operator's roll back).
 	AllowOlder bool
 
+	// DeleteLater, with AllowOlder, makes an additive roll back also
+	// delete the owner's paths that only newer versions of the source
+	// wrote (see events.BundleReady.DeleteLater).
+	DeleteLater bool
+
 	// RollbackOf marks an operator's roll back (`distributor rollback`);
 	// with AllowOlder, the published result carries it (see
 	// events.BundleReady.RollbackOf).
@@ -373,6 +378,7 @@ func (s *Service) publication(ctx context.Context, req Request, b *bundle.Bundle
 func (s *Service) head(req Request, d config.Destination) engine.Publication {
 	pub := engine.PublicationTo(d, req.PipelineID)
 	pub.BundleEventID, pub.TakeOwnership, pub.AllowOlder = req.BundleEventID, req.TakeOwnership, req.AllowOlder
+	pub.DeleteLater = req.AllowOlder && req.DeleteLater
 	return pub
 }
 

@@ -20,15 +20,15 @@ import (
 
 // rollbackOptions are rollback's flags.
 type rollbackOptions struct {
-	dest, to, pipeline, bundle string
-	dryRun, asJSON             bool
-	timeout                    config.Duration
+	dest, to, pipeline, bundle  string
+	dryRun, asJSON, deleteLater bool
+	timeout                     config.Duration
 }
 
 func (a *app) rollbackCommand() *cobra.Command {
 	o := rollbackOptions{timeout: config.Duration(2 * time.Minute)}
 	cmd := &cobra.Command{
-		Use:   "rollback --destination D --to <sha256:DIGEST | EVENT> [--pipeline P] [--bundle LOCATION] [--dry-run]",
+		Use:   "rollback --destination D --to <sha256:DIGEST | EVENT> [--pipeline P] [--bundle LOCATION] [--delete-later] [--dry-run]",
 		Short: "Publish an earlier version of a destination again, as an operator, after checking its bundle still has the recorded manifest digest",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,6 +39,7 @@ func (a *app) rollbackCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.to, "to", "", "the version: its manifest digest (sha256:…, at least 8 hex digits) or its published event id (distributor history lists both)")
 	cmd.Flags().StringVar(&o.pipeline, "pipeline", "", "the owner's pipeline (default: the one that published the version)")
 	cmd.Flags().StringVar(&o.bundle, "bundle", "", "the version's bundle location, when the events stream does not know it (no NATS, or older than the stream keeps)")
+	cmd.Flags().BoolVar(&o.deleteLater, "delete-later", false, "additive destination: also delete the owner's paths that only later versions of the source wrote (by default they stay; --dry-run lists them as deletes)")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "find the version, check its bundle and print the plan; change nothing")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the roll back as one JSON object (docs/cli.md)")
 	cmd.Flags().Var(&o.timeout, "timeout", "how long to wait for serve's result")
@@ -134,6 +135,7 @@ func (a *app) rollback(ctx context.Context, o rollbackOptions) error {
 	// Only reads: the bundle's manifest, and with --dry-run the root.
 	svc := a.newService(cfg, a.log, nil, 0)
 	v, b, err := svc.CheckVersion(ctx, v)
+	v.DeleteLater = o.deleteLater
 	out.Version = toVersionJSON(v)
 	if err == nil && v.EventID == "" {
 		v.PipelineID, err = a.rollbackPipeline(ctx, cfg, d, v)

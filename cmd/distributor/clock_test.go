@@ -78,9 +78,10 @@ func TestRuleBundleFromTheFutureIsRefused(t *testing.T) {
 }
 
 // The documented way out of an additive root pinned by a record from the
-// future (written before distributor refused such bundles): apply the
-// newest correctly stamped bundle with --allow-older. It rewrites its paths
-// and deletes the paths only the future version wrote; the next version
+// future (written before distributor refused such bundles): roll back to
+// the newest correctly stamped bundle. A roll back replaces the pinned
+// paths it writes; with --delete-later (its --dry-run lists them) it also
+// deletes the paths only the future version wrote, and the next version
 // then writes every path.
 func TestPinnedByTheFutureWayOut(t *testing.T) {
 	t.Parallel()
@@ -104,10 +105,28 @@ func TestPinnedByTheFutureWayOut(t *testing.T) {
 	if out := e.apply(pipeDaily, today); !strings.Contains(out, "1 kept (a newer version of the source wrote them)") {
 		t.Errorf("apply on the pinned root:\n%s\nwant common.txt kept for the version from the future", out)
 	}
-	out := e.apply(pipeDaily, today, "--allow-older")
-	want := "latest (" + root + ", additive)\n  ~ common.txt\n  - day-9.txt\n  0 create, 1 update, 1 unchanged, 1 delete, 0 collision\n"
-	if out != want {
-		t.Errorf("apply --allow-older:\n%s\nwant:\n%s", out, want)
+	rollback := func(extra ...string) string {
+		t.Helper()
+		out, errOut, code := e.run(append([]string{"rollback", "--destination", "latest", "--to", today.Digest, "--bundle", today.Dir}, extra...)...)
+		if code != exitOK {
+			t.Fatalf("rollback %v: exit %d\n%s%s", extra, code, out, errOut)
+		}
+		_, plan, _ := strings.Cut(out, "\n") // after the "rolling back" line
+		return plan
+	}
+	head := "latest (" + root + ", additive)\n"
+	if out, want := rollback(), head+"  ~ common.txt\n  0 create, 1 update, 1 unchanged, 0 delete, 0 collision\n"; out != want {
+		t.Errorf("rollback:\n%s\nwant:\n%s", out, want)
+	}
+	e.wantFiles(root, map[string]string{"common.txt": "today\n", "day-1.txt": "one\n", "day-9.txt": "nine\n", catalog.FileName: ""})
+	before := e.snapshot(root)
+	if out, want := rollback("--delete-later", "--dry-run"), head+"  - day-9.txt\n  would create 0, update 0, delete 1; 2 unchanged, 0 collision\n"+
+		"dry run: nothing announced or written (the roll back would go directly)\n"; out != want {
+		t.Errorf("rollback --delete-later --dry-run:\n%s\nwant:\n%s", out, want)
+	}
+	e.sameSnapshot("rollback --delete-later --dry-run", before, e.snapshot(root))
+	if out, want := rollback("--delete-later"), head+"  - day-9.txt\n  0 create, 0 update, 2 unchanged, 1 delete, 0 collision\n"; out != want {
+		t.Errorf("rollback --delete-later:\n%s\nwant:\n%s", out, want)
 	}
 	e.wantFiles(root, map[string]string{"common.txt": "today\n", "day-1.txt": "one\n", catalog.FileName: ""})
 	for _, o := range e.catalogOf(root).Outputs {

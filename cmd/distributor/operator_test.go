@@ -365,10 +365,19 @@ func testOperatorCommands(t *testing.T, e *opEnv) {
 	e.wantState("after the roll back to v1", "rep", map[string]string{"a.txt": "a1\n", "old.txt": "old\n", "tide.txt": "high\n"},
 		map[string]string{"a.txt": "p.one " + at(v1), "old.txt": "p.one " + at(v1), "tide.txt": "p.two " + at(tide)})
 
-	// The additive destination by the published event's id: v1's paths,
-	// and what only the newer v2 brought (b.txt) goes.
+	// The additive destination by the published event's id: v1's paths;
+	// what only the newer v2 brought (b.txt) stays, unless --delete-later.
 	e.must(0, e.cmd, "rollback", "--destination", "add", "--to", v1ID+".add")
-	e.wantState("after the roll back to v1", "add", map[string]string{"a.txt": "a1\n", "old.txt": "old\n"},
+	if ann := e.lastAdminEvent("p.one"); !ann.AllowOlder || ann.DeleteLater {
+		t.Errorf("rollback announced %+v", ann)
+	}
+	e.wantState("after the roll back to v1", "add", map[string]string{"a.txt": "a1\n", "b.txt": "b2\n", "old.txt": "old\n"},
+		map[string]string{"a.txt": "p.one " + at(v1), "b.txt": "p.one " + at(v2), "old.txt": "p.one " + at(v1)})
+	e.must(0, e.cmd, "rollback", "--destination", "add", "--to", v1ID+".add", "--delete-later")
+	if ann := e.lastAdminEvent("p.one"); !ann.AllowOlder || !ann.DeleteLater {
+		t.Errorf("rollback --delete-later announced %+v", ann)
+	}
+	e.wantState("after the roll back to v1 deleting later paths", "add", map[string]string{"a.txt": "a1\n", "old.txt": "old\n"},
 		map[string]string{"a.txt": "p.one " + at(v1), "old.txt": "p.one " + at(v1)})
 
 	// history shows the roll back first.

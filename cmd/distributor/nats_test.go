@@ -116,12 +116,13 @@ func (e *natsEnv) setWorkflow(t *testing.T, d, wf string) {
 	}
 }
 
-// makeBundle writes files into a new folder and runs `bundle create` on it.
-func (e *natsEnv) makeBundle(t *testing.T, name, id string, files map[string]string) string {
+// makeBundle writes files into a new folder and runs `bundle create` on it,
+// with the extra create flags (--created) if any.
+func (e *natsEnv) makeBundle(t *testing.T, name, id string, files map[string]string, create ...string) string {
 	t.Helper()
 	dir := filepath.Join(e.dir, "bundles", name)
 	testenv.WriteFiles(t, dir, files)
-	if code, _, stderr := runCmd(t, "bundle", "create", dir, "--id", id); code != 0 {
+	if code, _, stderr := runCmd(t, append([]string{"bundle", "create", dir, "--id", id}, create...)...); code != 0 {
 		t.Fatalf("bundle create %s: exit %d: %s", dir, code, stderr)
 	}
 	return dir
@@ -776,8 +777,10 @@ func TestNATSCommandsWithoutKnownNATS(t *testing.T) {
 func TestApplyReportsDisplacedOutputAsDeleted(t *testing.T) {
 	t.Parallel()
 	e := newNATSEnv(t)
+	// Two sources of one owner: the second is newer (newest wins per path).
+	earlier := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	for _, b := range []string{
-		e.makeBundle(t, "b1", "src.v1", map[string]string{"docs": "file\n"}),
+		e.makeBundle(t, "b1", "src.v1", map[string]string{"docs": "file\n"}, "--created", earlier),
 		e.makeBundle(t, "b2", "src.v2", map[string]string{"docs/index.txt": "index\n"}),
 	} {
 		if code, stdout, stderr := e.cmd(t, "apply", "--pipeline", "p.two", "--bundle", b); code != 0 {

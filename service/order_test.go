@@ -121,3 +121,34 @@ func TestEqualCreatedGreaterDigestWinsInEitherOrder(t *testing.T) {
 		}
 	})
 }
+
+// Additive: two sources of one owner writing one path end with the newer
+// created there in either arrival order, each keeping its own other paths;
+// a late replay of the older one changes nothing.
+func TestAdditiveTwoSourcesOfOneOwnerEndAlikeInEitherOrder(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		week, _ := makeBundleAt(t, "weatherreporter.week", t0, map[string]string{"shared.txt": "week", "week.txt": "w"})
+		today, _ := makeBundleAt(t, "weatherreporter.today", t0.Add(time.Hour), map[string]string{"shared.txt": "today", "today.txt": "t"})
+		for _, order := range [][]string{{week, today}, {today, week}} {
+			h := newHarness(t)
+			root, base := newRoot(t)
+			h.AddDest(named(base, "latest", planner.Additive), root, pipeA)
+			for i, dir := range order {
+				if _, err := h.Publish(t1.Add(time.Duration(i)*time.Minute), pipeA, "latest", dir); err != nil {
+					t.Fatalf("publish: %v", err)
+				}
+			}
+			wantContents(t, root, map[string]string{"shared.txt": "today", "today.txt": "t", "week.txt": "w"})
+			cat := assertDescribesStorage(t, root)
+			if r := mustRecord(t, cat, "shared.txt"); r.Source != sourceOf(t, today) {
+				t.Fatalf("shared.txt records %+v, want the newer source's", r.Source)
+			}
+			res, err := h.Publish(t2, pipeA, "latest", week)
+			if err != nil || res.Plan.Changed || res.KeptNewer != 1 {
+				t.Fatalf("late replay of the older source: err %v, changed %v, kept_newer %d", err, res.Plan.Changed, res.KeptNewer)
+			}
+			wantContents(t, root, map[string]string{"shared.txt": "today", "today.txt": "t", "week.txt": "w"})
+		}
+	})
+}

@@ -257,7 +257,8 @@ func (a *app) replayOne(ctx context.Context, pub *events.Publisher, o replayOpti
 	ev.TakeOwnership = o.takeOwnership
 	ev.AllowOlder = o.allowOlder
 	if !ev.AllowOlder {
-		ev.RollbackOf = "" // a roll back's mark goes only with allow_older
+		// A roll back's mark and its delete_later go only with allow_older.
+		ev.RollbackOf, ev.DeleteLater = "", false
 	}
 	if !rp.all {
 		ev.Destinations = sortedKeys(rp.dests)

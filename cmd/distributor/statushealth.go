@@ -235,7 +235,7 @@ func ago(t, now time.Time) string {
 	}
 	var s string
 	switch {
-	case d < 5*time.Second && prefix == "":
+	case d < 5*time.Second:
 		return "just now"
 	case d < time.Minute:
 		s = fmt.Sprintf("%ds", int(d/time.Second))

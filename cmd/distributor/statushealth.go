@@ -67,7 +67,7 @@ type withoutDestinationJSON struct {
 
 // destResults is what the events stream says of one destination.
 type destResults struct {
-	counts                      resultCountsJSON
+	counts                     resultCountsJSON
 	lastPublished, lastFailure *historyEntryJSON
 }
 

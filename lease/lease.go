@@ -74,7 +74,9 @@ type Locker interface {
 // expires, but the message does not call its holder live.
 type stoppedHolderError struct{ msg string }
 
-func (e *stoppedHolderError) Error() string { return "lease held by a holder that stopped renewing: " + e.msg }
+func (e *stoppedHolderError) Error() string {
+	return "lease held by a holder that stopped renewing: " + e.msg
+}
 
 func (e *stoppedHolderError) Is(target error) bool { return target == ErrHeld }
 

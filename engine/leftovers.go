@@ -20,6 +20,10 @@ type LeftoverReport struct {
 	// Oldest is when the oldest one was last written; nil when none.
 	Oldest *time.Time `json:"oldest,omitempty"`
 	Paths  []string   `json:"paths"`
+
+	// Recent counts the temp files and uploads younger than LeftoverAge,
+	// which may be writes in flight (only Status counts them).
+	Recent int `json:"recent,omitempty"`
 }
 
 func summarizeLeftovers(ls []storage.Leftover) LeftoverReport {
@@ -36,11 +40,33 @@ func summarizeLeftovers(ls []storage.Leftover) LeftoverReport {
 }
 
 func (e *Engine) leftoverCutoff() time.Time {
-	age := e.LeftoverAge
-	if age <= 0 {
-		age = DefaultLeftoverAge
+	return time.Now().Add(-e.leftoverAge())
+}
+
+func (e *Engine) leftoverAge() time.Duration {
+	if e.LeftoverAge <= 0 {
+		return DefaultLeftoverAge
 	}
-	return time.Now().Add(-age)
+	return e.LeftoverAge
+}
+
+// statusLeftovers is Leftovers with the younger ones counted in Recent:
+// one walk of the root finds both.
+func (e *Engine) statusLeftovers(ctx context.Context, root storage.Backend) (LeftoverReport, error) {
+	cutoff := e.leftoverCutoff()
+	all, err := root.Leftovers(ctx, time.Now().Add(e.leftoverAge()))
+	if err != nil {
+		return summarizeLeftovers(nil), fmt.Errorf("look for leftovers of interrupted writes in %s: %w", root, err)
+	}
+	old := make([]storage.Leftover, 0, len(all))
+	for _, l := range all {
+		if l.ModTime.Before(cutoff) {
+			old = append(old, l)
+		}
+	}
+	rep := summarizeLeftovers(old)
+	rep.Recent = len(all) - len(old)
+	return rep, nil
 }
 
 // Leftovers reports what interrupted writes left in root, older than

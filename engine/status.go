@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
@@ -67,6 +69,11 @@ type StatusOptions struct {
 	// Leftovers walks the root for leftovers of interrupted writes (on a
 	// local root, a walk of every folder).
 	Leftovers bool
+
+	// Catalogs, when set, keeps each root's catalog summed up with the
+	// version it was read at: a status of a root whose catalog did not
+	// change reads no catalog.
+	Catalogs *CatalogSummaries
 }
 
 // Status reads root's state once: no lease, no recovery, no write, so it
@@ -83,27 +90,107 @@ func (e *Engine) Status(ctx context.Context, root storage.Backend, opts StatusOp
 		return st, err
 	}
 	if opts.Leftovers {
-		lo, err := e.Leftovers(ctx, root)
+		lo, err := e.statusLeftovers(ctx, root)
 		if err != nil {
 			return st, err
 		}
 		st.Leftovers = &lo
 	}
-	cs, err := readState(ctx, root)
+	sum, err := opts.Catalogs.read(ctx, root, e.now())
 	if err != nil {
 		return st, err
 	}
-	st.Catalog, st.Legacy = cs.version != "", cs.legacy
-	if cs.cat == nil {
-		return st, nil
-	}
-	st.UpdatedAt = cs.cat.UpdatedAt
-	st.Owners = summarizeOwners(cs.cat.Outputs)
-	for _, o := range st.Owners {
-		st.Outputs += o.Outputs
-		st.Bytes += o.Bytes
-	}
+	st.Catalog, st.Legacy, st.UpdatedAt = sum.present, sum.legacy, sum.updatedAt
+	st.Owners, st.Outputs, st.Bytes = sum.owners, sum.outputs, sum.bytes
 	return st, nil
+}
+
+// catalogSummary is what Status tells of a root's catalog.
+type catalogSummary struct {
+	present, legacy bool
+	updatedAt       time.Time
+	owners          []OwnerStatus
+	outputs         int
+	bytes           int64
+}
+
+// readCatalogSummary reads root's catalog and sums it up.
+func readCatalogSummary(ctx context.Context, root storage.Backend) (catalogSummary, error) {
+	cs, err := readState(ctx, root)
+	if err != nil {
+		return catalogSummary{}, err
+	}
+	sum := catalogSummary{present: cs.version != "", legacy: cs.legacy}
+	if cs.cat == nil {
+		return sum, nil
+	}
+	sum.updatedAt = cs.cat.UpdatedAt
+	sum.owners = summarizeOwners(cs.cat.Outputs)
+	for _, o := range sum.owners {
+		sum.outputs += o.Outputs
+		sum.bytes += o.Bytes
+	}
+	return sum, nil
+}
+
+// CatalogSummaries keeps the summary of each root's catalog (owners,
+// source versions, counts; never the records) with the catalog's
+// fingerprint (storage.ObjectInfo.Fingerprint: the ETag, or a local
+// file's identity, size and modification time) taken before the read. A
+// status stats the catalog and reads it again only when the fingerprint
+// changed: a catalog replaced between the stat and the read is kept under
+// the older fingerprint, so the next status reads it again. A catalog
+// changed within catalogSettle is not kept, since a local file's
+// modification time may not tell two writes within one clock tick apart.
+// Safe for concurrent use.
+type CatalogSummaries struct {
+	mu    sync.Mutex
+	roots map[string]cachedSummary
+}
+
+type cachedSummary struct {
+	fingerprint string
+	sum         catalogSummary
+}
+
+// catalogSettle is how long ago a catalog must have changed to be kept.
+const catalogSettle = 2 * time.Second
+
+// read returns root's catalog summary, from c when its catalog did not
+// change since; a nil c reads it every time. now is the clock's time.
+func (c *CatalogSummaries) read(ctx context.Context, root storage.Backend, now time.Time) (catalogSummary, error) {
+	if c == nil {
+		return readCatalogSummary(ctx, root)
+	}
+	key := root.String()
+	fi, err := root.Stat(ctx, catalog.FileName)
+	switch {
+	case errors.Is(err, storage.ErrNotExist):
+		fi = storage.ObjectInfo{}
+	case err != nil:
+		return catalogSummary{}, fmt.Errorf("stat %s in %s: %w", catalog.FileName, root, err)
+	}
+	c.mu.Lock()
+	cached, ok := c.roots[key]
+	c.mu.Unlock()
+	if ok && fi.Fingerprint != "" && cached.fingerprint == fi.Fingerprint {
+		return cached.sum, nil
+	}
+	sum, err := readCatalogSummary(ctx, root)
+	if err != nil {
+		return sum, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fi.Fingerprint != "" && fi.ModTime.Before(now.Add(-catalogSettle)) {
+		if c.roots == nil {
+			c.roots = map[string]cachedSummary{}
+		}
+		c.roots[key] = cachedSummary{fingerprint: fi.Fingerprint, sum: sum}
+	} else {
+		delete(c.roots, key)
+	}
+	return sum, nil
 }
 
 // sourceKey identifies a source version in a map (time.Time is no key).

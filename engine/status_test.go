@@ -3,7 +3,10 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/local"
 )
 
 // Status sums a root's catalog up per owner and source version (newest
@@ -93,4 +97,141 @@ func snapshotRoot(t *testing.T, root storage.Backend) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// countingRoot counts the reads of the catalog.
+type countingRoot struct {
+	storage.Backend
+	reads atomic.Int32
+}
+
+func (c *countingRoot) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+	if p == catalog.FileName {
+		c.reads.Add(1)
+	}
+	return c.Backend.ReadVersion(ctx, p)
+}
+
+// statusCatalog writes a catalog of n records of one owner into root,
+// replacing the one at version v ("" for none), and returns its version.
+func statusCatalog(t testing.TB, root storage.Backend, n int, v storage.Version) storage.Version {
+	t.Helper()
+	at := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	src := catalog.Source{ID: "w.today", Digest: "sha256:" + strings.Repeat("b", 64), Created: at}
+	cat := &catalog.Catalog{DistributorVersion: "test", CreatedAt: at, UpdatedAt: at, Outputs: make([]catalog.Output, 0, n)}
+	for i := range n {
+		cat.Outputs = append(cat.Outputs, catalog.Output{Path: fmt.Sprintf("d%03d/f%07d.txt", i%500, i), PipelineID: "p.a", DestinationID: "site",
+			Source: src, Kind: catalog.KindSource, SHA256: "sha256:" + strings.Repeat("a", 64), Size: 10, CreatedAt: at, UpdatedAt: at})
+	}
+	sort.Slice(cat.Outputs, func(i, j int) bool { return cat.Outputs[i].Path < cat.Outputs[j].Path })
+	data, err := catalog.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, err := root.WriteIfVersion(context.Background(), catalog.FileName, data, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nv
+}
+
+// With CatalogSummaries, Status reads a root's catalog again only when
+// the catalog changed (its fingerprint), and reports what it holds now;
+// a catalog changed within the last seconds is read every time.
+func TestStatusReadsCatalogOnlyWhenChanged(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		ctx := context.Background()
+		plain, _ := newRoot(t)
+		root := &countingRoot{Backend: plain}
+		later := &engine.Engine{Version: "test", Now: func() time.Time { return time.Now().Add(time.Minute) }}
+		opts := engine.StatusOptions{Catalogs: &engine.CatalogSummaries{}}
+		status := func(e *engine.Engine, wantOutputs int, wantReads int32) {
+			t.Helper()
+			st, err := e.Status(ctx, root, opts)
+			if err != nil || st.Outputs != wantOutputs || st.Catalog != (wantOutputs > 0) {
+				t.Fatalf("status = %d outputs (catalog %v), %v; want %d", st.Outputs, st.Catalog, err, wantOutputs)
+			}
+			if got := root.reads.Load(); got != wantReads {
+				t.Fatalf("%d catalog reads, want %d", got, wantReads)
+			}
+		}
+		status(later, 0, 1)
+		v := statusCatalog(t, plain, 3, "")
+		status(later, 3, 2)
+		status(later, 3, 2)
+		status(later, 3, 2)
+
+		v = statusCatalog(t, plain, 5, v)
+		status(later, 5, 3)
+		status(later, 5, 3)
+
+		// Just written, on the real clock: not kept.
+		statusCatalog(t, plain, 7, v)
+		now := &engine.Engine{Version: "test"}
+		status(now, 7, 4)
+		status(now, 7, 5)
+		status(later, 7, 6)
+		status(later, 7, 6)
+
+		if err := plain.Delete(ctx, catalog.FileName); err != nil {
+			t.Fatal(err)
+		}
+		status(later, 0, 7)
+	})
+}
+
+// Status counts the leftovers younger than LeftoverAge apart (they may
+// be writes in flight) rather than calling the root free of them.
+func TestStatusCountsYoungLeftovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plantTemp(t, dir, "data/"+catalog.TempPrefix+"OLD", time.Now().Add(-engine.DefaultLeftoverAge-time.Minute))
+	plantTemp(t, dir, "data/"+catalog.TempPrefix+"YOUNG1", time.Now().Add(-time.Minute))
+	plantTemp(t, dir, catalog.TempPrefix+"YOUNG2", time.Now())
+	st, err := (&engine.Engine{}).Status(t.Context(), root, engine.StatusOptions{Leftovers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo := st.Leftovers
+	if lo == nil || lo.Count != 1 || lo.Recent != 2 || lo.Bytes != 100 || !slices.Equal(lo.Paths, []string{"data/" + catalog.TempPrefix + "OLD"}) {
+		t.Fatalf("leftovers %+v, want 1 old (100 bytes) and 2 recent", lo)
+	}
+}
+
+// BenchmarkStatusLargeCatalog: the status of a root whose catalog holds
+// 200,000 records, read every time and with CatalogSummaries (unchanged,
+// after a first status that read it).
+func BenchmarkStatusLargeCatalog(b *testing.B) {
+	ctx := context.Background()
+	root, err := local.New(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	statusCatalog(b, root, 200_000, "")
+	e := &engine.Engine{Now: func() time.Time { return time.Now().Add(time.Minute) }}
+	for _, bc := range []struct {
+		name string
+		opts engine.StatusOptions
+	}{
+		{"every-read", engine.StatusOptions{}},
+		{"summaries", engine.StatusOptions{Catalogs: &engine.CatalogSummaries{}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if _, err := e.Status(ctx, root, bc.opts); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				st, err := e.Status(ctx, root, bc.opts)
+				if err != nil || st.Outputs != 200_000 {
+					b.Fatalf("%d outputs, %v", st.Outputs, err)
+				}
+			}
+		})
+	}
 }

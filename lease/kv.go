@@ -164,6 +164,10 @@ func (l *KVLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
 			}
 			return nil, fmt.Errorf("acquire lease on %s in bucket %s: take over this process's unused lease: %w", root.Key, l.kv.Bucket(), err)
 		}
+		if ttl, err := time.ParseDuration(cur.TTL); err == nil && stoppedRenewing(e.Created(), ttl, l.now()) {
+			return nil, &stoppedHolderError{fmt.Sprintf("%s is held by %s, which stopped renewing at %s (lease id %s); the lease expires at %s%s",
+				root.Key, cur.Holder, e.Created().UTC().Format(time.RFC3339), orNone(cur.ID), e.Created().Add(ttl).UTC().Format(time.RFC3339), unlockNow(root, cur.ID))}
+		}
 		return nil, fmt.Errorf("%w: %s is held by %s since %s, lease id %s; retry after it finishes (a dead holder's lease expires within %s)%s",
 			ErrHeld, root.Key, cur.Holder, cur.Acquired.Format(time.RFC3339), orNone(cur.ID), cur.TTL, unlockHint(root, cur.ID))
 	}

@@ -9,7 +9,9 @@ import (
 )
 
 var (
-	// ErrHeld: another live holder has the lease.
+	// ErrHeld: another holder has the lease. Its message calls the holder
+	// live; a holder that stopped renewing is a stoppedHolderError, which
+	// is ErrHeld too.
 	ErrHeld = errors.New("lease held by another live holder")
 
 	// ErrLost: the lease expired or could not be renewed; the holder must
@@ -65,4 +67,23 @@ type Locker interface {
 	// when another live holder has it. The lease is renewed in the
 	// background until Release or ctx ends.
 	Acquire(ctx context.Context, root Root) (Lease, error)
+}
+
+// stoppedHolderError is ErrHeld for a lease whose holder stopped renewing
+// it (a crashed or hung process): the lease is still held until it
+// expires, but the message does not call its holder live.
+type stoppedHolderError struct{ msg string }
+
+func (e *stoppedHolderError) Error() string {
+	return "lease held by a holder that stopped renewing: " + e.msg
+}
+
+func (e *stoppedHolderError) Is(target error) bool { return target == ErrHeld }
+
+// stoppedRenewing reports whether a lease of ttl last renewed at renewed
+// has missed its renewal at now: holders renew every third of the TTL, so
+// half of it without one is a renewal missed by a wide margin. A ttl of 0
+// (unknown) never has.
+func stoppedRenewing(renewed time.Time, ttl time.Duration, now time.Time) bool {
+	return ttl > 0 && now.Sub(renewed) > ttl/2
 }

@@ -30,6 +30,11 @@ type lockRecord struct {
 	Acquired time.Time `json:"acquired"`
 	Expires  time.Time `json:"expires"`
 
+	// TTL is the holder's lease TTL: each renewal sets Expires to the
+	// renewal's time plus TTL, so Expires-TTL is the last renewal. Absent
+	// in locks of an older distributor.
+	TTL string `json:"ttl,omitempty"`
+
 	// Generation increases with every takeover of an expired lock; with
 	// Acquired it forms the fencing token.
 	Generation int64 `json:"generation"`
@@ -81,7 +86,7 @@ func NewStorageLocker(holder string, ttl time.Duration, opts ...LockOption) *Sto
 
 // Acquire implements Locker.
 func (l *StorageLocker) Acquire(ctx context.Context, root Root) (Lease, error) {
-	rec := lockRecord{ID: idFor(ctx), Holder: l.holder, Host: l.host, PID: l.pid, Generation: 1}
+	rec := lockRecord{ID: idFor(ctx), Holder: l.holder, Host: l.host, PID: l.pid, Generation: 1, TTL: l.ttl.String()}
 	rec.Acquired = l.now().UTC()
 	rec.Expires = rec.Acquired.Add(l.ttl)
 	data, _ := json.Marshal(rec)
@@ -122,6 +127,10 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 		longest := max(MaxTTL, l.ttl)
 		ahead := cur.Expires.After(now.Add(longest))
 		if now.Before(cur.Expires) && !dead && !ahead {
+			if ttl, err := time.ParseDuration(cur.TTL); err == nil && stoppedRenewing(cur.Expires.Add(-ttl), ttl, now) {
+				return "", rec, &stoppedHolderError{fmt.Sprintf("%s is locked by %s (pid %d on %s), which stopped renewing at %s; the lock expires at %s%s",
+					root.Store, cur.Holder, cur.PID, cur.Host, cur.Expires.Add(-ttl).Format(time.RFC3339), cur.Expires.Format(time.RFC3339), unlockNow(root, cur.ID))}
+			}
 			return "", rec, fmt.Errorf("%w: %s is locked by %s (pid %d on %s) until %s, lock id %s%s", ErrHeld, root.Store, cur.Holder, cur.PID, cur.Host,
 				cur.Expires.Format(time.RFC3339), orNone(cur.ID), unlockHint(root, cur.ID))
 		}

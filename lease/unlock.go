@@ -95,6 +95,19 @@ func unlockHint(root Root, id string) string {
 	return fmt.Sprintf("; if that holder is gone, break the lock with `distributor unlock --destination %s --id %s`", dest, id)
 }
 
+// unlockNow is the unlock command for a holder that stopped renewing, or
+// "" when the lease has no id.
+func unlockNow(root Root, id string) string {
+	if id == "" {
+		return ""
+	}
+	dest := root.Destination
+	if dest == "" {
+		dest = "<destination>"
+	}
+	return fmt.Sprintf(", or break it now with `distributor unlock --destination %s --id %s`", dest, id)
+}
+
 // ReadLock returns the root's lock object, or nil when there is none
 // (nobody holds the root in direct mode). now decides Stale.
 func ReadLock(ctx context.Context, store storage.Backend, now time.Time) (*Holding, error) {

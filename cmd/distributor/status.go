@@ -39,7 +39,7 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				dests = []config.Destination{d}
 			}
-			out, err := a.status(cmd.Context(), cfg, dests, !noLeftovers)
+			out, err := a.status(cmd.Context(), cfg, dests, !noLeftovers, dest == "")
 			if asJSON {
 				if jerr := a.printJSON(out); jerr != nil {
 					return jerr
@@ -62,6 +62,10 @@ type statusJSON struct {
 
 	// NATS says whether the lease bucket and the events stream were read.
 	NATS natsStatusJSON `json:"nats"`
+
+	// FailuresWithoutDestination are the failed results that name no
+	// configured destination; absent for one destination or without NATS.
+	FailuresWithoutDestination *withoutDestinationJSON `json:"failures_without_destination,omitempty"`
 }
 
 type natsStatusJSON struct {
@@ -77,6 +81,9 @@ type destStatusJSON struct {
 	Root          string `json:"root"`
 	RootAsWritten string `json:"root_as_written,omitempty"`
 	Workflow      string `json:"workflow"`
+
+	// Summary is the destination's health line.
+	Summary summaryJSON `json:"summary"`
 
 	// Pipelines are the configured pipelines that publish here.
 	Pipelines []string          `json:"pipelines"`
@@ -136,8 +143,10 @@ type leaseStatusJSON struct {
 // read), the lease bucket and the events stream when NATS is known. It
 // writes nothing anywhere. The error is the first destination's that
 // could not be read; the others are still reported.
-func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Destination, leftovers bool) (statusJSON, error) {
-	src := statusSources{stores: stores.New(cfg), leftovers: leftovers}
+//
+// With unrouted, the failures without a destination are read too.
+func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Destination, leftovers, unrouted bool) (statusJSON, error) {
+	src := statusSources{stores: stores.New(cfg), leftovers: leftovers, unrouted: unrouted}
 	nc, streams, err := a.readStreams(ctx, cfg)
 	switch {
 	case errors.Is(err, errNoNATS):
@@ -154,8 +163,13 @@ func (a *app) status(ctx context.Context, cfg *config.Config, dests []config.Des
 type statusSources struct {
 	stores *stores.Opener
 
-	// leftovers walks each root for leftovers of interrupted writes.
-	leftovers bool
+	// leftovers walks each root for leftovers of interrupted writes;
+	// unrouted reads the failures without a destination.
+	leftovers, unrouted bool
+
+	// catalogs keeps the roots' catalog summaries between reports (nil:
+	// every report reads every catalog).
+	catalogs *engine.CatalogSummaries
 
 	// streams are the lease bucket and the events stream to read (nil:
 	// none); nats is what the report says of NATS.
@@ -175,7 +189,7 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 			Pipelines: pipelinesOf(cfg, d.ID), Owners: []ownerStatusJSON{}, OtherOwners: []ownerStatusJSON{}}
 		rr, ok := roots[d.RootKey()]
 		if !ok {
-			rr = a.readRoot(ctx, src.stores, e, d, src.leftovers, src.streams)
+			rr = a.readRoot(ctx, src, e, d)
 			roots[d.RootKey()] = rr
 		}
 		if rr.err != nil {
@@ -191,15 +205,22 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 
 	// The roots first: under a deadline (the status page) the events
 	// stream gets what is left.
+	var results map[string]*destResults
 	if src.streams != nil {
-		last, err := lastResults(ctx, src.streams, dests)
+		var err error
+		results, out.FailuresWithoutDestination, err = readResults(ctx, src.streams, dests, src.unrouted)
 		if err != nil {
 			out.NATS.Error = oneLine(err.Error())
 		}
-		for i := range out.Destinations {
-			ds := &out.Destinations[i]
-			ds.LastPublished, ds.LastFailure = last[ds.DestinationID][0], last[ds.DestinationID][1]
+	}
+	now := a.clock()
+	for i := range out.Destinations {
+		ds := &out.Destinations[i]
+		r := results[ds.DestinationID]
+		if r == nil && src.nats.Known {
+			r = &destResults{} // no stream yet: no results
 		}
+		ds.summarize(r, now)
 	}
 	return out, first
 }
@@ -213,18 +234,18 @@ type rootRead struct {
 	err, kvErr error
 }
 
-func (a *app) readRoot(ctx context.Context, st *stores.Opener, e *engine.Engine, d config.Destination, leftovers bool, streams *events.Streams) rootRead {
+func (a *app) readRoot(ctx context.Context, src statusSources, e *engine.Engine, d config.Destination) rootRead {
 	var rr rootRead
-	root, err := st.Destination(ctx, d)
+	root, err := src.stores.Destination(ctx, d)
 	if err != nil {
 		rr.err = err
 		return rr
 	}
-	rr.st, rr.err = e.Status(ctx, root, engine.StatusOptions{Leftovers: leftovers})
+	rr.st, rr.err = e.Status(ctx, root, engine.StatusOptions{Leftovers: src.leftovers, Catalogs: src.catalogs})
 	if rr.st.Root == "" {
 		rr.st.Root = root.String()
 	}
-	if streams != nil && streams.Leases != nil {
+	if streams := src.streams; streams != nil && streams.Leases != nil {
 		kctx, cancel := context.WithTimeout(ctx, natsReadTimeout)
 		rr.kv, rr.kvErr = lease.ReadKV(kctx, streams.Leases, d.RootKey(), time.Now())
 		cancel()
@@ -275,37 +296,6 @@ func (ds *destStatusJSON) fill(rr rootRead, dest string) {
 	}
 }
 
-// lastResults reads the events stream once for the last published and the
-// last failed (or collision) result of each destination in dests.
-func lastResults(ctx context.Context, streams *events.Streams, dests []config.Destination) (map[string][2]*historyEntryJSON, error) {
-	want := map[string]bool{}
-	dest := ""
-	for _, d := range dests {
-		want[d.ID] = true
-	}
-	if len(dests) == 1 {
-		dest = dests[0].ID
-	}
-	s := streams.Subjects
-	subjects := []string{s.ResultFilter(events.TypePublished, dest, ""), s.ResultFilter(events.TypeFailed, dest, ""), s.ResultFilter(events.TypeCollision, dest, "")}
-	last := map[string][2]*historyEntryJSON{}
-	err := events.ReadResults(ctx, streams.Events, subjects, func(r events.Stored) error {
-		if !want[r.DestinationID] {
-			return nil
-		}
-		e := toHistoryEntry(r.Result)
-		pair := last[r.DestinationID]
-		if r.Type == events.TypePublished {
-			pair[0] = &e
-		} else {
-			pair[1] = &e
-		}
-		last[r.DestinationID] = pair
-		return nil
-	})
-	return last, err
-}
-
 // pipelinesOf lists the configured pipelines that publish to dest.
 func pipelinesOf(cfg *config.Config, dest string) []string {
 	out := []string{}
@@ -321,20 +311,25 @@ func pipelinesOf(cfg *config.Config, dest string) []string {
 }
 
 func (a *app) printStatus(s statusJSON) {
+	now := a.clock()
 	for i, d := range s.Destinations {
 		if i > 0 {
 			fmt.Fprintln(a.stdout)
 		}
-		a.printDestStatus(d, s.NATS)
+		a.printDestStatus(d, s.NATS, now)
+	}
+	if f := s.FailuresWithoutDestination; f != nil {
+		a.printWithoutDestination(*f, now)
 	}
 	if s.NATS.Error != "" {
 		fmt.Fprintf(a.stdout, "\nNATS: %s\n", s.NATS.Error)
 	}
 }
 
-func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
+func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON, now time.Time) {
 	w := a.stdout
 	fmt.Fprintf(w, "%s (%s, %s, %s)\n", d.DestinationID, a.showRoot(d.Root), d.Backend, d.Workflow)
+	fmt.Fprintf(w, "  health: %s\n", healthText(d, n.Known, now))
 	if d.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", d.Error)
 	}
@@ -363,11 +358,7 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
 	}
 	fmt.Fprintf(w, "  pending recovery: %s\n", recoveryText(d.PendingRecovery))
 	if lo := d.Leftovers; lo != nil {
-		if lo.Count == 0 {
-			fmt.Fprintf(w, "  leftovers: none\n")
-		} else {
-			fmt.Fprintf(w, "  leftovers: %d of interrupted writes, %d bytes, oldest from %s: reconcile-state removes them\n", lo.Count, lo.Bytes, catalog.FormatTime(*lo.Oldest))
-		}
+		fmt.Fprintf(w, "  leftovers: %s\n", leftoversText(*lo))
 	}
 	printLease(w, d.Lease, n.Known)
 	if !n.Known {
@@ -375,7 +366,42 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON) {
 		return
 	}
 	printLast(w, "last published", d.LastPublished)
-	printLast(w, "last failure", d.LastFailure)
+	failure := lastText(d.LastFailure)
+	if d.Summary.LastFailureStale {
+		failure += " (older than the last publication)"
+	}
+	fmt.Fprintf(w, "  last failure: %s\n", failure)
+}
+
+// leftoversText says what interrupted writes left in a root: those older
+// than the leftover age, and how many younger ones may still be in use.
+func leftoversText(lo engine.LeftoverReport) string {
+	s := "none"
+	if lo.Count > 0 {
+		s = fmt.Sprintf("%d of interrupted writes, %d bytes, oldest from %s: reconcile-state removes them", lo.Count, lo.Bytes, catalog.FormatTime(*lo.Oldest))
+	}
+	if lo.Recent > 0 {
+		if lo.Count == 0 {
+			s = "none older than " + shortDuration(engine.DefaultLeftoverAge)
+		}
+		s += fmt.Sprintf("; %d younger than %s, may be in use", lo.Recent, shortDuration(engine.DefaultLeftoverAge))
+	}
+	return s
+}
+
+// shortDuration is d without its zero minutes and seconds ("1h").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	return strings.TrimSuffix(s, "0m")
+}
+
+func (a *app) printWithoutDestination(f withoutDestinationJSON, now time.Time) {
+	w := a.stdout
+	fmt.Fprintf(w, "\nfailures without a destination: %d in the events stream\n", f.Count)
+	for _, e := range f.Recent {
+		fmt.Fprintf(w, "  %s (%s)\n", lastText(&e), ago(e.Time, now))
+	}
 }
 
 // otherOwnersText lists the owners of other destinations in the root, or

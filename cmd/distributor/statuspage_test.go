@@ -62,16 +62,16 @@ func TestServeStatusPage(t *testing.T) {
 	for _, want := range []string{
 		"<td>p.one</td><td>" + escapedID + "</td>",
 		service.ShortDigest(digest) + "</code>",
-		"<dt>last published</dt><dd>",
+		"<dt>last published</dt><dd class=\"wide\">",
 		"from " + html.EscapeString(b1) + ": 2 written, 0 deleted, 0 unchanged",
-		"<dt>last failure</dt><dd>none in the events stream</dd>",
+		"<dt>last failure</dt><dd class=\"wide\">none in the events stream</dd>",
 	} {
 		if !strings.Contains(d1, want) {
 			t.Errorf("d1 on the status page lacks %q:\n%s", want, d1)
 		}
 	}
 	d3 := section(t, page, "d3")
-	for _, want := range []string{"none yet (nothing published)", "<dt>last failure</dt><dd class=\"err\">", "/&lt;b&gt;bad&lt;/b&gt;", "failed: content_mismatch"} {
+	for _, want := range []string{"none yet (nothing published)", "<dt>last failure</dt><dd class=\"wide err\">", "/&lt;b&gt;bad&lt;/b&gt;", "failed: content_mismatch"} {
 		if !strings.Contains(d3, want) {
 			t.Errorf("d3 on the status page lacks %q:\n%s", want, d3)
 		}

@@ -20,6 +20,9 @@ const (
 	// DefaultCheckEvery is Options.CheckEvery's default.
 	DefaultCheckEvery = 10 * time.Second
 
+	// minCheckGap is the least time between two look-ups.
+	minCheckGap = time.Second
+
 	// checkTimeout bounds one look-up of the durable, streams and bucket:
 	// short, as a request sent just before a disconnection gets no answer
 	// and the pull after the reconnection reports trouble again.
@@ -65,6 +68,7 @@ type consumeFunc func(jetstream.Consumer) (jetstream.ConsumeContext, error)
 func (c *Consumer) watch(ctx context.Context, cc jetstream.ConsumeContext, consume consumeFunc, trouble <-chan struct{}) jetstream.ConsumeContext {
 	t := time.NewTicker(c.opts.CheckEvery)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -72,6 +76,17 @@ func (c *Consumer) watch(ctx context.Context, cc jetstream.ConsumeContext, consu
 		case <-trouble:
 		case <-t.C:
 		}
+
+		// Consuming may report trouble many times a second: one look-up
+		// per minCheckGap at most.
+		if wait := time.Until(last.Add(minCheckGap)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return cc
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
 
 		// Disconnected, a look-up waits its whole timeout; the first pull
 		// after the reconnection reports the trouble again.

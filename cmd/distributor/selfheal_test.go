@@ -124,11 +124,12 @@ func TestServeRecreatesWhatARestartedNATSLost(t *testing.T) {
 }
 
 // TestServeRecreatesADeletedLeaseBucket: a lease acquisition that finds
-// the lease bucket gone recreates it and publishes at once.
+// the lease bucket gone recreates it and publishes at once, rather than
+// failing the delivery until the bucket is back.
 func TestServeRecreatesADeletedLeaseBucket(t *testing.T) {
 	t.Parallel()
 	e := newNATSEnv(t)
-	startServe(t, e.cfg)
+	s := startServe(t, e.cfg)
 	js := e.nats.JetStream(t)
 	bucket := events.Subjects{}.LeaseBucket()
 	if err := js.DeleteKeyValue(context.Background(), bucket); err != nil {
@@ -136,14 +137,16 @@ func TestServeRecreatesADeletedLeaseBucket(t *testing.T) {
 	}
 	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
 	start := time.Now()
-	if code, stdout, stderr := e.cmd(t, "publish", "--wait", "--timeout", "20s", "--pipeline", "p.two", "--bundle", b1); code != 0 {
-		t.Fatalf("publish without the lease bucket: exit %d\n%s%s", code, stdout, stderr)
-	}
+	id := announcePlain(t, js, "p.two", b1)
+	waitPublished(t, js, id, "d3", "p.two", 20*time.Second)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("published after %s, want at once (no redelivery back-off)", took)
 	}
 	if _, err := js.KeyValue(context.Background(), bucket); err != nil {
 		t.Errorf("lease bucket after the publication: %v", err)
+	}
+	if got := strings.Count(s.stderr.String(), "key-value bucket "+bucket+" does not exist on NATS"); got != 1 {
+		t.Errorf("%d lines announcing the recreation of the bucket, want 1:\n%s", got, s.stderr.String())
 	}
 }
 

@@ -305,7 +305,10 @@ type restoringLocker struct {
 	setUp     func(context.Context) error
 	recreated func()
 	log       zerolog.Logger
-	mu        sync.Mutex
+
+	mu sync.Mutex
+	// failing: the last recreation failed; the incident was logged.
+	failing bool
 }
 
 // Acquire implements lease.Locker.
@@ -334,12 +337,18 @@ func (l *restoringLocker) restore(ctx context.Context) bool {
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return err == nil
 	}
-	l.log.Warn().Str("missing", "key-value bucket "+l.bucket).
-		Msgf("key-value bucket %s does not exist on NATS (a server restarted without its store, or it was deleted); recreating it", l.bucket)
+	if !l.failing {
+		l.log.Warn().Str("missing", "key-value bucket "+l.bucket).
+			Msgf("key-value bucket %s does not exist on NATS (a server restarted without its store, or it was deleted); recreating it", l.bucket)
+	}
 	if err := l.setUp(ctx); err != nil {
-		l.log.Warn().Err(err).Str("missing", "key-value bucket "+l.bucket).Msg("could not recreate the lease bucket; the publication is retried")
+		if !l.failing {
+			l.log.Warn().Err(err).Str("missing", "key-value bucket "+l.bucket).Msg("could not recreate the lease bucket; publications are retried")
+		}
+		l.failing = true
 		return false
 	}
+	l.failing = false
 	l.recreated()
 	l.log.Info().Str("missing", "key-value bucket "+l.bucket).Msgf("recreated key-value bucket %s", l.bucket)
 	return true

@@ -80,6 +80,17 @@ type Options struct {
 
 	// Observer, when set, is told what happens (serve's metrics).
 	Observer Observer
+
+	// SetUp, when set, creates the streams and the lease bucket that are
+	// missing (serve's events.Setup). Run runs it, then Durable, whenever
+	// it finds one of them or the durable gone from NATS; without it only
+	// the durable is recreated.
+	SetUp func(ctx context.Context) error
+
+	// CheckEvery is how often Run looks its durable, streams and bucket up
+	// besides whenever consuming reports trouble (default
+	// DefaultCheckEvery).
+	CheckEvery time.Duration
 }
 
 // Observer is told what the consumer does. It keeps the consumer free of
@@ -93,6 +104,10 @@ type Observer interface {
 
 	// Observe reports what one destination of an event came to.
 	Observe(o Observation)
+
+	// Recreated reports that what NATS lacked (the durable, a stream, the
+	// lease bucket) was created again.
+	Recreated()
 }
 
 // Observation is the outcome of one destination of an event.
@@ -137,6 +152,7 @@ type nopObserver struct{}
 func (nopObserver) EventStarted(int)    {}
 func (nopObserver) EventDone()          {}
 func (nopObserver) Observe(Observation) {}
+func (nopObserver) Recreated()          {}
 
 func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
@@ -163,6 +179,9 @@ func (o Options) withDefaults() Options {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = DefaultCheckEvery
+	}
 	return o
 }
 
@@ -183,6 +202,9 @@ type Consumer struct {
 	// durable is the durable consumer Durable set up last: Run consumes
 	// from it rather than asking a busy cluster again.
 	durable atomic.Pointer[jetstream.Consumer]
+
+	// restoring says what Run is recreating; nil while it consumes.
+	restoring atomic.Pointer[string]
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
@@ -232,25 +254,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 	}
 
-	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
-	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
-	// The callback sees messages in delivery order: the event takes its
-	// places in its roots' lines there, before any worker runs it.
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		d := c.deliver(msg)
-		select {
-		case work <- d:
-		case <-ctx.Done():
-			// Delivered while stopping, or still waiting for a worker when
-			// the stop came (the stop waits for this callback to return
-			// before the workers may quit): another consumer (or the
-			// restart) takes it at once.
-			d.places.Release(workCtx)
-			_ = msg.Nak()
-		}
-	}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		c.opts.Log.Debug().Err(err).Msg("consume")
-	}))
+	// An error of consuming makes watch look the durable up.
+	trouble := make(chan struct{}, 1)
+	consume := c.consumer(ctx, workCtx, work, trouble)
+	cc, err := consume(cons)
 	if err != nil {
 		close(quit)
 		wg.Wait()
@@ -258,7 +265,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int64("max_deliver", c.maxDeliver.Load()).
 		Msg("consuming bundle-ready events")
-	<-ctx.Done()
+	cc = c.watch(ctx, cc, consume, trouble)
 	cc.Stop()
 	<-cc.Closed()
 
@@ -274,6 +281,36 @@ func (c *Consumer) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// consumer returns what consumes from a durable: its callback hands each
+// message to a worker (work) and each error of consuming to trouble.
+func (c *Consumer) consumer(ctx, workCtx context.Context, work chan<- delivery, trouble chan<- struct{}) consumeFunc {
+	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
+	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
+	// The callback sees messages in delivery order: the event takes its
+	// places in its roots' lines there, before any worker runs it.
+	return func(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
+		return cons.Consume(func(msg jetstream.Msg) {
+			d := c.deliver(msg)
+			select {
+			case work <- d:
+			case <-ctx.Done():
+				// Delivered while stopping, or still waiting for a worker when
+				// the stop came (the stop waits for this callback to return
+				// before the workers may quit): another consumer (or the
+				// restart) takes it at once.
+				d.places.Release(workCtx)
+				_ = msg.Nak()
+			}
+		}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			c.opts.Log.Debug().Err(err).Msg("consume")
+			select {
+			case trouble <- struct{}{}:
+			default:
+			}
+		}))
+	}
 }
 
 // outcome is what happened to one destination of an event.

@@ -108,6 +108,8 @@ func (r *recorder) EventDone() {
 	r.inFlight--
 }
 
+func (*recorder) Recreated() {}
+
 func (r *recorder) Observe(o consumer.Observation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

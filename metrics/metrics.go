@@ -35,6 +35,7 @@ type Metrics struct {
 	leasesLost   prometheus.Counter
 	redeliveries prometheus.Counter
 	inFlight     prometheus.Gauge
+	recreated    prometheus.Counter
 }
 
 var _ consumer.Observer = (*Metrics)(nil)
@@ -94,12 +95,16 @@ func New(destinations []string) *Metrics {
 			Name: "distributor_events_in_flight",
 			Help: "Bundle-ready events being handled now.",
 		}),
+		recreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "distributor_jetstream_recreated_total",
+			Help: "Times serve found its durable consumer, a stream or the lease bucket gone from NATS and created them again.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.publications, m.failures, m.retries, m.duration, m.outputs, m.bytes, m.lastSuccess,
-		m.leaseWait, m.leasesLost, m.redeliveries, m.inFlight,
+		m.leaseWait, m.leasesLost, m.redeliveries, m.inFlight, m.recreated,
 	)
 
 	// The outcomes of distributor_publications_total and the actions of
@@ -137,6 +142,9 @@ func (m *Metrics) EventStarted(attempt int) {
 
 // EventDone implements consumer.Observer.
 func (m *Metrics) EventDone() { m.inFlight.Dec() }
+
+// Recreated implements consumer.Observer.
+func (m *Metrics) Recreated() { m.recreated.Inc() }
 
 // Observe implements consumer.Observer.
 func (m *Metrics) Observe(o consumer.Observation) {

@@ -39,6 +39,7 @@ func TestObserve(t *testing.T) {
 	m.Observe(consumer.Observation{Destination: "site", Type: events.TypeFailed, Reason: events.ReasonMaxDeliveries, Duration: time.Second})
 	m.Observe(consumer.Observation{Type: events.TypeFailed, Reason: events.ReasonUnknownPipeline})
 	m.LeaseWaited(20 * time.Millisecond)
+	m.Recreated()
 
 	want := `
 # HELP distributor_events_in_flight Bundle-ready events being handled now.
@@ -48,6 +49,9 @@ distributor_events_in_flight 1
 # TYPE distributor_failures_total counter
 distributor_failures_total{destination="",reason="unknown_pipeline"} 1
 distributor_failures_total{destination="site",reason="max_deliveries"} 1
+# HELP distributor_jetstream_recreated_total Times serve found its durable consumer, a stream or the lease bucket gone from NATS and created them again.
+# TYPE distributor_jetstream_recreated_total counter
+distributor_jetstream_recreated_total 1
 # HELP distributor_leases_lost_total Publications stopped because their root's lease was lost.
 # TYPE distributor_leases_lost_total counter
 distributor_leases_lost_total 1
@@ -84,7 +88,7 @@ distributor_retries_total{destination="site"} 0
 distributor_written_bytes_total{destination="archive"} 15
 distributor_written_bytes_total{destination="site"} 0
 `
-	names := []string{"distributor_events_in_flight", "distributor_failures_total", "distributor_leases_lost_total",
+	names := []string{"distributor_events_in_flight", "distributor_failures_total", "distributor_jetstream_recreated_total", "distributor_leases_lost_total",
 		"distributor_outputs_total", "distributor_publications_total", "distributor_redeliveries_total",
 		"distributor_retries_total", "distributor_written_bytes_total"}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {

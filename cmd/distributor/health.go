@@ -51,7 +51,7 @@ func (a *app) healthCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&addr, "addr", config.DefaultHTTPListen, "serve's HTTP address; without it, http.listen of --config when that file exists. A wildcard host (0.0.0.0, ::, none) is probed on loopback")
 	cmd.Flags().StringVar(&path, "path", "/healthz", "path to GET: /healthz (alive), /readyz (ready for work) or /metrics")
-	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz: NATS connected, streams reachable, not draining")
+	cmd.Flags().BoolVar(&ready, "ready", false, "probe /readyz: NATS connected, streams, lease bucket and durable consumer reachable, not draining")
 	cmd.Flags().Var(&timeout, "timeout", "how long to wait for the answer, e.g. 3s")
 	return cmd
 }

@@ -26,19 +26,24 @@ const readyCheckTimeout = 2 * time.Second
 const consumerRefreshEvery = 2 * time.Second
 
 // readiness is what /readyz reports: connecting, ready while the NATS
-// connection, both streams and the lease bucket answer, draining once the
-// shutdown signal came.
+// connection, both streams, the lease bucket and the durable consumer
+// answer and nothing is being recreated, draining once the shutdown
+// signal came.
 type readiness struct {
 	mu       sync.Mutex
 	nc       *nats.Conn
 	streams  *events.Streams
 	draining bool
+
+	// restoring says what serve is recreating ("" when nothing):
+	// consumer.Consumer.Restoring.
+	restoring func() string
 }
 
-func (r *readiness) connected(nc *nats.Conn, s *events.Streams) {
+func (r *readiness) connected(nc *nats.Conn, s *events.Streams, restoring func() string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nc, r.streams = nc, s
+	r.nc, r.streams, r.restoring = nc, s, restoring
 }
 
 func (r *readiness) drain() {
@@ -50,7 +55,7 @@ func (r *readiness) drain() {
 // check returns "" when ready, else one line saying why not.
 func (r *readiness) check(ctx context.Context) string {
 	r.mu.Lock()
-	nc, s, draining := r.nc, r.streams, r.draining
+	nc, s, draining, restoring := r.nc, r.streams, r.draining, r.restoring
 	r.mu.Unlock()
 	switch {
 	case draining:
@@ -59,6 +64,11 @@ func (r *readiness) check(ctx context.Context) string {
 		return "connecting to NATS"
 	case !nc.IsConnected():
 		return "NATS connection is " + nc.Status().String()
+	}
+	if restoring != nil {
+		if what := restoring(); what != "" {
+			return what
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
 	defer cancel()
@@ -70,6 +80,24 @@ func (r *readiness) check(ctx context.Context) string {
 	}
 	if _, err := s.Leases.Status(ctx); err != nil {
 		return fmt.Sprintf("key-value bucket %s unreachable: %v", s.Subjects.LeaseBucket(), err)
+	}
+	return consumable(ctx, s)
+}
+
+// consumable returns "" when the durable consumer exists and is not
+// paused, else one line saying why not.
+func consumable(ctx context.Context, s *events.Streams) string {
+	name := fmt.Sprintf("consumer %s on stream %s", s.Subjects.Durable(), s.Subjects.BundlesStream())
+	c, err := s.Bundles.Consumer(ctx, s.Subjects.Durable())
+	if err != nil {
+		return fmt.Sprintf("%s unreachable: %v", name, err)
+	}
+	if info := c.CachedInfo(); info.Paused {
+		until := "resumed"
+		if info.Config.PauseUntil != nil {
+			until = info.Config.PauseUntil.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("%s is paused until %s", name, until)
 	}
 	return ""
 }

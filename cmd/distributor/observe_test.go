@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/metrics"
 	"github.com/distributor/distributor/natsserver"
@@ -229,7 +231,30 @@ func TestReadyz(t *testing.T) {
 	url := srv.URL + "/readyz"
 
 	expectGet(t, url, http.StatusServiceUnavailable, "connecting to NATS\n")
-	ready.connected(n.Conn(t), streams)
+	restoring := ""
+	ready.connected(n.Conn(t), streams, func() string { return restoring })
+
+	// The durable must exist and take deliveries.
+	expectGet(t, url, http.StatusServiceUnavailable, "consumer distributor-publisher on stream DISTRIBUTOR_BUNDLES unreachable: nats: API error: code=404 err_code=10014 description=consumer not found\n")
+	durable := jetstream.ConsumerConfig{Durable: streams.Subjects.Durable(), AckPolicy: jetstream.AckExplicitPolicy}
+	if _, err := js.CreateConsumer(ctx, streams.Subjects.BundlesStream(), durable); err != nil {
+		t.Fatal(err)
+	}
+	expectGet(t, url, http.StatusOK, "ready\n")
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := js.PauseConsumer(ctx, streams.Subjects.BundlesStream(), durable.Durable, until); err != nil {
+		t.Fatal(err)
+	}
+	expectGet(t, url, http.StatusServiceUnavailable, "consumer distributor-publisher on stream DISTRIBUTOR_BUNDLES is paused until "+until.Format(time.RFC3339)+"\n")
+	if _, err := js.ResumeConsumer(ctx, streams.Subjects.BundlesStream(), durable.Durable); err != nil {
+		t.Fatal(err)
+	}
+	expectGet(t, url, http.StatusOK, "ready\n")
+
+	// While serve recreates what NATS lacks, it says so.
+	restoring = "consumer distributor-publisher on stream DISTRIBUTOR_BUNDLES does not exist on NATS; recreating"
+	expectGet(t, url, http.StatusServiceUnavailable, restoring+"\n")
+	restoring = ""
 	expectGet(t, url, http.StatusOK, "ready\n")
 	if err := js.DeleteKeyValue(ctx, streams.Subjects.LeaseBucket()); err != nil {
 		t.Fatal(err)

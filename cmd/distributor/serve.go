@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/metrics"
 	"github.com/distributor/distributor/natsserver"
 	"github.com/distributor/distributor/service"
@@ -106,7 +109,12 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	opts.Observer = m
 	var c *consumer.Consumer
 	if err == nil {
-		c = consumer.New(js, streams.Subjects, a.serveService(cfg, js, streams, m), opts)
+		// What start set up, serve sets up again whenever NATS lacks it.
+		opts.SetUp = func(ctx context.Context) error {
+			_, _, err := setupStreams(ctx, nc, cfg, a.log)
+			return err
+		}
+		c = consumer.New(js, streams.Subjects, a.serveService(cfg, js, streams, m, opts.SetUp), opts)
 		err = a.waitForJetStream(ctx, timeout, "durable consumer set up", func(ctx context.Context) error {
 			_, err := c.Durable(ctx)
 			return err
@@ -119,7 +127,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	if err != nil {
 		return err
 	}
-	ready.connected(nc, streams)
+	ready.connected(nc, streams, c.Restoring)
 	return a.runUntilStopped(ctx, c, ready)
 }
 
@@ -269,16 +277,81 @@ func (a *app) serveNATS(ctx context.Context, cfg *config.Config, so serveOptions
 	return nc, err
 }
 
-// serveService is serve's publication service, fenced by both leases.
-func (a *app) serveService(cfg *config.Config, js jetstream.JetStream, streams *events.Streams, m *metrics.Metrics) *service.Service {
+// serveService is serve's publication service, fenced by both leases;
+// setUp recreates the lease bucket when an acquisition finds it gone.
+func (a *app) serveService(cfg *config.Config, js jetstream.JetStream, streams *events.Streams, m *metrics.Metrics, setUp func(context.Context) error) *service.Service {
+	locker := &restoringLocker{Locker: serveLocker(js, streams, "serve", a.log), js: js, bucket: streams.Subjects.LeaseBucket(),
+		setUp: setUp, recreated: m.Recreated, log: a.log}
+
 	// Another process's publication on the same root is usually short:
 	// wait for it rather than failing the delivery.
-	svc := a.newService(cfg, a.log, serveLocker(js, streams, "serve", a.log), 15*time.Second)
+	svc := a.newService(cfg, a.log, locker, 15*time.Second)
 	svc.LeaseWaited = m.LeaseWaited
 
 	// Events queued for one root share its lease (within bounds).
 	svc.HandOver = service.DefaultHandOver
 	return svc
+}
+
+// restoringLocker recreates the lease bucket when an acquisition fails
+// because it is gone (a NATS server restarted without its store), with
+// the set-up serve runs at start, and acquires once more. One
+// acquisition at a time looks the bucket up and recreates it; the others
+// wait and find it back.
+type restoringLocker struct {
+	lease.Locker
+	js        jetstream.JetStream
+	bucket    string
+	setUp     func(context.Context) error
+	recreated func()
+	log       zerolog.Logger
+
+	mu sync.Mutex
+	// failing: the last recreation failed; the incident was logged.
+	failing bool
+}
+
+// Acquire implements lease.Locker.
+func (l *restoringLocker) Acquire(ctx context.Context, root lease.Root) (lease.Lease, error) {
+	ls, err := l.Locker.Acquire(ctx, root)
+	if err == nil || !unanswered(err) || ctx.Err() != nil || !l.restore(ctx) {
+		return ls, err
+	}
+	return l.Locker.Acquire(ctx, root)
+}
+
+// unanswered reports whether err says that no stream answered a write or
+// a look-up of the bucket: the bucket may be gone.
+func unanswered(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound)
+}
+
+// restore recreates the bucket when NATS says it does not exist, and
+// reports whether it is there now (recreated here, or by another
+// acquisition or process meanwhile).
+func (l *restoringLocker) restore(ctx context.Context) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.js.KeyValue(ctx, l.bucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return err == nil
+	}
+	if !l.failing {
+		l.log.Warn().Str("missing", "key-value bucket "+l.bucket).
+			Msgf("key-value bucket %s does not exist on NATS (a server restarted without its store, or it was deleted); recreating it", l.bucket)
+	}
+	if err := l.setUp(ctx); err != nil {
+		if !l.failing {
+			l.log.Warn().Err(err).Str("missing", "key-value bucket "+l.bucket).Msg("could not recreate the lease bucket; publications are retried")
+		}
+		l.failing = true
+		return false
+	}
+	l.failing = false
+	l.recreated()
+	l.log.Info().Str("missing", "key-value bucket "+l.bucket).Msgf("recreated key-value bucket %s", l.bucket)
+	return true
 }
 
 // runUntilStopped runs the consumer until ctx ends and in-flight work

@@ -432,7 +432,11 @@ func (e *Engine) workersFor(n int) int {
 }
 
 // commit writes next as the root's catalog if the catalog is still at
-// version (a compare-and-swap) and the lease holds.
+// version (a compare-and-swap) and the lease holds: confirmed with the
+// lease's store right before the swap (lease.Lease.Confirm), so a holder
+// whose lease was broken or taken while it was paused commits nothing,
+// its recovery's commits included. A commit that passes the confirmation
+// and is then delayed past a newer holder's commit loses its swap.
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
 	pc := root.PrepareCatalog(ctx, next, 0)
 	defer pc.Close()
@@ -441,7 +445,7 @@ func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease
 
 // commitPending commits a catalog PrepareCatalog began, as commit does.
 func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, pc storage.PendingCatalog, version storage.Version) error {
-	if err := l.Err(); err != nil {
+	if err := l.Confirm(ctx); err != nil {
 		return err
 	}
 	_, err := pc.Commit(ctx, version)

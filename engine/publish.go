@@ -297,7 +297,7 @@ func (r *publication) writeIntent(ctx context.Context) error {
 	}
 	var err error
 	r.intent, err = putIntent(ctx, r.root, r.l, intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
-		Writes: records, Deletes: r.deletes, Reported: r.carried})
+		Writes: records, Deletes: r.deletes, Reported: r.carried, Source: r.pub.Source, AllowOlder: r.pub.AllowOlder})
 	return err
 }
 
@@ -312,8 +312,7 @@ func (r *publication) makeRoom(ctx context.Context) error {
 	}
 	if err := r.root.Delete(ctx, r.displaced...); err != nil {
 		// Some may be gone: drop their records like after a failed write.
-		r.rollForward(ctx, "delete")
-		return fmt.Errorf("delete in %s: %w", r.root, err)
+		return r.rollForward(ctx, "delete", fmt.Errorf("delete in %s: %w", r.root, err))
 	}
 	r.res.Deleted = append(r.res.Deleted, r.displaced...)
 	return nil
@@ -334,8 +333,7 @@ func (r *publication) write(ctx context.Context) error {
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
 		// The intent stays: a retry of this event reports these writes.
-		r.rollForward(ctx, "write")
-		return err
+		return r.rollForward(ctx, "write", err)
 	}
 	return nil
 }
@@ -441,12 +439,25 @@ func (r *publication) flushes() bool {
 	return len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0
 }
 
-// rollForward records what landed before a failed step (op), keeping the
-// intent for the retry of this event.
-func (r *publication) rollForward(ctx context.Context, op string) {
-	if _, err := r.e.recover(context.WithoutCancel(ctx), r.root, r.l, false); err != nil {
+// rollForward records what landed before a step (op) failed with failed,
+// keeping the intent for the retry of this event, and returns the error
+// the run ends with. A failed write is often how a holder paused past its
+// lease first meets a newer holder's work (a lost condition), so the lease
+// is confirmed with its store: when it is lost, that is the run's error.
+func (r *publication) rollForward(ctx context.Context, op string, failed error) error {
+	ctx = context.WithoutCancel(ctx)
+	_, err := r.e.recover(ctx, r.root, r.l, false)
+	if err == nil && !errors.Is(failed, lease.ErrLost) {
+		err = r.l.Confirm(ctx)
+	}
+	switch {
+	case errors.Is(failed, lease.ErrLost):
+	case errors.Is(err, lease.ErrLost):
+		return fmt.Errorf("%w; the %s that failed: %v", err, op, failed)
+	case err != nil:
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
 	}
+	return failed
 }
 
 func (r *publication) closeCatalog() {

@@ -433,19 +433,35 @@ func (e *Engine) workersFor(n int) int {
 
 // commit writes next as the root's catalog if the catalog is still at
 // version (a compare-and-swap) and the lease holds: confirmed with the
-// lease's store right before the swap (lease.Lease.Confirm), so a holder
+// lease's store before the swap (lease.Lease.Confirm), so a holder
 // whose lease was broken or taken while it was paused commits nothing,
-// its recovery's commits included. A commit that passes the confirmation
-// and is then delayed past a newer holder's commit loses its swap.
+// its recovery's commits included.
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
 	pc := root.PrepareCatalog(ctx, next, 0)
 	defer pc.Close()
-	return commitPending(ctx, root, l, pc, version)
+	return commitPending(ctx, root, l, confirming(ctx, l), pc, version)
 }
 
-// commitPending commits a catalog PrepareCatalog began, as commit does.
-func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, pc storage.PendingCatalog, version storage.Version) error {
-	if err := l.Confirm(ctx); err != nil {
+// confirming starts l.Confirm in the background and returns its wait: a
+// publication confirms while it writes, off its critical path. What the
+// fence needs is a confirmation after the catalog that the commit swaps
+// against was read: then a newer holder took the root after that read,
+// and any commit of its makes this one's swap fail. Earlier than that
+// read (a recovery reads the catalog a newer holder committed) it proves
+// nothing.
+func confirming(ctx context.Context, l lease.Lease) (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- l.Confirm(ctx) }()
+	return sync.OnceValue(func() error { return <-done })
+}
+
+// commitPending commits a catalog PrepareCatalog began, as commit does,
+// once confirmed (confirming l) says the lease holds and l still does.
+func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, confirmed func() error, pc storage.PendingCatalog, version storage.Version) error {
+	if err := confirmed(); err != nil {
+		return err
+	}
+	if err := l.Err(); err != nil {
 		return err
 	}
 	_, err := pc.Commit(ctx, version)

@@ -41,8 +41,10 @@ type publication struct {
 	content   map[string][]byte
 	stg       *staged
 
-	// cat is the next catalog, prepared while the outputs are written.
-	cat storage.PendingCatalog
+	// cat is the next catalog, prepared while the outputs are written,
+	// and confirmed the lease's confirmation for its commit (confirming).
+	cat       storage.PendingCatalog
+	confirmed func() error
 
 	// open, when set, completes pub: its bundle is still being opened
 	// (Engine.PublishOpening). Nil once waited for.
@@ -151,6 +153,7 @@ func (r *publication) run(ctx context.Context) error {
 	r.displaced = p.Displaced()
 	defer r.closeStage()
 	defer r.closeCatalog()
+	defer r.awaitConfirmed() // nothing outlives the run
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -323,8 +326,11 @@ func (r *publication) write(ctx context.Context) error {
 	startItems(ctx, "writing", r.writes, nil)
 
 	// The backend writes the next catalog beside the outputs as it sees
-	// fit (see storage.Backend.PrepareCatalog).
+	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
+	// for its commit beside them too: after the plan read the catalog the
+	// commit swaps against, which is all the fence needs (see confirming).
 	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
+	r.confirmed = confirming(ctx, r.l)
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
@@ -375,7 +381,7 @@ func (r *publication) finish(ctx context.Context) error {
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
 	r.reportUpdated()
-	if err := commitPending(ctx, r.root, r.l, r.cat, r.pl.st.version); err != nil {
+	if err := commitPending(ctx, r.root, r.l, r.confirmed, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
 
@@ -458,6 +464,12 @@ func (r *publication) rollForward(ctx context.Context, op string, failed error) 
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
 	}
 	return failed
+}
+
+func (r *publication) awaitConfirmed() {
+	if r.confirmed != nil {
+		_ = r.confirmed()
+	}
 }
 
 func (r *publication) closeCatalog() {

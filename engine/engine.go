@@ -469,6 +469,11 @@ func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, con
 	case errors.Is(err, catalog.ErrInvalid):
 		return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
 	case errors.Is(err, storage.ErrConflict):
+		// Often how a holder paused past its lease meets a newer one:
+		// then the lost lease is what it reports.
+		if cerr := l.Confirm(context.WithoutCancel(ctx)); errors.Is(cerr, lease.ErrLost) {
+			return fmt.Errorf("%w (%w: %s)", cerr, ErrCatalogRace, root)
+		}
 		return fmt.Errorf("%w: %s", ErrCatalogRace, root)
 	case err != nil:
 		return fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)

@@ -18,21 +18,33 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// intentPausing holds the first WriteIntent until resumed: a holder paused
-// after planning and staging its writes, before anything is visible.
-type intentPausing struct {
+// stepPausing holds the first WriteIntent (atIntent) or the first Sync
+// until resumed: a holder paused after planning and staging its writes,
+// before anything is visible, or with its writes landed, right before
+// its commit.
+type stepPausing struct {
 	storage.Backend
+	atIntent        bool
 	reached, resume chan struct{}
 	paused          bool
 }
 
-func (p *intentPausing) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
-	if !p.paused {
+func (p *stepPausing) pause(here bool) {
+	if here && !p.paused {
 		p.paused = true
 		close(p.reached)
 		<-p.resume
 	}
+}
+
+func (p *stepPausing) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	p.pause(p.atIntent)
 	return p.Backend.WriteIntent(ctx, data)
+}
+
+func (p *stepPausing) Sync(ctx context.Context) error {
+	p.pause(!p.atIntent)
+	return p.Backend.Sync(ctx)
 }
 
 // unlockVersions are the three versions of the race: v0 published first;
@@ -53,6 +65,16 @@ func unlockVersions() (v0, v1, v2 map[string]string) {
 func TestUnlockedPausedHolderCommitsNothingOverANewerVersion(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		// Paused before its intent, its write of a-kept.txt lands after
+		// v2's commit and is damage; paused before its commit, its writes
+		// landed before v2's run, which rolls its intent forward first.
+		t.Run("before its intent", func(t *testing.T) { unlockedPausedHolder(t, newRoot, true, []string{"a-kept.txt"}) })
+		t.Run("before its commit", func(t *testing.T) { unlockedPausedHolder(t, newRoot, false, nil) })
+	})
+}
+
+func unlockedPausedHolder(t *testing.T, newRoot newRootFunc, atIntent bool, slipped []string) {
+	{
 		ctx := context.Background()
 		h := newHarness(t)
 		plain, base := newRoot(t)
@@ -70,13 +92,13 @@ func TestUnlockedPausedHolderCommitsNothingOverANewerVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer la.Release(ctx)
-		pausing := &intentPausing{Backend: plain, reached: make(chan struct{}), resume: make(chan struct{})}
+		pausing := &stepPausing{Backend: plain, atIntent: atIntent, reached: make(chan struct{}), resume: make(chan struct{})}
 		errA := make(chan error, 1)
 		go func() {
 			_, err := h.fenceHolder(ctx, pausing, la, d, v1Dir, 1)
 			errA <- err
 		}()
-		waitClosed(t, pausing.reached, "holder A's intent")
+		waitClosed(t, pausing.reached, "holder A's pause")
 
 		// The operator breaks A's lock by its id; holder B publishes v2.
 		held, err := lease.ReadLock(ctx, plain, time.Now())
@@ -108,22 +130,22 @@ func TestUnlockedPausedHolderCommitsNothingOverANewerVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantStrings(t, "damaged by holder A's write that slipped through", rep.Damaged, []string{"a-kept.txt"})
+		wantStrings(t, "damaged by holder A's writes that slipped through", rep.Damaged, slipped)
 
-		// The next publication rolls A's intent forward without recording
-		// it over v2, and repairs the byte that slipped through.
+		// The next publication rolls what A left forward without recording
+		// it over v2, and repairs the bytes that slipped through.
 		res, err := h.Publish(t2.Add(time.Minute), pipeA, "site", v2Dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantStrings(t, "written by the next publication", itemPaths(res.Written), []string{"a-kept.txt"})
+		wantStrings(t, "written by the next publication", itemPaths(res.Written), slipped)
 		wantNoRecordOf(t, plain, v1Digest, "after the next publication")
 		wantContents(t, plain, v2)
 		assertDescribesStorage(t, plain)
 		if rep, err := h.verify("site", all); err != nil || !rep.OK() {
 			t.Fatalf("verify after the repair: %+v, %v", rep, err)
 		}
-	})
+	}
 }
 
 // wantNoRecordOf fails when any catalog record names the version whose

@@ -453,15 +453,17 @@ func (r *publication) flushes() bool {
 func (r *publication) rollForward(ctx context.Context, op string, failed error) error {
 	ctx = context.WithoutCancel(ctx)
 	_, err := r.e.recover(ctx, r.root, r.l, false)
-	if err == nil && !errors.Is(failed, lease.ErrLost) {
-		err = r.l.Confirm(ctx)
-	}
-	switch {
-	case errors.Is(failed, lease.ErrLost):
-	case errors.Is(err, lease.ErrLost):
-		return fmt.Errorf("%w; the %s that failed: %v", err, op, failed)
-	case err != nil:
+	if err != nil && !errors.Is(err, lease.ErrLost) {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
+	}
+	if errors.Is(failed, lease.ErrLost) {
+		return failed
+	}
+	if !errors.Is(err, lease.ErrLost) {
+		err = r.l.Confirm(ctx) // a failure to answer leaves failed as the error
+	}
+	if errors.Is(err, lease.ErrLost) {
+		return fmt.Errorf("%w; the %s that failed: %v", err, op, failed)
 	}
 	return failed
 }

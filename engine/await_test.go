@@ -22,6 +22,7 @@ type alwaysHeld struct{}
 func (alwaysHeld) Token() string                 { return "1" }
 func (alwaysHeld) Err() error                    { return nil }
 func (alwaysHeld) Release(context.Context) error { return nil }
+func (alwaysHeld) Confirm(context.Context) error { return nil }
 
 // intentReads counts the reads of a root's intent.
 type intentReads struct {

@@ -269,6 +269,7 @@ type heldLease struct{}
 func (heldLease) Token() string                 { return "1" }
 func (heldLease) Err() error                    { return nil }
 func (heldLease) Release(context.Context) error { return nil }
+func (heldLease) Confirm(context.Context) error { return nil }
 
 var _ lease.Lease = heldLease{}
 

@@ -77,6 +77,15 @@
 // found by the fingerprint index (Fingerprints below) and rewritten by the
 // next publication.
 //
+// No such holder records its writes: every commit, a recovery's included,
+// first confirms the lease with its store (lease.Lease.Confirm), which sees
+// a lease that an operator removed or another holder took while this one
+// was paused, where its clock cannot. Its intent stays for the next
+// holder, whose roll forward never records a write or delete of an older
+// version of a source over a newer version's record for the same owner
+// (supersedes): bytes equal to the newer version's are not the intent's,
+// and different ones are damage for the next publication to rewrite.
+//
 // # Pending reports
 //
 // A publication that fails after some of its writes landed is retried later

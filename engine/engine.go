@@ -438,15 +438,35 @@ func (e *Engine) workersFor(n int) int {
 }
 
 // commit writes next as the root's catalog if the catalog is still at
-// version (a compare-and-swap) and the lease holds.
+// version (a compare-and-swap) and the lease holds: confirmed with the
+// lease's store before the swap (lease.Lease.Confirm), so a holder
+// whose lease was broken or taken while it was paused commits nothing,
+// its recovery's commits included.
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
 	pc := root.PrepareCatalog(ctx, next, 0)
 	defer pc.Close()
-	return commitPending(ctx, root, l, pc, version)
+	return commitPending(ctx, root, l, confirming(ctx, l), pc, version)
 }
 
-// commitPending commits a catalog PrepareCatalog began, as commit does.
-func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, pc storage.PendingCatalog, version storage.Version) error {
+// confirming starts l.Confirm in the background and returns its wait: a
+// publication confirms while it writes, off its critical path. What the
+// fence needs is a confirmation after the catalog that the commit swaps
+// against was read: then a newer holder took the root after that read,
+// and any commit of its makes this one's swap fail. Earlier than that
+// read (a recovery reads the catalog a newer holder committed) it proves
+// nothing.
+func confirming(ctx context.Context, l lease.Lease) (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- l.Confirm(ctx) }()
+	return sync.OnceValue(func() error { return <-done })
+}
+
+// commitPending commits a catalog PrepareCatalog began, as commit does,
+// once confirmed (confirming l) says the lease holds and l still does.
+func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, confirmed func() error, pc storage.PendingCatalog, version storage.Version) error {
+	if err := confirmed(); err != nil {
+		return err
+	}
 	if err := l.Err(); err != nil {
 		return err
 	}
@@ -455,6 +475,11 @@ func commitPending(ctx context.Context, root storage.Backend, l lease.Lease, pc 
 	case errors.Is(err, catalog.ErrInvalid):
 		return fmt.Errorf("engine: refusing to write an invalid catalog: %w", err)
 	case errors.Is(err, storage.ErrConflict):
+		// Often how a holder paused past its lease meets a newer one:
+		// then the lost lease is what it reports.
+		if cerr := l.Confirm(context.WithoutCancel(ctx)); errors.Is(cerr, lease.ErrLost) {
+			return fmt.Errorf("%w (%w: %s)", cerr, ErrCatalogRace, root)
+		}
 		return fmt.Errorf("%w: %s", ErrCatalogRace, root)
 	case err != nil:
 		return fmt.Errorf("commit %s in %s: %w", catalog.FileName, root, err)

@@ -36,6 +36,7 @@ func (l *switchLease) Err() error {
 	return nil
 }
 func (l *switchLease) Release(context.Context) error { return nil }
+func (l *switchLease) Confirm(context.Context) error { return l.Err() }
 func (l *switchLease) lose()                         { l.lost.Store(true) }
 
 // pausingBackend holds the first Put of one path until resumed, as a

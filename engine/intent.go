@@ -36,6 +36,13 @@ type intentDoc struct {
 	// Reported are paths that earlier attempts of the same publication
 	// wrote: only reported by the attempt that finishes, never applied.
 	Reported []string
+
+	// Source is the version the publication writes (zero for maintenance
+	// runs), and AllowOlder says it may replace newer versions of its
+	// source (a roll back): recovery never lets an intent's writes or
+	// deletes replace a newer version's records otherwise.
+	Source     catalog.Source
+	AllowOlder bool
 }
 
 type intentWire struct {
@@ -46,6 +53,8 @@ type intentWire struct {
 	Writes        json.RawMessage `json:"writes,omitempty"`
 	Deletes       []string        `json:"deletes"`
 	Reported      []string        `json:"reported,omitempty"`
+	Source        *catalog.Source `json:"source,omitempty"`
+	AllowOlder    bool            `json:"allow_older,omitempty"`
 }
 
 // putIntent records doc as the root's intent, while the lease holds: from
@@ -129,7 +138,10 @@ var errTornIntent = errors.New("torn intent")
 // validates them once more before anything records them for good.
 func encodeIntent(doc intentDoc) ([]byte, error) {
 	w := intentWire{Version: 1, BundleEventID: doc.EventID, PipelineID: doc.Owner.PipelineID,
-		DestinationID: doc.Owner.DestinationID, Deletes: doc.Deletes, Reported: doc.Reported}
+		DestinationID: doc.Owner.DestinationID, Deletes: doc.Deletes, Reported: doc.Reported, AllowOlder: doc.AllowOlder}
+	if doc.Source.ID != "" {
+		w.Source = &doc.Source
+	}
 	if w.Deletes == nil {
 		w.Deletes = []string{}
 	}
@@ -197,8 +209,12 @@ func decodeIntent(data []byte) (intentDoc, error) {
 	if err != nil {
 		return intentDoc{}, fmt.Errorf("unreadable intent %s: %w", IntentPath, err)
 	}
-	return intentDoc{EventID: w.BundleEventID, Owner: catalog.Owner{PipelineID: w.PipelineID, DestinationID: w.DestinationID},
-		Writes: cat.Outputs, Deletes: w.Deletes, Reported: w.Reported}, nil
+	doc := intentDoc{EventID: w.BundleEventID, Owner: catalog.Owner{PipelineID: w.PipelineID, DestinationID: w.DestinationID},
+		Writes: cat.Outputs, Deletes: w.Deletes, Reported: w.Reported, AllowOlder: w.AllowOlder}
+	if w.Source != nil {
+		doc.Source = *w.Source
+	}
+	return doc, nil
 }
 
 // landed reports whether the object at rec.Path holds exactly rec's bytes.

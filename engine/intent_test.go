@@ -30,6 +30,8 @@ func TestIntentReadsBackAsWritten(t *testing.T) {
 		{"writes", intentDoc{EventID: "ev-2", Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"},
 			Writes: []catalog.Output{rec("a.txt"), odd, rec("z/b.txt")}, Deletes: []string{}, Reported: []string{"r.txt"}}},
 		{"maintenance", intentDoc{Writes: []catalog.Output{rec("a.txt")}, Deletes: []string{"]"}}},
+		{"version", intentDoc{EventID: "ev-4", Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"},
+			Writes: []catalog.Output{rec("a.txt")}, Deletes: []string{}, Source: rec("a.txt").Source, AllowOlder: true}},
 		{"writes out of order", intentDoc{EventID: "ev-3", Writes: []catalog.Output{rec("z/b.txt"), rec("a.txt")}, Deletes: []string{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,4 +67,38 @@ func make64(c byte) []byte {
 		b[i] = c
 	}
 	return b
+}
+
+// A record of a newer version of the intent's source, for the intent's
+// owner, is never replaced by its roll forward (unless it rolls back).
+func TestSupersedes(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	owner := catalog.Owner{PipelineID: "p.x", DestinationID: "site"}
+	v1 := catalog.Source{ID: "src", Digest: "sha256:1", Created: at}
+	v2 := catalog.Source{ID: "src", Digest: "sha256:2", Created: at.Add(time.Minute)}
+	rec := func(o catalog.Owner, v catalog.Source) catalog.Output {
+		return catalog.Output{Path: "a.txt", PipelineID: o.PipelineID, DestinationID: o.DestinationID, Source: v}
+	}
+	other := catalog.Owner{PipelineID: "p.y", DestinationID: "site"}
+	for _, tc := range []struct {
+		name string
+		old  catalog.Output
+		doc  intentDoc
+		v    catalog.Source
+		want bool
+	}{
+		{"newer version of the source", rec(owner, v2), intentDoc{Owner: owner}, v1, true},
+		{"equal created, greater digest", rec(owner, catalog.Source{ID: "src", Digest: "sha256:9", Created: at}), intentDoc{Owner: owner}, v1, true},
+		{"the same version", rec(owner, v1), intentDoc{Owner: owner}, v1, false},
+		{"an older version", rec(owner, v1), intentDoc{Owner: owner}, v2, false},
+		{"a roll back", rec(owner, v2), intentDoc{Owner: owner, AllowOlder: true}, v1, false},
+		{"another owner", rec(other, v2), intentDoc{Owner: owner}, v1, false},
+		{"another source", rec(owner, catalog.Source{ID: "other", Digest: "sha256:2", Created: at.Add(time.Minute)}), intentDoc{Owner: owner}, v1, false},
+		{"maintenance (no version)", rec(owner, v2), intentDoc{}, catalog.Source{}, false},
+	} {
+		if got := supersedes(tc.old, tc.doc, tc.v); got != tc.want {
+			t.Errorf("%s: supersedes = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -261,7 +261,7 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 		return rep, err
 	}
 	rep.PendingRecovery = before.intent != ""
-	named, err := intentPaths(root, intent)
+	inFlight, err := intentNames(root, intent)
 	if err != nil {
 		return rep, err
 	}
@@ -305,14 +305,14 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 				links[link] = true
 				rep.Symlinks = append(rep.Symlinks, link)
 			}
-		case errors.Is(err, storage.ErrNotExist) && named[o.Path]:
+		case errors.Is(err, storage.ErrNotExist) && inFlight(o):
 			rep.InFlight = append(rep.InFlight, o.Path)
 		case errors.Is(err, storage.ErrNotExist):
 			rep.Missing = append(rep.Missing, o.Path)
 		case err != nil:
 			return rep, fmt.Errorf("verify %s in %s: %w", o.Path, root, err)
 		case size == o.Size && sum == o.SHA256:
-		case named[o.Path]:
+		case inFlight(o):
 			rep.InFlight = append(rep.InFlight, o.Path)
 		default:
 			rep.Damaged = append(rep.Damaged, o.Path)
@@ -327,28 +327,34 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 	return rep, nil
 }
 
-// intentPaths returns the paths the intent data (nil: none) names, as
-// writes or deletes. A torn intent names none: no output of it was named
-// before its write returned.
-func intentPaths(root storage.Backend, data []byte) (map[string]bool, error) {
+// intentNames reports whether the intent data (nil: none) names a
+// record's path, as a write or a delete, that its recovery would still
+// apply: not one a newer version of the same source recorded since (see
+// supersedes), whose difference is damage. A torn intent names none: no
+// output of it was named before its write returned.
+func intentNames(root storage.Backend, data []byte) (func(catalog.Output) bool, error) {
+	none := func(catalog.Output) bool { return false }
 	if data == nil {
-		return nil, nil
+		return none, nil
 	}
 	doc, err := decodeIntent(data)
 	if errors.Is(err, errTornIntent) && root.Properties().TornIntents {
-		return nil, nil
+		return none, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, err)
 	}
-	named := make(map[string]bool, len(doc.Writes)+len(doc.Deletes))
+	named := make(map[string]catalog.Source, len(doc.Writes)+len(doc.Deletes))
 	for _, rec := range doc.Writes {
-		named[rec.Path] = true
+		named[rec.Path] = rec.Source
 	}
 	for _, p := range doc.Deletes {
-		named[p] = true
+		named[p] = doc.Source
 	}
-	return named, nil
+	return func(o catalog.Output) bool {
+		v, ok := named[o.Path]
+		return ok && !supersedes(o, doc, v)
+	}, nil
 }
 
 // versions are the catalog's and the intent's versions ("" = absent or

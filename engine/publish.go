@@ -41,8 +41,10 @@ type publication struct {
 	content   map[string][]byte
 	stg       *staged
 
-	// cat is the next catalog, prepared while the outputs are written.
-	cat storage.PendingCatalog
+	// cat is the next catalog, prepared while the outputs are written,
+	// and confirmed the lease's confirmation for its commit (confirming).
+	cat       storage.PendingCatalog
+	confirmed func() error
 
 	// open, when set, completes pub: its bundle is still being opened
 	// (Engine.PublishOpening). Nil once waited for.
@@ -151,6 +153,7 @@ func (r *publication) run(ctx context.Context) error {
 	r.displaced = p.Displaced()
 	defer r.closeStage()
 	defer r.closeCatalog()
+	defer r.awaitConfirmed() // nothing outlives the run
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -297,7 +300,7 @@ func (r *publication) writeIntent(ctx context.Context) error {
 	}
 	var err error
 	r.intent, err = putIntent(ctx, r.root, r.l, intentDoc{EventID: r.pub.BundleEventID, Owner: r.pub.Owner,
-		Writes: records, Deletes: r.deletes, Reported: r.carried})
+		Writes: records, Deletes: r.deletes, Reported: r.carried, Source: r.pub.Source, AllowOlder: r.pub.AllowOlder})
 	return err
 }
 
@@ -312,8 +315,7 @@ func (r *publication) makeRoom(ctx context.Context) error {
 	}
 	if err := r.root.Delete(ctx, r.displaced...); err != nil {
 		// Some may be gone: drop their records like after a failed write.
-		r.rollForward(ctx, "delete")
-		return fmt.Errorf("delete in %s: %w", r.root, err)
+		return r.rollForward(ctx, "delete", fmt.Errorf("delete in %s: %w", r.root, err))
 	}
 	r.res.Deleted = append(r.res.Deleted, r.displaced...)
 	return nil
@@ -324,8 +326,11 @@ func (r *publication) write(ctx context.Context) error {
 	startItems(ctx, "writing", r.writes, nil)
 
 	// The backend writes the next catalog beside the outputs as it sees
-	// fit (see storage.Backend.PrepareCatalog).
+	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
+	// for its commit beside them too: after the plan read the catalog the
+	// commit swaps against, which is all the fence needs (see confirming).
 	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
+	r.confirmed = confirming(ctx, r.l)
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
@@ -334,8 +339,7 @@ func (r *publication) write(ctx context.Context) error {
 		// Deletes are skipped; roll the landed writes forward so the catalog
 		// describes them (and a retry does not collide with them).
 		// The intent stays: a retry of this event reports these writes.
-		r.rollForward(ctx, "write")
-		return err
+		return r.rollForward(ctx, "write", err)
 	}
 	return nil
 }
@@ -377,7 +381,7 @@ func (r *publication) finish(ctx context.Context) error {
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
 	r.reportUpdated()
-	if err := commitPending(ctx, r.root, r.l, r.cat, r.pl.st.version); err != nil {
+	if err := commitPending(ctx, r.root, r.l, r.confirmed, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
 
@@ -441,11 +445,32 @@ func (r *publication) flushes() bool {
 	return len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0
 }
 
-// rollForward records what landed before a failed step (op), keeping the
-// intent for the retry of this event.
-func (r *publication) rollForward(ctx context.Context, op string) {
-	if _, err := r.e.recover(context.WithoutCancel(ctx), r.root, r.l, false); err != nil {
+// rollForward records what landed before a step (op) failed with failed,
+// keeping the intent for the retry of this event, and returns the error
+// the run ends with. A failed write is often how a holder paused past its
+// lease first meets a newer holder's work (a lost condition), so the lease
+// is confirmed with its store: when it is lost, that is the run's error.
+func (r *publication) rollForward(ctx context.Context, op string, failed error) error {
+	ctx = context.WithoutCancel(ctx)
+	_, err := r.e.recover(ctx, r.root, r.l, false)
+	if err != nil && !errors.Is(err, lease.ErrLost) {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msgf("recovery after failed %s did not finish; the next run completes it", op)
+	}
+	if errors.Is(failed, lease.ErrLost) {
+		return failed
+	}
+	if !errors.Is(err, lease.ErrLost) {
+		err = r.l.Confirm(ctx) // a failure to answer leaves failed as the error
+	}
+	if errors.Is(err, lease.ErrLost) {
+		return fmt.Errorf("%w; the %s that failed: %v", err, op, failed)
+	}
+	return failed
+}
+
+func (r *publication) awaitConfirmed() {
+	if r.confirmed != nil {
+		_ = r.confirmed()
 	}
 }
 

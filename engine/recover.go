@@ -7,6 +7,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -98,11 +99,12 @@ func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l 
 		if err != nil {
 			return fmt.Errorf("recover %s in %s: %w", rec.Path, root, err)
 		}
-		if !ok {
+		old, managed := index[rec.Path]
+		if !ok || managed && supersedes(old, doc, rec.Source) {
 			continue
 		}
 		out.landed = append(out.landed, rec.Path)
-		if old, managed := index[rec.Path]; managed && old.SameContent(rec) {
+		if managed && old.SameContent(rec) {
 			continue // recorded by an earlier recovery
 		} else if managed {
 			rec.CreatedAt = old.CreatedAt
@@ -117,7 +119,7 @@ func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l 
 		// deletes run before the writes): still reported. One below a
 		// symlink (planted after the plan) is gone from the root too.
 		if _, err := root.Stat(ctx, p); errors.Is(err, storage.ErrNotExist) || errors.Is(err, storage.ErrSymlink) {
-			if _, managed := index[p]; managed {
+			if old, managed := index[p]; managed && !supersedes(old, doc, doc.Source) {
 				delete(index, p)
 				changed = true
 			}
@@ -145,6 +147,18 @@ func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l 
 		return fmt.Errorf("sync %s: %w", root, err)
 	}
 	return e.commit(ctx, root, l, next, st.version)
+}
+
+// supersedes reports whether the record old is of a newer version of the
+// source v that doc's run publishes, for the same owner: committed by a
+// newer holder after doc was written (its run lost its lease meanwhile).
+// Such a record stays whatever that run's writes or deletes left in
+// storage: bytes equal to the newer version's are the newer holder's own,
+// and other ones are damage that verify reports and the next publication
+// repairs. A roll back (AllowOlder) replaces newer versions by design.
+func supersedes(old catalog.Output, doc intentDoc, v catalog.Source) bool {
+	return !doc.AllowOlder && v.ID != "" && old.PipelineID == doc.Owner.PipelineID && old.DestinationID == doc.Owner.DestinationID &&
+		old.Source.ID == v.ID && planner.Newer(old.Source, v)
 }
 
 // closeIntent ends an earlier run's intent: what it changed is kept for the

@@ -62,8 +62,9 @@ func sortedPaths(items []planner.Item) []string {
 }
 
 // A republish to S3 costs the changed objects' PUTs plus a constant: the
-// lock, the catalog, intent and pending report (the intent written and
-// removed conditionally), the listing (a page per
+// lock (written, read back before the commit, removed), the catalog,
+// intent and pending report (the intent written and removed
+// conditionally), the listing (a page per
 // 1000 objects), one fingerprint shard read and rewritten (the index of a
 // root of 1000 outputs is one shard), the catalog's conditional write.
 func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
@@ -75,6 +76,7 @@ func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
 		"GET " + s3Prefix + engine.IntentPath, "GET " + s3Prefix + ".distributor/reports/…",
 		"GET " + s3Prefix + catalog.FileName, "LIST " + s3Prefix, "LIST " + s3Prefix,
 		"GET " + shard,
+		"GET " + s3Prefix + lease.LockPath,                 // the lease confirmed right before the compare-and-swap
 		"PUT " + s3Prefix + catalog.FileName + " if-match", // the compare-and-swap
 		"HEAD " + s3Prefix + lease.LockPath, "DELETE " + s3Prefix + lease.LockPath + " if-match",
 	}

@@ -45,6 +45,15 @@ func (l advisoryLease) Err() error {
 	return nil
 }
 
+// Confirm confirms the fence. The advisory lease is not asked: a holder
+// that takes its key over must take the fence too, which Confirm sees.
+func (l advisoryLease) Confirm(ctx context.Context) error {
+	if err := l.fence.Confirm(ctx); err != nil {
+		return err
+	}
+	return l.Err()
+}
+
 // Release gives the fence up, then tries the advisory lease for a short time.
 func (l advisoryLease) Release(ctx context.Context) error {
 	err := l.fence.Release(ctx)

@@ -44,6 +44,17 @@ func (l bothLease) Err() error {
 	return l.second.Err()
 }
 
+// Confirm confirms both, side by side: one round trip, not two.
+func (l bothLease) Confirm(ctx context.Context) error {
+	second := make(chan error, 1)
+	go func() { second <- l.second.Confirm(ctx) }()
+	err := l.first.Confirm(ctx)
+	if err2 := <-second; err == nil {
+		err = err2
+	}
+	return err
+}
+
 // Release gives both up, the inner one first.
 func (l bothLease) Release(ctx context.Context) error {
 	return errors.Join(l.second.Release(ctx), l.first.Release(ctx))

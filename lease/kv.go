@@ -303,6 +303,10 @@ type kvLease struct {
 	rec    kvRecord
 	token  uint64
 
+	// renewing is held by each renewal (renewOnce), the background ones
+	// and Confirm's.
+	renewing sync.Mutex
+
 	mu       sync.Mutex
 	rev      uint64    // current revision: the next renewal's compare-and-swap
 	deadline time.Time // the lease is ours until then (local clock)
@@ -339,7 +343,6 @@ func (s *kvLease) renew(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.locker.interval)
 	defer t.Stop()
-	subject := s.locker.subject(s.key)
 	for {
 		select {
 		case <-s.stop:
@@ -351,48 +354,75 @@ func (s *kvLease) renew(ctx context.Context) {
 		if s.locker.beforeRenew != nil {
 			s.locker.beforeRenew()
 		}
-		s.mu.Lock()
-		err := s.errLocked()
-		rev, deadline := s.rev, s.deadline
-		s.mu.Unlock()
-		if err != nil {
+		if errors.Is(s.renewOnce(ctx), ErrLost) {
 			return
 		}
-
-		sent := s.locker.now()
-		rec := s.rec
-		rec.Renewed = sent.UTC()
-		data, _ := json.Marshal(rec)
-
-		// A renewal later than the deadline is worthless.
-		pctx, cancel := context.WithTimeout(ctx, deadline.Sub(sent))
-		ack, err := s.locker.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data},
-			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.locker.ttl))
-		cancel()
-
-		var owned jetstream.KeyValueEntry
-		if wrongLastSequence(err) {
-			// A renewal whose answer was lost may have landed: then the
-			// key is still ours at a newer revision.
-			owned, err = s.checkOwner(ctx, deadline.Sub(sent))
-		}
-
-		s.mu.Lock()
-		switch {
-		case err == nil && owned != nil:
-			s.rev, s.renewErr = owned.Revision(), nil // keep the older deadline
-		case err == nil:
-			s.rev, s.deadline, s.renewErr = ack.Sequence, sent.Add(s.locker.ttl), nil
-		case errors.Is(err, ErrLost):
-			if s.lost == nil {
-				s.lost = err
-			}
-		default:
-			// Transient: retry on the next tick until the deadline passes.
-			s.renewErr = err
-		}
-		s.mu.Unlock()
 	}
+}
+
+// renewOnce renews the lease with a compare-and-swap on its revision and
+// records the outcome: a new revision and deadline, the loss, or (a
+// transient failure) why it failed. One renewal at a time (renewing): a
+// swap of this lease's never races another of its own.
+func (s *kvLease) renewOnce(ctx context.Context) error {
+	s.renewing.Lock()
+	defer s.renewing.Unlock()
+	s.mu.Lock()
+	err := s.errLocked()
+	rev, deadline := s.rev, s.deadline
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+
+	sent := s.locker.now()
+	rec := s.rec
+	rec.Renewed = sent.UTC()
+	data, _ := json.Marshal(rec)
+
+	// A renewal later than the deadline is worthless.
+	pctx, cancel := context.WithTimeout(ctx, deadline.Sub(sent))
+	ack, err := s.locker.js.PublishMsg(pctx, &nats.Msg{Subject: s.locker.subject(s.key), Data: data},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.locker.ttl))
+	cancel()
+
+	var owned jetstream.KeyValueEntry
+	if wrongLastSequence(err) {
+		// A renewal whose answer was lost may have landed: then the
+		// key is still ours at a newer revision.
+		owned, err = s.checkOwner(ctx, deadline.Sub(sent))
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil && owned != nil:
+		s.rev, s.renewErr = owned.Revision(), nil // keep the older deadline
+	case err == nil:
+		s.rev, s.deadline, s.renewErr = ack.Sequence, sent.Add(s.locker.ttl), nil
+	case errors.Is(err, ErrLost):
+		if s.lost == nil {
+			s.lost = err
+		}
+		return s.lost
+	default:
+		// Transient: retry on the next tick until the deadline passes.
+		s.renewErr = err
+	}
+	return err
+}
+
+// Confirm renews the lease at once (see Lease.Confirm): a compare-and-swap
+// on the revision this holder last wrote, which the bucket's leader
+// decides, so no replica's late copy of the key can vouch for a lease
+// that another holder took or an operator removed.
+func (s *kvLease) Confirm(ctx context.Context) error {
+	if err := s.renewOnce(ctx); err != nil && !errors.Is(err, ErrLost) {
+		return fmt.Errorf("confirm the lease on %s before committing: %w", s.root.Key, err)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // checkOwner reads the key after a failed compare-and-swap: this holder's
@@ -404,7 +434,7 @@ func (s *kvLease) checkOwner(ctx context.Context, timeout time.Duration) (jetstr
 	defer cancel()
 	e, err := s.locker.kv.Get(gctx, s.key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, fmt.Errorf("%w: lease on %s expired", ErrLost, s.root.Key)
+		return nil, fmt.Errorf("%w: lease on %s expired or was removed (broken with `distributor unlock`?)", ErrLost, s.root.Key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read lease on %s after a failed renewal: %w", s.root.Key, err)

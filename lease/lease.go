@@ -57,6 +57,17 @@ type Lease interface {
 	// before every mutation.
 	Err() error
 
+	// Confirm asks the lease's store whether it still names this holder
+	// (its id and acquisition) and returns nil only then. Err trusts the
+	// last renewal and the local clock, which cannot see a lease broken
+	// by an operator (`distributor unlock`) while its holder was paused;
+	// so a holder calls Confirm right before each commit, one read of
+	// the store. A lease found gone or another holder's is ErrLost (with
+	// ErrTakenOver), and Err reports it from then on; a store that does
+	// not answer is an error that is neither (the commit waits for a
+	// retry).
+	Confirm(ctx context.Context) error
+
 	// Release gives the lease up; releasing a lost lease is not an error.
 	Release(ctx context.Context) error
 }

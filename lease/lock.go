@@ -269,11 +269,52 @@ func (s *storageLease) checkOwner(ctx context.Context, mine lockRecord) (storage
 		return "", mine, fmt.Errorf("%w: lock on %s was removed by someone else: %w", ErrLost, s.root.Store, ErrTakenOver)
 	}
 	var cur lockRecord
-	if json.Unmarshal(data, &cur) == nil && cur.Holder == mine.Holder && cur.Host == mine.Host && cur.PID == mine.PID &&
-		cur.Generation == mine.Generation && cur.Acquired.Equal(mine.Acquired) {
+	if json.Unmarshal(data, &cur) == nil && sameAcquisition(cur, mine) {
 		return v, cur, nil
 	}
 	return "", mine, fmt.Errorf("%w: lock on %s was taken over by %s (pid %d on %s): %w", ErrLost, s.root.Store, cur.Holder, cur.PID, cur.Host, ErrTakenOver)
+}
+
+// sameAcquisition reports whether cur is mine, renewed or not: the same
+// id, holder process, generation and acquisition time.
+func sameAcquisition(cur, mine lockRecord) bool {
+	return cur.ID == mine.ID && cur.Holder == mine.Holder && cur.Host == mine.Host && cur.PID == mine.PID &&
+		cur.Generation == mine.Generation && cur.Acquired.Equal(mine.Acquired)
+}
+
+// Confirm reads the lock object and compares it with this acquisition
+// (see Lease.Confirm); a renewal in flight does not matter, as a renewed
+// lock carries the same acquisition.
+func (s *storageLease) Confirm(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	mine := s.rec
+	s.mu.Unlock()
+	data, v, err := s.root.Store.ReadVersion(ctx, LockPath)
+	if err != nil {
+		return fmt.Errorf("confirm the lock on %s before committing: %w", s.root.Store, err)
+	}
+	var lost error
+	var cur lockRecord
+	switch {
+	case v == "":
+		lost = fmt.Errorf("%w: the lock on %s was removed (broken with `distributor unlock`?) while this run held it: %w", ErrLost, s.root.Store, ErrTakenOver)
+	case json.Unmarshal(data, &cur) != nil:
+		lost = fmt.Errorf("%w: the lock on %s is unreadable, no longer this run's: %w", ErrLost, s.root.Store, ErrTakenOver)
+	case !sameAcquisition(cur, mine):
+		lost = fmt.Errorf("%w: the lock on %s is held by %s (pid %d on %s, lock id %s), not this run (lock id %s): %w",
+			ErrLost, s.root.Store, cur.Holder, cur.PID, cur.Host, orNone(cur.ID), orNone(mine.ID), ErrTakenOver)
+	default:
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		s.lost = lost
+	}
+	return s.lost
 }
 
 func (s *storageLease) Release(ctx context.Context) error {

@@ -53,8 +53,9 @@ func (l *losableLocker) lose() { l.lost.Store(true) }
 
 type losableLease struct{ l *losableLocker }
 
-func (losableLease) Token() string                 { return "1" }
-func (losableLease) Release(context.Context) error { return nil }
+func (losableLease) Token() string                   { return "1" }
+func (losableLease) Release(context.Context) error   { return nil }
+func (s losableLease) Confirm(context.Context) error { return s.Err() }
 func (s losableLease) Err() error {
 	if s.l.lost.Load() {
 		return fmt.Errorf("%w: the test took it away", lease.ErrLost)

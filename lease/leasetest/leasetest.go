@@ -7,7 +7,8 @@
 //   - a lease whose holder stops renewing (its Acquire context ended)
 //     expires within about its TTL: another holder takes the root over,
 //     and the stale holder's Err reports lease.ErrLost;
-//   - a stale holder's Release leaves the new holder's lease alone;
+//   - a stale holder's Release leaves the new holder's lease alone, and
+//     Confirm tells the new holder's lease held and the stale one's lost;
 //   - renewal stops at Release: a released lease never comes back;
 //   - every new holder's token orders after every earlier holder's.
 //
@@ -150,6 +151,12 @@ func contextEndStopsRenewal(t *testing.T, env Env) {
 	}
 	if err := b.Err(); err != nil {
 		t.Fatalf("b after a's stale Release: Err() = %v, want nil", err)
+	}
+	if err := b.Confirm(context.Background()); err != nil {
+		t.Fatalf("b after a's stale Release: Confirm() = %v, want nil", err)
+	}
+	if err := a.Confirm(context.Background()); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("a after b took over: Confirm() = %v, want lease.ErrLost", err)
 	}
 	wantHeld(t, env.NewLocker("c", env.TTL), env.Root, "after a's stale Release")
 }

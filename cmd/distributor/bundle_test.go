@@ -84,6 +84,10 @@ func TestBundleCreateAndVerify(t *testing.T) {
 			`distributor: bundle location "s3:///x/": no bucket: use an absolute path, file:///abs/path/ or s3://bucket/prefix/`},
 		{[]string{"bundle", "create", b.Dir}, exitUsage, "distributor: --id is required"},
 		{[]string{"bundle", "create", "--id", "x.y"}, exitUsage, "distributor: distributor bundle create takes one folder (see --help)"},
+		{[]string{"bundle", "create", e.dir, "--id", strings.Repeat("x", 257)}, exitUsage,
+			`distributor: bundle create: invalid manifest: id "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`},
+		{[]string{"bundle", "create", e.dir, "--id", "x.y\x1b]0;owned\a"}, exitUsage,
+			`distributor: bundle create: invalid manifest: id "x.y\x1b]0;owned\a" contains control characters, which are not allowed`},
 		{[]string{"bundle", "verify", e.dir}, exitFailed,
 			fmt.Sprintf("distributor: bundle %s: no manifest.json: is this a bundle? write one with `distributor bundle create`", e.dir)},
 	} {

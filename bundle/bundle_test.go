@@ -109,6 +109,12 @@ func TestParseManifestErrors(t *testing.T) {
 			`invalid manifest: schema_version is missing`},
 		{"empty id", `{"schema_version":1,"id":" ","created":"2026-06-19T12:00:00Z","files":[]}`,
 			`invalid manifest: id is missing or empty`},
+		{"id over the limit", `{"schema_version":1,"id":"` + strings.Repeat("x", 257) + `","created":"2026-06-19T12:00:00Z","files":[]}`,
+			`invalid manifest: id "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…" is 257 bytes, over the limit of 256`},
+		{"id with a terminal escape", `{"schema_version":1,"id":"w.t\u001b]0;owned\u0007","created":"2026-06-19T12:00:00Z","files":[]}`,
+			`invalid manifest: id "w.t\x1b]0;owned\a" contains control characters, which are not allowed`},
+		{"id with a C1 control", `{"schema_version":1,"id":"w.t\u009b2J","created":"2026-06-19T12:00:00Z","files":[]}`,
+			`invalid manifest: id "w.t\u009b2J" contains control characters, which are not allowed`},
 		{"bad created", `{"schema_version":1,"id":"w.t","created":"yesterday","files":[]}`,
 			`invalid manifest: created "yesterday" is not an RFC 3339 time (like 2026-06-19T12:00:00Z)`},
 		{"no files", `{"schema_version":1,"id":"w.t","created":"2026-06-19T12:00:00Z"}`,
@@ -272,6 +278,24 @@ func TestCreateRefuses(t *testing.T) {
 		_, _, err := Create(t.Context(), dir, "w.t", created)
 		if !errors.Is(err, catalog.ErrBadPath) || !strings.Contains(err.Error(), `".distributor.json": reserved`) {
 			t.Fatalf("error = %v, want a reserved path error", err)
+		}
+	})
+	t.Run("long id", func(t *testing.T) {
+		dir := t.TempDir()
+		_, _, err := Create(t.Context(), dir, strings.Repeat("é", 129), created)
+		want := `bundle create: invalid manifest: id "` + strings.Repeat("é", 16) + `…" is 258 bytes, over the limit of 256`
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v\nwant    %s", err, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ManifestName)); !os.IsNotExist(err) {
+			t.Fatalf("manifest written despite the error: %v", err)
+		}
+	})
+	t.Run("control id", func(t *testing.T) {
+		_, _, err := Create(t.Context(), t.TempDir(), "w\x1b[2J", created)
+		want := `bundle create: invalid manifest: id "w\x1b[2J" contains control characters, which are not allowed`
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v\nwant    %s", err, want)
 		}
 	})
 	t.Run("empty id", func(t *testing.T) {
@@ -482,6 +506,8 @@ func TestParseLocation(t *testing.T) {
 		{"s3://bk1/a/../x/", `bundle location "s3://bk1/a/../x/": prefix: invalid path "a/../x": has a ".." segment` + help},
 		{"s3://bk1//x/", `bundle location "s3://bk1//x/": prefix: invalid path "/x": absolute; paths must be relative to the bundle or root` + help},
 		{"/srv/../etc", `bundle location "/srv/../etc": has a ".." segment` + help},
+		{"/srv/b\x1b]0;x\a/", `bundle location "/srv/b\x1b]0;x\a/": contains control characters` + help},
+		{"s3://bk1/a\nb/", `bundle location "s3://bk1/a\nb/": contains control characters` + help},
 	}
 	for _, tc := range bad {
 		_, err := ParseLocation(tc.in)
@@ -573,5 +599,14 @@ func TestOpenRefusesTheFuture(t *testing.T) {
 	must(t, err)
 	if _, err := Open(t.Context(), store, "/srv/b", Digest(data), 5*time.Minute); err != nil {
 		t.Fatalf("Open of a bundle a minute ahead: %v", err)
+	}
+}
+
+// An id of exactly MaxIDBytes, spaces included, is a valid id.
+func TestManifestIDAtTheLimit(t *testing.T) {
+	id := "w t " + strings.Repeat("x", MaxIDBytes-4)
+	m, err := ParseManifest([]byte(`{"schema_version":1,"id":"` + id + `","created":"2026-06-19T12:00:00Z","files":[]}`))
+	if err != nil || m.ID != id {
+		t.Fatalf("ParseManifest = %q, %v; want the id of %d bytes", m.ID, err, MaxIDBytes)
 	}
 }

@@ -25,7 +25,7 @@ const locationHelp = "use an absolute path, file:///abs/path/ or s3://bucket/pre
 
 // ParseLocation accepts an absolute local path, file:///abs/path/ or
 // s3://bucket/prefix/. Relative paths, other schemes, an s3 URL without a
-// bucket and any "." or ".." segment are refused.
+// bucket, any "." or ".." segment and control characters are refused.
 func ParseLocation(loc string) (Location, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w %q: %s: %s", ErrBadLocation, loc, why, locationHelp)
@@ -33,6 +33,8 @@ func ParseLocation(loc string) (Location, error) {
 	switch {
 	case loc == "":
 		return Location{}, bad("empty")
+	case hasControl(loc):
+		return Location{}, bad("contains control characters")
 	case strings.HasPrefix(loc, "s3://"):
 		rest := strings.TrimPrefix(loc, "s3://")
 		bucket, prefix, _ := strings.Cut(rest, "/")

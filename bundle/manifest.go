@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/renameio/v2/maybe"
 
@@ -71,6 +73,49 @@ func CheckCreated(created, now time.Time, maxSkew time.Duration) error {
 	}
 	return fmt.Errorf("%w: created %s is later than this host's clock (%s) plus max_clock_skew (%s); fix the producer's clock and create the bundle again",
 		ErrFutureCreated, created.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339), maxSkew)
+}
+
+// MaxIDBytes bounds a manifest's id: the id is in every catalog record
+// and result event of the bundle's outputs.
+const MaxIDBytes = 256
+
+// CheckID refuses a manifest id that is empty, longer than MaxIDBytes or
+// holds a control character (ids reach operators' terminals); the error
+// wraps ErrInvalidManifest and names the field and the limit.
+func CheckID(id string) error {
+	switch {
+	case strings.TrimSpace(id) == "":
+		return invalid("id is missing or empty")
+	case len(id) > MaxIDBytes:
+		return invalid("id %q is %d bytes, over the limit of %d", head(id), len(id), MaxIDBytes)
+	case hasControl(id):
+		return invalid("id %q contains control characters, which are not allowed", id)
+	}
+	return nil
+}
+
+// hasControl reports whether s holds a control character (C0, DEL or C1)
+// or bytes that are not UTF-8.
+func hasControl(s string) bool {
+	for _, c := range s {
+		if unicode.IsControl(c) || c == utf8.RuneError {
+			return true
+		}
+	}
+	return false
+}
+
+// head is the start of s, to name an over-long value in a message.
+func head(s string) string {
+	const n = 32
+	if len(s) <= n {
+		return s
+	}
+	k := n
+	for k > 0 && !utf8.RuneStart(s[k]) {
+		k--
+	}
+	return s[:k] + "…"
 }
 
 // File is one manifest entry.
@@ -133,7 +178,7 @@ func ParseManifest(data []byte) (Manifest, error) {
 // accepts the same way.
 func parseManifestFast(data []byte) (Manifest, bool) {
 	m, ok := jsonfast.Run(data, readManifest)
-	if !ok || strings.TrimSpace(m.ID) == "" {
+	if !ok || CheckID(m.ID) != nil {
 		return Manifest{}, false
 	}
 
@@ -239,12 +284,15 @@ func parseManifestReference(data []byte) (Manifest, error) {
 		return Manifest{}, invalid("schema_version is missing")
 	case *w.SchemaVersion != SchemaVersion:
 		return Manifest{}, invalid("schema_version %d is not supported (this distributor reads %d)", *w.SchemaVersion, SchemaVersion)
-	case w.ID == nil || strings.TrimSpace(*w.ID) == "":
+	case w.ID == nil:
 		return Manifest{}, invalid("id is missing or empty")
 	case w.Created == nil:
 		return Manifest{}, invalid("created is missing")
 	case w.Files == nil:
 		return Manifest{}, invalid("files is missing")
+	}
+	if err := CheckID(*w.ID); err != nil {
+		return Manifest{}, err
 	}
 	created, err := time.Parse(time.RFC3339Nano, *w.Created)
 	if err != nil {
@@ -313,6 +361,9 @@ func (m Manifest) Marshal() ([]byte, error) {
 func Create(ctx context.Context, dir, id string, created time.Time) (Manifest, []byte, error) {
 	if strings.TrimSpace(id) == "" {
 		return Manifest{}, nil, errors.New("bundle create: the source id is empty: pass --id")
+	}
+	if err := CheckID(id); err != nil {
+		return Manifest{}, nil, fmt.Errorf("bundle create: %w", err)
 	}
 	if created.IsZero() {
 		return Manifest{}, nil, errors.New("bundle create: the created time is zero")

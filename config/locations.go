@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -136,6 +138,61 @@ func (p Pipeline) AllowsBundle(location string, real func(string) string) error 
 		why = fmt.Sprintf("is %s, outside them", b)
 	}
 	return p.notAllowed(location, why)
+}
+
+// AllowsOpenedBundle returns nil when the local folder opened for the
+// bundle at location (opened: its identity, as a stat of the open handle
+// gives it) is a folder inside one of p's bundle_locations: the folder
+// that location names now is reached from the entry's folder without
+// leaving it (os.Root), and must be the very folder that was opened.
+// AllowsBundle checks a path before it is opened; this checks what was
+// opened, so that a link re-pointed between the two (to another
+// pipeline's bundle) is refused. p without bundle_locations and S3
+// locations pass. Otherwise the error wraps ErrBundleNotAllowed.
+func (p Pipeline) AllowsOpenedBundle(location string, opened fs.FileInfo) error {
+	if len(p.BundleLocations) == 0 {
+		return nil
+	}
+	b, msg := parsePlace(location)
+	if msg != "" {
+		return p.notAllowed(location, msg)
+	}
+	if b.bucket != "" {
+		return nil
+	}
+	b.path = ResolvePath(b.path)
+	inside := false
+	for _, entry := range p.BundleLocations {
+		e, msg := parsePlace(entry)
+		if msg != "" || e.bucket != "" {
+			continue
+		}
+		e.path = ResolvePath(e.path)
+		if !e.contains(b) {
+			continue
+		}
+		inside = true
+		rel, err := filepath.Rel(e.path, b.path)
+		if err == nil && sameFolderBeneath(e.path, rel, opened) {
+			return nil
+		}
+	}
+	if !inside {
+		return p.notAllowed(location, fmt.Sprintf("is %s, outside them", b))
+	}
+	return p.notAllowed(location, "changed while it was opened: the folder opened is not the one inside them that it names (a link re-pointed?)")
+}
+
+// sameFolderBeneath reports whether rel, below the folder dir and reached
+// without leaving it, is the folder opened.
+func sameFolderBeneath(dir, rel string, opened fs.FileInfo) bool {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	fi, err := r.Stat(rel)
+	return err == nil && fi.IsDir() && os.SameFile(fi, opened)
 }
 
 func (p Pipeline) notAllowed(location, why string) error {

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +134,66 @@ func TestAllowsBundleOnDisk(t *testing.T) {
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrBundleNotAllowed)) {
 			t.Errorf("entry %s, bundle %s: %v, want allowed=%v", tc.entry, tc.loc, err, tc.ok)
 		}
+	}
+}
+
+// AllowsOpenedBundle checks the folder that was opened: the folder a
+// location names inside an entry (through a link inside it too) passes;
+// another folder, such as the one a re-pointed link named when it was
+// opened, is refused in one line; so is a location whose link now leads
+// out of the entry. S3 locations and pipelines without bundle_locations
+// pass.
+func TestAllowsOpenedBundle(t *testing.T) {
+	t.Parallel()
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"allowed/b1", "allowed/b2", "secret"} {
+		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"allowed/in": "allowed/b1", "allowed/out": "secret"} {
+		if err := os.Symlink(filepath.Join(tmp, target), filepath.Join(tmp, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat := func(d string) fs.FileInfo {
+		fi, err := os.Stat(filepath.Join(tmp, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	p := Pipeline{ID: "p", BundleLocations: []string{filepath.Join(tmp, "allowed")}}
+	const fix = `: publish it from one of them, or add a folder or s3:// prefix that holds it to the bundle_locations of pipeline "p" in the configuration`
+	for _, tc := range []struct {
+		loc, opened, why string // why "": allowed
+	}{
+		{"allowed/b1", "allowed/b1", ""},
+		{"allowed/in", "allowed/b1", ""},
+		{"allowed/b1", "secret", "changed while it was opened: the folder opened is not the one inside them that it names (a link re-pointed?)"},
+		{"allowed/in", "secret", "changed while it was opened: the folder opened is not the one inside them that it names (a link re-pointed?)"},
+		{"allowed/b1", "allowed/b2", "changed while it was opened: the folder opened is not the one inside them that it names (a link re-pointed?)"},
+		{"allowed/out", "secret", "is " + filepath.Join(tmp, "secret") + ", outside them"},
+	} {
+		loc := filepath.Join(tmp, tc.loc)
+		err := p.AllowsOpenedBundle(loc, stat(tc.opened))
+		want := ""
+		if tc.why != "" {
+			want = fmt.Sprintf("bundle location not allowed: bundle %s of pipeline \"p\" %s (bundle_locations: %s)%s", loc, tc.why, filepath.Join(tmp, "allowed"), fix)
+		}
+		if got := fmt.Sprint(err); (err == nil) != (want == "") || (err != nil && (got != want || !errors.Is(err, ErrBundleNotAllowed))) {
+			t.Errorf("%s opened as %s:\n got %v\nwant %s", tc.loc, tc.opened, err, want)
+		}
+	}
+	if err := (Pipeline{ID: "p"}).AllowsOpenedBundle(filepath.Join(tmp, "secret"), stat("allowed/b1")); err != nil {
+		t.Errorf("a pipeline without bundle_locations: %v", err)
+	}
+	s3 := Pipeline{ID: "p", BundleLocations: []string{"s3://bk1/in/"}}
+	if err := s3.AllowsOpenedBundle("s3://bk1/in/b1/", stat("allowed/b1")); err != nil {
+		t.Errorf("an S3 location: %v", err)
 	}
 }
 

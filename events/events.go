@@ -259,6 +259,9 @@ func (e BundleReady) Validate() error {
 	if len(e.Bundle) > MaxBundleBytes {
 		return invalid("bundle.ready "+e.ID, "bundle location %q is %d bytes, over the limit of %d", head(e.Bundle), len(e.Bundle), MaxBundleBytes)
 	}
+	if hasControl(e.Bundle) {
+		return invalid("bundle.ready "+e.ID, "bundle location %q contains control characters, which are not allowed", e.Bundle)
+	}
 	if !catalog.ValidDigest(e.ManifestDigest) {
 		return invalid("bundle.ready "+e.ID, "manifest_digest %q is not sha256:<64 lowercase hex>", e.ManifestDigest)
 	}
@@ -388,6 +391,17 @@ func decodeStrict(data []byte, v any) error {
 
 func invalid(what, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidEvent, what, fmt.Sprintf(format, args...))
+}
+
+// hasControl reports whether s holds a control character or bytes that
+// are not UTF-8 (a location may hold spaces, not terminal escapes).
+func hasControl(s string) bool {
+	for _, c := range s {
+		if unicode.IsControl(c) || c == utf8.RuneError {
+			return true
+		}
+	}
+	return false
 }
 
 // printable reports whether id has no whitespace, control or invalid UTF-8

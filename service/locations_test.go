@@ -59,3 +59,26 @@ func TestPublishRefusesBundleOutsideItsLocations(t *testing.T) {
 		t.Errorf("a.txt = %q after the allowed bundle", got)
 	}
 }
+
+// hiddenFolder is a bundle store that does not say which folder it holds.
+type hiddenFolder struct{ storage.Backend }
+
+// A local bundle under bundle_locations whose store cannot tell the folder
+// it opened is refused, not trusted: the check on the opened folder fails
+// closed.
+func TestOpenBundleRefusesAFolderItCannotCheck(t *testing.T) {
+	h, _, _ := openingHarness(t)
+	allowed := t.TempDir()
+	h.Config.Pipelines[0].BundleLocations = []string{allowed}
+	h.Stores.SetWrapBundle(func(b storage.Backend) storage.Backend { return hiddenFolder{b} })
+	inside, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	if err := os.Rename(inside, filepath.Join(allowed, "b1")); err != nil {
+		t.Fatal(err)
+	}
+	req := service.Request{PipelineID: pipeA, Bundle: filepath.Join(allowed, "b1"), BundleEventID: "ev-hidden"}
+	_, err := h.Service.OpenBundle(context.Background(), req)
+	want := "bundle location not allowed: bundle " + req.Bundle + ` of pipeline "` + pipeA + `": the store opened for it does not say which folder it holds, so it cannot be checked against bundle_locations`
+	if !errors.Is(err, config.ErrBundleNotAllowed) || err.Error() != want {
+		t.Fatalf("OpenBundle: %v\nwant %s", err, want)
+	}
+}

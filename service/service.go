@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -232,14 +233,47 @@ func CheckBundle(cfg *config.Config, req Request) error {
 // OpenBundle opens and checks the bundle named by the request, once
 // CheckBundle allows it.
 func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, error) {
-	if err := CheckBundle(s.Config, req); err != nil {
+	return OpenBundle(ctx, s.Config, s.Stores, req)
+}
+
+// OpenBundle opens the bundle named by req from st and reads its manifest,
+// once CheckBundle allows its location. A local folder is checked again
+// once it is open (config.Pipeline.AllowsOpenedBundle), and the manifest
+// and every file are then read through that open folder only: a link
+// re-pointed between the check and the open cannot lead to another
+// pipeline's bundle.
+func OpenBundle(ctx context.Context, cfg *config.Config, st Stores, req Request) (*bundle.Bundle, error) {
+	if err := CheckBundle(cfg, req); err != nil {
 		return nil, err
 	}
-	store, err := s.Stores.Bundle(ctx, req.Bundle)
+	store, err := st.Bundle(ctx, req.Bundle)
 	if err != nil {
 		return nil, err
 	}
-	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, s.Config.ClockSkew())
+	if err := checkOpenedBundle(cfg, req, store); err != nil {
+		return nil, err
+	}
+	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, cfg.ClockSkew())
+}
+
+// checkOpenedBundle refuses a local bundle folder, once open, that is not
+// inside its pipeline's bundle_locations.
+func checkOpenedBundle(cfg *config.Config, req Request, store storage.Backend) error {
+	p, ok := cfg.Pipeline(req.PipelineID)
+	if !ok {
+		return nil
+	}
+	loc, err := bundle.ParseLocation(req.Bundle)
+	if err != nil || loc.Scheme != "file" || len(p.BundleLocations) == 0 {
+		return nil // S3 has no links to re-point; a bad location fails to open
+	}
+	folder, ok := store.(interface{ Held() fs.FileInfo })
+	if !ok {
+		// Refused rather than trusted: the folder opened cannot be told.
+		return fmt.Errorf("%w: bundle %s of pipeline %q: the store opened for it does not say which folder it holds, so it cannot be checked against bundle_locations",
+			config.ErrBundleNotAllowed, req.Bundle, p.ID)
+	}
+	return p.AllowsOpenedBundle(req.Bundle, folder.Held())
 }
 
 // Done is what the publication of one destination came to.

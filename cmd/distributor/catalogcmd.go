@@ -59,8 +59,8 @@ func (a *app) catalogCommand() *cobra.Command {
 			// SOURCE comes last: it holds a space ("id@created sha256:…").
 			fmt.Fprintln(tw, "PATH\tPIPELINE\tDESTINATION\tKIND\tSIZE\tUPDATED\tSOURCE")
 			for _, o := range sel {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", o.Path, o.PipelineID, o.DestinationID, o.Kind, o.Size, catalog.FormatTime(o.UpdatedAt),
-					service.SourceLabel(o.Source.ID, o.Source.Digest, o.Source.Created))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", escapeControl(o.Path), escapeControl(o.PipelineID), escapeControl(o.DestinationID),
+					escapeControl(o.Kind), o.Size, catalog.FormatTime(o.UpdatedAt), escapeControl(service.SourceLabel(o.Source.ID, o.Source.Digest, o.Source.Created)))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -10,9 +10,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"go.yaml.in/yaml/v3"
@@ -180,4 +183,38 @@ func (a *app) showRootsIn(msg string) string {
 		msg = strings.Join(parts, key)
 	}
 	return msg
+}
+
+// escapeControl renders the control characters of s (C0, DEL, C1) and
+// bytes that are not UTF-8 visibly, as Go escapes (\x1b, \n, \u009b,
+// \xff): ids, paths, locations and messages come from producers' events
+// and from catalogs, and must not drive the operator's terminal. Anything
+// else, a backslash too, stays as it is, so the result is s whenever s
+// holds nothing to escape, and escaping it again changes nothing.
+func escapeControl(s string) string {
+	clean := true
+	for _, c := range s {
+		if unicode.IsControl(c) || c == utf8.RuneError {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(c):
+			q := strconv.QuoteRune(c) // '\x1b', '\n', '\u009b'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

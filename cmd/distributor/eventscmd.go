@@ -181,13 +181,14 @@ func (a *app) eventsCommand() *cobra.Command {
 	return cmd
 }
 
-// printEvent writes one human line (and the changed paths) for an event.
+// printEvent writes one human line (and the changed paths) for an event,
+// its ids, paths and message escaped for a terminal (escapeControl).
 func printEvent(w io.Writer, r events.Result) {
 	dest := r.DestinationID
 	if dest == "" {
 		dest = "-"
 	}
-	fmt.Fprintf(w, "%s  %-10s %-16s %-24s", r.Time.UTC().Format(time.RFC3339), r.Type, dest, r.PipelineID)
+	fmt.Fprintf(w, "%s  %-10s %-16s %-24s", r.Time.UTC().Format(time.RFC3339), escapeControl(r.Type), escapeControl(dest), escapeControl(r.PipelineID))
 	switch r.Type {
 	case events.TypePublished:
 		fmt.Fprintf(w, " written %d, unchanged %d, deleted %d", r.Written, r.Unchanged, r.Deleted)
@@ -198,13 +199,13 @@ func printEvent(w io.Writer, r events.Result) {
 			fmt.Fprintf(w, ", %d kept (a newer version of the source wrote them)", r.KeptNewer)
 		}
 	case events.TypeCollision:
-		fmt.Fprintf(w, " blocked by unmanaged %s", strings.Join(r.Collisions, ", "))
+		fmt.Fprintf(w, " blocked by unmanaged %s", escapeControl(strings.Join(r.Collisions, ", ")))
 	case events.TypeSuperseded:
 		if b := r.SupersededBy; b != nil {
-			fmt.Fprintf(w, " already has %s created %s (digest %s); nothing changed", b.ID, b.Created.UTC().Format(time.RFC3339Nano), b.Digest)
+			fmt.Fprintf(w, " already has %s created %s (digest %s); nothing changed", escapeControl(b.ID), b.Created.UTC().Format(time.RFC3339Nano), escapeControl(b.Digest))
 		}
 	case events.TypeFailed:
-		fmt.Fprintf(w, " %s: %s", r.Reason, r.Message)
+		fmt.Fprintf(w, " %s: %s", escapeControl(r.Reason), escapeControl(r.Message))
 	case events.TypePruned, events.TypeReconciled:
 		fmt.Fprintf(w, " deleted %d, removed %d", r.Deleted, r.Removed)
 	}
@@ -217,6 +218,6 @@ func printEvent(w io.Writer, r events.Result) {
 		case events.ActionUpdated:
 			sign = "~"
 		}
-		fmt.Fprintf(w, "    %s %s\n", sign, o.Path)
+		fmt.Fprintf(w, "    %s %s\n", sign, escapeControl(o.Path))
 	}
 }

@@ -155,8 +155,8 @@ func (a *app) printHistory(h historyJSON) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tTYPE\tPIPELINE\tSOURCE\tBUNDLE\tRESULT\tEVENT")
 	for _, e := range h.Entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", catalog.FormatTime(e.Time), e.Type, orDash(e.PipelineID),
-			sourceLabel(e.Source), orDash(e.Bundle), e.summary(), e.EventID)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", catalog.FormatTime(e.Time), escapeControl(e.Type), escapeControl(orDash(e.PipelineID)),
+			sourceLabel(e.Source), escapeControl(orDash(e.Bundle)), escapeControl(e.summary()), escapeControl(e.EventID))
 	}
 	_ = tw.Flush()
 }
@@ -188,12 +188,12 @@ func (e historyEntryJSON) summary() string {
 }
 
 // sourceLabel shows a source version as "id@created sha256:<12 hex>", or
-// "-".
+// "-", for a terminal (escapeControl).
 func sourceLabel(s *events.SourceRef) string {
 	if s == nil {
 		return "-"
 	}
-	return service.SourceLabel(s.ID, s.Digest, s.Created)
+	return escapeControl(service.SourceLabel(s.ID, s.Digest, s.Created))
 }
 
 func orDash(s string) string {

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/service"
@@ -35,14 +34,7 @@ func (a *app) publishCommand() *cobra.Command {
 			// The digest is computed here from the bundle itself, so that
 			// the event pins the exact manifest bytes; a bundle serve would
 			// refuse is not read, nor announced.
-			if err := service.CheckBundle(cfg, req); err != nil {
-				return err
-			}
-			store, err := stores.New(cfg).Bundle(ctx, req.Bundle)
-			if err != nil {
-				return err
-			}
-			b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, cfg.ClockSkew())
+			b, err := service.OpenBundle(ctx, cfg, stores.New(cfg), req)
 			if err != nil {
 				return err
 			}

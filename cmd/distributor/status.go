@@ -491,5 +491,5 @@ func lastText(e *historyEntryJSON) string {
 	if e.Type == events.TypeFailed && e.Message != "" {
 		detail += " (" + e.Message + ")"
 	}
-	return fmt.Sprintf("%s %s %s from %s: %s (event %s)", catalog.FormatTime(e.Time), e.PipelineID, sourceLabel(e.Source), orDash(e.Bundle), detail, e.EventID)
+	return escapeControl(fmt.Sprintf("%s %s %s from %s: %s (event %s)", catalog.FormatTime(e.Time), e.PipelineID, sourceLabel(e.Source), orDash(e.Bundle), detail, e.EventID))
 }

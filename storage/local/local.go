@@ -259,6 +259,10 @@ func (b *Backend) CheckRoot(ctx context.Context) (err error) {
 	return nil
 }
 
+// Held is the identity of the folder the backend holds open (compare it
+// with os.SameFile): what New opened, whatever the path names since.
+func (b *Backend) Held() fs.FileInfo { return b.held }
+
 // String returns the absolute root path.
 func (b *Backend) String() string { return b.root }
 

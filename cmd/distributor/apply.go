@@ -358,7 +358,7 @@ func keptNote(c counts) string {
 	if c.KeptNewer == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d kept (a newer version of the source wrote them)", c.KeptNewer)
+	return fmt.Sprintf("; %d kept (a newer version of the owner wrote them)", c.KeptNewer)
 }
 
 type resultJSON struct {

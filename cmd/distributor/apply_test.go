@@ -1074,7 +1074,7 @@ func TestRuleOlderBundleInAdditiveKeepsNewerPaths(t *testing.T) {
 	kept := e.catalogOf(root)
 
 	out, _, code := e.run("plan", "--pipeline", pipeDaily, "--bundle", older.Dir)
-	if want := fmt.Sprintf("latest (%s, additive)\n  + old.txt\n  would create 1, update 0, delete 0; 0 unchanged, 0 collision; 1 kept (a newer version of the source wrote them)\n", root); code != exitOK || out != want {
+	if want := fmt.Sprintf("latest (%s, additive)\n  + old.txt\n  would create 1, update 0, delete 0; 0 unchanged, 0 collision; 1 kept (a newer version of the owner wrote them)\n", root); code != exitOK || out != want {
 		t.Errorf("plan of the older bundle: exit %d, stdout:\n%s\nwant:\n%s", code, out, want)
 	}
 	out, _, code = e.run("plan", "--json", "--pipeline", pipeDaily, "--bundle", older.Dir)
@@ -1084,7 +1084,7 @@ func TestRuleOlderBundleInAdditiveKeepsNewerPaths(t *testing.T) {
 		t.Errorf("plan --json: exit %d, %s", code, out)
 	}
 	out = e.apply(pipeDaily, older)
-	if want := fmt.Sprintf("latest (%s, additive)\n  + old.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 0 collision; 1 kept (a newer version of the source wrote them)\n", root); out != want {
+	if want := fmt.Sprintf("latest (%s, additive)\n  + old.txt\n  1 create, 0 update, 0 unchanged, 0 delete, 0 collision; 1 kept (a newer version of the owner wrote them)\n", root); out != want {
 		t.Errorf("apply stdout:\n%s\nwant:\n%s", out, want)
 	}
 	e.wantFiles(root, map[string]string{"a.txt": "two\n", "new.txt": "new\n", "old.txt": "old\n", catalog.FileName: ""})

@@ -196,7 +196,7 @@ func printEvent(w io.Writer, r events.Result) {
 			fmt.Fprintf(w, ", %d record(s) updated", r.Updated)
 		}
 		if r.KeptNewer > 0 {
-			fmt.Fprintf(w, ", %d kept (a newer version of the source wrote them)", r.KeptNewer)
+			fmt.Fprintf(w, ", %d kept (a newer version of the owner wrote them)", r.KeptNewer)
 		}
 	case events.TypeCollision:
 		fmt.Fprintf(w, " blocked by unmanaged %s", escapeControl(strings.Join(r.Collisions, ", ")))

@@ -118,12 +118,12 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 	if err != nil {
 		return err
 	}
-	out := publishJSON{EventID: ev.ID, PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Seq: seq, Duplicate: dup}
+	out := publishJSON{EventID: ev.ID, PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Seq: seq, Duplicate: dup, Results: []events.Result{}}
 	if w.results == 0 {
 		return a.printJSON(out)
 	}
 	results, err := waitResults(ctx, streams, ev, start, w)
-	out.Results = results
+	out.Results = append(out.Results, results...)
 	if err == nil {
 		err = resultsErr(ev.ID, results)
 	}

@@ -93,8 +93,10 @@ type Config struct {
 	// path_style, timeouts).
 	S3 S3Defaults `yaml:"s3"`
 
-	// MaxClockSkew is how far past this host's clock a bundle's created
-	// time may lie (a producer's clock a little ahead); a later one is
+	// MaxClockSkew is how far past the time of its announcement (serve:
+	// when NATS stored the event; direct mode: this host's clock) a
+	// bundle's created time may lie (a producer's clock a little ahead);
+	// a later one is
 	// refused as invalid (bundle.CheckCreated): newest wins by created, so
 	// a bundle from the future would pin its paths.
 	MaxClockSkew Duration      `yaml:"max_clock_skew" default:"5m" cfg:"positive"`

@@ -522,7 +522,7 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *service.Places, attempt int, stored time.Time) []outcome {
 	req := service.RequestFor(ev)
-	req.Places = places
+	req.Places, req.StoredAt = places, stored
 	dests, err := c.svc.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}

@@ -167,6 +167,12 @@ type Request struct {
 	// Places, when set, are the places in the roots' lines taken when the
 	// event was delivered (Service.Queue); nil: join at Publish.
 	Places *Places
+
+	// StoredAt is when NATS stored the bundle-ready event (its stream
+	// timestamp, the same on every host): the bundle's created time is
+	// judged against it. Zero (no event, direct mode): against the
+	// Engine's clock now.
+	StoredAt time.Time
 }
 
 // ErrUnknownPipeline / ErrUnknownDestination: the request names something
@@ -234,7 +240,33 @@ func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, 
 	if err != nil {
 		return nil, err
 	}
-	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, s.Config.ClockSkew())
+	b, err := bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCreated(b.Manifest.Created, req.StoredAt); err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", req.Bundle, err)
+	}
+	return b, nil
+}
+
+// checkCreated refuses a bundle created more than max_clock_skew after
+// the event was stored, or without an event after this host's clock: every
+// serve judges an event alike, whatever its own clock says.
+func (s *Service) checkCreated(created, storedAt time.Time) error {
+	skew := s.Config.ClockSkew()
+	if storedAt.IsZero() {
+		now := time.Now()
+		if s.Engine != nil && s.Engine.Now != nil {
+			now = s.Engine.Now()
+		}
+		return bundle.CheckCreated(created, now, skew)
+	}
+	if skew <= 0 || !created.After(storedAt.Add(skew)) {
+		return nil
+	}
+	return fmt.Errorf("%w: created %s is later than the time NATS stored its bundle-ready event (%s) plus max_clock_skew (%s); fix the producer's clock and create the bundle again",
+		bundle.ErrFutureCreated, created.UTC().Format(time.RFC3339Nano), storedAt.UTC().Format(time.RFC3339), skew)
 }
 
 // Done is what the publication of one destination came to.

@@ -80,7 +80,26 @@ type Options struct {
 
 	// Observer, when set, is told what happens (serve's metrics).
 	Observer Observer
+
+	// KeptSweepEvery is how often the roots are looked through for
+	// results an attempt kept because it could not deliver them, from
+	// the start of Run (default DefaultKeptSweepEvery; negative: never);
+	// those kept more than KeptResultAge ago (default
+	// DefaultKeptResultAge) whose event no attempt here is running are
+	// delivered (service.Ledger.DeliverKept).
+	KeptSweepEvery time.Duration
+	KeptResultAge  time.Duration
 }
+
+// DefaultKeptSweepEvery and DefaultKeptResultAge: a kept result is
+// delivered by the next attempt of its event, which comes within a few
+// minutes of NATS coming back (the redelivery back-off); one still there
+// after DefaultKeptResultAge has no attempt coming (NATS lost the event).
+// A sweep lists one folder per destination root.
+const (
+	DefaultKeptSweepEvery = 15 * time.Minute
+	DefaultKeptResultAge  = 10 * time.Minute
+)
 
 // Observer is told what the consumer does. It keeps the consumer free of
 // any metrics library: serve's metrics package implements it. Methods must
@@ -163,6 +182,12 @@ func (o Options) withDefaults() Options {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
+	if o.KeptSweepEvery == 0 {
+		o.KeptSweepEvery = DefaultKeptSweepEvery
+	}
+	if o.KeptResultAge <= 0 {
+		o.KeptResultAge = DefaultKeptResultAge
+	}
 	return o
 }
 
@@ -183,12 +208,17 @@ type Consumer struct {
 	// durable is the durable consumer Durable set up last: Run consumes
 	// from it rather than asking a busy cluster again.
 	durable atomic.Pointer[jetstream.Consumer]
+
+	// running counts the attempts in this process by bundle event id:
+	// the sweep for kept results leaves theirs to them.
+	runningMu sync.Mutex
+	running   map[string]int
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, svc *service.Service, opts Options) *Consumer {
 	opts = opts.withDefaults()
-	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts,
+	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts, running: map[string]int{},
 		ledger: service.NewLedger(svc, js, subjects, opts.Log, events.WithMaxResultBytes(opts.MaxResultBytes))}
 	c.maxDeliver.Store(int64(opts.MaxDeliver))
 	c.heartbeat.Store(int64(opts.Heartbeat))
@@ -258,7 +288,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int64("max_deliver", c.maxDeliver.Load()).
 		Msg("consuming bundle-ready events")
+	swept := make(chan struct{})
+	go func() { defer close(swept); c.sweepKept(ctx) }()
 	<-ctx.Done()
+	<-swept
 	cc.Stop()
 	<-cc.Closed()
 
@@ -274,6 +307,49 @@ func (c *Consumer) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// sweepKept delivers the kept results no attempt is coming for, at the
+// start and every KeptSweepEvery, until ctx ends.
+func (c *Consumer) sweepKept(ctx context.Context) {
+	if c.opts.KeptSweepEvery < 0 {
+		return
+	}
+	t := time.NewTicker(c.opts.KeptSweepEvery)
+	defer t.Stop()
+	for {
+		n, err := c.ledger.DeliverKept(ctx, c.svc.Config.Destinations, c.opts.KeptResultAge, c.isRunning)
+		if err != nil && ctx.Err() == nil {
+			c.opts.Log.Warn().Err(err).Int("delivered", n).Msg("could not deliver the results kept in the roots; the next sweep tries again")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// isRunning reports whether an attempt of the bundle event runs here.
+func (c *Consumer) isRunning(eventID string) bool {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	return c.running[eventID] > 0
+}
+
+// started marks an attempt of the bundle event as running until the
+// returned func is called.
+func (c *Consumer) started(eventID string) (done func()) {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	c.running[eventID]++
+	return func() {
+		c.runningMu.Lock()
+		defer c.runningMu.Unlock()
+		if c.running[eventID]--; c.running[eventID] <= 0 {
+			delete(c.running, eventID)
+		}
+	}
 }
 
 // outcome is what happened to one destination of an event.
@@ -348,6 +424,7 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 		c.refuseUndecodable(ctx, msg, d.err, attempt, last)
 		return
 	}
+	defer c.started(ev.ID)()
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
 
 	// The engine's lines about this event carry the same fields.

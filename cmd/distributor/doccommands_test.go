@@ -154,7 +154,7 @@ func shellCommandsIn(line string) [][]string {
 }
 
 // TestEveryFlagDocumented: docs/cli.md's "Commands" section has a heading
-// for every command (`### \`catalog show\``, and `### Every command` for
+// for every command ("### `catalog show`", and "### Every command" for
 // the flags all commands take) whose text names each of its flags as
 // `--flag`; a flag added to a command without a line there fails here.
 func TestEveryFlagDocumented(t *testing.T) {

@@ -287,7 +287,8 @@ func (e *env) start(nc nodeConfig) *node {
 		nc.open = stores.New(e.cfg)
 	}
 	runner := &service.Service{
-		Engine:    &engine.Engine{Version: "test", Log: nc.log, Now: nc.now},
+		Engine:    &engine.Engine{Version: "test", Log: nc.log},
+		Clock:     nc.now,
 		Config:    e.cfg,
 		Stores:    &testStores{open: nc.open, s3: e.s3, wrap: nc.wrap},
 		Locker:    locker,

@@ -63,6 +63,10 @@ type Service struct {
 	// storage calls are cancelled and it fails with a *DeadlineError.
 	Timeout time.Duration
 
+	// Clock, when set, is this host's clock for the bundles no event's
+	// stored time judges (Request.StoredAt); nil: time.Now.
+	Clock func() time.Time
+
 	// Around, when set, wraps the publication of each destination: the
 	// context it returns is the publication's (a progress display), and
 	// done is called when it ends.
@@ -170,8 +174,8 @@ type Request struct {
 
 	// StoredAt is when NATS stored the bundle-ready event (its stream
 	// timestamp, the same on every host): the bundle's created time is
-	// judged against it. Zero (no event, direct mode): against the
-	// Engine's clock now.
+	// judged against it. Zero (no event, direct mode): against this
+	// host's clock (Service.Clock).
 	StoredAt time.Time
 }
 
@@ -257,8 +261,8 @@ func (s *Service) checkCreated(created, storedAt time.Time) error {
 	skew := s.Config.ClockSkew()
 	if storedAt.IsZero() {
 		now := time.Now()
-		if s.Engine != nil && s.Engine.Now != nil {
-			now = s.Engine.Now()
+		if s.Clock != nil {
+			now = s.Clock()
 		}
 		return bundle.CheckCreated(created, now, skew)
 	}

@@ -9,8 +9,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -91,8 +93,10 @@ type Config struct {
 	// path_style, timeouts).
 	S3 S3Defaults `yaml:"s3"`
 
-	// MaxClockSkew is how far past this host's clock a bundle's created
-	// time may lie (a producer's clock a little ahead); a later one is
+	// MaxClockSkew is how far past the time of its announcement (serve:
+	// when NATS stored the event; direct mode: this host's clock) a
+	// bundle's created time may lie (a producer's clock a little ahead);
+	// a later one is
 	// refused as invalid (bundle.CheckCreated): newest wins by created, so
 	// a bundle from the future would pin its paths.
 	MaxClockSkew Duration      `yaml:"max_clock_skew" default:"5m" cfg:"positive"`
@@ -303,6 +307,13 @@ func (e *Error) Unwrap() []error {
 // Load reads the file at path, parses it and applies the environment.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		looked := path
+		if abs, aerr := filepath.Abs(path); aerr == nil {
+			looked = abs
+		}
+		return nil, &Error{Msg: fmt.Sprintf("no configuration file %s: give its path with --config PATH", looked), Err: err}
+	}
 	if err != nil {
 		return nil, &Error{Msg: "cannot read configuration: " + err.Error(), Err: err}
 	}
@@ -367,6 +378,19 @@ func (c *Config) KnownPipelines() string {
 		ids[i] = p.ID
 	}
 	return "known pipelines: " + strings.Join(ids, ", ")
+}
+
+// KnownDestinations lists the configured destinations for an error line
+// about an unknown one.
+func (c *Config) KnownDestinations() string {
+	if len(c.Destinations) == 0 {
+		return "the configuration has no destinations: add it under destinations"
+	}
+	ids := make([]string, len(c.Destinations))
+	for i, d := range c.Destinations {
+		ids[i] = d.ID
+	}
+	return "known destinations: " + strings.Join(ids, ", ")
 }
 
 // Destination returns the destination with this id.

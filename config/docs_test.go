@@ -189,3 +189,32 @@ func TestConfigurationDocExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigurationDocKeysUnderTheirHeading: a nested key's row
+// (`nats.url`, `pipelines[].id`) lies under the heading of its top-level
+// key (### `nats`, ### `pipelines`), so the page's outline finds it.
+func TestConfigurationDocKeysUnderTheirHeading(t *testing.T) {
+	data, err := os.ReadFile(configurationDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("^\\| `([a-z0-9_]+)(\\[\\])?\\.[a-z0-9_.\\[\\]]+` \\|")
+	heading, checked := "", 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if strings.HasPrefix(line, "#") {
+			heading = strings.TrimLeft(line, "# ")
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		checked++
+		if want := "`" + m[1] + "`"; heading != want {
+			t.Errorf("%s: the row of %s is under the heading %q, want ### %s", configurationDoc, strings.Fields(line)[1], heading, want)
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("checked %d nested keys, want at least 40: is the table parser still finding them?", checked)
+	}
+}

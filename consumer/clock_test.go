@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"fmt"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,51 @@ destinations:
 		}
 	}
 	e.checkNoBadEvents()
+}
+
+// Rule: serve hosts whose clocks disagree answer a bundle's created time
+// alike: it is judged against the time NATS stored the bundle-ready event,
+// not against the clock of the host that happens to take it. A host an
+// hour behind and one an hour ahead both refuse a bundle created 30
+// minutes from now and both publish one created a minute from now.
+func TestRuleClockSkewJudgedAgainstTheStoredEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+pipelines:
+  - id: weather.daily
+    destinations: [disk]
+destinations:
+  - id: disk
+    backend: local
+    path: @disk@
+`, false)
+	hosts := []nodeConfig{
+		{name: "behind", opts: fastOptions(), now: func() time.Time { return time.Now().Add(-time.Hour) }},
+		{name: "ahead", opts: fastOptions(), now: func() time.Time { return time.Now().Add(time.Hour) }},
+	}
+	for i, c := range []struct {
+		created time.Time
+		want    string
+	}{
+		{time.Now().Add(30 * time.Minute), events.TypeFailed},
+		{time.Now().Add(time.Minute), events.TypePublished},
+	} {
+		for _, h := range hosts {
+			n := e.start(h)
+			loc := filepath.Join(e.base, "bundles", fmt.Sprintf("b%d-%s", i, h.name))
+			digest := testenv.WriteBundle(t, loc, fmt.Sprintf("src%d.%s", i, h.name), c.created, v1)
+			id := e.announce(events.BundleReady{PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest})
+			r := e.wait(id, 1, 30*time.Second)[0]
+			if r.Type != c.want || c.want == events.TypeFailed && r.Reason != events.ReasonInvalidBundle {
+				t.Errorf("bundle created %s from now, on the host %s: %s/%s %q, want %s",
+					time.Until(c.created).Round(time.Minute), h.name, r.Type, r.Reason, r.Message, c.want)
+			}
+			if c.want == events.TypeFailed && !strings.Contains(r.Message, "the time NATS stored its bundle-ready event") {
+				t.Errorf("host %s: %q does not say what the time was judged against", h.name, r.Message)
+			}
+			if err := n.stop(t, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

@@ -91,7 +91,26 @@ type Options struct {
 	// besides whenever consuming reports trouble (default
 	// DefaultCheckEvery).
 	CheckEvery time.Duration
+
+	// KeptSweepEvery is how often the roots are looked through for
+	// results an attempt kept because it could not deliver them, from
+	// the start of Run (default DefaultKeptSweepEvery; negative: never);
+	// those kept more than KeptResultAge ago (default
+	// DefaultKeptResultAge) whose event no attempt here is running are
+	// delivered (service.Ledger.DeliverKept).
+	KeptSweepEvery time.Duration
+	KeptResultAge  time.Duration
 }
+
+// DefaultKeptSweepEvery and DefaultKeptResultAge: a kept result is
+// delivered by the next attempt of its event, which comes within a few
+// minutes of NATS coming back (the redelivery back-off); one still there
+// after DefaultKeptResultAge has no attempt coming (NATS lost the event).
+// A sweep lists one folder per destination root.
+const (
+	DefaultKeptSweepEvery = 15 * time.Minute
+	DefaultKeptResultAge  = 10 * time.Minute
+)
 
 // Observer is told what the consumer does. It keeps the consumer free of
 // any metrics library: serve's metrics package implements it. Methods must
@@ -182,6 +201,12 @@ func (o Options) withDefaults() Options {
 	if o.CheckEvery <= 0 {
 		o.CheckEvery = DefaultCheckEvery
 	}
+	if o.KeptSweepEvery == 0 {
+		o.KeptSweepEvery = DefaultKeptSweepEvery
+	}
+	if o.KeptResultAge <= 0 {
+		o.KeptResultAge = DefaultKeptResultAge
+	}
 	return o
 }
 
@@ -205,12 +230,16 @@ type Consumer struct {
 
 	// restoring says what Run is recreating; nil while it consumes.
 	restoring atomic.Pointer[string]
+	// running counts the attempts in this process by bundle event id:
+	// the sweep for kept results leaves theirs to them.
+	runningMu sync.Mutex
+	running   map[string]int
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, svc *service.Service, opts Options) *Consumer {
 	opts = opts.withDefaults()
-	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts,
+	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts, running: map[string]int{},
 		ledger: service.NewLedger(svc, js, subjects, opts.Log, events.WithMaxResultBytes(opts.MaxResultBytes))}
 	c.maxDeliver.Store(int64(opts.MaxDeliver))
 	c.heartbeat.Store(int64(opts.Heartbeat))
@@ -265,7 +294,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int64("max_deliver", c.maxDeliver.Load()).
 		Msg("consuming bundle-ready events")
+	swept := make(chan struct{})
+	go func() { defer close(swept); c.sweepKept(ctx) }()
 	cc = c.watch(ctx, cc, consume, trouble)
+	<-swept
 	cc.Stop()
 	<-cc.Closed()
 
@@ -310,6 +342,49 @@ func (c *Consumer) consumer(ctx, workCtx context.Context, work chan<- delivery, 
 			default:
 			}
 		}))
+	}
+}
+
+// sweepKept delivers the kept results no attempt is coming for, at the
+// start and every KeptSweepEvery, until ctx ends.
+func (c *Consumer) sweepKept(ctx context.Context) {
+	if c.opts.KeptSweepEvery < 0 {
+		return
+	}
+	t := time.NewTicker(c.opts.KeptSweepEvery)
+	defer t.Stop()
+	for {
+		n, err := c.ledger.DeliverKept(ctx, c.svc.Config.Destinations, c.opts.KeptResultAge, c.isRunning)
+		if err != nil && ctx.Err() == nil {
+			c.opts.Log.Warn().Err(err).Int("delivered", n).Msg("could not deliver the results kept in the roots; the next sweep tries again")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// isRunning reports whether an attempt of the bundle event runs here.
+func (c *Consumer) isRunning(eventID string) bool {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	return c.running[eventID] > 0
+}
+
+// started marks an attempt of the bundle event as running until the
+// returned func is called.
+func (c *Consumer) started(eventID string) (done func()) {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	c.running[eventID]++
+	return func() {
+		c.runningMu.Lock()
+		defer c.runningMu.Unlock()
+		if c.running[eventID]--; c.running[eventID] <= 0 {
+			delete(c.running, eventID)
+		}
 	}
 }
 
@@ -385,6 +460,7 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 		c.refuseUndecodable(ctx, msg, d.err, attempt, last)
 		return
 	}
+	defer c.started(ev.ID)()
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
 
 	// The engine's lines about this event carry the same fields.
@@ -559,7 +635,7 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // own root lease. Destinations sharing a root serialise on that lease.
 func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *service.Places, attempt int, stored time.Time) []outcome {
 	req := service.RequestFor(ev)
-	req.Places = places
+	req.Places, req.StoredAt = places, stored
 	dests, err := c.svc.Destinations(req)
 	if err != nil {
 		return []outcome{{dest: "", err: err}}

@@ -224,6 +224,9 @@ type nodeConfig struct {
 	// as serve has).
 	open *stores.Opener
 	log  zerolog.Logger
+	// now is the node's clock (default: the real one), as a host whose
+	// clock is off has.
+	now func() time.Time
 }
 
 // fastOptions are consumer options scaled for tests.
@@ -285,6 +288,7 @@ func (e *env) start(nc nodeConfig) *node {
 	}
 	runner := &service.Service{
 		Engine:    &engine.Engine{Version: "test", Log: nc.log},
+		Clock:     nc.now,
 		Config:    e.cfg,
 		Stores:    &testStores{open: nc.open, s3: e.s3, wrap: nc.wrap},
 		Locker:    locker,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/testenv"
 )
@@ -132,29 +133,34 @@ func TestOversizedResultCarriesReference(t *testing.T) {
 }
 
 // Rule: a result that can never be published (here a published result
-// whose source id alone exceeds the size limit, or NATS' max_payload) is
+// whose longest allowed source id makes it exceed the size limit, or NATS'
+// max_payload) is
 // not retried: a minimal failed/internal result with the reference to the
 // bundle-ready message takes its place and the message is terminated at
 // its first delivery.
 func TestUnpublishableResultBecomesFailure(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name      string
-		maxResult int
-		sourceLen int
-		want      string
+		name       string
+		maxResult  int
+		maxPayload int32
+		want       string
 	}{
-		{"over the result size limit", 1500, 2000, "result event too large"},
-		// Cut to the server's max_payload (1 MiB) less room for headers.
-		{"over max_payload", 4 << 20, 1100 << 10, "exceeds 1047552 bytes"},
+		{"over the result size limit", 700, 0, "result event too large"},
+		// Cut to the server's max_payload less room for headers.
+		{"over max_payload", 4 << 20, 1536, "exceeds 512 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, weatherYAML, false)
+			n := testenv.NewNATS(t)
+			if c.maxPayload > 0 {
+				n = testenv.NewNATSWithMaxPayload(t, c.maxPayload)
+			}
+			e := newEnvOn(t, n, weatherYAML, false)
 			opts := fastOptions()
 			opts.MaxResultBytes = c.maxResult
 			e.start(nodeConfig{opts: opts})
-			loc, digest := e.bundle(strings.Repeat("s", c.sourceLen), v1)
+			loc, digest := e.bundle(strings.Repeat("s", bundle.MaxIDBytes), v1)
 			ev := events.BundleReady{ID: "long-source", PipelineID: "weather.daily", Bundle: loc, ManifestDigest: digest, Destinations: []string{"archive"}}
 			seq := e.publishBundleReady(ev)
 			res := e.wait(ev.ID, 1, 20*time.Second)

@@ -50,6 +50,14 @@ const (
 	ReasonInternal           = "internal"
 )
 
+// Reasons are every reason code of failed events, in the order above.
+func Reasons() []string {
+	return []string{ReasonInvalidEvent, ReasonUnknownPipeline, ReasonUnknownDestination, ReasonBundleMissing,
+		ReasonDigestMismatch, ReasonContentMismatch, ReasonInvalidCatalog, ReasonNewerCatalog, ReasonRefused,
+		ReasonMaxDeliveries, ReasonStorage, ReasonRootMissing, ReasonStorageDenied, ReasonBundleNotAllowed,
+		ReasonInvalidBundle, ReasonInternal}
+}
+
 // Output actions.
 const (
 	ActionWritten = "written"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -284,6 +285,44 @@ func TestDecodeResultErrors(t *testing.T) {
 	}
 }
 
+// TestStreamNamesAreInjective: prefixes that differ only in case or in
+// '-' against '_' get different stream and bucket names, and every name
+// is one NATS accepts for a bucket (letters, digits, '_', '-').
+func TestStreamNamesAreInjective(t *testing.T) {
+	t.Parallel()
+	var prefixes []string
+	var build func(p string)
+	build = func(p string) {
+		if p != "" && !strings.HasPrefix(p, "-") && !strings.HasPrefix(p, "_") {
+			prefixes = append(prefixes, p)
+		}
+		if len(p) == 4 {
+			return
+		}
+		for _, c := range []string{"a", "A", "b", "1", "-", "_"} {
+			build(p + c)
+		}
+	}
+	build("")
+	seen := map[string]string{}
+	valid := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	for _, p := range prefixes {
+		s := events.Subjects{Prefix: p}
+		for _, name := range []string{s.BundlesStream(), s.EventsStream(), s.LeaseBucket()} {
+			if other, ok := seen[name]; ok {
+				t.Fatalf("prefixes %q and %q both name %s", other, p, name)
+			}
+			seen[name] = p
+			if !valid.MatchString(name) {
+				t.Fatalf("prefix %q names %q, not a valid bucket name", p, name)
+			}
+		}
+	}
+	if len(prefixes) < 1000 {
+		t.Fatalf("only %d prefixes tried", len(prefixes))
+	}
+}
+
 func TestSubjects(t *testing.T) {
 	t.Parallel()
 	var def events.Subjects // zero value: "distributor"
@@ -312,6 +351,14 @@ func TestSubjects(t *testing.T) {
 		{acme.EventsStream(), "ACME_DIST_EVENTS"},
 		{acme.LeaseBucket(), "ACME_DIST_LEASES"},
 		{acme.Durable(), "acme-dist-publisher"},
+
+		// Capitals and '_' are what the folding loses: their names carry
+		// a code of them.
+		{events.Subjects{Prefix: "Acme"}.BundlesStream(), "ACME-8_BUNDLES"},
+		{events.Subjects{Prefix: "acmE"}.EventsStream(), "ACME-1_EVENTS"},
+		{events.Subjects{Prefix: "t_1"}.LeaseBucket(), "T_1-4_LEASES"},
+		{events.Subjects{Prefix: "t-1"}.LeaseBucket(), "T_1_LEASES"},
+		{events.Subjects{Prefix: "ab_cd-EF"}.BundlesStream(), "AB_CD_EF-23_BUNDLES"},
 	}
 	for i, c := range cases {
 		if c.got != c.want {

@@ -46,8 +46,42 @@ func (s Subjects) prefix() string {
 	return s.Prefix
 }
 
+// upper is the prefix as stream and bucket names start: upper-cased, '-'
+// becoming '_'. That folding loses a letter's case and which separator
+// was written, so a prefix with a capital or a '_' gets '-' and a hex code
+// of those bits: one bit per letter and separator, in order, 1 for a
+// capital or a '_' ("Acme" → "ACME-8", "t_1" → "T_1-4"). A lowercase
+// prefix with only '-' keeps the plain name, and no two prefixes share
+// their names: the plain names have no '-', and the code gives back
+// exactly what the folding lost.
 func (s Subjects) upper() string {
-	return strings.ToUpper(strings.ReplaceAll(s.prefix(), "-", "_"))
+	p := s.prefix()
+	folded := strings.ToUpper(strings.ReplaceAll(p, "-", "_"))
+	var bits []bool
+	lost := false
+	for _, c := range p {
+		if c >= '0' && c <= '9' {
+			continue
+		}
+		bit := c == '_' || c >= 'A' && c <= 'Z'
+		bits = append(bits, bit)
+		lost = lost || bit
+	}
+	if !lost {
+		return folded
+	}
+	var code strings.Builder
+	for i := 0; i < len(bits); i += 4 {
+		nibble := 0
+		for j := range 4 {
+			nibble <<= 1
+			if i+j < len(bits) && bits[i+j] {
+				nibble |= 1
+			}
+		}
+		code.WriteByte("0123456789ABCDEF"[nibble])
+	}
+	return folded + "-" + code.String()
 }
 
 // BundleReady is the subject of a pipeline's bundle-ready events.

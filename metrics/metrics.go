@@ -45,7 +45,9 @@ const actionUnchanged = "unchanged"
 
 // New registers every metric. destinations (the configured ids) get their
 // counters at zero from the start, so that rates and alerts work before
-// the first event.
+// the first event; distributor_failures_total starts at zero for every
+// destination and reason, and for "" (a failure of a whole event) too, so
+// that increase() sees the first failure of each.
 func New(destinations []string) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -121,6 +123,12 @@ func New(destinations []string) *Metrics {
 		m.bytes.WithLabelValues(d)
 		m.retries.WithLabelValues(d)
 	}
+	for _, d := range append([]string{""}, destinations...) {
+		for _, r := range events.Reasons() {
+			m.failures.WithLabelValues(d, r)
+		}
+	}
+	m.publications.WithLabelValues("", events.TypeFailed)
 	return m
 }
 

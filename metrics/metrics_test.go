@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -45,10 +46,6 @@ func TestObserve(t *testing.T) {
 # HELP distributor_events_in_flight Bundle-ready events being handled now.
 # TYPE distributor_events_in_flight gauge
 distributor_events_in_flight 1
-# HELP distributor_failures_total Failed publications reported, by destination and reason code.
-# TYPE distributor_failures_total counter
-distributor_failures_total{destination="",reason="unknown_pipeline"} 1
-distributor_failures_total{destination="site",reason="max_deliveries"} 1
 # HELP distributor_jetstream_recreated_total Times serve found its durable consumer, a stream or the lease bucket gone from NATS and created them again.
 # TYPE distributor_jetstream_recreated_total counter
 distributor_jetstream_recreated_total 1
@@ -88,11 +85,22 @@ distributor_retries_total{destination="site"} 0
 distributor_written_bytes_total{destination="archive"} 15
 distributor_written_bytes_total{destination="site"} 0
 `
-	names := []string{"distributor_events_in_flight", "distributor_failures_total", "distributor_jetstream_recreated_total", "distributor_leases_lost_total",
+	names := []string{"distributor_events_in_flight", "distributor_jetstream_recreated_total", "distributor_leases_lost_total",
 		"distributor_outputs_total", "distributor_publications_total", "distributor_redeliveries_total",
 		"distributor_retries_total", "distributor_written_bytes_total"}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
+	}
+	for _, d := range []string{"", "archive", "site"} {
+		for _, r := range events.Reasons() {
+			want := 0.0
+			if d == "site" && r == events.ReasonMaxDeliveries || d == "" && r == events.ReasonUnknownPipeline {
+				want = 1
+			}
+			if got := testutil.ToFloat64(m.failures.WithLabelValues(d, r)); got != want {
+				t.Errorf("distributor_failures_total{destination=%q,reason=%q} = %v, want %v", d, r, got, want)
+			}
+		}
 	}
 	if n := testutil.CollectAndCount(m.duration); n != 2 {
 		t.Errorf("duration histograms: %d series, want 2 (archive, site)", n)
@@ -194,5 +202,38 @@ func TestConsumerBacklogDuringAnOutage(t *testing.T) {
 			t.Errorf("last refresh moved from %f to %f without an answer", last, at)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFailuresStartAtZero: before any failure, /metrics has
+// distributor_failures_total at 0 for every configured destination and
+// every reason (and for "", a whole event's failure), so that
+// increase(...) > 0 fires on the first failure of each.
+func TestFailuresStartAtZero(t *testing.T) {
+	m := New([]string{"archive", "site"})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"", "archive", "site"} {
+		for _, r := range events.Reasons() {
+			line := fmt.Sprintf("distributor_failures_total{destination=%q,reason=%q} 0\n", d, r)
+			if !strings.Contains(string(body), line) {
+				t.Errorf("/metrics has no %q", line)
+			}
+		}
+	}
+	if line := `distributor_publications_total{destination="",outcome="failed"} 0` + "\n"; !strings.Contains(string(body), line) {
+		t.Errorf("/metrics has no %q", line)
+	}
+	if n := testutil.CollectAndCount(m.failures); n != 3*len(events.Reasons()) {
+		t.Errorf("distributor_failures_total: %d series, want %d", n, 3*len(events.Reasons()))
 	}
 }

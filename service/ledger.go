@@ -13,6 +13,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/storage"
 )
@@ -152,6 +153,48 @@ func (l *Ledger) forget(ctx context.Context, done Done, r events.Result) {
 	if err != nil {
 		l.log.Debug().Err(err).Str("event_id", r.BundleEventID).Str("destination_id", r.DestinationID).Msg("could not remove a delivered kept result")
 	}
+}
+
+// DeliverKept delivers the results kept in the roots of dests that were
+// kept more than olderThan ago and whose event busy does not name (an
+// attempt of it is running), and forgets each once stored: no next
+// attempt comes for an event NATS lost, so serve sweeps for them. A
+// result already stored (the next attempt delivered it) is dropped by
+// the events stream, or found by that attempt, so the sweep never
+// reports a destination twice. It stops at the first result that cannot
+// be published (NATS away: the next sweep tries again).
+func (l *Ledger) DeliverKept(ctx context.Context, dests []config.Destination, olderThan time.Duration, busy func(eventID string) bool) (delivered int, err error) {
+	cutoff := time.Now().Add(-olderThan)
+	for _, d := range dests {
+		var kept []engine.KeptResult
+		err := l.withRoot(ctx, Done{Destination: d}, func(ctx context.Context, root storage.Backend) (err error) {
+			kept, err = l.svc.Engine.KeptResults(ctx, root)
+			return err
+		})
+		if err != nil {
+			l.log.Warn().Err(err).Str("destination_id", d.ID).Msg("could not look for kept results")
+			continue
+		}
+		for _, k := range kept {
+			if k.Owner.DestinationID != d.ID || k.Since.After(cutoff) || busy(k.EventID) {
+				continue
+			}
+			var r events.Result
+			if err := json.Unmarshal(k.Result, &r); err != nil {
+				l.log.Warn().Err(err).Str("event_id", k.EventID).Str("destination_id", d.ID).Msg("a kept result is unreadable")
+				continue
+			}
+			dup, err := l.Publish(ctx, r)
+			if err != nil {
+				return delivered, fmt.Errorf("deliver the result of %s to %s kept since %s: %w", k.EventID, d.ID, k.Since.UTC().Format(time.RFC3339), err)
+			}
+			l.forget(ctx, Done{Destination: d}, r)
+			delivered++
+			l.log.Info().Str("event_id", r.BundleEventID).Str("destination_id", d.ID).Str("type", r.Type).Bool("already_stored", dup).
+				Time("kept_since", k.Since).Msg("delivered a result an earlier attempt kept in the root")
+		}
+	}
+	return delivered, nil
 }
 
 // keepTimeout bounds keeping or forgetting a result in a root.

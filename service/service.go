@@ -64,6 +64,10 @@ type Service struct {
 	// storage calls are cancelled and it fails with a *DeadlineError.
 	Timeout time.Duration
 
+	// Clock, when set, is this host's clock for the bundles no event's
+	// stored time judges (Request.StoredAt); nil: time.Now.
+	Clock func() time.Time
+
 	// Around, when set, wraps the publication of each destination: the
 	// context it returns is the publication's (a progress display), and
 	// done is called when it ends.
@@ -173,6 +177,12 @@ type Request struct {
 	// Places, when set, are the places in the roots' lines taken when the
 	// event was delivered (Service.Queue); nil: join at Publish.
 	Places *Places
+
+	// StoredAt is when NATS stored the bundle-ready event (its stream
+	// timestamp, the same on every host): the bundle's created time is
+	// judged against it. Zero (no event, direct mode): against this
+	// host's clock (Service.Clock).
+	StoredAt time.Time
 }
 
 // ErrUnknownPipeline / ErrUnknownDestination: the request names something
@@ -231,18 +241,32 @@ func CheckBundle(cfg *config.Config, req Request) error {
 }
 
 // OpenBundle opens and checks the bundle named by the request, once
-// CheckBundle allows it.
+// CheckBundle allows it: a bundle created more than max_clock_skew after
+// the time NATS stored its event is refused (checkCreated).
 func (s *Service) OpenBundle(ctx context.Context, req Request) (*bundle.Bundle, error) {
-	return OpenBundle(ctx, s.Config, s.Stores, req)
+	b, err := openBundle(ctx, s.Config, s.Stores, req, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCreated(b.Manifest.Created, req.StoredAt); err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", req.Bundle, err)
+	}
+	return b, nil
 }
 
 // OpenBundle opens the bundle named by req from st and reads its manifest,
-// once CheckBundle allows its location. A local folder is checked again
-// once it is open (config.Pipeline.AllowsOpenedBundle), and the manifest
-// and every file are then read through that open folder only: a link
-// re-pointed between the check and the open cannot lead to another
-// pipeline's bundle.
+// once CheckBundle allows its location, judging its created time against
+// this host's clock (the producer's side, before an event exists).
 func OpenBundle(ctx context.Context, cfg *config.Config, st Stores, req Request) (*bundle.Bundle, error) {
+	return openBundle(ctx, cfg, st, req, cfg.ClockSkew())
+}
+
+// openBundle opens the bundle. A local folder is checked again once it is
+// open (config.Pipeline.AllowsOpenedBundle), and the manifest and every
+// file are then read through that open folder only: a link re-pointed
+// between the check and the open cannot lead to another pipeline's bundle.
+// A skew above 0 refuses a created time later than this host's clock plus it.
+func openBundle(ctx context.Context, cfg *config.Config, st Stores, req Request, skew time.Duration) (*bundle.Bundle, error) {
 	if err := CheckBundle(cfg, req); err != nil {
 		return nil, err
 	}
@@ -253,7 +277,7 @@ func OpenBundle(ctx context.Context, cfg *config.Config, st Stores, req Request)
 	if err := checkOpenedBundle(cfg, req, store); err != nil {
 		return nil, err
 	}
-	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, cfg.ClockSkew())
+	return bundle.Open(ctx, store, req.Bundle, req.ManifestDigest, skew)
 }
 
 // checkOpenedBundle refuses a local bundle folder, once open, that is not
@@ -274,6 +298,25 @@ func checkOpenedBundle(cfg *config.Config, req Request, store storage.Backend) e
 			config.ErrBundleNotAllowed, req.Bundle, p.ID)
 	}
 	return p.AllowsOpenedBundle(req.Bundle, folder.Held())
+}
+
+// checkCreated refuses a bundle created more than max_clock_skew after
+// the event was stored, or without an event after this host's clock: every
+// serve judges an event alike, whatever its own clock says.
+func (s *Service) checkCreated(created, storedAt time.Time) error {
+	skew := s.Config.ClockSkew()
+	if storedAt.IsZero() {
+		now := time.Now()
+		if s.Clock != nil {
+			now = s.Clock()
+		}
+		return bundle.CheckCreated(created, now, skew)
+	}
+	if skew <= 0 || !created.After(storedAt.Add(skew)) {
+		return nil
+	}
+	return fmt.Errorf("%w: created %s is later than the time NATS stored its bundle-ready event (%s) plus max_clock_skew (%s); fix the producer's clock and create the bundle again",
+		bundle.ErrFutureCreated, created.UTC().Format(time.RFC3339Nano), storedAt.UTC().Format(time.RFC3339), skew)
 }
 
 // Done is what the publication of one destination came to.

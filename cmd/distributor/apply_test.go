@@ -989,7 +989,7 @@ func TestCatalogShowAndConfigValidate(t *testing.T) {
 	}{
 		{[]string{"catalog", "show", "--destination", "c"}, exitFailed,
 			fmt.Sprintf("distributor: %s has no .distributor.json yet: nothing has been published there", empty)},
-		{[]string{"catalog", "show", "--destination", "zzz"}, exitUsage, `distributor: unknown destination "zzz": it is not in the configuration`},
+		{[]string{"catalog", "show", "--destination", "zzz"}, exitUsage, `distributor: unknown destination "zzz": it is not in the configuration (known destinations: a, b, c)`},
 		{[]string{"catalog", "show"}, exitUsage, "distributor: --destination is required"},
 	} {
 		out, errOut, code := e.run(tc.args...)

@@ -5,8 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestDocumentedCommandsParse: every distributor command line in a shell
@@ -147,4 +151,67 @@ func shellCommandsIn(line string) [][]string {
 	}
 	endCmd()
 	return cmds
+}
+
+// TestEveryFlagDocumented: docs/cli.md's "Commands" section has a heading
+// for every command ("### `catalog show`", and "### Every command" for
+// the flags all commands take) whose text names each of its flags as
+// `--flag`; a flag added to a command without a line there fails here.
+func TestEveryFlagDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := commandSections(string(data))
+	root := newApp(io.Discard, io.Discard).rootCommand()
+	checked := 0
+	check := func(heading string, flags *pflag.FlagSet) {
+		text, ok := sections[heading]
+		if !ok {
+			t.Errorf("docs/cli.md: no heading ### %s under ## Commands", heading)
+			return
+		}
+		flags.VisitAll(func(f *pflag.Flag) {
+			if f.Hidden || f.Name == "help" || f.Name == "version" {
+				return
+			}
+			checked++
+			if !regexp.MustCompile("`--" + regexp.QuoteMeta(f.Name) + "[ `=]").MatchString(text) {
+				t.Errorf("docs/cli.md: ### %s does not document `--%s` (%s)", heading, f.Name, f.Usage)
+			}
+		})
+	}
+	check("Every command", root.PersistentFlags())
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && !c.Hidden && c != root {
+			check("`"+strings.TrimPrefix(c.CommandPath(), root.Name()+" ")+"`", c.LocalFlags())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	if checked < 80 {
+		t.Fatalf("checked %d flags, want at least 80: is the command tree still walked?", checked)
+	}
+}
+
+// commandSections maps each ### heading under "## Commands" of a Markdown
+// text to the text up to the next heading.
+func commandSections(md string) map[string]string {
+	out := map[string]string{}
+	in, heading := false, ""
+	for line := range strings.SplitSeq(md, "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			in, heading = line == "## Commands", ""
+		case in && strings.HasPrefix(line, "### "):
+			heading = strings.TrimPrefix(line, "### ")
+			out[heading] = ""
+		case in && heading != "":
+			out[heading] += line + "\n"
+		}
+	}
+	return out
 }

@@ -95,3 +95,22 @@ func TestJSONOfPublishReplayPruneReconcile(t *testing.T) {
 		t.Fatalf("reconcile-state --json: exit %d, %+v", code, rec)
 	}
 }
+
+// publish --json without --wait prints "results": [] as docs/cli.md shows:
+// the key is always there, empty when nothing was waited for.
+func TestPublishJSONWithoutWaitHasEmptyResults(t *testing.T) {
+	t.Parallel()
+	e := newNATSEnv(t)
+	b1 := e.makeBundle(t, "b1", "src.one", bundleOne)
+	code, stdout, stderr := e.cmd(t, "publish", "--json", "--pipeline", "p.one", "--bundle", b1)
+	if code != 0 {
+		t.Fatalf("publish --json: exit %d: %s", code, stderr)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(stdout), &raw); err != nil {
+		t.Fatalf("publish --json: %v\n%s", err, stdout)
+	}
+	if got, ok := raw["results"]; !ok || string(got) != "[]" {
+		t.Fatalf(`publish --json: "results" is %q (present %v), want []`+"\n%s", got, ok, stdout)
+	}
+}

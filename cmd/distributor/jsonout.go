@@ -119,14 +119,16 @@ func nonNil(s []string) []string {
 // publishJSON is publish --json: the announcement and, with --wait, the
 // result events (their documented event shape).
 type publishJSON struct {
-	EventID        string          `json:"event_id"`
-	PipelineID     string          `json:"pipeline_id"`
-	Bundle         string          `json:"bundle"`
-	ManifestDigest string          `json:"manifest_digest"`
-	Seq            uint64          `json:"seq"`
-	Duplicate      bool            `json:"duplicate"`
-	Results        []events.Result `json:"results,omitempty"`
-	Error          string          `json:"error,omitempty"`
+	EventID        string `json:"event_id"`
+	PipelineID     string `json:"pipeline_id"`
+	Bundle         string `json:"bundle"`
+	ManifestDigest string `json:"manifest_digest"`
+	Seq            uint64 `json:"seq"`
+	Duplicate      bool   `json:"duplicate"`
+
+	// Results is [] unless --wait waited for them.
+	Results []events.Result `json:"results"`
+	Error   string          `json:"error,omitempty"`
 }
 
 // replayJSON is replay --json.

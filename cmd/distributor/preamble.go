@@ -51,7 +51,7 @@ func (a *app) loadDestination(id string) (*config.Config, config.Destination, er
 func destination(cfg *config.Config, id string) (config.Destination, error) {
 	d, ok := cfg.Destination(id)
 	if !ok {
-		return d, usageErr("unknown destination %q: it is not in the configuration", id)
+		return d, usageErr("unknown destination %q: it is not in the configuration (%s)", id, cfg.KnownDestinations())
 	}
 	return d, nil
 }

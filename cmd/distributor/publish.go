@@ -110,12 +110,12 @@ func (a *app) announceJSON(ctx context.Context, js jetstream.JetStream, streams 
 	if err != nil {
 		return err
 	}
-	out := publishJSON{EventID: ev.ID, PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Seq: seq, Duplicate: dup}
+	out := publishJSON{EventID: ev.ID, PipelineID: ev.PipelineID, Bundle: ev.Bundle, ManifestDigest: ev.ManifestDigest, Seq: seq, Duplicate: dup, Results: []events.Result{}}
 	if w.results == 0 {
 		return a.printJSON(out)
 	}
 	results, err := waitResults(ctx, streams, ev, start, w)
-	out.Results = results
+	out.Results = append(out.Results, results...)
 	if err == nil {
 		err = resultsErr(ev.ID, results)
 	}
@@ -160,9 +160,21 @@ func waitResults(parent context.Context, streams *events.Streams, ev events.Bund
 		return out, fmt.Errorf("interrupted while waiting for results of %s (%d of %d); it stays announced: `distributor events tail` shows its results", ev.ID, len(out), expect)
 	}
 	if err == nil && len(out) < expect {
-		return out, fmt.Errorf("timed out after %s waiting for results of %s (%d of %d): is `distributor serve` running?", timeout, ev.ID, len(out), expect)
+		return out, &resultsTimeoutError{timeout: timeout, eventID: ev.ID, got: len(out), want: expect}
 	}
 	return out, err
+}
+
+// resultsTimeoutError is a wait for result events that ended at its
+// timeout with fewer results than destinations; the event stays announced.
+type resultsTimeoutError struct {
+	timeout   time.Duration
+	eventID   string
+	got, want int
+}
+
+func (e *resultsTimeoutError) Error() string {
+	return fmt.Sprintf("timed out after %s waiting for results of %s (%d of %d): is `distributor serve` running?", e.timeout, e.eventID, e.got, e.want)
 }
 
 // resultsErr turns result events into the command's exit status, with one

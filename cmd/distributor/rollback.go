@@ -269,6 +269,10 @@ func (a *app) rollbackThroughServe(ctx context.Context, conn *streamsConn, v ser
 		fmt.Fprintf(a.stdout, "announced %s on the admin subject; waiting for serve\n", ev.ID)
 	}
 	results, err := waitResults(ctx, conn.streams, ev, start, resultWait{results: 1, timeout: time.Duration(o.timeout)})
+	if timedOut := (*resultsTimeoutError)(nil); errors.As(err, &timedOut) {
+		err = fmt.Errorf("no serve answered within %s; the roll back %s stays queued on the admin subject and runs when a serve processes it: check with `distributor history --destination %s`",
+			timedOut.timeout, ev.ID, v.DestinationID)
+	}
 	if len(results) > 0 {
 		out.Result = &results[0]
 		if !o.asJSON {

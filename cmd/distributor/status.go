@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/consumer"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
@@ -97,11 +99,23 @@ type destStatusJSON struct {
 	Leftovers       *engine.LeftoverReport `json:"leftovers,omitempty"`
 	Lease           leaseStatusJSON        `json:"lease"`
 
+	// UndeliveredResults are results of this destination an attempt kept
+	// in the root because it could not deliver them; absent when none.
+	UndeliveredResults []undeliveredJSON `json:"undelivered_results,omitempty"`
+
 	// LastPublished and LastFailure (failed or collision) come from the
 	// events stream when NATS is known.
 	LastPublished *historyEntryJSON `json:"last_published,omitempty"`
 	LastFailure   *historyEntryJSON `json:"last_failure,omitempty"`
 	Error         string            `json:"error,omitempty"`
+}
+
+// undeliveredJSON is a result kept in the root, not yet delivered.
+type undeliveredJSON struct {
+	BundleEventID string    `json:"bundle_event_id"`
+	PipelineID    string    `json:"pipeline_id"`
+	Type          string    `json:"type"`
+	KeptSince     time.Time `json:"kept_since"`
 }
 
 type catalogStatusJSON struct {
@@ -227,8 +241,9 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 
 // rootRead is what status read of one root.
 type rootRead struct {
-	st engine.RootStatus
-	kv *lease.Holding
+	st   engine.RootStatus
+	kv   *lease.Holding
+	kept []engine.KeptResult
 
 	// err: the root could not be read; kvErr: its KV lease could not.
 	err, kvErr error
@@ -242,6 +257,9 @@ func (a *app) readRoot(ctx context.Context, src statusSources, e *engine.Engine,
 		return rr
 	}
 	rr.st, rr.err = e.Status(ctx, root, engine.StatusOptions{Leftovers: src.leftovers, Catalogs: src.catalogs})
+	if rr.err == nil {
+		rr.kept, rr.err = e.KeptResults(ctx, root)
+	}
 	if rr.st.Root == "" {
 		rr.st.Root = root.String()
 	}
@@ -291,6 +309,15 @@ func (ds *destStatusJSON) fill(rr rootRead, dest string) {
 		ds.Leftovers = &lo
 	}
 	ds.Lease = leaseStatusJSON{KV: rr.kv, Lock: st.Lock}
+	for _, k := range rr.kept {
+		var r struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(k.Result, &r)
+		if k.Owner.DestinationID == dest {
+			ds.UndeliveredResults = append(ds.UndeliveredResults, undeliveredJSON{BundleEventID: k.EventID, PipelineID: k.Owner.PipelineID, Type: r.Type, KeptSince: k.Since.UTC()})
+		}
+	}
 	if rr.kvErr != nil {
 		ds.Lease.KVError = oneLine(rr.kvErr.Error())
 	}
@@ -361,6 +388,10 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON, now time.Time)
 		fmt.Fprintf(w, "  leftovers: %s\n", leftoversText(*lo))
 	}
 	printLease(w, d.Lease, n.Known)
+	for _, u := range d.UndeliveredResults {
+		fmt.Fprintf(w, "  undelivered result: %s of event %s (%s), kept in the root since %s; serve delivers it with the event's next attempt, or by itself once it is %s old\n",
+			u.Type, u.BundleEventID, u.PipelineID, catalog.FormatTime(u.KeptSince), consumer.DefaultKeptResultAge)
+	}
 	if !n.Known {
 		fmt.Fprintf(w, "  last published, last failure: unknown without NATS (set nats.url or start `distributor serve`)\n")
 		return

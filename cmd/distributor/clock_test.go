@@ -102,7 +102,7 @@ func TestPinnedByTheFutureWayOut(t *testing.T) {
 	e.writeFile(e.cfg, string(cfg))
 
 	today := e.bundle("today", "weatherreporter.today", map[string]string{"common.txt": "today\n", "day-1.txt": "one\n"})
-	if out := e.apply(pipeDaily, today); !strings.Contains(out, "1 kept (a newer version of the source wrote them)") {
+	if out := e.apply(pipeDaily, today); !strings.Contains(out, "1 kept (a newer version of the owner wrote them)") {
 		t.Errorf("apply on the pinned root:\n%s\nwant common.txt kept for the version from the future", out)
 	}
 	rollback := func(extra ...string) string {

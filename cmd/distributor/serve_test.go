@@ -121,7 +121,7 @@ func TestServePublishWait(t *testing.T) {
 		t.Errorf("publish an older bundle: exit %d, want %d", code, exitRefused)
 	}
 	assertBlocks(t, "publish --wait of an older bundle", stdout,
-		"published d1 p.one written 1, unchanged 0, deleted 0, 1 kept (a newer version of the source wrote them) | + last-year.txt",
+		"published d1 p.one written 1, unchanged 0, deleted 0, 1 kept (a newer version of the owner wrote them) | + last-year.txt",
 		fmt.Sprintf("superseded d2 p.one already has src.one created %s (digest %s); nothing changed", held.Created.Format(time.RFC3339Nano), held.Digest))
 	if want := "distributor: not published to d2: superseded by a newer version of the source (see the events above); `distributor replay --id " + announcedID(t, stdout) + " --allow-older` publishes it over the newer version (a roll back)\n"; stderr != want {
 		t.Errorf("publish an older bundle: stderr\n %q\nwant %q", stderr, want)

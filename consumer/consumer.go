@@ -464,7 +464,7 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
 
 	// The engine's lines about this event carry the same fields.
-	ctx = engine.WithLog(ctx, log)
+	ctx = log.WithContext(ctx)
 	if p, ok := c.subjects.BundleReadyPipeline(msg.Subject()); !ok || p != ev.PipelineID {
 		c.rejectOtherPipeline(ctx, msg, ev, p, attempt, last)
 		return

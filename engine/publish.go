@@ -46,86 +46,29 @@ type publication struct {
 	cat       storage.PendingCatalog
 	confirmed func() error
 
-	// open, when set, completes pub: its bundle is still being opened
-	// (Engine.PublishOpening). Nil once waited for.
-	open func() (Publication, error)
-
 	// catalog, when set, is the catalog read while the intent was (see
 	// run): the plan's read.
 	catalog func() catalogRead
 }
 
-func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open func() (Publication, error), spent *string) (Result, error) {
-	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}, open: open}
+func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
+	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}}
 	err := r.run(ctx)
 	*spent = r.spent
 	return r.res, err
 }
 
-// awaitBundle waits for the bundle still being opened, if any.
-func (r *publication) awaitBundle() error {
-	if r.open == nil {
-		return nil
-	}
-	pub, err := r.open()
-	r.open = nil
-	if err != nil {
-		return err
-	}
-	r.pub = pub
-	return nil
-}
-
 func (r *publication) run(ctx context.Context) error {
-	// Paths earlier attempts of this same publication changed (see
-	// Pending reports in the package doc): whichever attempt finishes
-	// reports them. Read beside the intent, not after it: a recovery,
-	// which may change the report, is rare, and then it is read again.
-	type report struct {
-		r   pendingReport
-		err error
-	}
-	reported := make(chan report, 1)
-	eventID, owner := r.pub.BundleEventID, r.pub.Owner // awaitBundle replaces r.pub meanwhile
-	go func() {
-		p, err := readReport(ctx, r.root, eventID, owner)
-		reported <- report{p, err}
-	}()
-
-	// So is the catalog, which the plan reads unless a recovery changed it.
-	read := make(chan catalogRead, 1)
-	go func() {
-		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
-		read <- catalogRead{data, v, err}
-	}()
-	early := sync.OnceValue(func() catalogRead { return <-read })
+	// The catalog is read beside the intent: the plan's read unless a
+	// recovery changed it.
+	early := r.readCatalog(ctx)
 	defer early() // nothing outlives the run
-
-	// An intent emptied in place (dropIntent) is none.
-	data, v, err := r.root.ReadIntent(ctx)
-
-	// A bundle that turns out unusable changes nothing: an interrupted
-	// run's recovery (a write) waits until the bundle is known good.
-	if r.open != nil && (err != nil || data != nil) {
-		if err := r.awaitBundle(); err != nil {
-			<-reported
-			return err
-		}
-	}
-	rec, err := r.e.recoverFrom(ctx, r.root, r.l, true, data, v, err)
-	got := <-reported
+	pending, err := r.recoverFirst(ctx)
 	if err != nil {
 		return err
 	}
-	r.res.Recovered = rec.found
-	pending, err := got.r, got.err
-	if rec.found {
-		pending, err = readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
-	} else {
+	if !r.res.Recovered {
 		r.catalog = early
-	}
-	if err != nil {
-		return err
 	}
 	if pending.Result != nil {
 		// An earlier attempt finished; only its result is left to deliver.
@@ -169,10 +112,52 @@ func (r *publication) run(ctx context.Context) error {
 	return r.finish(ctx)
 }
 
+// readCatalog reads the root's catalog in the background; the result
+// waits for the read (and may be called again).
+func (r *publication) readCatalog(ctx context.Context) func() catalogRead {
+	read := make(chan catalogRead, 1)
+	go func() {
+		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
+		read <- catalogRead{data, v, err}
+	}()
+	return sync.OnceValue(func() catalogRead { return <-read })
+}
+
+// recoverFirst rolls an interrupted run forward, if any, and returns the
+// pending report of the paths earlier attempts of this same publication
+// changed (see Pending reports in the package doc): whichever attempt
+// finishes reports them. The report is read beside the intent, not after
+// it: a recovery, which may change the report, is rare, and then it is
+// read again.
+func (r *publication) recoverFirst(ctx context.Context) (pendingReport, error) {
+	type report struct {
+		r   pendingReport
+		err error
+	}
+	reported := make(chan report, 1)
+	go func() {
+		p, err := readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+		reported <- report{p, err}
+	}()
+
+	// An intent emptied in place (dropIntent) is none.
+	data, v, err := r.root.ReadIntent(ctx)
+	rec, err := r.e.recoverFrom(ctx, r.root, r.l, true, data, v, err)
+	got := <-reported
+	if err != nil {
+		return pendingReport{}, err
+	}
+	r.res.Recovered = rec.found
+	if rec.found {
+		return readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+	}
+	return got.r, got.err
+}
+
 // plan plans the publication and refuses a superseded or blocked one.
 func (r *publication) plan(ctx context.Context) error {
 	var err error
-	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle, r.catalog)
+	r.pl, err = r.e.plan(ctx, r.root, r.pub, r.catalog)
 	p := r.pl.Plan
 	r.res.Plan = p
 	if err != nil {

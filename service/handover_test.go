@@ -307,7 +307,7 @@ func lockExpiry(root storage.Backend) (time.Time, error) {
 }
 
 // TestACancelledFirstEventDoesNotEndTheHandedOverLease: the first
-// publication's context ends right after its turn (as PublishOpening's
+// publication's context ends right after its turn (as Service.Publish's
 // does): the lease it handed on keeps being renewed for the second.
 func TestACancelledFirstEventDoesNotEndTheHandedOverLease(t *testing.T) {
 	t.Parallel()

@@ -359,8 +359,8 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		if s.Around != nil {
 			dctx, end = s.Around(ctx, d)
 		}
-		log := engine.LogFrom(ctx, s.Engine.Log).With().Str("destination_id", d.ID).Logger()
-		dctx = engine.WithLog(dctx, log)
+		log := s.logger(ctx).With().Str("destination_id", d.ID).Logger()
+		dctx = log.WithContext(dctx)
 		stop := func() {}
 		if s.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -377,7 +377,7 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 			}
 		}
 		start := time.Now()
-		res, err := s.publishOpening(dctx, req, ob.get, d)
+		res, err := s.publishOne(dctx, req, ob.get, d)
 		err = Named(dctx, err)
 		stop()
 		end()
@@ -463,7 +463,6 @@ func (s *Service) head(req Request, d config.Destination) engine.Publication {
 // its root's lease: what Publish runs for each destination once the
 // bundle is open.
 func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
-	res := engine.Result{Root: d.RootKey()}
 	pub, err := s.publication(ctx, req, b, d)
 	var root storage.Backend
 	if err == nil {
@@ -471,9 +470,15 @@ func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, 
 	}
 	if err != nil {
 		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
-		return res, err
+		return engine.Result{Root: d.RootKey()}, err
 	}
-	err = s.withLeaseOn(ctx, d, root, req.Places, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
+	return s.publishOn(ctx, req, root, pub, d)
+}
+
+// publishOn runs pub on the opened root under its lease.
+func (s *Service) publishOn(ctx context.Context, req Request, root storage.Backend, pub engine.Publication, d config.Destination) (engine.Result, error) {
+	res := engine.Result{Root: d.RootKey()}
+	err := s.withLeaseOn(ctx, d, root, req.Places, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = s.engineFor(ctx, l).Publish(ctx, root, l, pub)
 		res.LeaseToken = l.Token()
@@ -482,24 +487,32 @@ func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, 
 	return res, err
 }
 
+// logger is the logger ctx carries (zerolog.Ctx), or the engine's when it
+// carries none: a caller's fields, such as the event a publication
+// belongs to, are on every line the publication logs.
+func (s *Service) logger(ctx context.Context) zerolog.Logger {
+	if l := zerolog.Ctx(ctx); l.GetLevel() != zerolog.Disabled {
+		return *l
+	}
+	return s.Engine.Log
+}
+
 // engineFor is the engine of one publication under l: its lines carry
-// the caller's fields (WithLog) and the lease token.
+// the caller's fields (the logger in ctx) and the lease token.
 func (s *Service) engineFor(ctx context.Context, l lease.Lease) *engine.Engine {
 	eng := *s.Engine
-	eng.Log = engine.LogFrom(ctx, s.Engine.Log).With().Str("lease_token", l.Token()).Logger()
+	eng.Log = s.logger(ctx).With().Str("lease_token", l.Token()).Logger()
 	return &eng
 }
 
-// publishOpening is PublishTo of a bundle still being opened: open runs
-// in the background while the root's lease is taken and its catalog read
-// (the manifest's read and parse leave the critical path), and the
-// publication waits for it only when it needs the outputs, or before
-// recovering an interrupted run. When open fails it returns open's
-// error: a bundle that cannot be used changes nothing but the lease's
-// own lock object, and only in a root that already holds a catalog — a
-// fresh root (no lease objects yet) is not touched before the bundle is
-// known good.
-func (s *Service) publishOpening(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination) (engine.Result, error) {
+// publishOne is PublishTo of a bundle still being opened: open runs in
+// the background while the root's lease is taken (the manifest's read
+// and parse leave the critical path), and the engine gets the whole
+// publication once it is open. When open fails it returns open's error:
+// a bundle that cannot be used changes nothing but the lease's own lock
+// object, and only in a root that already holds a catalog — a fresh root
+// (no lease objects yet) is not touched before the bundle is known good.
+func (s *Service) publishOne(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination) (engine.Result, error) {
 	res := engine.Result{Root: d.RootKey()}
 	root, err := s.Stores.Destination(ctx, d)
 	if err != nil {
@@ -512,88 +525,111 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		return res, err
 	}
 
-	// The bundle is opened while the root is asked for its catalog: a
-	// bundle known good before the answer comes makes the question moot
-	// (a slow server's answer is not waited for). Else a root without a
-	// catalog waits for the bundle, and one with a catalog is taken while
-	// the bundle opens.
-	var b *bundle.Bundle
-	var berr error
-	bundled := make(chan struct{})
-	go func() {
-		defer close(bundled)
-		b, berr = open(ctx)
-	}()
-	sctx, stopStat := context.WithCancel(ctx)
-	defer stopStat()
+	// A bundle that fails ends the wait for a held lease at once.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o := s.startOpening(ctx, req, open, d, cancel)
+	if !hasCatalog(ctx, root, o.bundled) {
+		// A root without a catalog waits for the bundle.
+		<-o.opened
+		if err := o.err(); err != nil {
+			req.Places.giveUp(ctx, d.RootKey())
+			return res, err
+		}
+		return s.publishOn(ctx, req, root, o.pub, d)
+	}
+	err = s.withLeaseOn(lctx, d, root, req.Places, func(lctx context.Context, root storage.Backend, l lease.Lease) error {
+		pub, err := o.wait(s.LeaseWait)
+		if err != nil {
+			return err
+		}
+		res, err = s.engineFor(ctx, l).Publish(lctx, root, l, pub)
+		res.LeaseToken = l.Token()
+		return err
+	})
+	<-o.opened
+	if o.berr != nil {
+		return engine.Result{Root: d.RootKey()}, o.berr // the bundle's error, as when it is opened first
+	}
+	if errors.Is(err, errBundleSlow) {
+		if o.perr != nil {
+			return engine.Result{Root: d.RootKey()}, o.perr
+		}
+		return s.publishOn(ctx, req, root, o.pub, d)
+	}
+	return res, err
+}
+
+// hasCatalog reports whether root holds a catalog, asked while the bundle
+// opens: a bundle known good (bundled closed) before the answer comes
+// makes the question moot (a slow server's answer is not waited for).
+func hasCatalog(ctx context.Context, root storage.Backend, bundled <-chan struct{}) bool {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	stat := make(chan error, 1)
 	go func() {
 		_, err := root.Stat(sctx, catalog.FileName)
 		stat <- err
 	}()
-	hasCatalog := false
 	select {
 	case <-bundled:
+		return false
 	case err := <-stat:
-		hasCatalog = err == nil
+		return err == nil
 	}
-	if !hasCatalog {
-		stopStat()
-		<-bundled
-		if berr != nil {
-			req.Places.giveUp(ctx, d.RootKey())
-			return res, berr
-		}
-		return s.PublishTo(ctx, req, b, d)
-	}
-	var full engine.Publication
-	var perr error
-	opened := make(chan struct{})
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+}
+
+// opening is the publication of one destination while its bundle opens.
+type opening struct {
+	bundled chan struct{} // closed once the bundle is open or failed to
+	opened  chan struct{} // closed once pub is built or cannot be
+	b       *bundle.Bundle
+	berr    error
+	pub     engine.Publication
+	perr    error
+}
+
+// startOpening opens the bundle with open and builds its publication to d
+// in the background; failed is called when the bundle cannot be opened.
+func (s *Service) startOpening(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination, failed func()) *opening {
+	o := &opening{bundled: make(chan struct{}), opened: make(chan struct{})}
 	go func() {
-		defer close(opened)
-		<-bundled
-		if berr != nil {
-			cancel() // no point waiting for a held lease
+		defer close(o.opened)
+		o.b, o.berr = open(ctx)
+		close(o.bundled)
+		if o.berr != nil {
+			failed()
 			return
 		}
-		full, perr = s.publication(ctx, req, b, d)
+		o.pub, o.perr = s.publication(ctx, req, o.b, d)
 	}()
+	return o
+}
 
-	// Under the lease the bundle is waited for at most the lease wait: a
-	// hung bundle store must not keep the root from the events behind it.
-	// Past that the lease goes back and the bundle is waited for without.
-	wait := func() (engine.Publication, error) {
-		if s.LeaseWait > 0 {
-			t := time.NewTimer(s.LeaseWait)
-			defer t.Stop()
-			select {
-			case <-opened:
-			case <-t.C:
-				return engine.Publication{}, errBundleSlow
-			}
+// err is why the publication cannot run, once opened is closed.
+func (o *opening) err() error {
+	if o.berr != nil {
+		return o.berr
+	}
+	return o.perr
+}
+
+// wait waits for the publication. Under the lease the bundle is waited
+// for at most limit (the lease wait; 0: no bound): a hung bundle store
+// must not keep the root from the events behind it. Past that the lease
+// goes back (errBundleSlow) and the bundle is waited for without.
+func (o *opening) wait(limit time.Duration) (engine.Publication, error) {
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		select {
+		case <-o.opened:
+		case <-t.C:
+			return engine.Publication{}, errBundleSlow
 		}
-		<-opened
-		if berr != nil {
-			return engine.Publication{}, berr
-		}
-		return full, perr
 	}
-	err = s.withLeaseOn(lctx, d, root, req.Places, func(lctx context.Context, root storage.Backend, l lease.Lease) error {
-		var err error
-		res, err = s.engineFor(ctx, l).PublishOpening(lctx, root, l, s.head(req, d), wait)
-		res.LeaseToken = l.Token()
-		return err
-	})
-	<-opened
-	if berr != nil {
-		return engine.Result{Root: d.RootKey()}, berr // the bundle's error, as when it is opened first
-	}
-	if errors.Is(err, errBundleSlow) {
-		return s.PublishTo(ctx, req, b, d)
-	}
-	return res, err
+	<-o.opened
+	return o.pub, o.err()
 }
 
 // errBundleSlow ends a publication holding a root's lease whose bundle
@@ -628,7 +664,7 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 		if s.LeaseWait > 0 && ctx.Err() == nil {
 			// Says what held the line up: a holder of this process, or
 			// earlier events still on their way (a slow bundle store).
-			log := engine.LogFrom(ctx, s.Engine.Log)
+			log := s.logger(ctx)
 			log.Warn().Str("root", d.RootKey()).Dur("lease_wait", s.LeaseWait).Int("ahead_publishing", before.publishing).
 				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
 		}
@@ -670,7 +706,7 @@ func (s *Service) watchLease(ctx context.Context, l lease.Lease, d config.Destin
 			case <-t.C:
 			}
 			if err := l.Err(); err != nil {
-				log := engine.LogFrom(ctx, s.Engine.Log)
+				log := s.logger(ctx)
 				log.Warn().Err(err).Str("root", d.RootKey()).Msg("lease lost; cancelling the publication's storage calls")
 				cancel(err)
 				return
@@ -726,7 +762,7 @@ func (s *Service) giveBack(ctx context.Context, place *seat, h *holding, root st
 		}
 	}
 	if err := h.release(context.WithoutCancel(ctx)); err != nil {
-		log := engine.LogFrom(ctx, s.Engine.Log)
+		log := s.logger(ctx)
 		log.Warn().Err(err).Str("root", root.String()).Msg("lease release failed; it expires on its own")
 	}
 }

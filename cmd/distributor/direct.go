@@ -74,7 +74,10 @@ func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Lo
 	// Said as it happens: a hung or trickling S3 server otherwise shows
 	// only once the run fails, if ever.
 	st.Warn = func(ctx context.Context, err error) {
-		l := engine.LogFrom(ctx, log)
+		l := zerolog.Ctx(ctx)
+		if l.GetLevel() == zerolog.Disabled {
+			l = &log
+		}
 		l.Warn().Err(err).Msg("S3 request cut (the SDK may try it again)")
 	}
 	svc := &service.Service{Engine: &engine.Engine{Version: version, Log: log, Now: a.now}, Config: cfg, Stores: st,

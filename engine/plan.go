@@ -252,4 +252,3 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	}
 	return pl, refuseSymlinks(ctx, root, pl.Plan, pl.stored, f.links)
 }
-

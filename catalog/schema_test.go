@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 	"github.com/distributor/distributor/testenv"
 )
 

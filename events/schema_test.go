@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 	"github.com/distributor/distributor/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/enginetest"
+	"github.com/distributor/distributor/testenv/enginetest"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/service"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/testenv"
 )

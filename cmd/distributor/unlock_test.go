@@ -13,7 +13,7 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"

@@ -69,7 +69,7 @@ func (c *handOverRoot) publication(ctx context.Context, i int) (engine.Publicati
 	if err != nil {
 		return engine.Publication{}, err
 	}
-	pub, err := engine.PublicationTo(c.dests[i], req.PipelineID).WithBundle(ctx, c.dests[i], b)
+	pub, err := service.PublicationTo(ctx, c.dests[i], req.PipelineID, b)
 	pub.BundleEventID = req.BundleEventID
 	return pub, err
 }

@@ -446,17 +446,15 @@ func (o *openOnce) result() (*bundle.Bundle, error) {
 	return o.b, o.err
 }
 
-// publication builds the publication of b to d.
+// publication builds the publication of req's bundle b to d.
 func (s *Service) publication(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Publication, error) {
-	return s.head(req, d).WithBundle(ctx, d, b)
-}
-
-// head is the publication of req to d without its bundle's part.
-func (s *Service) head(req Request, d config.Destination) engine.Publication {
-	pub := engine.PublicationTo(d, req.PipelineID)
+	pub, err := PublicationTo(ctx, d, req.PipelineID, b)
+	if err != nil {
+		return pub, err
+	}
 	pub.BundleEventID, pub.TakeOwnership, pub.AllowOlder = req.BundleEventID, req.TakeOwnership, req.AllowOlder
 	pub.DeleteLater = req.AllowOlder && req.DeleteLater
-	return pub
+	return pub, nil
 }
 
 // PublishTo runs one destination of the request, its bundle open, under

@@ -38,7 +38,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
@@ -146,7 +145,7 @@ type Observation struct {
 	Duration time.Duration
 
 	// Result is what the engine did.
-	Result engine.Result
+	Result service.Result
 
 	// LeaseLost: the root's lease was lost during the publication.
 	LeaseLost bool
@@ -392,7 +391,7 @@ func (c *Consumer) started(eventID string) (done func()) {
 type outcome struct {
 	d         config.Destination // zero when the event failed as a whole
 	dest      string
-	result    engine.Result
+	result    service.Result
 	err       error
 	transient bool
 	root      string        // the destination's root key; "" when unknown

@@ -196,83 +196,6 @@ func (r *publication) carry(pending pendingReport) {
 	}
 }
 
-// prepare checks the bundle files this plan copies, stages the writes when
-// the backend can, and loads the fingerprint shards the writes rewrite.
-func (r *publication) prepare(ctx context.Context) error {
-	r.content = make(map[string][]byte)
-	for _, o := range r.pub.Outputs {
-		if o.Content != nil {
-			r.content[o.Path] = o.Content
-		}
-	}
-	var copies []string
-	for _, it := range r.writes {
-		if _, ok := r.content[it.Path]; !ok {
-			copies = append(copies, it.Desired.From)
-		}
-	}
-
-	// Every output is written invisibly first, the bundle's bytes hashed
-	// as they pass, and named only once all are complete: each bundle
-	// byte is read once. Not when deletes must first make room for the
-	// writes' folders.
-	staging := len(r.displaced) == 0 && len(r.writes) > 0
-	if err := r.checkCopies(ctx, copies, staging); err != nil {
-		return err
-	}
-	if staging {
-		r.stg = &staged{Stage: r.root.Stage(ctx), unstaged: map[string]bool{}}
-		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
-			// The sizes were not checked up front (see checkCopies): a
-			// missing or resized bundle file is reported as that check
-			// reports it, all of them at once, before any other failure.
-			if len(copies) > 0 {
-				if serr := r.pub.Bundle.CheckSizes(ctx, copies); serr != nil {
-					return serr
-				}
-			}
-			return err
-		}
-	}
-
-	// The index shards of the paths about to be written are rewritten
-	// afterwards: load their other entries first.
-	writePaths := make([]string, len(r.writes))
-	for i, it := range r.writes {
-		writePaths[i] = it.Path
-	}
-	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths); err != nil {
-		return fmt.Errorf("read fingerprints in %s: %w", r.root, err)
-	}
-	return nil
-}
-
-// checkCopies fails the publication before any byte is visible ("never a
-// partial write") when a bundle file it copies is missing or is not the
-// manifest's: the digest of every file this plan copies — only those, so
-// the cost still follows the change — while staging, or in a pass of its
-// own after the sizes (cheap). Staging names nothing until every file is
-// verified, so it checks the sizes only when it fails (prepare): up front
-// they cost three system calls per file for nothing.
-func (r *publication) checkCopies(ctx context.Context, copies []string, staging bool) error {
-	if len(copies) == 0 {
-		return nil
-	}
-	if r.pub.Bundle == nil {
-		return errors.New("engine: publication copies files but has no bundle")
-	}
-	if !staging {
-		if err := r.pub.Bundle.CheckSizes(ctx, copies); err != nil {
-			return err
-		}
-	}
-	startItems(ctx, "checking bundle", r.writes, func(it planner.Item) bool { _, ok := r.content[it.Path]; return !ok })
-	if staging {
-		return nil
-	}
-	return r.e.verifyCopies(ctx, r.pub.Bundle, copies)
-}
-
 // writeIntent records what this run is about to change, so that a crash
 // from here on is rolled forward by the next run.
 func (r *publication) writeIntent(ctx context.Context) error {
@@ -303,29 +226,6 @@ func (r *publication) makeRoom(ctx context.Context) error {
 		return r.rollForward(ctx, "delete", fmt.Errorf("delete in %s: %w", r.root, err))
 	}
 	r.res.Deleted = append(r.res.Deleted, r.displaced...)
-	return nil
-}
-
-// write writes every planned output (naming the staged ones).
-func (r *publication) write(ctx context.Context) error {
-	startItems(ctx, "writing", r.writes, nil)
-
-	// The backend writes the next catalog beside the outputs as it sees
-	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
-	// for its commit beside them too: after the plan read the catalog the
-	// commit swaps against, which is all the fence needs (see confirming).
-	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
-	r.confirmed = confirming(ctx, r.l)
-	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
-	r.res.Written = append(r.res.Written, written...)
-	if err != nil {
-		r.closeStage()
-
-		// Deletes are skipped; roll the landed writes forward so the catalog
-		// describes them (and a retry does not collide with them).
-		// The intent stays: a retry of this event reports these writes.
-		return r.rollForward(ctx, "write", err)
-	}
 	return nil
 }
 
@@ -463,11 +363,5 @@ func (r *publication) closeCatalog() {
 	if r.cat != nil {
 		r.cat.Close()
 		r.cat = nil
-	}
-}
-
-func (r *publication) closeStage() {
-	if r.stg != nil {
-		r.stg.Close()
 	}
 }

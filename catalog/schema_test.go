@@ -8,8 +8,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 const catalogSchema = "catalog-v4.json"

@@ -38,7 +38,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
@@ -146,7 +145,7 @@ type Observation struct {
 	Duration time.Duration
 
 	// Result is what the engine did.
-	Result engine.Result
+	Result service.Result
 
 	// LeaseLost: the root's lease was lost during the publication.
 	LeaseLost bool
@@ -392,7 +391,7 @@ func (c *Consumer) started(eventID string) (done func()) {
 type outcome struct {
 	d         config.Destination // zero when the event failed as a whole
 	dest      string
-	result    engine.Result
+	result    service.Result
 	err       error
 	transient bool
 	root      string        // the destination's root key; "" when unknown
@@ -464,7 +463,7 @@ func (c *Consumer) handle(ctx context.Context, d delivery) {
 	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
 
 	// The engine's lines about this event carry the same fields.
-	ctx = engine.WithLog(ctx, log)
+	ctx = log.WithContext(ctx)
 	if p, ok := c.subjects.BundleReadyPipeline(msg.Subject()); !ok || p != ev.PipelineID {
 		c.rejectOtherPipeline(ctx, msg, ev, p, attempt, last)
 		return

@@ -20,11 +20,11 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // TestResultEventsMatchSchemas builds a result of every type and every

@@ -7,5 +7,5 @@
 // resolves inside the repository, and every JSON example validates against
 // its schema and decodes with distributor's own decoder (the code's tests
 // check what the code writes against the same schemas, through
-// internal/schematest).
+// testenv/schematest).
 package docs

@@ -11,6 +11,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage/local"
 	"github.com/distributor/distributor/testenv"
 )
@@ -38,7 +39,7 @@ func benchPublication(b *testing.B, n, size int) engine.Publication {
 	}
 	dest := config.Destination{ID: "site", Backend: "local", Workflow: planner.Replacement,
 		Publish: config.Publish{Sources: true, Include: []string{"**"}}}
-	outs, err := engine.Desire(ctx, dest, "bench.pipeline", bun)
+	outs, err := service.Desire(ctx, dest, "bench.pipeline", bun)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 	"github.com/distributor/distributor/testenv"
@@ -329,7 +330,7 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 	if spec.html {
 		dest.Transforms = []config.Transform{{Name: "markdown_to_html", Match: "**/*.md", Index: "report.md"}}
 	}
-	outs, err := engine.Desire(ctx, dest, "weatherreporter.daily", b)
+	outs, err := service.Desire(ctx, dest, "weatherreporter.daily", b)
 	if err != nil {
 		t.Fatal(err)
 	}

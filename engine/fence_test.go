@@ -108,7 +108,7 @@ func (h *harness) fenceHolder(ctx context.Context, root storage.Backend, l lease
 	if err != nil {
 		return engine.Result{}, err
 	}
-	pub, err := engine.PublicationTo(d, pipeA).WithBundle(ctx, d, b)
+	pub, err := service.PublicationTo(ctx, d, pipeA, b)
 	pub.BundleEventID = req.BundleEventID
 	if err != nil {
 		return engine.Result{}, err

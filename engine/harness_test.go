@@ -3,7 +3,7 @@ package engine_test
 import (
 	"testing"
 
-	"github.com/distributor/distributor/internal/enginetest"
+	"github.com/distributor/distributor/testenv/enginetest"
 )
 
 // The harness of these tests (package enginetest), under the short names

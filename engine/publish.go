@@ -46,86 +46,29 @@ type publication struct {
 	cat       storage.PendingCatalog
 	confirmed func() error
 
-	// open, when set, completes pub: its bundle is still being opened
-	// (Engine.PublishOpening). Nil once waited for.
-	open func() (Publication, error)
-
 	// catalog, when set, is the catalog read while the intent was (see
 	// run): the plan's read.
 	catalog func() catalogRead
 }
 
-func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, open func() (Publication, error), spent *string) (Result, error) {
-	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}, open: open}
+func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
+	r := &publication{e: e, root: root, l: l, pub: pub, res: Result{Root: root.String()}, seen: map[string]bool{}}
 	err := r.run(ctx)
 	*spent = r.spent
 	return r.res, err
 }
 
-// awaitBundle waits for the bundle still being opened, if any.
-func (r *publication) awaitBundle() error {
-	if r.open == nil {
-		return nil
-	}
-	pub, err := r.open()
-	r.open = nil
-	if err != nil {
-		return err
-	}
-	r.pub = pub
-	return nil
-}
-
 func (r *publication) run(ctx context.Context) error {
-	// Paths earlier attempts of this same publication changed (see
-	// Pending reports in the package doc): whichever attempt finishes
-	// reports them. Read beside the intent, not after it: a recovery,
-	// which may change the report, is rare, and then it is read again.
-	type report struct {
-		r   pendingReport
-		err error
-	}
-	reported := make(chan report, 1)
-	eventID, owner := r.pub.BundleEventID, r.pub.Owner // awaitBundle replaces r.pub meanwhile
-	go func() {
-		p, err := readReport(ctx, r.root, eventID, owner)
-		reported <- report{p, err}
-	}()
-
-	// So is the catalog, which the plan reads unless a recovery changed it.
-	read := make(chan catalogRead, 1)
-	go func() {
-		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
-		read <- catalogRead{data, v, err}
-	}()
-	early := sync.OnceValue(func() catalogRead { return <-read })
+	// The catalog is read beside the intent: the plan's read unless a
+	// recovery changed it.
+	early := r.readCatalog(ctx)
 	defer early() // nothing outlives the run
-
-	// An intent emptied in place (dropIntent) is none.
-	data, v, err := r.root.ReadIntent(ctx)
-
-	// A bundle that turns out unusable changes nothing: an interrupted
-	// run's recovery (a write) waits until the bundle is known good.
-	if r.open != nil && (err != nil || data != nil) {
-		if err := r.awaitBundle(); err != nil {
-			<-reported
-			return err
-		}
-	}
-	rec, err := r.e.recoverFrom(ctx, r.root, r.l, true, data, v, err)
-	got := <-reported
+	pending, err := r.recoverFirst(ctx)
 	if err != nil {
 		return err
 	}
-	r.res.Recovered = rec.found
-	pending, err := got.r, got.err
-	if rec.found {
-		pending, err = readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
-	} else {
+	if !r.res.Recovered {
 		r.catalog = early
-	}
-	if err != nil {
-		return err
 	}
 	if pending.Result != nil {
 		// An earlier attempt finished; only its result is left to deliver.
@@ -169,10 +112,52 @@ func (r *publication) run(ctx context.Context) error {
 	return r.finish(ctx)
 }
 
+// readCatalog reads the root's catalog in the background; the result
+// waits for the read (and may be called again).
+func (r *publication) readCatalog(ctx context.Context) func() catalogRead {
+	read := make(chan catalogRead, 1)
+	go func() {
+		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
+		read <- catalogRead{data, v, err}
+	}()
+	return sync.OnceValue(func() catalogRead { return <-read })
+}
+
+// recoverFirst rolls an interrupted run forward, if any, and returns the
+// pending report of the paths earlier attempts of this same publication
+// changed (see Pending reports in the package doc): whichever attempt
+// finishes reports them. The report is read beside the intent, not after
+// it: a recovery, which may change the report, is rare, and then it is
+// read again.
+func (r *publication) recoverFirst(ctx context.Context) (pendingReport, error) {
+	type report struct {
+		r   pendingReport
+		err error
+	}
+	reported := make(chan report, 1)
+	go func() {
+		p, err := readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+		reported <- report{p, err}
+	}()
+
+	// An intent emptied in place (dropIntent) is none.
+	data, v, err := r.root.ReadIntent(ctx)
+	rec, err := r.e.recoverFrom(ctx, r.root, r.l, true, data, v, err)
+	got := <-reported
+	if err != nil {
+		return pendingReport{}, err
+	}
+	r.res.Recovered = rec.found
+	if rec.found {
+		return readReport(ctx, r.root, r.pub.BundleEventID, r.pub.Owner)
+	}
+	return got.r, got.err
+}
+
 // plan plans the publication and refuses a superseded or blocked one.
 func (r *publication) plan(ctx context.Context) error {
 	var err error
-	r.pl, err = r.e.plan(ctx, r.root, &r.pub, r.awaitBundle, r.catalog)
+	r.pl, err = r.e.plan(ctx, r.root, r.pub, r.catalog)
 	p := r.pl.Plan
 	r.res.Plan = p
 	if err != nil {
@@ -211,83 +196,6 @@ func (r *publication) carry(pending pendingReport) {
 	}
 }
 
-// prepare checks the bundle files this plan copies, stages the writes when
-// the backend can, and loads the fingerprint shards the writes rewrite.
-func (r *publication) prepare(ctx context.Context) error {
-	r.content = make(map[string][]byte)
-	for _, o := range r.pub.Outputs {
-		if o.Content != nil {
-			r.content[o.Path] = o.Content
-		}
-	}
-	var copies []string
-	for _, it := range r.writes {
-		if _, ok := r.content[it.Path]; !ok {
-			copies = append(copies, it.Desired.From)
-		}
-	}
-
-	// Every output is written invisibly first, the bundle's bytes hashed
-	// as they pass, and named only once all are complete: each bundle
-	// byte is read once. Not when deletes must first make room for the
-	// writes' folders.
-	staging := len(r.displaced) == 0 && len(r.writes) > 0
-	if err := r.checkCopies(ctx, copies, staging); err != nil {
-		return err
-	}
-	if staging {
-		r.stg = &staged{Stage: r.root.Stage(ctx), unstaged: map[string]bool{}}
-		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
-			// The sizes were not checked up front (see checkCopies): a
-			// missing or resized bundle file is reported as that check
-			// reports it, all of them at once, before any other failure.
-			if len(copies) > 0 {
-				if serr := r.pub.Bundle.CheckSizes(ctx, copies); serr != nil {
-					return serr
-				}
-			}
-			return err
-		}
-	}
-
-	// The index shards of the paths about to be written are rewritten
-	// afterwards: load their other entries first.
-	writePaths := make([]string, len(r.writes))
-	for i, it := range r.writes {
-		writePaths[i] = it.Path
-	}
-	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths); err != nil {
-		return fmt.Errorf("read fingerprints in %s: %w", r.root, err)
-	}
-	return nil
-}
-
-// checkCopies fails the publication before any byte is visible ("never a
-// partial write") when a bundle file it copies is missing or is not the
-// manifest's: the digest of every file this plan copies — only those, so
-// the cost still follows the change — while staging, or in a pass of its
-// own after the sizes (cheap). Staging names nothing until every file is
-// verified, so it checks the sizes only when it fails (prepare): up front
-// they cost three system calls per file for nothing.
-func (r *publication) checkCopies(ctx context.Context, copies []string, staging bool) error {
-	if len(copies) == 0 {
-		return nil
-	}
-	if r.pub.Bundle == nil {
-		return errors.New("engine: publication copies files but has no bundle")
-	}
-	if !staging {
-		if err := r.pub.Bundle.CheckSizes(ctx, copies); err != nil {
-			return err
-		}
-	}
-	startItems(ctx, "checking bundle", r.writes, func(it planner.Item) bool { _, ok := r.content[it.Path]; return !ok })
-	if staging {
-		return nil
-	}
-	return r.e.verifyCopies(ctx, r.pub.Bundle, copies)
-}
-
 // writeIntent records what this run is about to change, so that a crash
 // from here on is rolled forward by the next run.
 func (r *publication) writeIntent(ctx context.Context) error {
@@ -318,29 +226,6 @@ func (r *publication) makeRoom(ctx context.Context) error {
 		return r.rollForward(ctx, "delete", fmt.Errorf("delete in %s: %w", r.root, err))
 	}
 	r.res.Deleted = append(r.res.Deleted, r.displaced...)
-	return nil
-}
-
-// write writes every planned output (naming the staged ones).
-func (r *publication) write(ctx context.Context) error {
-	startItems(ctx, "writing", r.writes, nil)
-
-	// The backend writes the next catalog beside the outputs as it sees
-	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
-	// for its commit beside them too: after the plan read the catalog the
-	// commit swaps against, which is all the fence needs (see confirming).
-	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
-	r.confirmed = confirming(ctx, r.l)
-	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
-	r.res.Written = append(r.res.Written, written...)
-	if err != nil {
-		r.closeStage()
-
-		// Deletes are skipped; roll the landed writes forward so the catalog
-		// describes them (and a retry does not collide with them).
-		// The intent stays: a retry of this event reports these writes.
-		return r.rollForward(ctx, "write", err)
-	}
 	return nil
 }
 
@@ -478,11 +363,5 @@ func (r *publication) closeCatalog() {
 	if r.cat != nil {
 		r.cat.Close()
 		r.cat = nil
-	}
-}
-
-func (r *publication) closeStage() {
-	if r.stg != nil {
-		r.stg.Close()
 	}
 }

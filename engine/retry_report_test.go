@@ -12,6 +12,7 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 	"github.com/distributor/distributor/testenv"
@@ -31,7 +32,7 @@ func pubFor(t *testing.T, bdir, destID, prefix, linkBase string) engine.Publicat
 	if linkBase != "" {
 		dest.Links = config.Links{BaseURL: linkBase}
 	}
-	outs, err := engine.Desire(ctx, dest, "p", b)
+	outs, err := service.Desire(ctx, dest, "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}

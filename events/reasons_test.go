@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // TestReasonsAreTheSchemaEnum: events.Reasons (the label values metrics

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // jsonFields are the JSON names of a struct's fields.

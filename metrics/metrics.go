@@ -109,6 +109,13 @@ func New(destinations []string) *Metrics {
 		m.leaseWait, m.leasesLost, m.redeliveries, m.inFlight, m.recreated,
 	)
 
+	m.startAtZero(destinations)
+	return m
+}
+
+// startAtZero creates the labelled series of destinations at zero (see
+// New).
+func (m *Metrics) startAtZero(destinations []string) {
 	// The outcomes of distributor_publications_total and the actions of
 	// distributor_outputs_total.
 	outcomes := []string{events.TypePublished, events.TypeSuperseded, events.TypeCollision, events.TypeFailed}
@@ -129,7 +136,6 @@ func New(destinations []string) *Metrics {
 		}
 	}
 	m.publications.WithLabelValues("", events.TypeFailed)
-	return m
 }
 
 // Registry is where the metrics are registered (tests gather from it).

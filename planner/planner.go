@@ -329,19 +329,7 @@ func Build(in Input) (Plan, error) {
 	}
 	w := walk{in: in, outs: outs, current: own.current, dels: dels, disp: sortedKeys(displaced), displaced: displaced, blocked: blocked}
 	w.items = p.Items
-	if n := len(ds) + len(dels) + len(displaced); n > 0 {
-		w.items = make([]Item, 0, n)
-		w.recOf = make([]int32, 0, n)
-	}
-	for i, d := range ds {
-		w.before(d.Path, false)
-		if kept != nil && kept[i] {
-			w.keep(d, at[i])
-			continue
-		}
-		w.plan(d, at[i])
-	}
-	w.before("", true)
+	w.run(ds, at, kept, len(dels)+len(displaced))
 	p.Items, p.Collisions = w.items, w.collisions
 
 	if n := w.deletes + len(p.Clear); in.MaxDeletes > 0 && n > in.MaxDeletes {
@@ -686,6 +674,25 @@ type walk struct {
 	collisions       []string
 	deletes, creates int
 	changed          bool // an item is not Unchanged
+}
+
+// run walks the desired paths ds (at their places at) and the records
+// side by side in path order, keeping the paths kept marks for a newer
+// version; others is how many items the records add at most.
+func (w *walk) run(ds []*Desired, at []place, kept []bool, others int) {
+	if n := len(ds) + others; n > 0 {
+		w.items = make([]Item, 0, n)
+		w.recOf = make([]int32, 0, n)
+	}
+	for i, d := range ds {
+		w.before(d.Path, false)
+		if kept != nil && kept[i] {
+			w.keep(d, at[i])
+			continue
+		}
+		w.plan(d, at[i])
+	}
+	w.before("", true)
 }
 
 // before appends the deletes and displaced outputs whose paths sort before

@@ -69,7 +69,7 @@ func (c *handOverRoot) publication(ctx context.Context, i int) (engine.Publicati
 	if err != nil {
 		return engine.Publication{}, err
 	}
-	pub, err := engine.PublicationTo(c.dests[i], req.PipelineID).WithBundle(ctx, c.dests[i], b)
+	pub, err := service.PublicationTo(ctx, c.dests[i], req.PipelineID, b)
 	pub.BundleEventID = req.BundleEventID
 	return pub, err
 }
@@ -307,7 +307,7 @@ func lockExpiry(root storage.Backend) (time.Time, error) {
 }
 
 // TestACancelledFirstEventDoesNotEndTheHandedOverLease: the first
-// publication's context ends right after its turn (as PublishOpening's
+// publication's context ends right after its turn (as Service.Publish's
 // does): the lease it handed on keeps being renewed for the second.
 func TestACancelledFirstEventDoesNotEndTheHandedOverLease(t *testing.T) {
 	t.Parallel()

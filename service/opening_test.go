@@ -48,9 +48,9 @@ func openingHarness(t *testing.T) (*harness, config.Destination, string) {
 	return h, h.AddDest(d, root, pipeA), d.Path
 }
 
-// publishOpening runs Service.Publish of the bundle in dir to d, which
+// publishWhileOpening runs Service.Publish of the bundle in dir to d, which
 // opens the bundle while it takes the root's lease.
-func (h *harness) publishOpening(ctx context.Context, d config.Destination, dir string) (engine.Result, *bundle.Bundle, error) {
+func (h *harness) publishWhileOpening(ctx context.Context, d config.Destination, dir string) (engine.Result, *bundle.Bundle, error) {
 	req := service.Request{PipelineID: pipeA, Bundle: dir, Destinations: []string{d.ID}, BundleEventID: "ev-" + filepath.Base(dir)}
 	b, done := h.Service.Publish(ctx, req, []config.Destination{d})
 	return done[0].Result, b, done[0].Err
@@ -72,7 +72,7 @@ func (h *harness) brokenBundle() (string, error) {
 
 // A publication whose manifest is read while the lease is taken ends
 // exactly like one whose bundle was opened first.
-func TestPublishOpeningEndsLikePublish(t *testing.T) {
+func TestBundleOpenedDuringTheLeaseEndsLikePublish(t *testing.T) {
 	files := map[string]string{"a.txt": "a\n", "data/b.csv": "b\n"}
 	dir, _ := makeBundle(t, "weatherreporter.today", files)
 	var results [2]engine.Result
@@ -86,9 +86,9 @@ func TestPublishOpeningEndsLikePublish(t *testing.T) {
 			results[i], err = h.Publish(t2, pipeA, d.ID, dir)
 		} else {
 			var b *bundle.Bundle
-			results[i], b, err = h.publishOpening(context.Background(), d, dir)
+			results[i], b, err = h.publishWhileOpening(context.Background(), d, dir)
 			if b == nil {
-				t.Error("PublishOpening returned no bundle")
+				t.Error("Publish returned no bundle")
 			}
 		}
 		if err != nil {
@@ -99,7 +99,7 @@ func TestPublishOpeningEndsLikePublish(t *testing.T) {
 		roots[i] = snapshot(t, root)
 	}
 	if !reflect.DeepEqual(results[0], results[1]) {
-		t.Errorf("results differ:\nPublish        %+v\nPublishOpening %+v", results[0], results[1])
+		t.Errorf("results differ:\nPublish        %+v\nopened during the lease %+v", results[0], results[1])
 	}
 	if d := diff(roots[0], roots[1]); d != "" {
 		t.Errorf("roots differ:\n%s", d)
@@ -113,7 +113,7 @@ func TestPublishOpeningEndsLikePublish(t *testing.T) {
 // and changes nothing: an interrupted run's intent is not rolled forward
 // (which would remove it) before the bundle is known good, and a fresh
 // root gets no lease objects.
-func TestPublishOpeningUnusableBundleChangesNothing(t *testing.T) {
+func TestBundleOpenedDuringTheLeaseUnusableBundleChangesNothing(t *testing.T) {
 	for _, managed := range []bool{true, false} {
 		h, d, root := openingHarness(t)
 		if managed {
@@ -124,7 +124,7 @@ func TestPublishOpeningUnusableBundleChangesNothing(t *testing.T) {
 		}
 		before := everything(t, root)
 		dir, want := h.brokenBundle()
-		_, b, err := h.publishOpening(context.Background(), d, dir)
+		_, b, err := h.publishWhileOpening(context.Background(), d, dir)
 		if err == nil || err.Error() != want.Error() || b != nil {
 			t.Errorf("managed=%t: err %v, bundle %v; want the bundle's error %q and no bundle", managed, err, b, want)
 		}
@@ -142,7 +142,7 @@ func TestPublishOpeningUnusableBundleChangesNothing(t *testing.T) {
 const emptyIntent = `{"version": 1, "writes": [], "deletes": []}`
 
 // With the intent there and a good bundle, the recovery runs first.
-func TestPublishOpeningRecoversOnceTheBundleIsGood(t *testing.T) {
+func TestBundleOpenedDuringTheLeaseRecoversOnceTheBundleIsGood(t *testing.T) {
 	h, d, root := openingHarness(t)
 	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
 	intent := filepath.Join(root, filepath.FromSlash(engine.IntentPath))
@@ -150,7 +150,7 @@ func TestPublishOpeningRecoversOnceTheBundleIsGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, _ := makeBundle(t, "weatherreporter.today", map[string]string{"a.txt": "a2\n"})
-	res, b, err := h.publishOpening(context.Background(), d, dir)
+	res, b, err := h.publishWhileOpening(context.Background(), d, dir)
 	if err != nil || b == nil {
 		t.Fatalf("err %v, bundle %v", err, b)
 	}
@@ -173,7 +173,7 @@ func mustRoot(t *testing.T, h *harness, d config.Destination) storage.Backend {
 
 // A bundle that cannot be opened ends the wait for a held lease at once,
 // with the bundle's error.
-func TestPublishOpeningUnusableBundleEndsTheLeaseWait(t *testing.T) {
+func TestBundleOpenedDuringTheLeaseUnusableBundleEndsTheLeaseWait(t *testing.T) {
 	h, d, _ := openingHarness(t)
 	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
 	other := lease.NewStorageLocker("other-holder", lease.MaxTTL)
@@ -186,7 +186,7 @@ func TestPublishOpeningUnusableBundleEndsTheLeaseWait(t *testing.T) {
 	dir, want := h.brokenBundle()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, _, err = h.publishOpening(ctx, d, dir)
+	_, _, err = h.publishWhileOpening(ctx, d, dir)
 	if err == nil || err.Error() != want.Error() || errors.Is(err, lease.ErrHeld) {
 		t.Errorf("err %v, want the bundle's %q", err, want)
 	}
@@ -225,7 +225,7 @@ func (g gatedBackend) Open(ctx context.Context, path string) (io.ReadCloser, err
 // lease back once the lease wait passes without the bundle: a hung bundle
 // store does not keep the root from other holders. Once the bundle opens,
 // the publication takes the lease again and publishes.
-func TestPublishOpeningGivesTheLeaseBackWhileTheBundleHangs(t *testing.T) {
+func TestBundleOpenedDuringTheLeaseGivesTheLeaseBackWhileTheBundleHangs(t *testing.T) {
 	h, d, _ := openingHarness(t)
 	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"}) // the root has a catalog
 	dir, _ := makeBundleAt(t, "weatherreporter.today", t2, map[string]string{"a.txt": "a2\n"})
@@ -239,7 +239,7 @@ func TestPublishOpeningGivesTheLeaseBackWhileTheBundleHangs(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, _, err := h.publishOpening(context.Background(), d, dir)
+		res, _, err := h.publishWhileOpening(context.Background(), d, dir)
 		done <- outcome{res, err}
 	}()
 	// The publication takes the root's lease while its bundle opens ...

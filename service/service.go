@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -125,27 +124,6 @@ func Named(ctx context.Context, err error) error {
 	}
 	return err
 }
-
-// HandOver bounds how long one lease serves the publications queued in
-// one process for its root. A lease is handed on only while it is held
-// (Err is nil), to a publication of the same Service that waits for the
-// root's turn, and only after the one before returned: the holder does
-// not change, so neither does the token. The bounds make the process
-// release and acquire the lease again from time to time, which is where
-// another process waiting for the root gets its chance and the token
-// grows.
-type HandOver struct {
-	// Max is how many publications in a row one lease may serve (2 or
-	// more to hand over at all).
-	Max int
-
-	// For: a lease held this long is not handed on (0: no time bound).
-	For time.Duration
-}
-
-// DefaultHandOver is serve's: a root's lease serves at most 16 queued
-// publications of one process, and is not handed on after a second.
-var DefaultHandOver = HandOver{Max: 16, For: time.Second}
 
 // Request names a bundle and where it goes.
 type Request struct {
@@ -359,8 +337,8 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		if s.Around != nil {
 			dctx, end = s.Around(ctx, d)
 		}
-		log := engine.LogFrom(ctx, s.Engine.Log).With().Str("destination_id", d.ID).Logger()
-		dctx = engine.WithLog(dctx, log)
+		log := s.logger(ctx).With().Str("destination_id", d.ID).Logger()
+		dctx = log.WithContext(dctx)
 		stop := func() {}
 		if s.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -377,7 +355,7 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 			}
 		}
 		start := time.Now()
-		res, err := s.publishOpening(dctx, req, ob.get, d)
+		res, err := s.publishOne(dctx, req, ob.get, d)
 		err = Named(dctx, err)
 		stop()
 		end()
@@ -446,24 +424,21 @@ func (o *openOnce) result() (*bundle.Bundle, error) {
 	return o.b, o.err
 }
 
-// publication builds the publication of b to d.
+// publication builds the publication of req's bundle b to d.
 func (s *Service) publication(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Publication, error) {
-	return s.head(req, d).WithBundle(ctx, d, b)
-}
-
-// head is the publication of req to d without its bundle's part.
-func (s *Service) head(req Request, d config.Destination) engine.Publication {
-	pub := engine.PublicationTo(d, req.PipelineID)
+	pub, err := PublicationTo(ctx, d, req.PipelineID, b)
+	if err != nil {
+		return pub, err
+	}
 	pub.BundleEventID, pub.TakeOwnership, pub.AllowOlder = req.BundleEventID, req.TakeOwnership, req.AllowOlder
 	pub.DeleteLater = req.AllowOlder && req.DeleteLater
-	return pub
+	return pub, nil
 }
 
 // PublishTo runs one destination of the request, its bundle open, under
 // its root's lease: what Publish runs for each destination once the
 // bundle is open.
 func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
-	res := engine.Result{Root: d.RootKey()}
 	pub, err := s.publication(ctx, req, b, d)
 	var root storage.Backend
 	if err == nil {
@@ -471,9 +446,15 @@ func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, 
 	}
 	if err != nil {
 		req.Places.giveUp(ctx, d.RootKey()) // the root's line moves on
-		return res, err
+		return engine.Result{Root: d.RootKey()}, err
 	}
-	err = s.withLeaseOn(ctx, d, root, req.Places, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
+	return s.publishOn(ctx, req, root, pub, d)
+}
+
+// publishOn runs pub on the opened root under its lease.
+func (s *Service) publishOn(ctx context.Context, req Request, root storage.Backend, pub engine.Publication, d config.Destination) (engine.Result, error) {
+	res := engine.Result{Root: d.RootKey()}
+	err := s.withLeaseOn(ctx, d, root, req.Places, func(ctx context.Context, root storage.Backend, l lease.Lease) error {
 		var err error
 		res, err = s.engineFor(ctx, l).Publish(ctx, root, l, pub)
 		res.LeaseToken = l.Token()
@@ -482,24 +463,32 @@ func (s *Service) PublishTo(ctx context.Context, req Request, b *bundle.Bundle, 
 	return res, err
 }
 
+// logger is the logger ctx carries (zerolog.Ctx), or the engine's when it
+// carries none: a caller's fields, such as the event a publication
+// belongs to, are on every line the publication logs.
+func (s *Service) logger(ctx context.Context) zerolog.Logger {
+	if l := zerolog.Ctx(ctx); l.GetLevel() != zerolog.Disabled {
+		return *l
+	}
+	return s.Engine.Log
+}
+
 // engineFor is the engine of one publication under l: its lines carry
-// the caller's fields (WithLog) and the lease token.
+// the caller's fields (the logger in ctx) and the lease token.
 func (s *Service) engineFor(ctx context.Context, l lease.Lease) *engine.Engine {
 	eng := *s.Engine
-	eng.Log = engine.LogFrom(ctx, s.Engine.Log).With().Str("lease_token", l.Token()).Logger()
+	eng.Log = s.logger(ctx).With().Str("lease_token", l.Token()).Logger()
 	return &eng
 }
 
-// publishOpening is PublishTo of a bundle still being opened: open runs
-// in the background while the root's lease is taken and its catalog read
-// (the manifest's read and parse leave the critical path), and the
-// publication waits for it only when it needs the outputs, or before
-// recovering an interrupted run. When open fails it returns open's
-// error: a bundle that cannot be used changes nothing but the lease's
-// own lock object, and only in a root that already holds a catalog — a
-// fresh root (no lease objects yet) is not touched before the bundle is
-// known good.
-func (s *Service) publishOpening(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination) (engine.Result, error) {
+// publishOne is PublishTo of a bundle still being opened: open runs in
+// the background while the root's lease is taken (the manifest's read
+// and parse leave the critical path), and the engine gets the whole
+// publication once it is open. When open fails it returns open's error:
+// a bundle that cannot be used changes nothing but the lease's own lock
+// object, and only in a root that already holds a catalog — a fresh root
+// (no lease objects yet) is not touched before the bundle is known good.
+func (s *Service) publishOne(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination) (engine.Result, error) {
 	res := engine.Result{Root: d.RootKey()}
 	root, err := s.Stores.Destination(ctx, d)
 	if err != nil {
@@ -512,232 +501,116 @@ func (s *Service) publishOpening(ctx context.Context, req Request, open func(con
 		return res, err
 	}
 
-	// The bundle is opened while the root is asked for its catalog: a
-	// bundle known good before the answer comes makes the question moot
-	// (a slow server's answer is not waited for). Else a root without a
-	// catalog waits for the bundle, and one with a catalog is taken while
-	// the bundle opens.
-	var b *bundle.Bundle
-	var berr error
-	bundled := make(chan struct{})
-	go func() {
-		defer close(bundled)
-		b, berr = open(ctx)
-	}()
-	sctx, stopStat := context.WithCancel(ctx)
-	defer stopStat()
+	// A bundle that fails ends the wait for a held lease at once.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o := s.startOpening(ctx, req, open, d, cancel)
+	if !hasCatalog(ctx, root, o.bundled) {
+		// A root without a catalog waits for the bundle.
+		<-o.opened
+		if err := o.err(); err != nil {
+			req.Places.giveUp(ctx, d.RootKey())
+			return res, err
+		}
+		return s.publishOn(ctx, req, root, o.pub, d)
+	}
+	err = s.withLeaseOn(lctx, d, root, req.Places, func(lctx context.Context, root storage.Backend, l lease.Lease) error {
+		pub, err := o.wait(s.LeaseWait)
+		if err != nil {
+			return err
+		}
+		res, err = s.engineFor(ctx, l).Publish(lctx, root, l, pub)
+		res.LeaseToken = l.Token()
+		return err
+	})
+	<-o.opened
+	if o.berr != nil {
+		return engine.Result{Root: d.RootKey()}, o.berr // the bundle's error, as when it is opened first
+	}
+	if errors.Is(err, errBundleSlow) {
+		if o.perr != nil {
+			return engine.Result{Root: d.RootKey()}, o.perr
+		}
+		return s.publishOn(ctx, req, root, o.pub, d)
+	}
+	return res, err
+}
+
+// hasCatalog reports whether root holds a catalog, asked while the bundle
+// opens: a bundle known good (bundled closed) before the answer comes
+// makes the question moot (a slow server's answer is not waited for).
+func hasCatalog(ctx context.Context, root storage.Backend, bundled <-chan struct{}) bool {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	stat := make(chan error, 1)
 	go func() {
 		_, err := root.Stat(sctx, catalog.FileName)
 		stat <- err
 	}()
-	hasCatalog := false
 	select {
 	case <-bundled:
+		return false
 	case err := <-stat:
-		hasCatalog = err == nil
+		return err == nil
 	}
-	if !hasCatalog {
-		stopStat()
-		<-bundled
-		if berr != nil {
-			req.Places.giveUp(ctx, d.RootKey())
-			return res, berr
-		}
-		return s.PublishTo(ctx, req, b, d)
-	}
-	var full engine.Publication
-	var perr error
-	opened := make(chan struct{})
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+}
+
+// opening is the publication of one destination while its bundle opens.
+type opening struct {
+	bundled chan struct{} // closed once the bundle is open or failed to
+	opened  chan struct{} // closed once pub is built or cannot be
+	b       *bundle.Bundle
+	berr    error
+	pub     engine.Publication
+	perr    error
+}
+
+// startOpening opens the bundle with open and builds its publication to d
+// in the background; failed is called when the bundle cannot be opened.
+func (s *Service) startOpening(ctx context.Context, req Request, open func(context.Context) (*bundle.Bundle, error), d config.Destination, failed func()) *opening {
+	o := &opening{bundled: make(chan struct{}), opened: make(chan struct{})}
 	go func() {
-		defer close(opened)
-		<-bundled
-		if berr != nil {
-			cancel() // no point waiting for a held lease
+		defer close(o.opened)
+		o.b, o.berr = open(ctx)
+		close(o.bundled)
+		if o.berr != nil {
+			failed()
 			return
 		}
-		full, perr = s.publication(ctx, req, b, d)
+		o.pub, o.perr = s.publication(ctx, req, o.b, d)
 	}()
+	return o
+}
 
-	// Under the lease the bundle is waited for at most the lease wait: a
-	// hung bundle store must not keep the root from the events behind it.
-	// Past that the lease goes back and the bundle is waited for without.
-	wait := func() (engine.Publication, error) {
-		if s.LeaseWait > 0 {
-			t := time.NewTimer(s.LeaseWait)
-			defer t.Stop()
-			select {
-			case <-opened:
-			case <-t.C:
-				return engine.Publication{}, errBundleSlow
-			}
+// err is why the publication cannot run, once opened is closed.
+func (o *opening) err() error {
+	if o.berr != nil {
+		return o.berr
+	}
+	return o.perr
+}
+
+// wait waits for the publication. Under the lease the bundle is waited
+// for at most limit (the lease wait; 0: no bound): a hung bundle store
+// must not keep the root from the events behind it. Past that the lease
+// goes back (errBundleSlow) and the bundle is waited for without.
+func (o *opening) wait(limit time.Duration) (engine.Publication, error) {
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		select {
+		case <-o.opened:
+		case <-t.C:
+			return engine.Publication{}, errBundleSlow
 		}
-		<-opened
-		if berr != nil {
-			return engine.Publication{}, berr
-		}
-		return full, perr
 	}
-	err = s.withLeaseOn(lctx, d, root, req.Places, func(lctx context.Context, root storage.Backend, l lease.Lease) error {
-		var err error
-		res, err = s.engineFor(ctx, l).PublishOpening(lctx, root, l, s.head(req, d), wait)
-		res.LeaseToken = l.Token()
-		return err
-	})
-	<-opened
-	if berr != nil {
-		return engine.Result{Root: d.RootKey()}, berr // the bundle's error, as when it is opened first
-	}
-	if errors.Is(err, errBundleSlow) {
-		return s.PublishTo(ctx, req, b, d)
-	}
-	return res, err
+	<-o.opened
+	return o.pub, o.err()
 }
 
 // errBundleSlow ends a publication holding a root's lease whose bundle
 // takes longer than the lease wait to open; nothing was written yet.
 var errBundleSlow = errors.New("the bundle is still opening")
-
-// WithLease opens d's root, holds the root's lease while fn runs, and
-// releases it afterwards.
-func (s *Service) WithLease(ctx context.Context, d config.Destination, fn func(root storage.Backend, l lease.Lease) error) error {
-	root, err := s.Stores.Destination(ctx, d)
-	if err != nil {
-		return err
-	}
-	return s.withLeaseOn(ctx, d, root, nil, func(_ context.Context, root storage.Backend, l lease.Lease) error { return fn(root, l) })
-}
-
-// withLeaseOn is WithLease on the opened root, in the root's line at the
-// place taken in places (if any). The lease is the one the last
-// publication of this Service into the root left (HandOver), or a new one.
-// fn's context ends as soon as the lease is lost (watchLease).
-func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(ctx context.Context, root storage.Backend, l lease.Lease) error) error {
-	start := time.Now()
-
-	// Waiting for this process's own holders counts toward LeaseWait; past
-	// it, the lease is asked for anyway and reports who holds it.
-	place := places.claim(d.RootKey())
-	if place == nil {
-		place = s.turns.join(d.RootKey())
-	}
-	if ok, before := place.wait(ctx, start.Add(s.LeaseWait)); !ok {
-		place = nil
-		if s.LeaseWait > 0 && ctx.Err() == nil {
-			// Says what held the line up: a holder of this process, or
-			// earlier events still on their way (a slow bundle store).
-			log := engine.LogFrom(ctx, s.Engine.Log)
-			log.Warn().Str("root", d.RootKey()).Dur("lease_wait", s.LeaseWait).Int("ahead_publishing", before.publishing).
-				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
-		}
-	}
-	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root, Destination: d.ID}, start)
-	if err != nil {
-		if place != nil {
-			place.done(ctx)
-		}
-		return err
-	}
-	defer s.giveBack(ctx, place, h, root)
-	wctx, stop := s.watchLease(ctx, h.l, d)
-	defer stop()
-	return Named(wctx, fn(wctx, root, h.l))
-}
-
-// leaseCheckInterval is how often watchLease asks a held lease whether it
-// is lost: a loss comes from a deadline passing or a failed renewal, and
-// a lease has no channel that says so.
-const leaseCheckInterval = 100 * time.Millisecond
-
-// watchLease returns ctx cancelled as soon as l is lost, with the loss as
-// its cause: a publication stuck in a storage call (a hung or trickling
-// server) stops at once instead of at its next check of l.Err, which a
-// call that never returns never reaches. The loss is logged at warn.
-func (s *Service) watchLease(ctx context.Context, l lease.Lease, d config.Destination) (context.Context, func()) {
-	wctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(leaseCheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-wctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := l.Err(); err != nil {
-				log := engine.LogFrom(ctx, s.Engine.Log)
-				log.Warn().Err(err).Str("root", d.RootKey()).Msg("lease lost; cancelling the publication's storage calls")
-				cancel(err)
-				return
-			}
-		}
-	}()
-	return wctx, func() { close(done); cancel(nil) }
-}
-
-// hold returns the lease left on the seat if it is still held, or
-// acquires one. Either way its renewal follows ctx until giveBack.
-func (s *Service) hold(ctx context.Context, place *seat, root lease.Root, start time.Time) (*holding, error) {
-	if place != nil {
-		if h := place.pick(); h != nil {
-			if h.l.Err() == nil {
-				h.bind(ctx)
-				if s.LeaseWaited != nil {
-					s.LeaseWaited(time.Since(start))
-				}
-				return h, nil
-			}
-
-			// Lost while it was handed on: a new holder, a new token.
-			_ = h.release(context.WithoutCancel(ctx))
-		}
-	}
-
-	// The renewal's own context: ctx ends it while this publication uses
-	// the lease (bind), a later one's context after a hand-over.
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &holding{cancel: cancel}
-	h.bind(ctx)
-	l, err := s.acquire(lctx, root, start)
-	if err != nil {
-		h.unbind()
-		cancel()
-		return nil, err
-	}
-	h.l, h.since = l, time.Now()
-	return h, nil
-}
-
-// giveBack leaves the lease to the next publication waiting on the seat,
-// within HandOver's bounds and while it is held, or releases it; then it
-// gives up the turn.
-func (s *Service) giveBack(ctx context.Context, place *seat, h *holding, root storage.Backend) {
-	// false: ctx ended while the lease was in use, which ended its renewal.
-	live := h.unbind()
-	if place != nil {
-		defer place.done(ctx)
-		if live && s.mayHandOver(h) && place.leaveLease(h) {
-			return
-		}
-	}
-	if err := h.release(context.WithoutCancel(ctx)); err != nil {
-		log := engine.LogFrom(ctx, s.Engine.Log)
-		log.Warn().Err(err).Str("root", root.String()).Msg("lease release failed; it expires on its own")
-	}
-}
-
-// mayHandOver reports whether h may serve one more publication.
-func (s *Service) mayHandOver(h *holding) bool {
-	if h.uses >= s.HandOver.Max || (s.HandOver.For > 0 && time.Since(h.since) >= s.HandOver.For) {
-		return false
-	}
-	return h.l.Err() == nil // a lost lease is never handed on
-}
 
 // Plan computes the plan of one destination without a lease or any write.
 func (s *Service) Plan(ctx context.Context, req Request, b *bundle.Bundle, d config.Destination) (engine.Result, error) {
@@ -751,28 +624,4 @@ func (s *Service) Plan(ctx context.Context, req Request, b *bundle.Bundle, d con
 	}
 	p, err := s.Engine.Plan(ctx, root, pub)
 	return engine.Result{Root: root.String(), Plan: p}, err
-}
-
-// acquire takes the lease, waiting up to LeaseWait while it is held.
-func (s *Service) acquire(ctx context.Context, root lease.Root, start time.Time) (lease.Lease, error) {
-	deadline := start.Add(s.LeaseWait)
-	pause := 50 * time.Millisecond
-	for {
-		l, err := s.Locker.Acquire(ctx, root)
-		if err == nil && s.LeaseWaited != nil {
-			s.LeaseWaited(time.Since(start))
-		}
-		if err == nil || !errors.Is(err, lease.ErrHeld) || !time.Now().Add(pause).Before(deadline) {
-			return l, err
-		}
-
-		// Jitter keeps waiters on one root from retrying in lockstep; the
-		// cap keeps a released root from idling long.
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(pause/2 + rand.N(pause)):
-		}
-		pause = min(2*pause, 250*time.Millisecond)
-	}
 }

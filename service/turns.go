@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/lease"
 )
 
 // rootTurns makes the publications of one process into one root take
@@ -231,29 +230,3 @@ func (p *Places) Keep(ctx context.Context, dests []config.Destination) {
 
 // Release gives up every place not used.
 func (p *Places) Release(ctx context.Context) { p.Keep(ctx, nil) }
-
-// holding is a root's lease as the publications that share it see it. Its
-// renewal runs on a context of its own (ctx below), cancelled by whichever
-// publication uses it when that publication's context ends (bind), so a
-// lease handed on does not die with the context of the event that took it.
-type holding struct {
-	l      lease.Lease
-	cancel context.CancelFunc // ends the renewal
-	unbind func() bool        // false: the current user's context ended
-	since  time.Time          // when it was acquired
-	uses   int                // publications it served
-}
-
-// bind ties the renewal to ctx, the context of the publication about to
-// use the lease, until unbind.
-func (h *holding) bind(ctx context.Context) {
-	h.unbind = context.AfterFunc(ctx, h.cancel)
-	h.uses++
-}
-
-// release gives the lease up and ends its renewal.
-func (h *holding) release(ctx context.Context) error {
-	err := h.l.Release(ctx)
-	h.cancel()
-	return err
-}

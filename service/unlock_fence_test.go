@@ -9,12 +9,12 @@ import (
 
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/enginetest"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/enginetest"
 )
 
 // intentPausing holds the first WriteIntent until resumed: a serve

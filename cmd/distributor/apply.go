@@ -15,7 +15,6 @@ import (
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
@@ -97,7 +96,7 @@ func (a *app) planCommand() *cobra.Command {
 					err = superseded(req, b, d, res)
 				}
 				if err == nil && res.Plan.Blocked() {
-					err = fmt.Errorf("%w in %s: apply would write nothing there: %d planned path(s) are blocked by content distributor does not manage", engine.ErrCollision, res.Root, len(res.Plan.Collisions))
+					err = fmt.Errorf("%w in %s: apply would write nothing there: %d planned path(s) are blocked by content distributor does not manage", service.ErrCollision, res.Root, len(res.Plan.Collisions))
 				}
 				done[i] = service.Done{Destination: d, Result: res, Err: err}
 			}
@@ -166,7 +165,7 @@ func (a *app) applyCommand() *cobra.Command {
 					// Reported even when the deadline has passed.
 					s.report(context.WithoutCancel(ctx), a, service.ResultEvent(d.Destination.ID, d.Result, d.Err, req.Direct(b.Digest)))
 				}
-				if errors.Is(d.Err, engine.ErrSuperseded) {
+				if errors.Is(d.Err, service.ErrSuperseded) {
 					done[i].Err = fmt.Errorf("%w; use --allow-older to roll back", d.Err)
 				}
 			}
@@ -250,7 +249,7 @@ func planCounts(p planner.Plan) counts {
 }
 
 // resultCounts counts what a publication did.
-func resultCounts(res engine.Result) counts {
+func resultCounts(res service.Result) counts {
 	c := counts{Unchanged: res.Unchanged, Delete: len(res.Deleted), Update: len(res.Updated), KeptNewer: res.KeptNewer}
 	if res.Plan.Blocked() {
 		c.Collision = len(res.Plan.Collisions)
@@ -269,7 +268,7 @@ func resultCounts(res engine.Result) counts {
 // (--verbose lists them all): a 10,000-file publication prints a summary.
 const maxListed = 20
 
-func (a *app) printResult(d config.Destination, res engine.Result, err error, planOnly bool) {
+func (a *app) printResult(d config.Destination, res service.Result, err error, planOnly bool) {
 	p := res.Plan
 
 	// One write per 64 KiB, not per line: a republish that updates 10,000
@@ -278,7 +277,7 @@ func (a *app) printResult(d config.Destination, res engine.Result, err error, pl
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer out.Flush()
 	fmt.Fprintf(out, "%s (%s, %s)\n", d.ID, a.showRoot(res.Root), d.Workflow)
-	if errors.Is(err, engine.ErrSuperseded) {
+	if errors.Is(err, service.ErrSuperseded) {
 		// Nothing was planned: the one line says why and what to do.
 		fmt.Fprintf(out, "  %s\n", oneLine(err.Error()))
 		return
@@ -399,7 +398,7 @@ type itemJSON struct {
 	InTheWay  []string `json:"in_the_way,omitempty"`
 }
 
-func (a *app) toResultJSON(d config.Destination, res engine.Result, err error, planOnly bool) resultJSON {
+func (a *app) toResultJSON(d config.Destination, res service.Result, err error, planOnly bool) resultJSON {
 	out := resultJSON{Destination: d.ID, Root: res.Root, RootAsWritten: a.rootAsWritten(res.Root), Workflow: string(d.Workflow), Changed: res.Plan.Changed,
 		Items: []itemJSON{}, Collisions: res.Plan.Collisions, Clear: res.Plan.Clear, Recovered: res.Recovered,
 		SupersededBy: res.Plan.Superseded}
@@ -427,8 +426,8 @@ func (a *app) toResultJSON(d config.Destination, res engine.Result, err error, p
 
 // superseded is the error of a plan that the destination's newer version of
 // the source supersedes (apply gets it from the engine).
-func superseded(req service.Request, b *bundle.Bundle, d config.Destination, res engine.Result) error {
-	return fmt.Errorf("%w; use --allow-older to roll back", &engine.SupersededError{
+func superseded(req service.Request, b *bundle.Bundle, d config.Destination, res service.Result) error {
+	return fmt.Errorf("%w; use --allow-older to roll back", &service.SupersededError{
 		Root: res.Root, Owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: d.ID},
 		Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()},
 		By:     *res.Plan.Superseded,

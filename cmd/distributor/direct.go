@@ -9,11 +9,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
-	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -74,10 +72,13 @@ func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Lo
 	// Said as it happens: a hung or trickling S3 server otherwise shows
 	// only once the run fails, if ever.
 	st.Warn = func(ctx context.Context, err error) {
-		l := engine.LogFrom(ctx, log)
+		l := zerolog.Ctx(ctx)
+		if l.GetLevel() == zerolog.Disabled {
+			l = &log
+		}
 		l.Warn().Err(err).Msg("S3 request cut (the SDK may try it again)")
 	}
-	svc := &service.Service{Engine: &engine.Engine{Version: version, Log: log, Now: a.now}, Config: cfg, Stores: st,
+	svc := &service.Service{Engine: service.NewEngine(version, a.now, log), Config: cfg, Stores: st,
 		Locker: locker, LeaseWait: leaseWait, Parallel: cfg.DestinationParallelism, Timeout: time.Duration(cfg.PublicationTimeout)}
 	if a.wrapStores != nil {
 		svc.Stores = a.wrapStores(svc.Stores)
@@ -120,14 +121,8 @@ func (s *directSession) report(ctx context.Context, a *app, r events.Result) {
 // maintain runs a maintenance step (prune, reconcile-state) on d's root
 // under its lease, drawing progress under d's name.
 func (s *directSession) maintain(ctx context.Context, a *app, d config.Destination,
-	step func(context.Context, storage.Backend, lease.Lease) (engine.MaintenanceResult, error)) (engine.MaintenanceResult, error) {
+	step func(context.Context) (service.MaintenanceResult, error)) (service.MaintenanceResult, error) {
 	pctx, done := a.withProgress(ctx, d.ID)
 	defer done()
-	var res engine.MaintenanceResult
-	err := s.svc.WithLease(pctx, d, func(root storage.Backend, l lease.Lease) error {
-		var err error
-		res, err = step(pctx, root, l)
-		return err
-	})
-	return res, err
+	return step(pctx)
 }

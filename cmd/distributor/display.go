@@ -21,7 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/progress"
 )
 
 // tty reports whether w is a terminal (a.terminal overrides it in tests).
@@ -42,7 +42,7 @@ func (a *app) withProgress(ctx context.Context, label string) (context.Context, 
 		return ctx, func() {}
 	}
 	b := &progressBar{w: a.stderr, label: label}
-	return engine.WithProgress(ctx, b), b.finish
+	return progress.With(ctx, b), b.finish
 }
 
 // drawsProgress reports whether withProgress draws anything.

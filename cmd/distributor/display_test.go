@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/service"
 )
 
 // runTTY runs the CLI as if stdout and stderr were terminals.
@@ -122,7 +122,7 @@ func TestRootsShownAsWritten(t *testing.T) {
 		t.Fatalf("verify --json: exit %d, %v\n%s%s", vcode, err, vout, verr)
 	}
 	if want := (verifyJSON{DestinationID: "latest", Root: abs, RootAsWritten: "site/latest", Checked: 1, Missing: []string{}, Damaged: []string{}, InFlight: []string{}, Symlinks: []string{},
-		Leftovers: engine.LeftoverReport{Paths: []string{}}}); !reflect.DeepEqual(rep, want) {
+		Leftovers: service.LeftoverReport{Paths: []string{}}}); !reflect.DeepEqual(rep, want) {
 		t.Errorf("verify --json = %+v, want %+v", rep, want)
 	}
 	// An unknown --pipeline is a usage error naming the known ones, not

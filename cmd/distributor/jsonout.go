@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/service"
 )
 
 // printJSON writes v indented, as every --json does.
@@ -31,19 +31,19 @@ type verifyJSON struct {
 
 	// PipelineID is --pipeline: null when every pipeline's outputs of the
 	// destination were checked.
-	PipelineID      *string               `json:"pipeline_id"`
-	Root            string                `json:"root"`
-	RootAsWritten   string                `json:"root_as_written,omitempty"`
-	Checked         int                   `json:"checked"`
-	Missing         []string              `json:"missing"`
-	Damaged         []string              `json:"damaged"`
-	InFlight        []string              `json:"in_flight"`
-	Symlinks        []string              `json:"symlinks"`
-	PendingRecovery bool                  `json:"pending_recovery"`
-	Leftovers       engine.LeftoverReport `json:"leftovers"`
+	PipelineID      *string                `json:"pipeline_id"`
+	Root            string                 `json:"root"`
+	RootAsWritten   string                 `json:"root_as_written,omitempty"`
+	Checked         int                    `json:"checked"`
+	Missing         []string               `json:"missing"`
+	Damaged         []string               `json:"damaged"`
+	InFlight        []string               `json:"in_flight"`
+	Symlinks        []string               `json:"symlinks"`
+	PendingRecovery bool                   `json:"pending_recovery"`
+	Leftovers       service.LeftoverReport `json:"leftovers"`
 }
 
-func (a *app) toVerifyJSON(dest, pipeline string, rep engine.VerifyReport) verifyJSON {
+func (a *app) toVerifyJSON(dest, pipeline string, rep service.VerifyReport) verifyJSON {
 	out := verifyJSON{DestinationID: dest, Root: rep.Root, RootAsWritten: a.rootAsWritten(rep.Root),
 		Checked: rep.Checked, Missing: nonNil(rep.Missing), Damaged: nonNil(rep.Damaged), InFlight: nonNil(rep.InFlight), Symlinks: nonNil(rep.Symlinks),
 		PendingRecovery: rep.PendingRecovery, Leftovers: rep.Leftovers}
@@ -71,18 +71,18 @@ type pruneJSON struct {
 
 // reconcileJSON is one destination of reconcile-state --json.
 type reconcileJSON struct {
-	DestinationID  string                `json:"destination_id"`
-	Root           string                `json:"root"`
-	RootAsWritten  string                `json:"root_as_written,omitempty"`
-	DryRun         bool                  `json:"dry_run"`
-	Removed        []removedJSON         `json:"removed"`
-	SizeMismatches []string              `json:"size_mismatches"`
-	Refreshed      []string              `json:"refreshed"`
-	Leftovers      engine.LeftoverReport `json:"leftovers"`
-	Error          string                `json:"error,omitempty"`
+	DestinationID  string                 `json:"destination_id"`
+	Root           string                 `json:"root"`
+	RootAsWritten  string                 `json:"root_as_written,omitempty"`
+	DryRun         bool                   `json:"dry_run"`
+	Removed        []removedJSON          `json:"removed"`
+	SizeMismatches []string               `json:"size_mismatches"`
+	Refreshed      []string               `json:"refreshed"`
+	Leftovers      service.LeftoverReport `json:"leftovers"`
+	Error          string                 `json:"error,omitempty"`
 }
 
-func (a *app) toReconcileJSON(d config.Destination, res engine.MaintenanceResult, err error) reconcileJSON {
+func (a *app) toReconcileJSON(d config.Destination, res service.MaintenanceResult, err error) reconcileJSON {
 	root := res.Root
 	if root == "" {
 		root = d.RootKey()
@@ -101,7 +101,7 @@ func (a *app) toReconcileJSON(d config.Destination, res engine.MaintenanceResult
 	return out
 }
 
-func removedOf(res engine.MaintenanceResult) []removedJSON {
+func removedOf(res service.MaintenanceResult) []removedJSON {
 	out := []removedJSON{}
 	for _, o := range res.Plan.Removed {
 		out = append(out, removedJSON{Path: o.Path, Size: o.Size, UpdatedAt: o.UpdatedAt})

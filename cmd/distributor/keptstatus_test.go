@@ -10,8 +10,8 @@ import (
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/stores"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // status shows a result an attempt kept in the root because it could not

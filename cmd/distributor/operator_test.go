@@ -23,10 +23,10 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // opEnv is one configuration over two destinations on one backend, with

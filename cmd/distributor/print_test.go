@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 )
 
 // countingWriter counts the writes made to it.
@@ -28,7 +28,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func TestResultOfManyUpdatesIsWrittenInFewWrites(t *testing.T) {
 	var out countingWriter
 	a := newApp(&out, &bytes.Buffer{})
-	var res engine.Result
+	var res service.Result
 	var want strings.Builder
 	want.WriteString("latest (/srv/site, replacement)\n")
 	for i := range 10_000 {

@@ -9,11 +9,8 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
-	"github.com/distributor/distributor/storage"
 )
 
 // pruneOptions are prune's flags.
@@ -63,8 +60,8 @@ func (a *app) prune(ctx context.Context, o pruneOptions) error {
 	defer s.close()
 	owner := catalog.Owner{PipelineID: o.pipeline, DestinationID: o.dest}
 	cutoff := a.clock().UTC().Truncate(time.Second).Add(-age)
-	res, err := s.maintain(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) (engine.MaintenanceResult, error) {
-		return s.svc.Engine.Prune(ctx, root, l, owner, engine.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
+	res, err := s.maintain(ctx, a, d, func(ctx context.Context) (service.MaintenanceResult, error) {
+		return s.svc.Prune(ctx, d, owner, service.PruneOptions{Cutoff: cutoff, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
 	})
 	if o.asJSON {
 		if jerr := a.printPruneJSON(d, o, age, cutoff, res, err); jerr != nil {
@@ -108,7 +105,7 @@ func pruneAge(d config.Destination, o pruneOptions) (time.Duration, error) {
 }
 
 // printPruneJSON prints the result of prune (err: its failure) as JSON.
-func (a *app) printPruneJSON(d config.Destination, o pruneOptions, age time.Duration, cutoff time.Time, res engine.MaintenanceResult, err error) error {
+func (a *app) printPruneJSON(d config.Destination, o pruneOptions, age time.Duration, cutoff time.Time, res service.MaintenanceResult, err error) error {
 	root := res.Root
 	if root == "" {
 		root = d.RootKey()

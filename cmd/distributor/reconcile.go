@@ -8,12 +8,9 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/service"
-	"github.com/distributor/distributor/storage"
 )
 
 // reconcileOptions are reconcile-state's flags.
@@ -60,8 +57,8 @@ func (a *app) reconcile(ctx context.Context, o reconcileOptions) error {
 	var first error
 	reports := []reconcileJSON{}
 	for _, d := range dests {
-		res, err := s.maintain(ctx, a, d, func(ctx context.Context, root storage.Backend, l lease.Lease) (engine.MaintenanceResult, error) {
-			return s.svc.Engine.Reconcile(ctx, root, l, sel, engine.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
+		res, err := s.maintain(ctx, a, d, func(ctx context.Context) (service.MaintenanceResult, error) {
+			return s.svc.Reconcile(ctx, d, sel, service.ReconcileOptions{Refresh: o.refresh, MaxDeletes: d.MaxDeletes, DryRun: o.dryRun})
 		})
 		if o.asJSON {
 			reports = append(reports, a.toReconcileJSON(d, res, err))
@@ -118,7 +115,7 @@ func reconcileSelection(cfg *config.Config, o reconcileOptions) (planner.Selecto
 	}
 }
 
-func (a *app) printReconcile(d config.Destination, res engine.MaintenanceResult) {
+func (a *app) printReconcile(d config.Destination, res service.MaintenanceResult) {
 	verb := "removed"
 	if res.DryRun {
 		verb = "would remove"

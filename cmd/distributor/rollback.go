@@ -12,7 +12,6 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
@@ -231,16 +230,16 @@ func (a *app) rollbackPipeline(ctx context.Context, cfg *config.Config, d config
 		}
 		return v.PipelineID, nil
 	}
-	if root, err := stores.New(cfg).Destination(ctx, d); err == nil {
-		e := &engine.Engine{Version: version, Log: a.log}
-		if st, err := e.Status(ctx, root, engine.StatusOptions{}); err == nil {
+	svc := &service.Service{Engine: service.NewEngine(version, nil, a.log), Config: cfg, Stores: stores.New(cfg)}
+	if st, _, err := svc.Status(ctx, d, service.StatusOptions{}); err == nil {
+		{
 			for _, same := range []func(catalog.Source) bool{
 				func(s catalog.Source) bool { return s.Digest == v.Source.Digest },
 				func(s catalog.Source) bool { return s.ID == v.Source.ID },
 			} {
 				var found []string
 				for _, ow := range st.Owners {
-					if ow.Owner.DestinationID == d.ID && slices.Contains(configured, ow.Owner.PipelineID) && slices.ContainsFunc(ow.Sources, func(s engine.SourceStatus) bool { return same(s.Source) }) {
+					if ow.Owner.DestinationID == d.ID && slices.Contains(configured, ow.Owner.PipelineID) && slices.ContainsFunc(ow.Sources, func(s service.SourceStatus) bool { return same(s.Source) }) {
 						found = append(found, ow.Owner.PipelineID)
 					}
 				}

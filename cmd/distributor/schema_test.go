@@ -13,7 +13,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // TestEventsAndCatalogsMatchSchemas runs serve and the CLI through a

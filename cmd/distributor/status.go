@@ -15,9 +15,9 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/consumer"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -93,11 +93,11 @@ type destStatusJSON struct {
 
 	// Owners are this destination's owners (one per pipeline) in the
 	// root; OtherOwners those of other destinations sharing the root.
-	Owners          []ownerStatusJSON      `json:"owners"`
-	OtherOwners     []ownerStatusJSON      `json:"other_owners"`
-	PendingRecovery bool                   `json:"pending_recovery"`
-	Leftovers       *engine.LeftoverReport `json:"leftovers,omitempty"`
-	Lease           leaseStatusJSON        `json:"lease"`
+	Owners          []ownerStatusJSON       `json:"owners"`
+	OtherOwners     []ownerStatusJSON       `json:"other_owners"`
+	PendingRecovery bool                    `json:"pending_recovery"`
+	Leftovers       *service.LeftoverReport `json:"leftovers,omitempty"`
+	Lease           leaseStatusJSON         `json:"lease"`
 
 	// UndeliveredResults are results of this destination an attempt kept
 	// in the root because it could not deliver them; absent when none.
@@ -183,7 +183,7 @@ type statusSources struct {
 
 	// catalogs keeps the roots' catalog summaries between reports (nil:
 	// every report reads every catalog).
-	catalogs *engine.CatalogSummaries
+	catalogs *service.CatalogSummaries
 
 	// streams are the lease bucket and the events stream to read (nil:
 	// none); nats is what the report says of NATS.
@@ -195,7 +195,7 @@ type statusSources struct {
 // status page both make it.
 func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config.Destination, src statusSources) (statusJSON, error) {
 	out := statusJSON{Destinations: make([]destStatusJSON, 0, len(dests)), NATS: src.nats}
-	e := &engine.Engine{Version: version, Log: a.log}
+	svc := &service.Service{Engine: service.NewEngine(version, nil, a.log), Config: cfg, Stores: src.stores}
 	roots := map[string]rootRead{}
 	var first error
 	for _, d := range dests {
@@ -203,7 +203,7 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 			Pipelines: pipelinesOf(cfg, d.ID), Owners: []ownerStatusJSON{}, OtherOwners: []ownerStatusJSON{}}
 		rr, ok := roots[d.RootKey()]
 		if !ok {
-			rr = a.readRoot(ctx, src, e, d)
+			rr = a.readRoot(ctx, src, svc, d)
 			roots[d.RootKey()] = rr
 		}
 		if rr.err != nil {
@@ -241,27 +241,19 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 
 // rootRead is what status read of one root.
 type rootRead struct {
-	st   engine.RootStatus
+	st   service.RootStatus
 	kv   *lease.Holding
-	kept []engine.KeptResult
+	kept []service.KeptResult
 
 	// err: the root could not be read; kvErr: its KV lease could not.
 	err, kvErr error
 }
 
-func (a *app) readRoot(ctx context.Context, src statusSources, e *engine.Engine, d config.Destination) rootRead {
+func (a *app) readRoot(ctx context.Context, src statusSources, svc *service.Service, d config.Destination) rootRead {
 	var rr rootRead
-	root, err := src.stores.Destination(ctx, d)
-	if err != nil {
-		rr.err = err
-		return rr
-	}
-	rr.st, rr.err = e.Status(ctx, root, engine.StatusOptions{Leftovers: src.leftovers, Catalogs: src.catalogs})
-	if rr.err == nil {
-		rr.kept, rr.err = e.KeptResults(ctx, root)
-	}
+	rr.st, rr.kept, rr.err = svc.Status(ctx, d, service.StatusOptions{Leftovers: src.leftovers, Catalogs: src.catalogs})
 	if rr.st.Root == "" {
-		rr.st.Root = root.String()
+		return rr // the root could not be opened
 	}
 	if streams := src.streams; streams != nil && streams.Leases != nil {
 		kctx, cancel := context.WithTimeout(ctx, natsReadTimeout)
@@ -406,16 +398,16 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON, now time.Time)
 
 // leftoversText says what interrupted writes left in a root: those older
 // than the leftover age, and how many younger ones may still be in use.
-func leftoversText(lo engine.LeftoverReport) string {
+func leftoversText(lo service.LeftoverReport) string {
 	s := "none"
 	if lo.Count > 0 {
 		s = fmt.Sprintf("%d of interrupted writes, %d bytes, oldest from %s: reconcile-state removes them", lo.Count, lo.Bytes, catalog.FormatTime(*lo.Oldest))
 	}
 	if lo.Recent > 0 {
 		if lo.Count == 0 {
-			s = "none older than " + shortDuration(engine.DefaultLeftoverAge)
+			s = "none older than " + shortDuration(service.DefaultLeftoverAge)
 		}
-		s += fmt.Sprintf("; %d younger than %s, may be in use", lo.Recent, shortDuration(engine.DefaultLeftoverAge))
+		s += fmt.Sprintf("; %d younger than %s, may be in use", lo.Recent, shortDuration(service.DefaultLeftoverAge))
 	}
 	return s
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/testenv"
 )
 
@@ -186,12 +186,12 @@ func TestLeftoversText(t *testing.T) {
 	t.Parallel()
 	oldest := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
-		lo   engine.LeftoverReport
+		lo   service.LeftoverReport
 		want string
 	}{
-		{engine.LeftoverReport{}, "none"},
-		{engine.LeftoverReport{Recent: 3}, "none older than 1h; 3 younger than 1h, may be in use"},
-		{engine.LeftoverReport{Count: 1, Bytes: 10, Oldest: &oldest, Recent: 2},
+		{service.LeftoverReport{}, "none"},
+		{service.LeftoverReport{Recent: 3}, "none older than 1h; 3 younger than 1h, may be in use"},
+		{service.LeftoverReport{Count: 1, Bytes: 10, Oldest: &oldest, Recent: 2},
 			"1 of interrupted writes, 10 bytes, oldest from 2026-06-19T12:00:00Z: reconcile-state removes them; 2 younger than 1h, may be in use"},
 	} {
 		if got := leftoversText(tc.lo); got != tc.want {

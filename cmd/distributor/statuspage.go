@@ -17,7 +17,6 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
-	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
@@ -76,7 +75,7 @@ type statusPage struct {
 // serve's own NATS connection (ready), never walking roots for leftovers.
 func (a *app) newStatusPage(cfg *config.Config, ready *readiness) *statusPage {
 	st := stores.New(cfg)
-	catalogs := &engine.CatalogSummaries{}
+	catalogs := &service.CatalogSummaries{}
 	read := func(ctx context.Context) statusPageData {
 		streams, n := ready.statusNATS()
 		d := statusPageData{Version: version, Refresh: statusPageRefresh, Consumer: consumerBacklog{Error: "NATS is not known"}}

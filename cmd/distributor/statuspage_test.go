@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // TestServeStatusPage: serve's / names each destination with its live

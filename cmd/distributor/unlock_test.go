@@ -13,11 +13,11 @@ import (
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
-	"github.com/distributor/distributor/internal/schematest"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/stores"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // abandonLock leaves a lock object in root as a direct-mode run on

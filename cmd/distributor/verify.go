@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -23,7 +23,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 
-			// Verify only reads (engine.Verify).
+			// Verify only reads (service.Service.Verify).
 			cfg, d, err := a.loadDestination(dest)
 			if err != nil {
 				return err
@@ -31,16 +31,12 @@ func (a *app) verifyCommand() *cobra.Command {
 			if _, ok := cfg.Pipeline(pipeline); pipeline != "" && !ok {
 				return usageErr("--pipeline %q: unknown pipeline; %s", pipeline, cfg.KnownPipelines())
 			}
-			root, err := stores.New(cfg).Destination(ctx, d)
-			if err != nil {
-				return err
-			}
 			match := func(o catalog.Output) bool {
 				return o.DestinationID == dest && (pipeline == "" || o.PipelineID == pipeline)
 			}
-			e := &engine.Engine{Version: version, Log: a.log}
+			svc := &service.Service{Engine: service.NewEngine(version, nil, a.log), Config: cfg, Stores: stores.New(cfg)}
 			pctx, done := a.withProgress(ctx, dest)
-			rep, err := e.Verify(pctx, root, match)
+			rep, err := svc.Verify(pctx, d, match)
 			done()
 			if err != nil {
 				return err
@@ -76,7 +72,7 @@ func (a *app) verifyCommand() *cobra.Command {
 			}
 			switch {
 			case len(rep.Symlinks) > 0:
-				return withCode(exitDamaged, fmt.Errorf("verify found outputs that lead through a symlink: %s; do not delete the files the link leads to, which are outside the root (verify again afterwards for other damage)", engine.SymlinkFix(a.showRoot(rep.Root), rep.Symlinks)))
+				return withCode(exitDamaged, fmt.Errorf("verify found outputs that lead through a symlink: %s; do not delete the files the link leads to, which are outside the root (verify again afterwards for other damage)", service.SymlinkFix(a.showRoot(rep.Root), rep.Symlinks)))
 			case !rep.OK():
 				return withCode(exitDamaged, errors.New("verify found missing or damaged outputs: publish the bundle again to rewrite them (delete a damaged file first if its modification time did not change, as with bitrot), or drop missing ones with reconcile-state"))
 			case len(rep.InFlight) > 0:

@@ -51,7 +51,7 @@ func TestVerifyReadOnlyWithPendingRecovery(t *testing.T) {
 		t.Fatalf("verify: exit %d\nstdout %q\nwant   %q\nstderr %s", code, out, want, errOut)
 	}
 	out, errOut, code = e.run("verify", "--destination", "latest", "--json")
-	var rep engine.VerifyReport
+	var rep service.VerifyReport
 	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || !rep.PendingRecovery || rep.Checked != 1 || !rep.OK() {
 		t.Fatalf("verify --json: exit %d, %+v (%v)\n%s%s", code, rep, err, out, errOut)
 	}

@@ -7,8 +7,13 @@
 //   - no package imports a command (cmd/...);
 //   - storage backends (storage/local, storage/s3) depend on none of the
 //     layers above storage: engine, consumer, planner, lease, events, config;
-//   - the engine imports neither NATS nor events, the service nor the
-//     consumer.
+//   - the engine imports neither NATS nor events, the configuration nor
+//     transforms, the service nor the consumer;
+//   - service is the one package above the engine: no other imports it
+//     (tests and test support may);
+//   - test-support packages (testenv/..., storage/storagetest,
+//     lease/leasetest) are imported by tests and other test support only;
+//   - no non-test function is longer than 80 lines (funlen_test.go).
 //
 // The dependency direction is cmd → consumer → service → engine → planner,
 // storage, lease; see docs/architecture.md.

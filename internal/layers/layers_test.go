@@ -33,9 +33,25 @@ var (
 	// engineMayNotImport: the engine runs one publication on one root under
 	// a lease it is handed; messaging, results and queues are the
 	// service's and the consumer's.
-	engineMayNotImport        = []string{"events", "consumer", "service"}
-	engineMayNotImportOutside = []string{"github.com/nats-io/nats.go"}
+	engineMayNotImport        = []string{"events", "consumer", "service", "config", "transform"}
+	engineMayNotImportOutside = []string{"github.com/nats-io"}
+
+	// onlyAboveEngine is the one package above the engine: every other
+	// package reaches it through the service (their tests may import it).
+	onlyAboveEngine = "service"
 )
+
+// isTestSupport reports whether r is a test-support package (harnesses,
+// contract suites, fakes) or the benchmark tool that runs on them: only
+// tests and other test support import them.
+func isTestSupport(r string) bool {
+	for _, root := range []string{"testenv", "storage/storagetest", "lease/leasetest", "bench"} {
+		if r == root || strings.HasPrefix(r, root+"/") {
+			return true
+		}
+	}
+	return false
+}
 
 // rel is p relative to the module ("" for packages outside it).
 func rel(p string) (string, bool) {
@@ -72,13 +88,23 @@ func violations(pkgs []pkg, std func(string) bool) []string {
 			for _, imp := range p.Imports {
 				r, inModule := rel(imp)
 				if inModule && slices.Contains(engineMayNotImport, r) {
-					out = append(out, fmt.Sprintf("engine imports %s: the engine runs one publication on a root and knows nothing of events or queues", r))
+					out = append(out, fmt.Sprintf("engine imports %s: the engine runs one publication on a root and knows nothing of configuration, transforms, events or queues", r))
 				}
 				for _, o := range engineMayNotImportOutside {
 					if !inModule && (imp == o || strings.HasPrefix(imp, o+"/")) {
 						out = append(out, fmt.Sprintf("engine imports %s: the engine knows nothing of NATS", imp))
 					}
 				}
+			}
+		}
+		for _, imp := range p.Imports {
+			r, inModule := rel(imp)
+			switch {
+			case !inModule:
+			case r == "engine" && name != onlyAboveEngine && !isTestSupport(name):
+				out = append(out, fmt.Sprintf("%s imports engine: only %s imports the engine; go through the service", name, onlyAboveEngine))
+			case isTestSupport(r) && !isTestSupport(name):
+				out = append(out, fmt.Sprintf("%s imports %s: test-support packages are imported by tests only", name, r))
 			}
 		}
 		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
@@ -143,7 +169,7 @@ func TestModuleKeepsItsLayers(t *testing.T) {
 		}
 	}
 	// The rules name packages that must exist, or they guard nothing.
-	for _, want := range slices.Concat([]string{"planner", "engine"}, storageBackends, forbiddenForBackends, plannerMayImport, engineMayNotImport) {
+	for _, want := range slices.Concat([]string{"planner", "engine", onlyAboveEngine, "testenv", "storage/storagetest"}, storageBackends, forbiddenForBackends, plannerMayImport, engineMayNotImport) {
 		if !names[want] {
 			t.Errorf("package %s is not in the module: update the layer rules in this test", want)
 		}
@@ -168,8 +194,26 @@ func TestViolations(t *testing.T) {
 				{ImportPath: m("planner"), Imports: []string{"errors", m("catalog")}},
 				{ImportPath: m("storage/local"), Imports: []string{m("storage")}, Deps: []string{m("catalog"), m("storage"), "golang.org/x/sys/unix"}},
 				{ImportPath: m("engine"), Imports: []string{m("planner"), m("lease")}},
-				{ImportPath: m("cmd/distributor"), Imports: []string{m("engine")}},
+				{ImportPath: m("service"), Imports: []string{m("engine")}},
+				{ImportPath: m("cmd/distributor"), Imports: []string{m("service")}, TestImports: []string{m("engine"), m("testenv")}},
+				{ImportPath: m("testenv/enginetest"), Imports: []string{m("engine"), m("testenv")}},
 			},
+		},
+		{
+			name: "a command imports the engine",
+			pkgs: []pkg{{ImportPath: m("cmd/distributor"), Imports: []string{m("service"), m("engine")}}},
+			want: []string{"cmd/distributor imports engine: only service imports the engine; go through the service"},
+		},
+		{
+			name: "engine imports config and transform",
+			pkgs: []pkg{{ImportPath: m("engine"), Imports: []string{m("config"), m("transform")}}},
+			want: []string{"engine imports config: the engine runs one publication on a root and knows nothing of configuration, transforms, events or queues",
+				"engine imports transform: the engine runs one publication on a root and knows nothing of configuration, transforms, events or queues"},
+		},
+		{
+			name: "a production package imports a test harness",
+			pkgs: []pkg{{ImportPath: m("service"), Imports: []string{m("testenv/enginetest")}}},
+			want: []string{"service imports testenv/enginetest: test-support packages are imported by tests only"},
 		},
 		{
 			name: "planner imports storage",
@@ -179,7 +223,7 @@ func TestViolations(t *testing.T) {
 		{
 			name: "engine imports events and NATS",
 			pkgs: []pkg{{ImportPath: m("engine"), Imports: []string{m("events"), "github.com/nats-io/nats.go/jetstream", m("lease")}}},
-			want: []string{"engine imports events: the engine runs one publication on a root and knows nothing of events or queues",
+			want: []string{"engine imports events: the engine runs one publication on a root and knows nothing of configuration, transforms, events or queues",
 				"engine imports github.com/nats-io/nats.go/jetstream: the engine knows nothing of NATS"},
 		},
 		{

@@ -294,7 +294,13 @@ func testCatalogFlow(t *testing.T, b storage.Backend, f catalogFlow) {
 		t.Fatalf("Commit at \"\" after the catalog's delete: %v", err)
 	}
 	wantCatalog(t, b, testCatalog(n, 7))
+	wantOnlyFlowWrites(t, b, f, writes)
+}
 
+// wantOnlyFlowWrites checks that b holds f's writes (at paths writes) and
+// no leftovers beside the catalog.
+func wantOnlyFlowWrites(t *testing.T, b storage.Backend, f catalogFlow, writes []string) {
+	t.Helper()
 	wantPaths(t, b, "", writes...)
 	for i := range f.writes {
 		p, data := flowWrite(i)

@@ -1,4 +1,4 @@
-package engine
+package service
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package engine
+package service
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/transform"
 )
@@ -20,7 +21,7 @@ import (
 // transforms and links. Copied sources take sha256 and size from the manifest
 // (nothing is read); generated outputs are rendered here, from verified
 // source bytes, so their digest is known before planning.
-func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bundle.Bundle) ([]Output, error) {
+func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bundle.Bundle) ([]engine.Output, error) {
 	prefix, err := d.Prefix(b.Manifest.ID, pipelineID)
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bun
 
 	// One output per file in the common case: growing the slice copied
 	// these large records several times over.
-	outs := make([]Output, 0, len(b.Manifest.Files))
+	outs := make([]engine.Output, 0, len(b.Manifest.Files))
 	for _, f := range b.Manifest.Files {
 		ok, err := selected(d.Publish.Include, d.Publish.Exclude, f.Path)
 		if err != nil {
@@ -52,7 +53,7 @@ func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bun
 		}
 		if d.Publish.Sources {
 			p := prefix + f.Path
-			outs = append(outs, Output{Desired: planner.Desired{
+			outs = append(outs, engine.Output{Desired: planner.Desired{
 				Path: p, From: f.Path, Kind: catalog.KindSource, SHA256: f.SHA256, Size: f.Size, URL: outputURL(d.Links, p),
 			}})
 		}
@@ -70,7 +71,7 @@ func Desire(ctx context.Context, d config.Destination, pipelineID string, b *bun
 			}
 			p := prefix + r.md.OutputPath(f.Path)
 			sum := sha256.Sum256(html)
-			outs = append(outs, Output{Content: html, Desired: planner.Desired{
+			outs = append(outs, engine.Output{Content: html, Desired: planner.Desired{
 				Path: p, From: f.Path, Kind: catalog.KindGenerated, Transform: transform.MarkdownToHTML,
 				SHA256: catalog.Digest(sum[:]), Size: int64(len(html)), URL: outputURL(d.Links, p),
 			}})
@@ -142,20 +143,15 @@ func escapeURLPath(p string) string {
 
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }
 
-// PublicationTo is what every publication to d for pipelineID starts
-// from: its owner, workflow and limits. WithBundle adds the bundle's part;
-// the caller sets the event and the operator's options.
-func PublicationTo(d config.Destination, pipelineID string) Publication {
-	return Publication{Owner: catalog.Owner{PipelineID: pipelineID, DestinationID: d.ID}, Workflow: d.Workflow, MaxDeletes: d.MaxDeletes}
-}
-
-// WithBundle is p with b's source and outputs on d (Desire).
-func (p Publication) WithBundle(ctx context.Context, d config.Destination, b *bundle.Bundle) (Publication, error) {
-	outs, err := Desire(ctx, d, p.Owner.PipelineID, b)
+// PublicationTo is the publication of b to d for pipelineID: its owner,
+// workflow and limits, and b's source and outputs on d (Desire). The
+// caller sets the event and the operator's options.
+func PublicationTo(ctx context.Context, d config.Destination, pipelineID string, b *bundle.Bundle) (engine.Publication, error) {
+	outs, err := Desire(ctx, d, pipelineID, b)
 	if err != nil {
-		return Publication{}, fmt.Errorf("destination %q: %w", d.ID, err)
+		return engine.Publication{}, fmt.Errorf("destination %q: %w", d.ID, err)
 	}
-	p.Source = catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()}
-	p.Outputs, p.Bundle = outs, b
-	return p, nil
+	return engine.Publication{Owner: catalog.Owner{PipelineID: pipelineID, DestinationID: d.ID}, Workflow: d.Workflow, MaxDeletes: d.MaxDeletes,
+		Source:  catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()},
+		Outputs: outs, Bundle: b}, nil
 }

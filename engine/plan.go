@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// state is what a root holds before planning.
+type state struct {
+	cat     *catalog.Catalog // nil when absent or legacy
+	legacy  bool
+	version storage.Version
+}
+
+func readState(ctx context.Context, root storage.Backend) (state, error) {
+	data, v, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil {
+		return state{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	return parseState(root, data, v)
+}
+
+// parseState parses the catalog bytes read at version v (none: v is "").
+func parseState(root storage.Backend, data []byte, v storage.Version) (state, error) {
+	if v == "" {
+		return state{}, nil
+	}
+	cat, legacy, err := catalog.ParseOwned(data) // data is ours: the records point into it
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	return state{cat: cat, legacy: legacy, version: v}, nil
+}
+
+// findStored returns what the planner needs to know of the root
+// (storage.Backend.Find): what is at, above and below paths, sorted (nil:
+// every object), given what the catalog says the root holds, and which
+// of those objects are symbolic links (they are objects too: they occupy
+// their path). The map is sized for hint objects.
+func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int) (map[string]planner.Stored, []string, error) {
+	stored := make(map[string]planner.Stored, hint)
+	var links []string
+	err := root.Find(ctx, storage.Query{Paths: paths, Held: held}, func(o storage.ObjectInfo) error {
+		if !catalog.IsReserved(o.Path) {
+			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			if o.Symlink {
+				links = append(links, o.Path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list %s: %w", root, err)
+	}
+	return stored, links, nil
+}
+
+// heldBy tells Find what cat (nil: none) says the root holds.
+func heldBy(cat *catalog.Catalog) storage.Held {
+	if cat == nil {
+		return storage.Held{}
+	}
+	return storage.Held{AtMost: len(cat.Outputs), Paths: outputPaths(cat)}
+}
+
+// outputPaths returns cat's records' paths as storage.Held takes them.
+func outputPaths(cat *catalog.Catalog) func() (int, func(int) string) {
+	return func() (int, func(int) string) {
+		if cat == nil {
+			return 0, func(int) string { return "" }
+		}
+		return len(cat.Outputs), func(i int) string { return cat.Outputs[i].Path }
+	}
+}
+
+// parsedState is a catalog parsed in the background.
+type parsedState struct {
+	st  state
+	err error
+}
+
+// found is what a Find in the background found.
+type found struct {
+	stored map[string]planner.Stored
+	links  []string
+	err    error
+}
+
+// catalogRead is the catalog's bytes and version as ReadVersion returned
+// them.
+type catalogRead struct {
+	data []byte
+	v    storage.Version
+	err  error
+}
+
+// readAndFind reads the catalog and finds what is stored at the paths of
+// outs while the catalog is parsed and then whileFinding runs on the
+// state read (two cores). read, when set, gives the catalog already read
+// (or being read).
+func readAndFind(ctx context.Context, root storage.Backend, outs []Output, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
+	if read == nil {
+		read = func() catalogRead {
+			data, v, err := root.ReadVersion(ctx, catalog.FileName)
+			return catalogRead{data, v, err}
+		}
+	}
+	cr := read()
+	data, v, err := cr.data, cr.v, cr.err
+	if err != nil {
+		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	ch := make(chan parsedState, 1)
+	go func() {
+		st, err := parseState(root, data, v)
+		ch <- parsedState{st, err}
+	}()
+	var once sync.Once
+	var parsed parsedState
+	wait := func() parsedState {
+		once.Do(func() { parsed = <-ch })
+		return parsed
+	}
+	var held storage.Held
+	if v != "" {
+		held = storage.Held{AtMost: catalog.MaxRecords(len(data)), Paths: func() (int, func(int) string) {
+			return outputPaths(wait().st.cat)()
+		}}
+	}
+	paths := make([]string, len(outs))
+	for i, o := range outs {
+		paths[i] = o.Path
+	}
+	if !slices.IsSorted(paths) {
+		slices.Sort(paths)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan found, 1)
+
+	// Sized for the records the catalog's bytes suggest (~550 bytes each),
+	// or for about the paths asked about, when fewer: a backend that looks
+	// them up reports little more.
+	hint := min(len(data)/512, 2*len(paths))
+	go func() {
+		stored, links, err := findStored(fctx, root, paths, held, hint)
+		done <- found{stored, links, err}
+	}()
+	p := wait()
+	err = p.err
+	if err == nil {
+		err = whileFinding(p.st)
+	}
+	if err != nil {
+		cancel()
+		<-done // nothing outlives the call
+		return state{}, found{}, err
+	}
+	f := <-done
+	return p.st, f, f.err
+}
+
+// Plan computes the publication's plan without changing anything.
+func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
+	pl, err := e.plan(ctx, root, pub, nil)
+	return pl.Plan, err
+}
+
+// planned is a plan with what it was made from.
+type planned struct {
+	planner.Plan
+	st     state
+	stored map[string]planner.Stored
+
+	// fps is the part of the root's fingerprint index this publication
+	// loaded (see Fingerprints in the package doc).
+	fps *fingerprints
+}
+
+// plan plans pub. read, when set, gives the catalog already read (or
+// being read).
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication, read func() catalogRead) (planned, error) {
+	var pl planned
+	var err error
+
+	// The index layout follows the catalog read. A publication of many
+	// outputs reads every shard anyway (it keeps outputs in all of them):
+	// it reads them while the root is listed. So does any publication to
+	// an index of one shard: it reads that shard to check the outputs it
+	// keeps or to update those it writes, after the listing otherwise.
+	preload := func(st state) error {
+		n := 0
+		if st.cat != nil {
+			n = len(st.cat.Outputs)
+		}
+		pl.fps = newFingerprints(FingerprintShards(n))
+		if pl.fps.shards > 1 && (st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards) {
+			return nil
+		}
+		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards)); err != nil {
+			return fmt.Errorf("check stored outputs in %s: %w", root, err)
+		}
+		return nil
+	}
+	var f found
+	if pl.st, f, err = readAndFind(ctx, root, pub.Outputs, preload, read); err != nil {
+		return pl, err
+	}
+	pl.stored = f.stored
+	desired := make([]planner.Desired, len(pub.Outputs))
+	for i, o := range pub.Outputs {
+		desired[i] = o.Desired
+	}
+	in := planner.Input{
+		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
+		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),
+		MaxDeletes: pub.MaxDeletes, TakeOwnership: pub.TakeOwnership, AllowOlder: pub.AllowOlder,
+		DeleteLater: pub.DeleteLater, DistributorVersion: e.Version,
+	}
+
+	// The kept outputs are checked on the other core while the plan is
+	// made: a damaged one (rare: a stale writer or a hand edit) is marked
+	// and the plan made again, so that it rewrites it.
+	var damaged []string
+	kept := make(chan error, 1)
+	go func() {
+		var err error
+		damaged, err = e.checkKept(ctx, root, pl.st.cat, pub.Outputs, pl.stored, pl.fps)
+		kept <- err
+	}()
+	pl.Plan, err = planner.Build(in)
+	if kerr := <-kept; kerr != nil {
+		pl.Plan = planner.Plan{}
+		return pl, fmt.Errorf("check stored outputs in %s: %w", root, kerr)
+	}
+	if len(damaged) > 0 {
+		for _, p := range damaged {
+			s := pl.stored[p]
+			s.Damaged = true
+			pl.stored[p] = s
+		}
+		pl.Plan, err = planner.Build(in)
+	}
+	if err != nil {
+		return pl, fmt.Errorf("%s: %w", root, err)
+	}
+	return pl, refuseSymlinks(ctx, root, pl.Plan, pl.stored, f.links)
+}

@@ -92,9 +92,18 @@ func startHelperServer(t testing.TB) string {
 	return strings.TrimSpace(line)
 }
 
-// clientFor is a test client for endpoint, as testenv builds it, with extra options.
+// clientFor is a client of endpoint (a test's proxy in front of the test
+// server) with the test server's credentials and region, which a proxy
+// that keeps Host passes on for the server to check.
 func clientFor(endpoint string, opts ...func(*s3.Options)) *s3.Client {
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	access, secret, region := "test", "test", "us-east-1"
+	if os.Getenv(testenv.EnvS3Endpoint) != "" {
+		access, secret = os.Getenv(testenv.EnvS3AccessKey), os.Getenv(testenv.EnvS3SecretKey)
+		if r := os.Getenv(testenv.EnvS3Region); r != "" {
+			region = r
+		}
+	}
+	cfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider(access, secret, "")}
 	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.UsePathStyle = true
@@ -262,14 +271,28 @@ func TestKeysUnderPrefix(t *testing.T) {
 	out.Body.Close()
 	// A console folder marker and a key that is no valid path are not objects.
 	rawPut(t, env.Client, bucket, "pub/site/d/", "")
-	rawPut(t, env.Client, bucket, "pub/site/a//b", "x")
-	var got []string
-	if err := b.List(t.Context(), "", func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }); err != nil {
-		t.Fatal(err)
+	listed := func() string {
+		var got []string
+		if err := b.List(t.Context(), "", func(oi storage.ObjectInfo) error { got = append(got, oi.Path); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%q", got)
 	}
-	if fmt.Sprint(got) != "[d/f.txt]" {
-		t.Fatalf("List = %q, want [d/f.txt]", got)
+	if got := listed(); got != `["d/f.txt"]` {
+		t.Fatalf("List = %s, want [d/f.txt]", got)
 	}
+	t.Run("empty segment", func(t *testing.T) {
+		rawPut(t, env.Client, bucket, "pub/site/a//b", "x")
+		if _, err := env.Client.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: &bucket, Key: aws.String("pub/site/a//b")}); err != nil {
+			t.Skipf("the server does not keep a key with an empty segment (pub/site/a//b: %v): a posix-backed server stores it as a/b", err)
+		}
+		if _, err := env.Client.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: &bucket, Key: aws.String("pub/site/a/b")}); err == nil {
+			t.Skip("the server stores the key pub/site/a//b as pub/site/a/b (a posix-backed server cannot keep an empty path segment)")
+		}
+		if got := listed(); got != `["d/f.txt"]` {
+			t.Fatalf("List = %s, want [d/f.txt]", got)
+		}
+	})
 }
 
 // TestConditionalWriteRace: 8 writers race on create-if-absent and then on

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/distributor/distributor/storage"
 	s3store "github.com/distributor/distributor/storage/s3"
 	"github.com/distributor/distributor/testenv"

@@ -218,9 +218,10 @@ func (p *prober) clock(ctx context.Context, c ServerClock) Check {
 		return fail("clock", false, noClock, "read the server's time: %v", err)
 	}
 	after := p.opts.Now()
-	local := before.Add(after.Sub(before) / 2)
+	// The Date header has whole seconds: compare with this host's clock
+	// at the same resolution.
+	local := before.Add(after.Sub(before) / 2).Truncate(time.Second)
 	skew := server.Sub(local)
-	// The Date header has whole seconds.
 	if skew.Abs() > p.opts.MaxClockSkew+time.Second {
 		return fail("clock", false, noClock, "the server's clock is %s from this host's, over max_clock_skew %s", skew.Round(time.Second), p.opts.MaxClockSkew)
 	}

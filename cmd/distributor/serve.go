@@ -76,6 +76,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 	for _, w := range cfg.Warnings() {
 		a.log.Warn().Msg(w)
 	}
+	a.doctorAtStart(ctx, cfg)
 	ids := make([]string, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		ids[i] = d.ID

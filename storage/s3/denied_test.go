@@ -9,10 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/distributor/distributor/storage"
 	s3store "github.com/distributor/distributor/storage/s3"
 	"github.com/distributor/distributor/testenv"
@@ -32,7 +28,10 @@ func TestAccessDeniedIsErrDenied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = r.In.Host // the SigV4 signature covers Host
+	}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			proxy.ServeHTTP(w, r)
@@ -43,11 +42,7 @@ func TestAccessDeniedIsErrDenied(t *testing.T) {
 		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
 	}))
 	t.Cleanup(srv.Close)
-	client := s3.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")}, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(srv.URL)
-		o.UsePathStyle = true
-	})
-	b, err := s3store.NewFromClient(client, bucket, "site", s3store.Options{})
+	b, err := s3store.NewFromClient(clientFor(srv.URL), bucket, "site", s3store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,9 @@ func (s *stage) sendParts(ctx context.Context, o *stagedObject, body *checkedRea
 	var mu sync.Mutex
 	var parts []types.CompletedPart
 	for n, off := int32(1), int64(0); off < o.size; n, off = n+1, off+partSize {
+		if gctx.Err() != nil {
+			return s.partsFailed(g, body)
+		}
 		var buf []byte
 		if allocated < buffers {
 			buf, allocated = make([]byte, partSize), allocated+1
@@ -80,10 +83,14 @@ func (s *stage) sendParts(ctx context.Context, o *stagedObject, body *checkedRea
 			_ = g.Wait()
 			return err
 		}
+		// A part already sent finishes even when another fails (on ctx,
+		// not gctx): a server may store a part whose request the client
+		// abandoned after the abort that follows, and so bring the upload
+		// back. No new part starts once one has failed.
 		g.Go(func() error {
 			defer func() { free <- buf }()
 			sum := sha256.Sum256(part)
-			out, err := s.b.client.UploadPart(gctx, &s3.UploadPartInput{Bucket: &s.b.bucket, Key: &o.key, UploadId: &o.uploadID,
+			out, err := s.b.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.b.bucket, Key: &o.key, UploadId: &o.uploadID,
 				PartNumber: aws.Int32(n), Body: bytes.NewReader(part), ContentLength: aws.Int64(int64(len(part)))},
 				withPayloadHashHex(hex.EncodeToString(sum[:])))
 			if err != nil {

@@ -140,3 +140,37 @@ func TestStagedPartsCheckTheSource(t *testing.T) {
 	wantNoUploads(t, env.Client, bucket)
 	wantNoObject(t, b, "p.bin")
 }
+
+// An upload that is still there after its abort (a part the server was
+// still receiving landed after it) is aborted again until ListParts no
+// longer finds it: no upload is left behind.
+func TestAbortRepeatsUntilTheUploadIsGone(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	dst, err := url.Parse(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var swallowed atomic.Int32
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(dst); r.Out.Host = r.In.Host }}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") && swallowed.Add(1) == 1 {
+			w.WriteHeader(http.StatusNoContent) // answered, but the upload lives on
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	b := newBackend(t, clientFor(srv.URL), bucket, "", multipartStaged)
+	data := bytes.Repeat([]byte{'a'}, 12<<20)
+	st := b.Stage(t.Context())
+	defer st.Close()
+	_, err = st.Put(t.Context(), "a.bin", bytes.NewReader(data[:11<<20]), int64(len(data)), storage.PutOptions{SHA256: sha(data), SourceVerified: true})
+	if err == nil {
+		t.Fatal("staged Put of a short source succeeded")
+	}
+	if n := swallowed.Load(); n < 2 {
+		t.Fatalf("%d aborts sent, want a second one after the first left the upload", n)
+	}
+	wantNoUploads(t, env.Client, bucket)
+}

@@ -504,7 +504,7 @@ func (b *Backend) putSmall(ctx context.Context, in *s3.PutObjectInput, body *che
 	}
 	out, err := b.client.PutObject(ctx, in, optFns...)
 	if err != nil {
-		return nil, b.wrapPut(*in.Key, conditional(in), err)
+		return nil, b.settleLostAnswer(ctx, in, false, b.wrapPut(*in.Key, conditional(in), err))
 	}
 	return out.ETag, nil
 }
@@ -539,9 +539,40 @@ func (b *Backend) putStream(ctx context.Context, in *s3.PutObjectInput, body *ch
 		if body.err != nil && body.err != io.EOF { // the source's own error, not the transport's account of it
 			return nil, fmt.Errorf("put %s: %w", body.where, body.err)
 		}
-		return nil, b.wrapPut(*in.Key, conditional(in), err)
+		return nil, b.settleLostAnswer(ctx, in, body.n < size, b.wrapPut(*in.Key, conditional(in), err))
 	}
 	return out.ETag, nil
+}
+
+// settleLostAnswer decides a conditional put that failed without an
+// answer (err is ErrUnavailable): a server that refuses the condition may
+// answer 412 early and close the connection while the body is still being
+// sent, which the client sees as a reset. A HEAD then tells: when the
+// condition no longer holds and the object is not this write's (its
+// sha256 differs, or the body never went out whole, so the write cannot
+// have landed), the put lost the race: ErrConflict. Otherwise err stands.
+func (b *Backend) settleLostAnswer(ctx context.Context, in *s3.PutObjectInput, cutShort bool, err error) error {
+	if !conditional(in) || !errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
+		return err
+	}
+	head, herr := b.head(ctx, "put", *in.Key)
+	var holds bool
+	switch {
+	case errors.Is(herr, storage.ErrNotExist):
+		holds = in.IfNoneMatch != nil
+	case herr != nil:
+		return err
+	case in.IfMatch != nil:
+		holds = aws.ToString(head.ETag) == aws.ToString(in.IfMatch)
+	}
+	if holds {
+		return err
+	}
+	ours := herr == nil && !cutShort && metaValue(head.Metadata, metaSHA256) == in.Metadata[metaSHA256]
+	if ours {
+		return err
+	}
+	return fmt.Errorf("s3 put s3://%s/%s: the object changed since it was planned (the server closed the connection mid-body): %w", b.bucket, *in.Key, storage.ErrConflict)
 }
 
 // putMultipart streams an object of unknown size or over PartSize through
@@ -605,14 +636,46 @@ func (b *Backend) abortAfter(ctx context.Context, key, uploadID string, err erro
 	return err
 }
 
+// abort aborts a multipart upload until it stays gone: a part the server
+// was still receiving when the abort came may land after it and bring
+// the upload back (versitygw's posix backend does; AWS documents the same
+// and advises aborting again until ListParts finds no upload).
 func (b *Backend) abort(ctx context.Context, key, uploadID string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
-	_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: &uploadID})
-	if httpStatus(err) == 404 { // already gone
-		return nil
+	const attempts = 4
+	for attempt := range attempts {
+		_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: &uploadID})
+		if err != nil && httpStatus(err) != 404 { // 404: already gone
+			return err
+		}
+		gone, err := b.uploadGone(ctx, key, uploadID)
+		if err != nil || gone {
+			return err
+		}
+		select {
+		case <-time.After(abortRecheck << attempt):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return err
+	return fmt.Errorf("multipart upload %s is still there after %d aborts", uploadID, attempts)
+}
+
+// abortRecheck is the first wait before an upload that came back after
+// its abort is aborted again; it doubles each time.
+const abortRecheck = 50 * time.Millisecond
+
+// uploadGone reports whether the server no longer knows the upload.
+func (b *Backend) uploadGone(ctx context.Context, key, uploadID string) (bool, error) {
+	_, err := b.client.ListParts(ctx, &s3.ListPartsInput{Bucket: &b.bucket, Key: &key, UploadId: &uploadID})
+	switch {
+	case err == nil:
+		return false, nil
+	case httpStatus(err) == 404 || apiCode(err) == "NoSuchUpload":
+		return true, nil
+	}
+	return false, err
 }
 
 // checkedReader hashes and counts what passes through and turns EOF into

@@ -208,3 +208,64 @@ func TestWriteIfVersionSignedWithItsSum(t *testing.T) {
 		t.Fatalf("stored %q, %v", got, err)
 	}
 }
+
+// A server that refuses a streamed conditional PUT while its body is still
+// being sent (it answers 412 and closes the connection, which the client
+// sees as a reset) fails the Put as a conflict, not as unavailable: a HEAD
+// finds the condition no longer holds.
+func TestStreamedPutRefusedMidBodyIsAConflict(t *testing.T) {
+	env := testenv.NewS3(t)
+	bucket := env.Bucket(t)
+	dst, err := url.Parse(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(dst); r.Out.Host = r.In.Host }}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut || r.ContentLength < 1<<20 {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		if _, err := io.CopyN(io.Discard, r.Body, 1<<20); err != nil {
+			return
+		}
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close() // mid-body, as a server that refused the condition
+		}
+	}))
+	t.Cleanup(srv.Close)
+	b := newBackend(t, clientFor(srv.URL, fastRetries(3)), bucket, "", s3store.Options{})
+	direct := env.Backend(t, bucket, "")
+	data := bytes.Repeat([]byte{'m'}, 12<<20)
+	put := func(p string, opts storage.PutOptions) error {
+		opts.SHA256, opts.SourceVerified = sha(data), true
+		_, err := b.Put(t.Context(), p, bytes.NewReader(data), int64(len(data)), opts)
+		return err
+	}
+	rawPut(t, env.Client, bucket, "taken.bin", "another writer's")
+	if err := put("taken.bin", storage.PutOptions{IfAbsent: true}); !errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("create over another writer's object: %v, want ErrConflict", err)
+	}
+	before, err := direct.Stat(t.Context(), "taken.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawPut(t, env.Client, bucket, "taken.bin", "changed again")
+	if err := put("taken.bin", storage.PutOptions{IfMatch: before.Fingerprint}); !errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("replace of a changed object: %v, want ErrConflict", err)
+	}
+	cur, err := direct.Stat(t.Context(), "taken.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The condition holds: the write was cut short, nothing else: unavailable.
+	if err := put("taken.bin", storage.PutOptions{IfMatch: cur.Fingerprint}); !errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("replace of the current version, cut short: %v, want ErrUnavailable", err)
+	}
+	if err := put("free.bin", storage.PutOptions{IfAbsent: true}); !errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("create of a missing object, cut short: %v, want ErrUnavailable", err)
+	}
+	if got, _, _ := direct.ReadVersion(t.Context(), "taken.bin"); string(got) != "changed again" {
+		t.Errorf("taken.bin = %q, want the other writer's", got)
+	}
+}

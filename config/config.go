@@ -235,6 +235,14 @@ type Destination struct {
 
 	// MaxDeletes > 0 aborts any run that would delete more outputs; 0 = no limit.
 	MaxDeletes int `yaml:"max_deletes"`
+
+	// PublishLast are doublestar globs over output paths, each a group
+	// made visible in the order listed, after the outputs that match none.
+	PublishLast []string `yaml:"publish_last"`
+
+	// RetainPrevious keeps the paths a replacement publication drops
+	// readable for this long before they are removed; 0 = removed at once.
+	RetainPrevious Duration `yaml:"retain_previous"`
 }
 
 // Layout maps bundle paths to output paths.

@@ -300,6 +300,14 @@ func (d Destination) validate(i int) []fieldErr {
 	if d.MaxDeletes < 0 {
 		e.add("max_deletes", "max_deletes must be 0 (no limit) or more, got %d", d.MaxDeletes)
 	}
+	for j, g := range d.PublishLast {
+		if g == "" || !doublestar.ValidatePattern(g) {
+			e.add("publish_last["+strconv.Itoa(j)+"]", "publish_last %q is not a valid glob over output paths (check brackets and braces), e.g. \"**/*.html\"", g)
+		}
+	}
+	if d.RetainPrevious < 0 {
+		e.add("retain_previous", "retain_previous must not be negative (0 = dropped paths are deleted at once)")
+	}
 	return e.errs
 }
 

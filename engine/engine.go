@@ -97,6 +97,14 @@ type Publication struct {
 	// owner's paths that only newer versions of the source wrote
 	// (planner.Input.DeleteLater).
 	DeleteLater bool
+
+	// PublishLast are the destination's publish_last globs: the writes
+	// are made visible in groups (GroupOf), in order.
+	PublishLast []string
+
+	// RetainPrevious keeps the paths a replacement publication drops in
+	// storage, retired, for this long (0: deleted at once).
+	RetainPrevious time.Duration
 }
 
 // Result says what a publication did.

@@ -30,7 +30,7 @@ func (r *publication) write(ctx context.Context) error {
 	// commit swaps against, which is all the fence needs (see confirming).
 	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
 	r.confirmed = confirming(ctx, r.l)
-	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
+	written, err := r.writeGroups(ctx)
 	r.res.Written = append(r.res.Written, written...)
 	if err != nil {
 		r.closeStage()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -143,6 +144,10 @@ func escapeURLPath(p string) string {
 
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }
 
+// VisibilityGroup is the publish_last group in which a write of path
+// becomes visible (engine.GroupOf), for commands that show a plan.
+func VisibilityGroup(path string, publishLast []string) int { return engine.GroupOf(path, publishLast) }
+
 // PublicationTo is the publication of b to d for pipelineID: its owner,
 // workflow and limits, and b's source and outputs on d (Desire). The
 // caller sets the event and the operator's options.
@@ -153,5 +158,5 @@ func PublicationTo(ctx context.Context, d config.Destination, pipelineID string,
 	}
 	return engine.Publication{Owner: catalog.Owner{PipelineID: pipelineID, DestinationID: d.ID}, Workflow: d.Workflow, MaxDeletes: d.MaxDeletes,
 		Source:  catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()},
-		Outputs: outs, Bundle: b}, nil
+		Outputs: outs, Bundle: b, PublishLast: d.PublishLast, RetainPrevious: time.Duration(d.RetainPrevious)}, nil
 }

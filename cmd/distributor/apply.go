@@ -326,6 +326,9 @@ func (a *app) printResult(d config.Destination, res service.Result, err error, p
 	if planOnly {
 		c := planCounts(p)
 		fmt.Fprintf(out, "  would create %d, update %d, delete %d; %d unchanged, %d collision%s\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision, keptNote(c))
+		if len(d.PublishLast) > 0 && !p.Blocked() && p.Superseded == nil {
+			fmt.Fprintf(out, "  visible in order: %s\n", groupsLine(p, d.PublishLast))
+		}
 		if err != nil {
 			fmt.Fprintf(out, "  apply would write nothing\n")
 		}
@@ -337,6 +340,20 @@ func (a *app) printResult(d config.Destination, res service.Result, err error, p
 		// The error itself goes to stderr, once; the word says what kind.
 		fmt.Fprintf(out, "  %s\n", outcomeWord(err))
 	}
+}
+
+// groupsLine says how the plan's writes fall into the destination's
+// publish_last groups, in the order they become visible (deletes last).
+func groupsLine(p planner.Plan, publishLast []string) string {
+	n := make([]int, len(publishLast)+1)
+	for _, it := range p.Writes() {
+		n[service.VisibilityGroup(it.Path, publishLast)]++
+	}
+	parts := []string{fmt.Sprintf("%d matching no group", n[0])}
+	for i, g := range publishLast {
+		parts = append(parts, fmt.Sprintf("%d matching %q", n[i+1], g))
+	}
+	return strings.Join(parts, ", then ") + ", then the deletes"
 }
 
 // outcomeWord names what an error of a publication came to: a collision

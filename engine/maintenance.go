@@ -33,6 +33,9 @@ type MaintenanceResult struct {
 	// DryRun: found).
 	Leftovers LeftoverReport
 	DryRun    bool
+
+	// Swept are the due retired paths removed (prune).
+	Swept []string
 }
 
 // maintenanceState reads the root for a maintenance command: legacy state is
@@ -85,7 +88,13 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", root, err)
 	}
-	if opts.DryRun || !p.Changed {
+	if opts.DryRun {
+		return res, nil
+	}
+	if res.Swept, err = e.SweepRetired(ctx, root, l); err != nil {
+		return res, err
+	}
+	if !p.Changed {
 		return res, nil
 	}
 	paths := make([]string, len(p.Removed))

@@ -181,6 +181,9 @@ type planned struct {
 	// fps is the part of the root's fingerprint index this publication
 	// loaded (see Fingerprints in the package doc).
 	fps *fingerprints
+
+	// retired is the root's retired record as the plan read it.
+	retired retiredRead
 }
 
 // plan plans pub. read, when set, gives the catalog already read (or
@@ -209,10 +212,28 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 		return nil
 	}
 	var f found
-	if pl.st, f, err = readAndFind(ctx, root, pub.Outputs, preload, read); err != nil {
+	// A publication that retains what it drops reads the retired record
+	// beside the catalog (it sweeps it too); others only when a collision
+	// may be a retired path (below).
+	retired := make(chan error, 1)
+	retired <- nil
+	if pub.RetainPrevious > 0 {
+		<-retired
+		go func() {
+			var err error
+			pl.retired, err = readRetired(ctx, root)
+			retired <- err
+		}()
+	}
+	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, preload, read)
+	if rerr := <-retired; err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return pl, err
 	}
 	pl.stored = f.stored
+	markRetired(pl.stored, pl.retired)
 	desired := make([]planner.Desired, len(pub.Outputs))
 	for i, o := range pub.Outputs {
 		desired[i] = o.Desired
@@ -246,6 +267,15 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 			pl.stored[p] = s
 		}
 		pl.Plan, err = planner.Build(in)
+	}
+	if err == nil && len(pl.Plan.Collisions) > 0 && pub.RetainPrevious == 0 {
+		if pl.retired, err = readRetired(ctx, root); err != nil {
+			return pl, err
+		}
+		if len(pl.retired.entries) > 0 {
+			markRetired(pl.stored, pl.retired)
+			pl.Plan, err = planner.Build(in)
+		}
 	}
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", root, err)

@@ -260,8 +260,8 @@ func (r *publication) finish(ctx context.Context) error {
 		if err := r.l.Err(); err != nil {
 			return err
 		}
-		if err := r.root.Delete(ctx, later...); err != nil {
-			return fmt.Errorf("delete in %s: %w", r.root, err)
+		if err := r.deleteOrRetire(ctx, later); err != nil {
+			return err
 		}
 		r.res.Deleted = append(r.res.Deleted, later...)
 	}
@@ -269,10 +269,23 @@ func (r *publication) finish(ctx context.Context) error {
 	if err := commitPending(ctx, r.root, r.l, r.confirmed, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
+	r.sweepAfterCommit(ctx, p.Next)
 
 	// The index's writes, too, are done before the intent goes.
 	saved()
 	r.settle(ctx)
+	return nil
+}
+
+// deleteOrRetire deletes the paths the plan drops, once every write is
+// visible, or, where the publication retains them, records them retired.
+func (r *publication) deleteOrRetire(ctx context.Context, paths []string) error {
+	if r.retains() {
+		return r.retire(ctx, paths)
+	}
+	if err := r.root.Delete(ctx, paths...); err != nil {
+		return fmt.Errorf("delete in %s: %w", r.root, err)
+	}
 	return nil
 }
 

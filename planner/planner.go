@@ -76,6 +76,11 @@ type Stored struct {
 	// record (a stale writer or a hand edit landed on them); they are
 	// rewritten even when size and digest look unchanged.
 	Damaged bool
+
+	// Retired: the object is a path an earlier replacement dropped and the
+	// engine keeps for a while (retain_previous). It is no content of
+	// anyone else's: a write takes it over without a collision.
+	Retired bool
 }
 
 // Input is everything a publication plan depends on.
@@ -805,10 +810,10 @@ func planPath(it *Item, in Input, d *Desired, inTheWay []string, old *catalog.Ou
 		}
 		it.Action, it.Write, it.Record = Update, write, record(in, d)
 		it.Record.CreatedAt = old.CreatedAt
-	case exists && !in.Legacy && !in.TakeOwnership:
+	case exists && !in.Legacy && !in.TakeOwnership && !stored.Retired:
 		it.Action = Collision
 	default:
-		it.Action, it.Write, it.Record, it.Adopted = Create, true, record(in, d), exists && !in.Legacy
+		it.Action, it.Write, it.Record, it.Adopted = Create, true, record(in, d), exists && !in.Legacy && !stored.Retired
 	}
 }
 

@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// retiredPaths reads the paths the root's retired record names.
+func retiredPaths(t *testing.T, root storage.Backend) []string {
+	t.Helper()
+	data, _, err := root.ReadVersion(context.Background(), engine.RetiredPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data == nil {
+		return nil
+	}
+	var doc struct {
+		Retired []struct{ Path string }
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range doc.Retired {
+		out = append(out, r.Path)
+	}
+	return out
+}
+
+// TestRetainPreviousKeepsDroppedPaths: with retain_previous, the paths a
+// replacement drops leave the catalog but stay readable, recorded as
+// retired, and verify reports nothing; a later publication that plans
+// such a path writes it without a collision and the record lets it go;
+// once due, a sweep removes them, but never content that changed since
+// (someone else's now). Local and S3 alike.
+func TestRetainPreviousKeepsDroppedPaths(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		root, _ := newRoot(t)
+		ctx := context.Background()
+		now := fixedNow
+		e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 4}
+		publishAt := func(v int, files map[string]string) engine.Result {
+			t.Helper()
+			pub := generated(files, v, fixedNow.Add(time.Duration(v)*time.Minute-time.Hour), planner.Replacement)
+			pub.RetainPrevious = 10 * time.Second
+			res, err := e.Publish(ctx, root, heldLease{}, pub)
+			if err != nil {
+				t.Fatalf("publication %d: %v", v, err)
+			}
+			return res
+		}
+		publishAt(1, map[string]string{"index.html": "1", "app.1.js": "js1", "keep.css": "c"})
+		now = now.Add(time.Second)
+		res := publishAt(2, map[string]string{"index.html": "2", "app.2.js": "js2", "keep.css": "c"})
+		wantStrings(t, "deleted", res.Deleted, []string{"app.1.js"})
+		if got := mustRead(t, root, "app.1.js"); got != "js1" {
+			t.Fatalf("retired app.1.js holds %q", got)
+		}
+		cat, _ := readCatalog(t, root)
+		wantStrings(t, "records", recordPaths(cat), []string{"app.2.js", "index.html", "keep.css"})
+		wantStrings(t, "retired", retiredPaths(t, root), []string{"app.1.js"})
+		rep, err := e.Verify(ctx, root, func(catalog.Output) bool { return true })
+		if err != nil || len(rep.Missing)+len(rep.Damaged)+len(rep.InFlight) > 0 {
+			t.Fatalf("verify with a retired path: %+v, %v", rep, err)
+		}
+
+		// Planned again before it is due: written, no collision, no longer retired.
+		now = now.Add(time.Second)
+		publishAt(3, map[string]string{"index.html": "3", "app.1.js": "js1 again", "keep.css": "c"})
+		wantStrings(t, "retired", retiredPaths(t, root), []string{"app.2.js"})
+		if got := mustRead(t, root, "app.1.js"); got != "js1 again" {
+			t.Fatalf("app.1.js holds %q", got)
+		}
+
+		// Not due: the sweep keeps it; due: it goes, with the record.
+		if swept, err := e.SweepRetired(ctx, root, heldLease{}); err != nil || len(swept) > 0 {
+			t.Fatalf("sweep before due: %q, %v", swept, err)
+		}
+		now = now.Add(10 * time.Second)
+		swept, err := e.SweepRetired(ctx, root, heldLease{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "swept", swept, []string{"app.2.js"})
+		wantContents(t, root, map[string]string{"index.html": "3", "app.1.js": "js1 again", "keep.css": "c"})
+		if got := retiredPaths(t, root); got != nil {
+			t.Fatalf("record left after the sweep: %q", got)
+		}
+
+		// A publication that does not retain (retain_previous 0) plans a
+		// retired path without a collision too.
+		now = now.Add(time.Second)
+		publishAt(4, map[string]string{"index.html": "4", "keep.css": "c"})
+		pub := generated(map[string]string{"index.html": "5", "app.1.js": "js5", "keep.css": "c"}, 5, fixedNow.Add(5*time.Minute-time.Hour), planner.Replacement)
+		if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
+			t.Fatalf("publication over a retired path without retain_previous: %v", err)
+		}
+
+		// A retired path someone wrote over since is theirs: never removed.
+		now = now.Add(time.Second)
+		publishAt(6, map[string]string{"index.html": "6", "keep.css": "c"})
+		mustPut(t, root, "app.1.js", "mine now")
+		now = now.Add(time.Minute)
+		if swept, err := e.SweepRetired(ctx, root, heldLease{}); err != nil || len(swept) > 0 {
+			t.Fatalf("sweep over changed content: %q, %v", swept, err)
+		}
+		if got := mustRead(t, root, "app.1.js"); got != "mine now" || slices.Contains(retiredPaths(t, root), "app.1.js") {
+			t.Fatalf("app.1.js holds %q, retired %q", got, retiredPaths(t, root))
+		}
+	})
+}

@@ -40,6 +40,10 @@ type RootStatus struct {
 
 	// Lock is the lock object's holder, when there is one.
 	Lock *lease.Holding
+
+	// Retired are the paths kept for readers of a previous version
+	// (retain_previous) and when the last of them is due for removal.
+	Retired RetiredStatus
 }
 
 // OwnerStatus is what one owner has in a root.
@@ -85,6 +89,9 @@ func (e *Engine) Status(ctx context.Context, root storage.Backend, opts StatusOp
 		return st, fmt.Errorf("read intent in %s: %w", root, err)
 	}
 	st.PendingRecovery = intent != nil
+	if st.Retired, err = retiredStatus(ctx, root); err != nil {
+		return st, err
+	}
 	st.Lock, err = lease.ReadLock(ctx, root, time.Now())
 	if err != nil {
 		return st, err

@@ -2,7 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
+
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // plan shows how the writes fall into the destination's publish_last
@@ -21,5 +26,37 @@ func TestPlanShowsPublishLastGroups(t *testing.T) {
 		"  visible in order: 1 matching no group, then 2 matching \"**/*.css\", then 1 matching \"index.html\", then the deletes\n", root)
 	if code != 0 || errOut != "" || out != want {
 		t.Fatalf("plan: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+}
+
+// status shows the paths a root keeps for readers of the previous version
+// (retain_previous) and when they go, in its line and in --json (against
+// docs/schema/cli-status.json); verify finds nothing wrong with them.
+func TestStatusShowsRetiredPaths(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t)
+	root := e.root("site")
+	e.writeFile(e.cfg, fmt.Sprintf("nats:\n  listen: 127.0.0.1:1\npipelines:\n  - id: %s\n    destinations: [latest]\n"+
+		"destinations:\n  - id: latest\n    backend: local\n    path: %q\n    workflow: replacement\n    retain_previous: 1h\n", pipeDaily, root))
+	e.apply(pipeDaily, e.bundle("b1", "weatherreporter.today", map[string]string{"index.html": "1\n", "app.1.js": "1\n"}))
+	e.apply(pipeDaily, e.bundle("b2", "weatherreporter.today", map[string]string{"index.html": "2\n", "app.2.js": "2\n"}))
+	if got, err := os.ReadFile(filepath.Join(root, "app.1.js")); string(got) != "1\n" {
+		t.Fatalf("retired app.1.js holds %q (%v)", got, err)
+	}
+	out, errOut, code := e.run("status", "--destination", "latest")
+	if code != 0 || !regexp.MustCompile(`\n  retired: 1, removed after \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n`).MatchString(out) {
+		t.Fatalf("status: exit %d, stdout:\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = e.run("status", "--json")
+	if err := schematest.New(t).Validate(t, "cli-status.json", []byte(out)); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	var st statusJSON
+	decodeJSON(t, "status --json", out, &st)
+	if r := st.Destinations[0].Retired; r == nil || r.Paths != 1 || r.RemovedAfter.IsZero() {
+		t.Fatalf("status --json retired: %+v", r)
+	}
+	if out, errOut, code = e.run("verify", "--destination", "latest"); code != 0 {
+		t.Fatalf("verify with a retired path: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -97,6 +97,10 @@ type destStatusJSON struct {
 	OtherOwners     []ownerStatusJSON       `json:"other_owners"`
 	PendingRecovery bool                    `json:"pending_recovery"`
 	Leftovers       *service.LeftoverReport `json:"leftovers,omitempty"`
+
+	// Retired are the paths kept for readers of a previous version
+	// (retain_previous); absent when none.
+	Retired *retiredJSON `json:"retired,omitempty"`
 	Lease           leaseStatusJSON         `json:"lease"`
 
 	// UndeliveredResults are results of this destination an attempt kept
@@ -293,6 +297,9 @@ func (ds *destStatusJSON) fill(rr rootRead, dest string) {
 		}
 	}
 	ds.PendingRecovery = st.PendingRecovery
+	if st.Retired.Paths > 0 {
+		ds.Retired = &retiredJSON{Paths: st.Retired.Paths, RemovedAfter: st.Retired.Until.UTC()}
+	}
 	if st.Leftovers != nil {
 		lo := *st.Leftovers
 		if lo.Paths == nil {
@@ -378,6 +385,9 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON, now time.Time)
 	fmt.Fprintf(w, "  pending recovery: %s\n", recoveryText(d.PendingRecovery))
 	if lo := d.Leftovers; lo != nil {
 		fmt.Fprintf(w, "  leftovers: %s\n", leftoversText(*lo))
+	}
+	if r := d.Retired; r != nil {
+		fmt.Fprintf(w, "  %s\n", retiredText(*r))
 	}
 	printLease(w, d.Lease, n.Known)
 	for _, u := range d.UndeliveredResults {
@@ -515,4 +525,15 @@ func lastText(e *historyEntryJSON) string {
 		detail += " (" + e.Message + ")"
 	}
 	return escapeControl(fmt.Sprintf("%s %s %s from %s: %s (event %s)", catalog.FormatTime(e.Time), e.PipelineID, sourceLabel(e.Source), orDash(e.Bundle), detail, e.EventID))
+}
+
+// retiredJSON is what a root keeps for readers of a previous version.
+type retiredJSON struct {
+	Paths        int       `json:"paths"`
+	RemovedAfter time.Time `json:"removed_after"`
+}
+
+// retiredText is the status line of the retired paths.
+func retiredText(r retiredJSON) string {
+	return fmt.Sprintf("retired: %d, removed after %s", r.Paths, catalog.FormatTime(r.RemovedAfter))
 }

@@ -105,6 +105,7 @@ func (a *app) newStatusPage(cfg *config.Config, ready *readiness) *statusPage {
 		"catalog":  catalogText,
 		"others":   otherOwnersText,
 		"recovery": recoveryText,
+		"retired":  retiredText,
 		"kvLease":  kvLeaseText,
 		"holder":   holderText,
 		"last":     lastText,
@@ -251,6 +252,9 @@ dd.wide{grid-column:2/5}
 <dl>
 <dt>catalog</dt><dd>{{with catalog .}}{{.}}{{else}}-{{end}}</dd>
 <dt>pending recovery</dt><dd>{{recovery .PendingRecovery}}</dd>
+{{- with .Retired}}
+<dt>retired</dt><dd>{{retired .}}</dd>
+{{- end}}
 {{- with others .OtherOwners}}
 <dt>also in this root</dt><dd class="wide">{{.}}</dd>
 {{- end}}

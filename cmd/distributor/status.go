@@ -100,8 +100,8 @@ type destStatusJSON struct {
 
 	// Retired are the paths kept for readers of a previous version
 	// (retain_previous); absent when none.
-	Retired *retiredJSON `json:"retired,omitempty"`
-	Lease           leaseStatusJSON         `json:"lease"`
+	Retired *retiredJSON    `json:"retired,omitempty"`
+	Lease   leaseStatusJSON `json:"lease"`
 
 	// UndeliveredResults are results of this destination an attempt kept
 	// in the root because it could not deliver them; absent when none.

@@ -96,7 +96,8 @@ type Options struct {
 	// the start of Run (default DefaultKeptSweepEvery; negative: never);
 	// those kept more than KeptResultAge ago (default
 	// DefaultKeptResultAge) whose event no attempt here is running are
-	// delivered (service.Ledger.DeliverKept).
+	// delivered (service.Ledger.DeliverKept). The same sweep removes the
+	// due retired paths of destinations with retain_previous.
 	KeptSweepEvery time.Duration
 	KeptResultAge  time.Duration
 }
@@ -357,10 +358,28 @@ func (c *Consumer) sweepKept(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			c.opts.Log.Warn().Err(err).Int("delivered", n).Msg("could not deliver the results kept in the roots; the next sweep tries again")
 		}
+		c.sweepRetired(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// sweepRetired removes the due retired paths (retain_previous) of the
+// destinations that retain them.
+func (c *Consumer) sweepRetired(ctx context.Context) {
+	for _, d := range c.svc.Config.Destinations {
+		if d.RetainPrevious <= 0 || ctx.Err() != nil {
+			continue
+		}
+		swept, err := c.svc.SweepRetired(ctx, d)
+		if err != nil && ctx.Err() == nil {
+			c.opts.Log.Warn().Err(err).Str("destination_id", d.ID).Msg("could not remove due retired paths; the next sweep tries again")
+		}
+		if len(swept) > 0 {
+			c.opts.Log.Info().Str("destination_id", d.ID).Int("removed", len(swept)).Msg("removed retired paths past retain_previous")
 		}
 	}
 }

@@ -225,6 +225,16 @@ func (r *publication) sweepAfterCommit(ctx context.Context, next *catalog.Catalo
 type RetiredStatus struct {
 	Paths int
 	Until time.Time
+
+	// Next is when the first of them is due.
+	Next time.Time
+}
+
+// RetiredDue reports, reading without a lease, whether a retired path
+// of root is due for removal (SweepRetired).
+func (e *Engine) RetiredDue(ctx context.Context, root storage.Backend) (bool, error) {
+	rs, err := retiredStatus(ctx, root)
+	return rs.Paths > 0 && !rs.Next.After(e.now()), err
 }
 
 // retiredStatus sums up the root's retired record.
@@ -238,6 +248,9 @@ func retiredStatus(ctx context.Context, root storage.Backend) (RetiredStatus, er
 		s.Paths++
 		if en.Due.After(s.Until) {
 			s.Until = en.Due
+		}
+		if s.Next.IsZero() || en.Due.Before(s.Next) {
+			s.Next = en.Due
 		}
 	}
 	return s, nil

@@ -89,6 +89,24 @@ func (s *Service) Prune(ctx context.Context, d config.Destination, owner catalog
 	})
 }
 
+// SweepRetired removes the retired paths of d's root that are due
+// (retain_previous), under the root's lease, taken only when one is due.
+func (s *Service) SweepRetired(ctx context.Context, d config.Destination) ([]string, error) {
+	root, err := s.Stores.Destination(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if due, err := s.Engine.RetiredDue(ctx, root); err != nil || !due {
+		return nil, err
+	}
+	var swept []string
+	err = s.WithLease(ctx, d, func(root storage.Backend, l lease.Lease) error {
+		swept, err = s.Engine.SweepRetired(ctx, root, l)
+		return err
+	})
+	return swept, err
+}
+
 // Reconcile brings the catalog of d's root in line with what it stores
 // (the records sel selects), under the root's lease.
 func (s *Service) Reconcile(ctx context.Context, d config.Destination, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {

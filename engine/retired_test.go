@@ -3,13 +3,16 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/service"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -116,5 +119,60 @@ func TestRetainPreviousKeepsDroppedPaths(t *testing.T) {
 		if got := mustRead(t, root, "app.1.js"); got != "mine now" || slices.Contains(retiredPaths(t, root), "app.1.js") {
 			t.Fatalf("app.1.js holds %q, retired %q", got, retiredPaths(t, root))
 		}
+	})
+}
+
+// TestRetiredPathsGoBySweepAndPrune: serve's sweep (service.SweepRetired)
+// removes retired paths once due and not before, and so does prune;
+// max_deletes counts a retired path when its publication plans it, not
+// again when it is swept.
+func TestRetiredPathsGoBySweepAndPrune(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		h := newHarness(t)
+		ctx := context.Background()
+		root, d := newRoot(t)
+		d = named(d, "www", planner.Replacement)
+		d.RetainPrevious, d.MaxDeletes = config.Duration(10*time.Second), 1
+		d = h.AddDest(d, root, pipeA)
+		at := t1
+		publishAt := func(files map[string]string) {
+			t.Helper()
+			at = at.Add(time.Second)
+			h.MustPublish(at, pipeA, "www", "site", files)
+		}
+		publishAt(map[string]string{"a": "1", "o1": "1", "o2": "2"})
+		publishAt(map[string]string{"a": "2", "o1": "1"})
+		publishAt(map[string]string{"a": "3"})
+		wantStrings(t, "retired", retiredPaths(t, root), []string{"o1", "o2"})
+
+		h.Clock.Set(at.Add(5 * time.Second))
+		if swept, err := h.Service.SweepRetired(ctx, d); err != nil || len(swept) > 0 {
+			t.Fatalf("sweep before due: %q, %v", swept, err)
+		}
+		h.Clock.Set(at.Add(11 * time.Second))
+		swept, err := h.Service.SweepRetired(ctx, d)
+		if err != nil {
+			t.Fatalf("sweep of 2 retired paths under max_deletes 1: %v", err)
+		}
+		wantStrings(t, "swept", swept, []string{"o1", "o2"})
+		wantContents(t, root, map[string]string{"a": "3"})
+
+		// Planned deletes over max_deletes are refused, retained or not.
+		at = at.Add(time.Minute)
+		publishAt(map[string]string{"a": "4", "p": "p", "q": "q"})
+		dir, _ := makeBundleAt(t, "site", at, map[string]string{"a": "5"})
+		if _, err := h.Publish(at.Add(time.Second), pipeA, "www", dir); !errors.Is(err, planner.ErrTooManyDeletes) {
+			t.Fatalf("publication dropping 2 under max_deletes 1: %v", err)
+		}
+
+		// prune removes the due ones too.
+		publishAt(map[string]string{"a": "6", "p": "p"})
+		h.Clock.Set(at.Add(time.Minute))
+		res, err := h.Service.Prune(ctx, d, catalog.Owner{PipelineID: pipeA, DestinationID: "www"}, service.PruneOptions{Cutoff: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "pruned retired", res.Swept, []string{"q"})
+		wantContents(t, root, map[string]string{"a": "6", "p": "p"})
 	})
 }

@@ -284,12 +284,18 @@ type scenario struct {
 	// streamMin, when positive, is the catalog size past which the
 	// publication encodes its catalog as it writes it (local.WithStreamMinOutputs).
 	streamMin int
+
+	// publishLast and retain are the destination's publish_last and
+	// retain_previous.
+	publishLast []string
+	retain      time.Duration
 }
 
 // publish runs the scenario's publication on root.
 func (sc scenario) publish(t *testing.T, root storage.Backend) (engine.Result, error) {
 	t.Helper()
-	return runPublication(t, root, heldLease{}, publicationSpec{workflow: sc.workflow, html: true, eventID: "ev-1", streamMin: sc.streamMin}, sc.files, fixedNow)
+	return runPublication(t, root, heldLease{}, publicationSpec{workflow: sc.workflow, html: true, eventID: "ev-1", streamMin: sc.streamMin,
+		publishLast: sc.publishLast, retain: sc.retain}, sc.files, fixedNow)
 }
 
 var fixedNow = time.Date(2026, 6, 19, 12, 5, 0, 0, time.UTC)
@@ -306,8 +312,10 @@ type publicationSpec struct {
 	workflow planner.Workflow
 	html     bool
 	eventID  string
-	// streamMin: see scenario.
-	streamMin int
+	// streamMin, publishLast, retain: see scenario.
+	streamMin   int
+	publishLast []string
+	retain      time.Duration
 }
 
 // runPublication publishes files, as a bundle created a minute before now
@@ -337,7 +345,7 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 	pub := engine.Publication{
 		Owner:    catalog.Owner{PipelineID: "weatherreporter.daily", DestinationID: "latest-html"},
 		Workflow: spec.workflow, Source: catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
-		BundleEventID: spec.eventID, Outputs: outs, Bundle: b,
+		BundleEventID: spec.eventID, Outputs: outs, Bundle: b, PublishLast: spec.publishLast, RetainPrevious: spec.retain,
 	}
 	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
 	if lb, ok := root.(*local.Backend); ok && spec.streamMin > 0 {
@@ -403,6 +411,33 @@ var crashScenarios = []scenario{
 	{
 		name: "replacement republish of a catalog encoded as it is written", workflow: planner.Replacement,
 		before: publishedBefore(planner.Replacement, largeTree(0)), files: largeTree(1), streamMin: 8,
+	},
+	// publish_last: a kill between two groups leaves the earlier groups
+	// visible and the later ones not yet.
+	{
+		name: "replacement in publish_last groups", workflow: planner.Replacement, publishLast: []string{"**/*.csv", "report.html"},
+		before: publishedBefore(planner.Replacement, map[string]string{"report.md": "# Today\n", "data/a.csv": "a\n", "data/old.csv": "x\n", "notes.txt": "n\n"}),
+		files:  map[string]string{"report.md": "# Tomorrow\n", "data/a.csv": "a2\n", "data/new.csv": "n\n", "notes.txt": "n2\n"},
+	},
+	// retain_previous: the dropped paths are recorded retired before the
+	// commit; the due ones of earlier runs are swept after it.
+	{
+		name: "replacement retaining what it drops, sweeping what is due", workflow: planner.Replacement, retain: 10 * time.Second,
+		before: func(t *testing.T, root string) {
+			b, _ := local.New(root)
+			for i, files := range []map[string]string{
+				{"data/a.csv": "a\n", "data/old1.csv": "1\n", "data/old2.csv": "2\n"},
+				{"data/a.csv": "a\n", "data/old2.csv": "2\n"},
+				{"data/a.csv": "a\n", "data/b.csv": "b\n"},
+			} {
+				spec := publicationSpec{workflow: planner.Replacement, eventID: fmt.Sprint("ev-before-", i), retain: 10 * time.Second}
+				if _, err := runPublication(t, b, heldLease{}, spec, files, fixedNow.Add(time.Duration(i-3)*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testenv.WriteFiles(t, root, map[string]string{"unmanaged/notes.txt": "mine"})
+		},
+		files: map[string]string{"data/a.csv": "a2\n", "data/c.csv": "c\n"},
 	},
 	// File <-> folder: the displaced delete runs before the write; a kill
 	// between them must converge too.

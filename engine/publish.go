@@ -87,6 +87,7 @@ func (r *publication) run(ctx context.Context) error {
 			return err
 		}
 		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.cat)
+		r.sweepAfterCommit(ctx, r.pl.st.cat)
 		return nil
 	}
 	r.writes, r.deletes = p.Writes(), p.Deletes()

@@ -212,24 +212,9 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 		return nil
 	}
 	var f found
-	// A publication that retains what it drops reads the retired record
-	// beside the catalog (it sweeps it too); others only when a collision
-	// may be a retired path (below).
-	retired := make(chan error, 1)
-	retired <- nil
-	if pub.RetainPrevious > 0 {
-		<-retired
-		go func() {
-			var err error
-			pl.retired, err = readRetired(ctx, root)
-			retired <- err
-		}()
-	}
+	retired := readRetiredBeside(ctx, root, pub)
 	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, preload, read)
-	if rerr := <-retired; err == nil {
-		err = rerr
-	}
-	if err != nil {
+	if pl.retired, err = retired(err); err != nil {
 		return pl, err
 	}
 	pl.stored = f.stored
@@ -269,13 +254,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 		pl.Plan, err = planner.Build(in)
 	}
 	if err == nil && len(pl.Plan.Collisions) > 0 && pub.RetainPrevious == 0 {
-		if pl.retired, err = readRetired(ctx, root); err != nil {
-			return pl, err
-		}
-		if len(pl.retired.entries) > 0 {
-			markRetired(pl.stored, pl.retired)
-			pl.Plan, err = planner.Build(in)
-		}
+		err = pl.replanRetired(ctx, root, in)
 	}
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", root, err)

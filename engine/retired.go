@@ -89,6 +89,45 @@ func writeRetired(ctx context.Context, root storage.Backend, l lease.Lease, rr r
 	return retiredRead{entries: entries, version: v}, nil
 }
 
+// readRetiredBeside starts reading the retired record of a publication
+// that retains what it drops, beside the catalog (it sweeps the record
+// too); others read it only when a collision may be a retired path
+// (replanRetired). The result waits for the read and returns the first
+// of err (the read beside it) and its own error.
+func readRetiredBeside(ctx context.Context, root storage.Backend, pub Publication) func(err error) (retiredRead, error) {
+	if pub.RetainPrevious <= 0 {
+		return func(err error) (retiredRead, error) { return retiredRead{}, err }
+	}
+	type read struct {
+		rr  retiredRead
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		rr, err := readRetired(ctx, root)
+		done <- read{rr, err}
+	}()
+	return func(err error) (retiredRead, error) {
+		r := <-done
+		if err == nil {
+			err = r.err
+		}
+		return r.rr, err
+	}
+}
+
+// replanRetired plans in again when some of its collisions are retired
+// paths, which a publication writes over as over its own.
+func (pl *planned) replanRetired(ctx context.Context, root storage.Backend, in planner.Input) error {
+	var err error
+	if pl.retired, err = readRetired(ctx, root); err != nil || len(pl.retired.entries) == 0 {
+		return err
+	}
+	markRetired(pl.stored, pl.retired)
+	pl.Plan, err = planner.Build(in)
+	return err
+}
+
 // markRetired marks the stored objects that are retired paths still
 // holding the version retired (planner.Stored.Retired): a publication
 // writes over them as over its own outputs.

@@ -49,38 +49,47 @@ func benchPublication(b *testing.B, n, size int) engine.Publication {
 }
 
 // BenchmarkPublishLocal: a first publication of 2000 × 4 KiB into an empty
-// local root, and a republication where nothing changed.
+// local root, and a republication where nothing changed; without the
+// reader keys, and with publish_last of two groups and retain_previous.
 func BenchmarkPublishLocal(b *testing.B) {
 	ctx := context.Background()
-	pub := benchPublication(b, 2000, 4096)
-	e := &engine.Engine{}
-	b.Run("first", func(b *testing.B) {
-		b.SetBytes(2000 * 4096)
-		for b.Loop() {
-			b.StopTimer()
+	plain := benchPublication(b, 2000, 4096)
+	grouped := plain
+	grouped.PublishLast, grouped.RetainPrevious = []string{"dir0*/**", "dir1[0-4]/**"}, 10*time.Minute
+	for _, v := range []struct {
+		name string
+		pub  engine.Publication
+	}{{"", plain}, {"grouped-", grouped}} {
+		pub := v.pub
+		e := &engine.Engine{}
+		b.Run(v.name+"first", func(b *testing.B) {
+			b.SetBytes(2000 * 4096)
+			for b.Loop() {
+				b.StopTimer()
+				root, err := local.New(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(v.name+"unchanged", func(b *testing.B) {
 			root, err := local.New(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.StartTimer()
 			if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.Run("unchanged", func(b *testing.B) {
-		root, err := local.New(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			res, err := e.Publish(ctx, root, heldLease{}, pub)
-			if err != nil || len(res.Written) != 0 {
-				b.Fatalf("%v, %d written", err, len(res.Written))
+			for b.Loop() {
+				res, err := e.Publish(ctx, root, heldLease{}, pub)
+				if err != nil || len(res.Written) != 0 {
+					b.Fatalf("%v, %d written", err, len(res.Written))
+				}
 			}
-		}
-	})
+		})
+	}
 }

@@ -155,17 +155,21 @@ func (r *publication) retire(ctx context.Context, paths []string) error {
 	entries := slices.Clone(r.pl.retired.entries)
 	entries = slices.DeleteFunc(entries, func(en retiredEntry) bool { return slices.Contains(paths, en.Path) })
 	due := r.e.now().Add(r.pub.RetainPrevious)
-	for _, p := range paths {
-		fp, err := r.fingerprintOf(ctx, p)
-		if err != nil {
-			return err
-		}
-		rec := recs[p]
-		entries = append(entries, retiredEntry{Path: p, PipelineID: rec.PipelineID, DestinationID: rec.DestinationID,
-			SHA256: rec.SHA256, Size: rec.Size, Fingerprint: fp, Due: due})
+	retired := make([]retiredEntry, len(paths))
+	err := r.e.forEach(ctx, len(paths), func(ctx context.Context, i int) error {
+		fp, err := r.fingerprintOf(ctx, paths[i])
+		rec := recs[paths[i]]
+		retired[i] = retiredEntry{Path: paths[i], PipelineID: rec.PipelineID, DestinationID: rec.DestinationID,
+			SHA256: rec.SHA256, Size: rec.Size, Fingerprint: fp, Due: due}
+		return err
+	})
+	if err == nil {
+		err = ctx.Err() // a cancelled run stops taking work and leaves entries unfilled
 	}
-	var err error
-	r.pl.retired, err = writeRetired(ctx, r.root, r.l, r.pl.retired, entries)
+	if err != nil {
+		return err
+	}
+	r.pl.retired, err = writeRetired(ctx, r.root, r.l, r.pl.retired, append(entries, retired...))
 	return err
 }
 

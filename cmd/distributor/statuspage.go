@@ -105,7 +105,7 @@ func (a *app) newStatusPage(cfg *config.Config, ready *readiness) *statusPage {
 		"catalog":  catalogText,
 		"others":   otherOwnersText,
 		"recovery": recoveryText,
-		"retired":  retiredText,
+		"retired":  func(r *retiredJSON) string { return retiredText(*r) },
 		"kvLease":  kvLeaseText,
 		"holder":   holderText,
 		"last":     lastText,

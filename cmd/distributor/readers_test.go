@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/testenv/schematest"
 )
 
@@ -58,5 +63,21 @@ func TestStatusShowsRetiredPaths(t *testing.T) {
 	}
 	if out, errOut, code = e.run("verify", "--destination", "latest"); code != 0 {
 		t.Fatalf("verify with a retired path: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// The status page shows the retired paths of a destination that has them.
+func TestStatusPageShowsRetiredPaths(t *testing.T) {
+	t.Parallel()
+	a := &app{}
+	page := a.newStatusPage(&config.Config{}, &readiness{})
+	due := time.Date(2026, 6, 19, 12, 15, 0, 0, time.UTC)
+	page.read = func(context.Context) statusPageData {
+		return statusPageData{Status: statusJSON{Destinations: []destStatusJSON{{DestinationID: "www", Retired: &retiredJSON{Paths: 3, RemovedAfter: due}}}}}
+	}
+	rec := httptest.NewRecorder()
+	page.serveHTML(rec, httptest.NewRequest("GET", "/", nil))
+	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, "<dt>retired</dt><dd>retired: 3, removed after 2026-06-19T12:15:00Z</dd>") {
+		t.Fatalf("status page: %d\n%s", rec.Code, body)
 	}
 }

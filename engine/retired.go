@@ -202,11 +202,13 @@ func (e *Engine) SweepRetired(ctx context.Context, root storage.Backend, l lease
 	if err != nil {
 		return nil, err
 	}
-	return e.sweep(ctx, root, l, st.cat, rr)
+	return e.sweep(ctx, root, l, st.cat, rr, nil)
 }
 
-// sweep is SweepRetired of the record rr, against the catalog cat.
-func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease, cat *catalog.Catalog, rr retiredRead) ([]string, error) {
+// sweep is SweepRetired of the record rr, against the catalog cat; gone
+// are paths known to hold no retired bytes any more (a publication
+// deleted them in the way of its writes).
+func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease, cat *catalog.Catalog, rr retiredRead, gone []string) ([]string, error) {
 	recs := map[string]catalog.Output{}
 	if cat != nil {
 		recs = cat.Index()
@@ -216,7 +218,7 @@ func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease,
 	var remove []string
 	changed := false
 	for _, en := range rr.entries {
-		if _, managed := recs[en.Path]; managed {
+		if _, managed := recs[en.Path]; managed || slices.Contains(gone, en.Path) {
 			changed = true
 			continue
 		}
@@ -258,7 +260,7 @@ func (r *publication) sweepAfterCommit(ctx context.Context, next *catalog.Catalo
 	if r.pl.retired.version == "" {
 		return
 	}
-	if _, err := r.e.sweep(ctx, r.root, r.l, next, r.pl.retired); err != nil {
+	if _, err := r.e.sweep(ctx, r.root, r.l, next, r.pl.retired, r.displaced); err != nil {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msg("could not remove due retired paths; the next sweep does")
 	}
 }

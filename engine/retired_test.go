@@ -176,3 +176,35 @@ func TestRetiredPathsGoBySweepAndPrune(t *testing.T) {
 		wantContents(t, root, map[string]string{"a": "6", "p": "p"})
 	})
 }
+
+// TestRetiredPathInTheWayIsDisplaced: a retired file where a later
+// version needs a folder, or retired files below a path where it needs a
+// file, are deleted before the writes like a managed output in the way:
+// no collision. Local and S3 alike.
+func TestRetiredPathInTheWayIsDisplaced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		root, _ := newRoot(t)
+		ctx := context.Background()
+		now := fixedNow
+		e := &engine.Engine{Now: func() time.Time { return now }, Version: "test"}
+		for v, files := range []map[string]string{
+			{"index.html": "0", "docs": "a file", "api/v1.html": "v1"},
+			{"index.html": "1"},
+			{"index.html": "2", "docs/index.html": "a folder now", "api": "a file now"},
+		} {
+			now = now.Add(time.Second)
+			pub := generated(files, v, fixedNow.Add(time.Duration(v)*time.Minute-time.Hour), planner.Replacement)
+			pub.RetainPrevious = time.Hour
+			if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
+				t.Fatalf("version %d: %v", v, err)
+			}
+		}
+		wantContents(t, root, map[string]string{"index.html": "2", "docs/index.html": "a folder now", "api": "a file now"})
+		if _, err := e.SweepRetired(ctx, root, heldLease{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := retiredPaths(t, root); got != nil {
+			t.Fatalf("retired paths displaced since are still recorded: %q", got)
+		}
+	})
+}

@@ -483,8 +483,9 @@ func recordsInOrder(cur *catalog.Catalog) []catalog.Output {
 // outputs it displaces.
 //
 // Managed outputs in the way are displaced (deleted before the writes,
-// like any overwrite of a managed output); so is legacy content, which
-// a legacy first run rewrites or clears anyway. Unmanaged content in
+// like any overwrite of a managed output); so are retired paths (kept
+// for readers of an earlier version, Stored.Retired) and legacy content,
+// which a legacy first run rewrites or clears anyway. Unmanaged content in
 // the way blocks the path, --take-ownership or not: adoption takes
 // over a path, it does not turn a file into a folder.
 func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (map[string][]string, map[string]Item) {
@@ -493,7 +494,7 @@ func sortOutTheWay(in Input, way map[string][]string, outs []catalog.Output) (ma
 	for path, objects := range way {
 		var unmanaged []string
 		for _, o := range objects {
-			if findRecord(outs, o) == nil && !in.Legacy {
+			if findRecord(outs, o) == nil && !in.Legacy && !in.Stored[o].Retired {
 				unmanaged = append(unmanaged, o)
 			}
 		}

@@ -326,8 +326,8 @@ func (a *app) printResult(d config.Destination, res service.Result, err error, p
 	if planOnly {
 		c := planCounts(p)
 		fmt.Fprintf(out, "  would create %d, update %d, delete %d; %d unchanged, %d collision%s\n", c.Create, c.Update, c.Delete, c.Unchanged, c.Collision, keptNote(c))
-		if len(d.PublishLast) > 0 && !p.Blocked() && p.Superseded == nil {
-			fmt.Fprintf(out, "  visible in order: %s\n", groupsLine(p, d.PublishLast))
+		if groups := planGroups(p, d.PublishLast); groups != nil {
+			fmt.Fprintf(out, "  visible in order: %s\n", groupsLine(groups))
 		}
 		if err != nil {
 			fmt.Fprintf(out, "  apply would write nothing\n")
@@ -342,16 +342,35 @@ func (a *app) printResult(d config.Destination, res service.Result, err error, p
 	}
 }
 
-// groupsLine says how the plan's writes fall into the destination's
-// publish_last groups, in the order they become visible (deletes last).
-func groupsLine(p planner.Plan, publishLast []string) string {
-	n := make([]int, len(publishLast)+1)
-	for _, it := range p.Writes() {
-		n[service.VisibilityGroup(it.Path, publishLast)]++
+// groupJSON is one publish_last group of a plan's writes: those whose
+// first matching glob is Glob ("": those matching none, visible first).
+type groupJSON struct {
+	Glob   string `json:"glob"`
+	Writes int    `json:"writes"`
+}
+
+// planGroups says how the plan's writes fall into the destination's
+// publish_last groups, in the order they become visible; nil without
+// publish_last or writes to make.
+func planGroups(p planner.Plan, publishLast []string) []groupJSON {
+	if len(publishLast) == 0 || p.Blocked() || p.Superseded != nil {
+		return nil
 	}
-	parts := []string{fmt.Sprintf("%d matching no group", n[0])}
+	groups := make([]groupJSON, len(publishLast)+1)
 	for i, g := range publishLast {
-		parts = append(parts, fmt.Sprintf("%d matching %q", n[i+1], g))
+		groups[i+1].Glob = g
+	}
+	for _, it := range p.Writes() {
+		groups[service.VisibilityGroup(it.Path, publishLast)].Writes++
+	}
+	return groups
+}
+
+// groupsLine is the plan's line of its groups (deletes last).
+func groupsLine(groups []groupJSON) string {
+	parts := []string{fmt.Sprintf("%d matching no group", groups[0].Writes)}
+	for _, g := range groups[1:] {
+		parts = append(parts, fmt.Sprintf("%d matching %q", g.Writes, g.Glob))
 	}
 	return strings.Join(parts, ", then ") + ", then the deletes"
 }
@@ -397,7 +416,11 @@ type resultJSON struct {
 	// SupersededBy is the newer version the destination holds, when it
 	// refused this older one.
 	SupersededBy *catalog.Source `json:"superseded_by,omitempty"`
-	Error        string          `json:"error,omitempty"`
+
+	// Groups are the writes in the destination's publish_last groups, in
+	// the order they become visible; absent without publish_last.
+	Groups []groupJSON `json:"groups,omitempty"`
+	Error  string      `json:"error,omitempty"`
 }
 
 type itemJSON struct {
@@ -435,6 +458,7 @@ func (a *app) toResultJSON(d config.Destination, res service.Result, err error, 
 		}
 		out.Items = append(out.Items, j)
 	}
+	out.Groups = planGroups(res.Plan, d.PublishLast)
 	if err != nil {
 		out.Error = a.errorLine(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,13 @@ func TestPlanShowsPublishLastGroups(t *testing.T) {
 		"  visible in order: 1 matching no group, then 2 matching \"**/*.css\", then 1 matching \"index.html\", then the deletes\n", root)
 	if code != 0 || errOut != "" || out != want {
 		t.Fatalf("plan: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+	out, errOut, code = e.run("plan", "--pipeline", pipeDaily, "--bundle", b.Dir, "--json")
+	var plans []resultJSON
+	decodeJSON(t, "plan --json", out, &plans)
+	wantGroups := []groupJSON{{"", 1}, {"**/*.css", 2}, {"index.html", 1}}
+	if code != 0 || len(plans) != 1 || !slices.Equal(plans[0].Groups, wantGroups) {
+		t.Fatalf("plan --json: exit %d, %s, groups %+v, want %+v", code, errOut, plans, wantGroups)
 	}
 }
 

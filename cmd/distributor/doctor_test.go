@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/distributor/distributor/internal/schematest"
+	"github.com/distributor/distributor/testenv/schematest"
 	"github.com/distributor/distributor/testenv"
 )
 

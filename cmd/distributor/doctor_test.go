@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/distributor/distributor/testenv/schematest"
 	"github.com/distributor/distributor/testenv"
+	"github.com/distributor/distributor/testenv/schematest"
 )
 
 // doctorEnv configures a local root and an S3 root on the in-process

@@ -95,7 +95,7 @@ func (t NotifyTarget) Secret(lookup func(string) (string, bool)) (string, error)
 	if v, ok := lookup(t.SecretEnv); ok && v != "" {
 		return v, nil
 	}
-	return "", &Error{Msg: fmt.Sprintf("notify target %s: secret_env names %s, which is not set in the environment: set it to the webhook's secret", t.Type, t.SecretEnv)}
+	return "", &Error{Msg: fmt.Sprintf("secret_env names %s, which is not set in the environment: set it to the webhook's secret", t.SecretEnv)}
 }
 
 // SecretsFromEnv checks that every webhook's secret_env is set in this

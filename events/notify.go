@@ -33,10 +33,9 @@ type NotifyFailed struct {
 	Target     string `json:"target"`
 	TargetType string `json:"target_type"`
 
-	// Attempts made, the first one's time, and the last one's error.
-	Attempts     int       `json:"attempts"`
-	FirstAttempt time.Time `json:"first_attempt,omitzero"`
-	Message      string    `json:"message"`
+	// Attempts made, and the last one's error.
+	Attempts int    `json:"attempts"`
+	Message  string `json:"message"`
 }
 
 // NotifyFailedID is the id (and Nats-Msg-Id) of the notify_failed event of

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,6 @@ func secretEnv(secret string) func(string) (string, bool) {
 
 // published is a published result of destination dest.
 func published(id, dest string) events.Result {
-	return events.Result{SchemaVersion: 1, Type: events.TypePublished, ID: id, Time: time.Now().UTC(), BundleEventID: id, PipelineID: "p", DestinationID: dest,
-		Written: 1, Outputs: []events.OutputRef{{Path: "a/b.html", Action: events.ActionWritten}}}
+	return events.Result{SchemaVersion: 1, Type: events.TypePublished, ID: id, Time: time.Now().UTC(), BundleEventID: strings.TrimSuffix(id, "."+dest), PipelineID: "p", DestinationID: dest,
+		Attempts: 1, Written: 1, Outputs: []events.OutputRef{{Path: "a/b.html", SHA256: "sha256:" + strings.Repeat("0", 64), Size: 1, Action: events.ActionWritten}}}
 }

@@ -18,5 +18,6 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.historyCommand(),
 		a.rollbackCommand(),
 		a.unlockCommand(),
+		a.notifyCommand(),
 	}
 }

@@ -235,6 +235,10 @@ type Destination struct {
 
 	// MaxDeletes > 0 aborts any run that would delete more outputs; 0 = no limit.
 	MaxDeletes int `yaml:"max_deletes"`
+
+	// Notify are the downstream systems told about this destination's
+	// results (see NotifyTarget); none: nothing is sent.
+	Notify []NotifyTarget `yaml:"notify"`
 }
 
 // Layout maps bundle paths to output paths.

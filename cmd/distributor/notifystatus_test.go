@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,14 +29,14 @@ type hookReceiver struct {
 	mu       sync.Mutex
 	down     bool
 	calls    map[string]int
-	last     map[string]time.Time
+	first    map[string]time.Time
 	refused  int
 	badCalls int
 }
 
 func newHookReceiver(t *testing.T, secret string) *hookReceiver {
 	t.Helper()
-	r := &hookReceiver{secret: []byte(secret), calls: map[string]int{}, last: map[string]time.Time{}}
+	r := &hookReceiver{secret: []byte(secret), calls: map[string]int{}, first: map[string]time.Time{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -59,7 +60,9 @@ func (r *hookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	default:
 		r.calls[id]++
-		r.last[id] = time.Now()
+		if r.calls[id] == 1 {
+			r.first[id] = time.Now()
+		}
 	}
 }
 
@@ -73,11 +76,14 @@ func (r *hookReceiver) setDown(down bool) {
 func (r *hookReceiver) snapshot() (calls map[string]int, refused, bad int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	calls = make(map[string]int, len(r.calls))
-	for k, v := range r.calls {
-		calls[k] = v
-	}
-	return calls, r.refused, r.badCalls
+	return maps.Clone(r.calls), r.refused, r.badCalls
+}
+
+// firstCall is when id was first accepted.
+func (r *hookReceiver) firstCall(id string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.first[id]
 }
 
 // addWebhook gives destination d of the environment a webhook to r whose

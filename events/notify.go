@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,29 +119,70 @@ type NotifyFailures struct {
 // ReadNotifyFailures counts destination's notify_failed events in the
 // events stream and returns the newest.
 func ReadNotifyFailures(ctx context.Context, st jetstream.Stream, s Subjects, destination string) (NotifyFailures, error) {
-	subject := s.ResultFilter(TypeNotifyFailed, destination, "")
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	all, err := readNotifyFailures(ctx, st, s, s.ResultFilter(TypeNotifyFailed, destination, ""))
+	return all[destination], err
+}
+
+// ReadNotifyFailuresByDestination counts the notify_failed events in the
+// events stream per destination (of pipeline only, unless it is "") and
+// returns each destination's newest. Destinations without any are absent.
+func ReadNotifyFailuresByDestination(ctx context.Context, st jetstream.Stream, s Subjects, pipeline string) (map[string]NotifyFailures, error) {
+	return readNotifyFailures(ctx, st, s, s.ResultFilter(TypeNotifyFailed, "", pipeline))
+}
+
+// readNotifyFailures reads the subjects matching filter with one stream
+// info request, then the newest event of each destination found.
+func readNotifyFailures(ctx context.Context, st jetstream.Stream, s Subjects, filter string) (map[string]NotifyFailures, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return NotifyFailures{}, fmt.Errorf("read notify failures of %s: %w", destination, err)
+		return nil, fmt.Errorf("read notify failures: %w", err)
 	}
-	var out NotifyFailures
-	for _, n := range info.State.Subjects {
-		out.Count += int(n)
+	out := map[string]NotifyFailures{}
+	head := s.prefix() + ".events." + TypeNotifyFailed + "."
+	for subject, n := range info.State.Subjects {
+		rest, ok := strings.CutPrefix(subject, head)
+		if !ok || n == 0 {
+			continue
+		}
+		dest, _, _ := strings.Cut(rest, ".")
+		f := out[dest]
+		f.Count += int(n)
+		out[dest] = f
 	}
-	if out.Count == 0 {
-		return out, nil
-	}
-	m, err := st.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return out, nil
-	}
-	if err != nil {
-		return out, fmt.Errorf("read the last notify failure of %s: %w", destination, err)
-	}
-	if n, err := DecodeNotifyFailed(m.Data); err == nil {
-		out.Last = &n
+	for dest, f := range out {
+		last, err := lastNotifyFailure(ctx, st, destFilter(s, filter, dest))
+		if err != nil {
+			return out, fmt.Errorf("read the last notify failure of %s: %w", dest, err)
+		}
+		f.Last = last
+		out[dest] = f
 	}
 	return out, nil
+}
+
+// destFilter narrows filter (a ResultFilter of notify_failed events) to
+// destination dest.
+func destFilter(s Subjects, filter, dest string) string {
+	head := s.prefix() + ".events." + TypeNotifyFailed + "."
+	rest := strings.TrimPrefix(filter, head)
+	_, pipeline, _ := strings.Cut(rest, ".")
+	return head + dest + "." + pipeline
+}
+
+// lastNotifyFailure is the newest notify_failed event on subject, or nil
+// when there is none or it does not decode.
+func lastNotifyFailure(ctx context.Context, st jetstream.Stream, subject string) (*NotifyFailed, error) {
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n, err := DecodeNotifyFailed(m.Data); err == nil {
+		return &n, nil
+	}
+	return nil, nil // not one of ours: counted, not shown
 }
 
 func encodeJSON(n NotifyFailed) ([]byte, error) {

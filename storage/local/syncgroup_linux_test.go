@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,52 +148,3 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 	}
 }
 
-// TestDeleteDeferSyncSkipsOnlyTheFolderFlush: deleteDeferSync removes like
-// Delete (the file and the folders it emptied) but flushes no folder;
-// Delete flushes the folder that held the file.
-func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
-	b, l := newSyncLogged(t)
-	put(t, b, "a/keep.txt", storage.PutOptions{})
-	put(t, b, "a/x.txt", storage.PutOptions{})
-	put(t, b, "b/y.txt", storage.PutOptions{})
-	l.take()
-	if err := b.Delete(t.Context(), "a/x.txt"); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := l.take(), []string{"folder a"}; !slices.Equal(got, want) {
-		t.Fatalf("Delete flushed %q, want %q", got, want)
-	}
-	if err := b.deleteDeferSync(t.Context(), "b/y.txt", "a/missing.txt"); err != nil {
-		t.Fatal(err)
-	}
-	if got := l.take(); len(got) != 0 {
-		t.Fatalf("deleteDeferSync flushed %q, want nothing", got)
-	}
-	for _, p := range []string{"a/x.txt", "b/y.txt", "b"} {
-		if _, err := os.Lstat(filepath.Join(b.root, p)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s after the deletes: %v, want it gone", p, err)
-		}
-	}
-}
-
-// TestSyncDeletedFlushesTheNearestFolderLeft: syncDeleted flushes the
-// folder that held each removed path, or the nearest one left when the
-// removal emptied and removed it.
-func TestSyncDeletedFlushesTheNearestFolderLeft(t *testing.T) {
-	b, l := newSyncLogged(t)
-	put(t, b, "a/keep.txt", storage.PutOptions{})
-	put(t, b, "a/x.txt", storage.PutOptions{})
-	put(t, b, "b/c/y.txt", storage.PutOptions{})
-	if err := b.deleteDeferSync(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
-		t.Fatal(err)
-	}
-	l.take()
-	if err := b.syncDeleted(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
-		t.Fatal(err)
-	}
-	got := l.take()
-	slices.Sort(got)
-	if want := []string{"folder .", "folder a"}; !slices.Equal(got, want) {
-		t.Fatalf("syncDeleted flushed %q, want %q", got, want)
-	}
-}

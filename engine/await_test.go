@@ -30,9 +30,9 @@ type intentReads struct {
 	n atomic.Int32
 }
 
-func (r *intentReads) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+func (r *intentReads) hookReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
 	r.n.Add(1)
-	return r.Backend.ReadIntent(ctx)
+	return r.Backend.ReadVersion(ctx, IntentPath, storage.InPlace)
 }
 
 // TestEmptiedIntentDoesNotMakeAPublicationWaitForItsBundle: a publication
@@ -94,4 +94,13 @@ func additivePublication(t *testing.T, files map[string]string, at time.Time) Pu
 	return Publication{Owner: catalog.Owner{PipelineID: "p.x", DestinationID: "site"}, Workflow: planner.Additive,
 		Source:        catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created},
 		BundleEventID: "ev-" + at.Format("150405"), Outputs: outs, Bundle: b}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (r *intentReads) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
+	if p == IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return r.hookReadIntent(ctx)
+	}
+	return r.Backend.ReadVersion(ctx, p, opts...)
 }

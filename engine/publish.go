@@ -102,7 +102,7 @@ func (r *publication) run(ctx context.Context) error {
 	defer early() // nothing outlives the run
 
 	// An intent emptied in place (dropIntent) is none.
-	data, v, err := r.root.ReadIntent(ctx)
+	data, v, err := readIntent(ctx, r.root)
 
 	// A bundle that turns out unusable changes nothing: an interrupted
 	// run's recovery (a write) waits until the bundle is known good.
@@ -236,7 +236,7 @@ func (r *publication) prepare(ctx context.Context) error {
 		return err
 	}
 	if staging {
-		r.stg = &staged{Stage: r.root.Stage(ctx), unstaged: map[string]bool{}}
+		r.stg = &staged{Stage: r.root.Stage(ctx)}
 		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
 			// The sizes were not checked up front (see checkCopies): a
 			// missing or resized bundle file is reported as that check
@@ -329,7 +329,7 @@ func (r *publication) write(ctx context.Context) error {
 	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
 	// for its commit beside them too: after the plan read the catalog the
 	// commit swaps against, which is all the fence needs (see confirming).
-	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
+	r.cat = r.root.PrepareCatalog(ctx, catalogDocument(r.pl.Plan.Next), len(r.writes))
 	r.confirmed = confirming(ctx, r.l)
 	written, err := r.e.writeAll(ctx, r.root, r.l, r.pub, r.writes, r.content, r.pl.stored, r.pl.fps, r.stg)
 	r.res.Written = append(r.res.Written, written...)
@@ -357,18 +357,11 @@ func (r *publication) finish(ctx context.Context) error {
 	defer saved()
 
 	// Outputs are written with DeferSync: one flush makes them all durable
-	// before the catalog that records them is committed. A run that wrote
-	// and displaced nothing and found no interrupted run has nothing to
-	// flush (an earlier attempt's writes were flushed by the recovery that
-	// recorded them), and a syncfs would flush whatever else the file
-	// system holds: a republish that only updates records skips it. It
-	// still makes an earlier run's intent removal durable (dropIntent
-	// defers it), with the fsync of that one folder.
-	if r.flushes() {
-		if err := r.root.Sync(ctx); err != nil {
-			return fmt.Errorf("sync %s: %w", r.root, err)
-		}
-	} else if err := r.root.SyncIntent(ctx); err != nil {
+	// before the catalog that records them is committed, with an earlier
+	// run's intent removal (dropIntent defers it). The backend flushes
+	// only what changed: a republish that only updates records costs the
+	// flush of the emptied intent, not of the file system.
+	if err := r.root.Sync(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}
 	if len(later) > 0 {
@@ -438,11 +431,6 @@ func (r *publication) settle(ctx context.Context) {
 	if len(r.writes)+len(r.deletes) > 0 {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
-}
-
-// flushes reports whether finish flushes the root (Sync) before the commit.
-func (r *publication) flushes() bool {
-	return len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0
 }
 
 // rollForward records what landed before a step (op) failed with failed,

@@ -160,13 +160,13 @@ func (l *StorageLocker) takeOver(ctx context.Context, root Root, rec lockRecord)
 // survive a crash of the machine, which ends its holder too. Losing it
 // then frees the root; an older or torn version is taken over (takeOver).
 func writeLock(ctx context.Context, st storage.Backend, data []byte, want storage.Version) (storage.Version, error) {
-	return st.WriteIfVersionNoSync(ctx, LockPath, data, want)
+	return st.WriteIfVersion(ctx, LockPath, data, want, storage.DeferSync)
 }
 
 // deleteLock removes the lock object if it is still version want, without
 // a flush.
 func deleteLock(ctx context.Context, st storage.Backend, want storage.Version) error {
-	return st.DeleteIfVersionNoSync(ctx, LockPath, want)
+	return st.DeleteIfVersion(ctx, LockPath, want, storage.DeferSync)
 }
 
 type storageLease struct {

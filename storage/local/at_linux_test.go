@@ -63,7 +63,10 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 			name string
 			run  func() error
 		}{
-			{"take the lock object", func() error { _, err := b.WriteIfVersion(ctx, lockObj, []byte("held"), "", storage.DeferSync); return err }},
+			{"take the lock object", func() error {
+				_, err := b.WriteIfVersion(ctx, lockObj, []byte("held"), "", storage.DeferSync)
+				return err
+			}},
 			{"read the lock object", func() error { _, _, err := b.ReadVersion(ctx, lockObj); return err }},
 			{"stat the catalog", func() error { _, err := b.Stat(ctx, catalog.FileName); return err }},
 			{"stat the intent", func() error {
@@ -107,7 +110,7 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				return err
 			}},
 			{"empty the intent", func() error { return b.emptyDeferSyncIfBytes(ctx, intent, []byte("intent")) }},
-			{"flush the emptying", func() error { return b.syncEmptied(ctx, []string{intent}) }},
+			{"flush the emptying", func() error { return b.syncFew(ctx, []string{intent}, nil) }},
 			{"write the shard", func() error { return b.Overwrite(ctx, shard, []byte("shard")) }},
 			{"delete an output", func() error { return b.Delete(ctx, "a/b/c.txt") }},
 			{"give the lock object back", func() error {

@@ -205,13 +205,6 @@ func (p *pendingCatalogs) remove(c *pendingCatalog) {
 	delete(p.set, c)
 }
 
-// empty reports whether no catalog is pending.
-func (p *pendingCatalogs) empty() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.set) == 0
-}
-
 // ready readies every pending catalog (a Sync follows).
 func (p *pendingCatalogs) ready(ctx context.Context) {
 	p.mu.Lock()

@@ -1,20 +1,23 @@
 package local
 
 import (
+	"path"
 	"slices"
 	"sync"
 )
 
-// dirtySet is what the next Sync must flush: the whole root (a change
-// made with DeferSync that returned), or only files emptied in place (an
-// intent's removal), each flushed alone, which costs far less than a
-// flush of the root's filesystem. A change marks it after it is made, so
-// a Sync that began before the change returned may miss it and leaves the
-// mark for the next one.
+// dirtySet is what the next Sync must flush: the whole root (a write or
+// stage with DeferSync that returned), or only a few files and folders
+// (an intent emptied or a fingerprint shard rewritten in place, a lock
+// object written or removed without a flush), each flushed alone, which
+// costs far less than a flush of the root's file system; or nothing. A
+// change is recorded after it is made, so a Sync that began before the
+// change returned may miss it and leaves it for the next one.
 type dirtySet struct {
-	mu      sync.Mutex
-	all     bool
-	emptied map[string]bool
+	mu    sync.Mutex
+	all   bool
+	files map[string]bool // files whose bytes or size changed in place
+	dirs  map[string]bool // folders whose entries changed
 }
 
 // mark records a change only a flush of the root makes durable.
@@ -24,33 +27,46 @@ func (d *dirtySet) mark() {
 	d.mu.Unlock()
 }
 
-// empty records that the file p was emptied in place.
-func (d *dirtySet) empty(p string) {
+// file records that the file p was changed in place.
+func (d *dirtySet) file(p string) { d.add([]string{p}, nil) }
+
+// entry records that the file p was written under a new name or removed:
+// its bytes, and its folder's entries.
+func (d *dirtySet) entry(p string) { d.add([]string{p}, []string{path.Dir(p)}) }
+
+func (d *dirtySet) add(files, dirs []string) {
 	d.mu.Lock()
-	if d.emptied == nil {
-		d.emptied = map[string]bool{}
+	defer d.mu.Unlock()
+	if d.files == nil {
+		d.files, d.dirs = map[string]bool{}, map[string]bool{}
 	}
-	d.emptied[p] = true
-	d.mu.Unlock()
+	for _, p := range files {
+		d.files[p] = true
+	}
+	for _, dir := range dirs {
+		d.dirs[dir] = true
+	}
 }
 
 // take returns what is dirty, in path order, and forgets it.
-func (d *dirtySet) take() (emptied []string, all bool) {
+func (d *dirtySet) take() (files, dirs []string, all bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for p := range d.emptied {
-		emptied = append(emptied, p)
+	for p := range d.files {
+		files = append(files, p)
 	}
-	slices.Sort(emptied)
-	all, d.all, d.emptied = d.all, false, nil
-	return emptied, all
+	for dir := range d.dirs {
+		dirs = append(dirs, dir)
+	}
+	slices.Sort(files)
+	slices.Sort(dirs)
+	all, d.all, d.files, d.dirs = d.all, false, nil, nil
+	return files, dirs, all
 }
 
 // restore records again what a failed Sync took.
-func (d *dirtySet) restore(emptied []string, all bool) {
-	for _, p := range emptied {
-		d.empty(p)
-	}
+func (d *dirtySet) restore(files, dirs []string, all bool) {
+	d.add(files, dirs)
 	if all {
 		d.mark()
 	}

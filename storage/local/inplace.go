@@ -50,7 +50,7 @@ func (b *Backend) rewriteIfVersion(ctx context.Context, p string, data []byte, w
 		return "", err
 	}
 	if !durable {
-		b.dirty.mark()
+		b.dirty.file(p)
 	}
 	return Version(data), nil
 }
@@ -91,7 +91,7 @@ func (b *Backend) emptyIfVersion(ctx context.Context, p string, want storage.Ver
 		return fmt.Errorf("empty %q in %s: %w", p, b.root, err)
 	}
 	if !durable {
-		b.dirty.empty(p)
+		b.dirty.file(p)
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func (b *Backend) putInPlace(ctx context.Context, p string, src io.Reader, size 
 		return storage.ObjectInfo{}, err
 	}
 	if !durable {
-		b.dirty.mark()
+		b.dirty.file(p)
 	}
 	return storage.ObjectInfo{Path: p, Size: int64(len(data))}, nil
 }
@@ -158,6 +158,9 @@ func (b *Backend) rewrite(f rwFile, p string, data []byte, durable bool) error {
 func (b *Backend) overwritten(ctx context.Context, p string, data []byte, err error, durable bool, cond storage.PutOptions) error {
 	if missing(err) {
 		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), durable, cond)
+		if err == nil && !durable {
+			b.dirty.entry(p)
+		}
 		return err
 	}
 	if err != nil {
@@ -166,11 +169,15 @@ func (b *Backend) overwritten(ctx context.Context, p string, data []byte, err er
 	return nil
 }
 
-// syncEmptied makes earlier emptyIfVersion calls of paths durable
-// (fdatasync of each file: its size).
-func (b *Backend) syncEmptied(ctx context.Context, paths []string) (err error) {
+// syncFew makes earlier changes of a few files and folders durable: an
+// fdatasync of each file (its bytes and size) still there, an fsync of
+// each folder still there.
+func (b *Backend) syncFew(ctx context.Context, files, dirs []string) (err error) {
 	defer b.classifyTo(&err)
-	for i, p := range paths {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, p := range files {
 		err := b.sys.writable(p, false, func(f rwFile, _ []byte) error {
 			if err := f.Datasync(); err != nil {
 				return err
@@ -179,8 +186,14 @@ func (b *Backend) syncEmptied(ctx context.Context, paths []string) (err error) {
 			return nil
 		})
 		if err != nil && !missing(err) {
-			b.dirty.restore(paths[i:], false)
+			b.dirty.restore(files[i:], dirs, false)
 			return fmt.Errorf("sync %q in %s: %w", p, b.root, err)
+		}
+	}
+	for i, dir := range dirs {
+		if err := b.sys.syncDir(dir); err != nil && !missing(err) {
+			b.dirty.restore(nil, dirs[i:], false)
+			return fmt.Errorf("sync %q in %s: %w", dir, b.root, err)
 		}
 	}
 	return nil

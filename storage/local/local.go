@@ -414,7 +414,11 @@ func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, 
 	if opts.InPlace && !opts.IfAbsent && opts.IfMatch == "" {
 		return b.putInPlace(ctx, p, src, size, !opts.DeferSync)
 	}
-	return b.writeAtomic(ctx, nil, p, src, size, !opts.DeferSync, opts)
+	oi, err := b.writeAtomic(ctx, nil, p, src, size, !opts.DeferSync, opts)
+	if err == nil && opts.DeferSync {
+		b.dirty.mark()
+	}
+	return oi, err
 }
 
 // writeAtomic writes src to p through a stage of one object: p is
@@ -431,27 +435,27 @@ func (b *Backend) writeAtomic(ctx context.Context, _ *os.Root, p string, src io.
 	if err := s.commit(ctx, p); err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	if !durable {
-		b.dirty.mark()
-	}
 	return oi, nil
 }
 
-// Sync makes every Put made with DeferSync that has returned durable: on
-// Linux one flush of the root's filesystem (syncfs(2)); the portable
-// implementation made each durable as it returned.
+// Sync makes every change made with DeferSync that has returned durable:
+// on Linux one flush of the root's filesystem (syncfs(2)), or, when only
+// files changed in place are dirty, a flush of each (dirty.go); the
+// portable implementation made each durable as it returned.
 func (b *Backend) Sync(ctx context.Context) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	emptied, dirty := b.dirty.take()
-	if !dirty && len(emptied) > 0 && b.pending.empty() {
-		return b.syncEmptied(ctx, emptied)
+	files, dirs, all := b.dirty.take()
+	if !all && !b.hasFresh() {
+		// Nothing else changed since the last Sync. A pending catalog
+		// not readied here is made durable by its own commit.
+		return b.syncFew(ctx, files, dirs)
 	}
 	b.pending.ready(ctx)
 	if err := b.sys.sync(ctx); err != nil {
-		b.dirty.restore(emptied, true)
+		b.dirty.restore(files, dirs, true)
 		return err
 	}
 	return nil
@@ -639,6 +643,9 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 	if _, err := b.writeAtomic(ctx, b.r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{IfAbsent: want == ""}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
+	if !durable {
+		b.dirty.entry(p)
+	}
 	if len(data) >= statVersionMin {
 		if v, ok := b.sys.stamp(p); ok {
 			return v, nil
@@ -672,6 +679,9 @@ func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Ve
 
 	// The lock file is in the reserved folder, so it never empties.
 	dir, err := b.sys.remove(p, catalog.ReservedDir)
+	if err == nil && !durable {
+		b.dirty.entry(p)
+	}
 	if err != nil || !durable || dir == "" {
 		return err
 	}

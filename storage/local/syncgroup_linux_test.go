@@ -147,4 +147,3 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 		t.Fatalf("%d flushes, want 2", n)
 	}
 }
-

@@ -1,8 +1,8 @@
 package s3_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"

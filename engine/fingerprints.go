@@ -34,7 +34,7 @@ const (
 
 	// fingerprintsSum starts the line after the header that holds the
 	// sha256 (hex) of the rest of the shard. A shard rewritten in place
-	// (storage.Backend.Overwrite) may be read torn; one whose sum does not match
+	// (storage.PutOptions.InPlace) may be read torn; one whose sum does not match
 	// counts as missing (its outputs are hashed once). A shard without
 	// the line (written whole, by rename or on S3, also by older
 	// versions) is read without the check; older versions skip the line

@@ -55,14 +55,6 @@ func (f *flushOrder) hookClearIntent(ctx context.Context, want storage.Version) 
 	return f.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
-func (f *flushOrder) hookSyncIntent(ctx context.Context) error {
-	err := f.Backend.Sync(ctx)
-	if err == nil {
-		f.set(false)
-	}
-	return err
-}
-
 func (f *flushOrder) Sync(ctx context.Context) error {
 	f.mu.Lock()
 	was := f.pending

@@ -33,11 +33,6 @@ func (c *callOrder) Sync(ctx context.Context) error {
 	return c.Backend.Sync(ctx)
 }
 
-func (c *callOrder) hookSyncIntent(ctx context.Context) error {
-	c.add("sync-intent")
-	return c.Backend.Sync(ctx)
-}
-
 func (c *callOrder) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	c.add(fmt.Sprintf("prepare beside %d writes", writes))
 	return pendingLog{c.Backend.PrepareCatalog(ctx, next, writes), c}

@@ -263,10 +263,11 @@ type Backend interface {
 	Stage(ctx context.Context) Stage
 
 	// Sync makes every change made with DeferSync that returned (Put,
-	// Stage.Put, WriteIfVersion, DeleteIfVersion), and every
-	// PendingCatalog's bytes, durable. It flushes only what is dirty: a
-	// Sync after one emptied intent costs that file's flush, not the
-	// root's.
+	// Stage.Put, WriteIfVersion, DeleteIfVersion) durable, and may write
+	// pending catalogs' bytes in the same flush (their Commit is durable
+	// either way). It flushes only what is dirty: a Sync after one
+	// emptied intent costs that file's flush, not the root's; after
+	// nothing, nothing.
 	Sync(ctx context.Context) error
 
 	// ReadVersion returns the object's bytes and version; a missing

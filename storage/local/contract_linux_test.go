@@ -53,6 +53,7 @@ func TestPendingCatalogFlushedByTheSyncBeforeItsCommit(t *testing.T) {
 			b, l := newSyncLogged(t, WithStreamMinOutputs(streamMin))
 			pc := b.PrepareCatalog(ctx, storagetest.CatalogDocument(recordsCatalog(c.records)), c.writes)
 			defer pc.Close()
+			b.dirty.mark() // writes for the Sync to flush
 			must(t, b.Sync(ctx))
 			l.take()
 			if _, err := pc.Commit(ctx, ""); err != nil {

@@ -177,7 +177,7 @@ func (b *Backend) syncFew(ctx context.Context, files, dirs []string) (err error)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for i, p := range files {
+	for _, p := range files {
 		err := b.sys.writable(p, false, func(f rwFile, _ []byte) error {
 			if err := f.Datasync(); err != nil {
 				return err
@@ -186,13 +186,11 @@ func (b *Backend) syncFew(ctx context.Context, files, dirs []string) (err error)
 			return nil
 		})
 		if err != nil && !missing(err) {
-			b.dirty.restore(files[i:], dirs, false)
 			return fmt.Errorf("sync %q in %s: %w", p, b.root, err)
 		}
 	}
-	for i, dir := range dirs {
+	for _, dir := range dirs {
 		if err := b.sys.syncDir(dir); err != nil && !missing(err) {
-			b.dirty.restore(nil, dirs[i:], false)
 			return fmt.Errorf("sync %q in %s: %w", dir, b.root, err)
 		}
 	}

@@ -447,17 +447,21 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	files, dirs, all := b.dirty.take()
-	if !all && !b.hasFresh() {
+	t := b.dirty.take()
+	if !t.all && !b.hasFresh() {
 		// Nothing else changed since the last Sync. A pending catalog
 		// not readied here is made durable by its own commit.
-		return b.syncFew(ctx, files, dirs)
+		if err := b.syncFew(ctx, t.files, t.dirs); err != nil {
+			return err
+		}
+		b.dirty.done(t, false)
+		return nil
 	}
 	b.pending.ready(ctx)
 	if err := b.sys.sync(ctx); err != nil {
-		b.dirty.restore(files, dirs, true)
 		return err
 	}
+	b.dirty.done(t, true)
 	return nil
 }
 

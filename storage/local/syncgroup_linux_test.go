@@ -80,6 +80,7 @@ func TestSyncGroupServesLateCallersWithALaterFlush(t *testing.T) {
 	g, bs := groupOf(t, h)
 	ctx := t.Context()
 	first := make(chan error, 1)
+	bs[0].dirty.mark() // a write to flush
 	go func() { first <- bs[0].Sync(ctx) }()
 	<-h.entered // the first flush is running
 	const late = 6
@@ -113,6 +114,7 @@ func TestSyncGroupServesLateCallersWithALaterFlush(t *testing.T) {
 		t.Fatalf("%d flushes for 1 + %d callers, want 2", n, late)
 	}
 	// Nothing running: the next caller flushes at once, alone.
+	bs[1].dirty.mark()
 	if err := bs[1].Sync(ctx); err != nil || h.calls.Load() != 3 {
 		t.Fatalf("Sync when idle: %v after %d flushes, want nil after 3", err, h.calls.Load())
 	}
@@ -125,12 +127,15 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 	h := &heldSyncs{entered: make(chan struct{}), release: make(chan struct{}), err: unix.EIO}
 	g, bs := groupOf(t, h)
 	first := make(chan error, 1)
+	bs[0].dirty.mark() // writes to flush
 	go func() { first <- bs[0].Sync(t.Context()) }()
 	<-h.entered
 	late := make(chan error, 1)
+	bs[1].dirty.mark()
 	go func() { late <- bs[1].Sync(t.Context()) }()
 	cctx, cancel := context.WithCancel(t.Context())
 	cancelled := make(chan error, 1)
+	bs[0].dirty.mark()
 	go func() { cancelled <- bs[0].Sync(cctx) }()
 	testenv.Eventually(t, 5*time.Second, func() bool { return g.joined() == 2 }, "2 callers waiting")
 	cancel()

@@ -33,45 +33,45 @@ func clearIntent(ctx context.Context, b storage.Backend, want storage.Version) e
 	return b.DeleteIfVersion(ctx, intentPath, want, storage.InPlace, storage.DeferSync)
 }
 
-// wantIntent checks ReadIntent: data (nil: none) and, with data, version v.
+// wantIntent checks readIntent: data (nil: none) and, with data, version v.
 func wantIntent(t *testing.T, b storage.Backend, data []byte, v storage.Version) {
 	t.Helper()
 	got, gotV, err := readIntent(t.Context(), b)
 	if err != nil {
-		t.Fatalf("ReadIntent: %v", err)
+		t.Fatalf("readIntent: %v", err)
 	}
 	if data == nil {
 		if got != nil {
-			t.Fatalf("ReadIntent = %q, %q; want nil bytes (no intent)", got, gotV)
+			t.Fatalf("readIntent = %q, %q; want nil bytes (no intent)", got, gotV)
 		}
 		return
 	}
 	if !bytes.Equal(got, data) || gotV != v {
-		t.Fatalf("ReadIntent = %q, %q; want %q, %q", got, gotV, data, v)
+		t.Fatalf("readIntent = %q, %q; want %q, %q", got, gotV, data, v)
 	}
 }
 
 // The intent is written only where none is, read back with the version
-// WriteIntent returned, and cleared only at that version.
+// writeIntent returned, and cleared only at that version.
 func testIntent(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
 	wantIntent(t, b, nil, "")
 	if err := b.Sync(ctx); err != nil {
-		t.Fatalf("SyncIntent on a fresh root: %v", err)
+		t.Fatalf("Sync on a fresh root: %v", err)
 	}
 	first := []byte(`{"intent":"first, the longest of them","sum":"1"}`)
 	second := []byte(`{"intent":"second","sum":"2"}`)
 	v1, err := writeIntent(ctx, b, first)
 	if err != nil || v1 == "" {
-		t.Fatalf("WriteIntent on a fresh root = %q, %v; want a version", v1, err)
+		t.Fatalf("writeIntent on a fresh root = %q, %v; want a version", v1, err)
 	}
 
-	// The version ReadIntent returns is WriteIntent's: the engine clears
+	// The version readIntent returns is writeIntent's: the engine clears
 	// with either.
 	wantIntent(t, b, first, v1)
 	for _, data := range [][]byte{second, first} {
 		if _, err := writeIntent(ctx, b, data); !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("WriteIntent over an intent: %v, want ErrConflict", err)
+			t.Fatalf("writeIntent over an intent: %v, want ErrConflict", err)
 		}
 		wantIntent(t, b, first, v1)
 	}
@@ -82,44 +82,44 @@ func testIntent(t *testing.T, b storage.Backend) {
 		t.Fatal(err)
 	}
 	if err := clearIntent(ctx, b, other); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("ClearIntent at another version: %v, want ErrConflict", err)
+		t.Fatalf("clearIntent at another version: %v, want ErrConflict", err)
 	}
 	wantIntent(t, b, first, v1)
 	if err := clearIntent(ctx, b, v1); err != nil {
-		t.Fatalf("ClearIntent at the written version: %v", err)
+		t.Fatalf("clearIntent at the written version: %v", err)
 	}
 	wantIntent(t, b, nil, "")
 
 	// Cleared, it is no version.
 	if err := clearIntent(ctx, b, v1); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("ClearIntent of a cleared intent at its old version: %v, want ErrConflict", err)
+		t.Fatalf("clearIntent of a cleared intent at its old version: %v, want ErrConflict", err)
 	}
 	if err := b.Sync(ctx); err != nil {
-		t.Fatalf("SyncIntent: %v", err)
+		t.Fatalf("Sync: %v", err)
 	}
 	wantIntent(t, b, nil, "")
 
 	// A shorter intent after a clear: nothing of the first stays.
 	v2, err := writeIntent(ctx, b, second)
 	if err != nil {
-		t.Fatalf("WriteIntent after a clear: %v", err)
+		t.Fatalf("writeIntent after a clear: %v", err)
 	}
 	wantIntent(t, b, second, v2)
 	if err := clearIntent(ctx, b, v1); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("ClearIntent at the first intent's version: %v, want ErrConflict", err)
+		t.Fatalf("clearIntent at the first intent's version: %v, want ErrConflict", err)
 	}
 	wantIntent(t, b, second, v2)
 	if _, v, err := readIntent(ctx, b); err != nil {
 		t.Fatal(err)
 	} else if err := clearIntent(ctx, b, v); err != nil {
-		t.Fatalf("ClearIntent at ReadIntent's version: %v", err)
+		t.Fatalf("clearIntent at readIntent's version: %v", err)
 	}
 	wantIntent(t, b, nil, "")
 
 	// The same bytes again: a new intent like any other.
 	v3, err := writeIntent(ctx, b, first)
 	if err != nil {
-		t.Fatalf("WriteIntent of the first bytes again: %v", err)
+		t.Fatalf("writeIntent of the first bytes again: %v", err)
 	}
 	wantIntent(t, b, first, v3)
 	if err := clearIntent(ctx, b, v3); err != nil {
@@ -197,11 +197,11 @@ func testIntentWhole(t *testing.T, b storage.Backend) {
 				}
 				data, _, err := readIntent(ctx, b)
 				if err != nil {
-					errs <- fmt.Errorf("ReadIntent while intents are written: %w", err)
+					errs <- fmt.Errorf("readIntent while intents are written: %w", err)
 					return
 				}
 				if data != nil && !bytes.Equal(data, intents[0]) && !bytes.Equal(data, intents[1]) {
-					errs <- fmt.Errorf("ReadIntent read a torn intent (%d bytes)", len(data))
+					errs <- fmt.Errorf("readIntent read a torn intent (%d bytes)", len(data))
 					return
 				}
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +54,7 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 		return nil, fmt.Errorf("bundle %s: read %s: %w", location, ManifestName, err)
 	}
 	defer rc.Close()
-	data, err := readAll(rc)
+	data, err := readAll(rc, rc.Size)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: read %s: %w", location, ManifestName, err)
 	}
@@ -78,17 +77,13 @@ func Open(ctx context.Context, store storage.Backend, location string, wantDiges
 }
 
 // readAll reads up to MaxManifestSize+1 bytes of rc into one buffer sized
-// by the size it knows (storage.Sized: a local file, an S3 body) or its
-// Stat: growing by doubling copied a 10,000-file manifest several times
-// over, into fresh pages each time.
-func readAll(rc io.Reader) ([]byte, error) {
+// by the size the store opened it with (known: -1 when not): growing by
+// doubling copied a 10,000-file manifest several times over, into fresh
+// pages each time.
+func readAll(rc io.Reader, known int64) ([]byte, error) {
 	size := int64(512)
-	if f, ok := rc.(storage.Sized); ok && f.Size() >= 0 {
-		size = min(f.Size(), MaxManifestSize) + 1 // +1: the read that sees the end
-	} else if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = min(fi.Size(), MaxManifestSize) + 1
-		}
+	if known >= 0 {
+		size = min(known, MaxManifestSize) + 1 // +1: the read that sees the end
 	}
 	r := io.LimitReader(rc, MaxManifestSize+1)
 	buf := make([]byte, 0, size)

@@ -517,24 +517,14 @@ func TestParseLocation(t *testing.T) {
 	}
 }
 
-// sizedReader is a reader that knows its size (storage.Sized), as the
-// backends' readers do.
-type sizedReader struct {
-	*bytes.Reader
-	size int64
-}
-
-func (r sizedReader) Size() int64 { return r.size }
-
 // TestReadAllSizesItsBufferOnce: a reader that knows its size is read into
 // one buffer of that size (plus the read that sees the end), not a
 // doubling series; a wrong size still reads every byte.
 func TestReadAllSizesItsBufferOnce(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 100_000)
-	r := sizedReader{bytes.NewReader(data), int64(len(data))}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	got, err := readAll(r)
+	got, err := readAll(bytes.NewReader(data), int64(len(data)))
 	runtime.ReadMemStats(&after)
 	if err != nil || len(got) != len(data) {
 		t.Fatalf("readAll: %d bytes, %v", len(got), err)
@@ -544,7 +534,7 @@ func TestReadAllSizesItsBufferOnce(t *testing.T) {
 		t.Errorf("readAll of a sized %d-byte reader allocated %d bytes, want one buffer of about its size", len(data), n)
 	}
 	for _, size := range []int64{0, 10, int64(len(data)) - 1, -1} {
-		got, err := readAll(sizedReader{bytes.NewReader(data), size})
+		got, err := readAll(bytes.NewReader(data), size)
 		if err != nil || !bytes.Equal(got, data) {
 			t.Errorf("size hint %d: read %d bytes, %v; want all %d", size, len(got), err, len(data))
 		}

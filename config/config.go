@@ -243,6 +243,10 @@ type Destination struct {
 	// RetainPrevious keeps the paths a replacement publication drops
 	// readable for this long before they are removed; 0 = removed at once.
 	RetainPrevious Duration `yaml:"retain_previous"`
+
+	// Notify are the downstream systems told about this destination's
+	// results (see NotifyTarget); none: nothing is sent.
+	Notify []NotifyTarget `yaml:"notify"`
 }
 
 // Layout maps bundle paths to output paths.

@@ -294,6 +294,7 @@ func (d Destination) validate(i int) []fieldErr {
 		e.add("layout.prefix", "layout.prefix %q: %s", d.Layout.Prefix, msg)
 	}
 	d.validateOutputs(e)
+	d.validateNotify(e)
 	if d.Retention.MaxAge < 0 {
 		e.add("retention.max_age", "retention.max_age must not be negative (0 = prune needs --older-than)")
 	}

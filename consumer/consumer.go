@@ -1,7 +1,9 @@
 // Package consumer is the JetStream pull loop of `distributor serve`: it
-// decodes bundle-ready events, publishes them through the service
-// (service.Service.Publish), reports one result event per destination, and
-// acks, naks with back-off, or terminates the message.
+// hands each delivery of a bundle-ready message to the service once
+// (service.Ledger.Handle), which publishes its event, reports one result
+// event per destination and says whether to ack the message, nak it with
+// back-off or terminate it; the consumer keeps it ours with heartbeats
+// meanwhile and acknowledges it so.
 //
 // Every serve process shares one durable consumer. service.Classify splits
 // errors in two: transient ones (storage or lease unavailable, a full disk,
@@ -29,7 +31,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
@@ -332,7 +332,7 @@ func (c *Consumer) consumer(ctx, workCtx context.Context, work chan<- delivery, 
 				// the stop came (the stop waits for this callback to return
 				// before the workers may quit): another consumer (or the
 				// restart) takes it at once.
-				d.places.Release(workCtx)
+				d.arrival.Release(workCtx)
 				_ = msg.Nak()
 			}
 		}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -406,52 +406,17 @@ func (c *Consumer) started(eventID string) (done func()) {
 	}
 }
 
-// outcome is what happened to one destination of an event.
-type outcome struct {
-	d         config.Destination // zero when the event failed as a whole
-	dest      string
-	result    service.Result
-	err       error
-	transient bool
-	root      string        // the destination's root key; "" when unknown
-	took      time.Duration // how long the publication ran
-}
-
-// logFields adds the destination, its root and the lease token, when known.
-func (o outcome) logFields(e *zerolog.Event) *zerolog.Event {
-	if o.dest != "" {
-		e = e.Str("destination_id", o.dest)
-	}
-	if o.root != "" {
-		e = e.Str("root", o.root)
-	}
-	if o.result.LeaseToken != "" {
-		e = e.Str("lease_token", o.result.LeaseToken)
-	}
-	return e
-}
-
 // delivery is a message as it was delivered: its event decoded (or why
-// not) and the event's places in its roots' lines.
+// not) and its places in its roots' lines (service.Ledger.Arrive).
 type delivery struct {
-	msg    jetstream.Msg
-	ev     events.BundleReady
-	err    error // the message is no bundle-ready event
-	places *service.Places
+	msg     jetstream.Msg
+	arrival *service.Arrival
 }
 
-// deliver decodes msg and, when its destinations are known, takes its
-// places in their roots' lines: called in delivery order, it makes this
-// process publish into each root in that order.
+// deliver takes msg's places in its roots' lines: called in delivery
+// order, it makes this process publish into each root in that order.
 func (c *Consumer) deliver(msg jetstream.Msg) delivery {
-	d := delivery{msg: msg}
-	if d.ev, d.err = events.DecodeBundleReady(msg.Data()); d.err != nil {
-		return d
-	}
-	if dests, err := c.svc.Destinations(service.RequestFor(d.ev)); err == nil {
-		d.places = c.svc.Queue(dests)
-	}
-	return d
+	return delivery{msg: msg, arrival: c.ledger.Arrive(msg.Data())}
 }
 
 // Handle processes one message to its end: ack, nak with delay or term.
@@ -459,186 +424,42 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) {
 	c.handle(ctx, c.deliver(msg))
 }
 
-// handle is Handle of a delivered message; it gives up the places that
-// were not used.
+// handle is Handle of a delivered message: the service handles it
+// (service.Ledger.Handle) while heartbeats keep it ours, and says how to
+// acknowledge it.
 func (c *Consumer) handle(ctx context.Context, d delivery) {
-	defer d.places.Release(ctx)
-	msg, ev := d.msg, d.ev
-	attempt := 1
-	var stored time.Time
+	msg := d.msg
+	m := service.Message{Subject: msg.Subject(), Attempt: 1}
 	if md, err := msg.Metadata(); err == nil {
-		attempt, stored = int(md.NumDelivered), md.Timestamp
+		m.Attempt, m.StoredAt = int(md.NumDelivered), md.Timestamp
+		m.Ref = &events.MsgRef{Stream: md.Stream, Seq: md.Sequence.Stream}
 	}
-	last := c.isLast(attempt)
+	m.Last, m.RetryDelay = c.isLast(m.Attempt), c.backoff(m.Attempt)
 	obs := c.opts.Observer
-	obs.EventStarted(attempt)
+	obs.EventStarted(m.Attempt)
 	defer obs.EventDone()
-
-	if d.err != nil {
-		c.refuseUndecodable(ctx, msg, d.err, attempt, last)
-		return
-	}
-	defer c.started(ev.ID)()
-	log := c.opts.Log.With().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Logger()
-
-	// The engine's lines about this event carry the same fields.
-	ctx = log.WithContext(ctx)
-	if p, ok := c.subjects.BundleReadyPipeline(msg.Subject()); !ok || p != ev.PipelineID {
-		c.rejectOtherPipeline(ctx, msg, ev, p, attempt, last)
-		return
-	}
-	if !c.subjects.IsAdmin(msg.Subject()) && (ev.TakeOwnership || ev.AllowOlder) {
-		c.rejectOperatorFlags(ctx, msg, ev, attempt, last)
-		return
+	if id := d.arrival.EventID(); id != "" {
+		defer c.started(id)()
 	}
 
 	stopBeat := heartbeat(msg, time.Duration(c.heartbeat.Load()))
-	defer stopBeat()
-
-	outs := c.process(ctx, ev, d.places, attempt, stored)
-
-	// Work abandoned at shutdown fails with whatever the cancellation
-	// caused: retry it rather than report it.
-	abandoned := ctx.Err() != nil
-	retry, unpublishable := false, false
-	ref := originalRef(msg)
-	for _, o := range outs {
-		if o.err != nil && (o.transient || abandoned) && !last {
-			retry = true
-			o.logFields(log.Warn().Err(o.err)).Str("next_delay", c.backoff(attempt).String()).Msg("transient failure; will retry")
-			obs.Observe(Observation{Destination: o.dest, Type: Retry, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
-			continue
-		}
-		switch c.reportOutcome(ctx, log, ev, o, attempt, last, ref) {
-		case service.Retry:
-			retry = true
-		case service.Undeliverable:
-			unpublishable = true
-		}
-	}
+	a := c.ledger.Handle(ctx, d.arrival, m)
 	stopBeat()
-	c.finish(msg, attempt, retry, unpublishable)
-}
-
-// finish acks msg, or naks it with the back-off to retry, or terminates it
-// when a result could not be published.
-func (c *Consumer) finish(msg jetstream.Msg, attempt int, retry, unpublishable bool) {
-	switch {
-	case retry:
-		_ = msg.NakWithDelay(c.backoff(attempt))
-	case unpublishable:
-		// Never left pending: a nak on the last delivery would keep the
-		// message unacknowledged forever.
-		_ = msg.TermWithReason("result event could not be published")
+	for _, r := range a.Reports {
+		o := Observation{Destination: r.Destination, Type: r.Type, Reason: r.Reason, Duration: r.Took, Result: r.Result, LeaseLost: errors.Is(r.Err, lease.ErrLost)}
+		if r.Retried {
+			o.Type = Retry
+		}
+		obs.Observe(o)
+	}
+	switch a.Verdict {
+	case service.Nak:
+		_ = msg.NakWithDelay(m.RetryDelay)
+	case service.Term:
+		_ = msg.TermWithReason(a.Why)
 	default:
 		_ = msg.Ack()
 	}
-}
-
-// refuseUndecodable reports a message that is no bundle-ready event and
-// terminates it; it naks it instead when the report could not be published
-// and a later delivery may manage.
-func (c *Consumer) refuseUndecodable(ctx context.Context, msg jetstream.Msg, err error, attempt int, last bool) {
-	c.opts.Log.Warn().Err(err).Str("subject", msg.Subject()).Int("attempt", attempt).Msg("undecodable bundle-ready event")
-	if c.ledger.Deliver(ctx, service.Done{}, events.Result{Type: events.TypeFailed, ID: "invalid." + msgID(msg),
-		Reason: events.ReasonInvalidEvent, Message: err.Error(), Attempts: attempt}, last, nil) == service.Retry {
-		_ = msg.NakWithDelay(c.backoff(attempt))
-		return
-	}
-	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
-	_ = msg.TermWithReason("invalid event")
-}
-
-// reportOutcome delivers the result event of one final outcome (the
-// ledger sees that each destination of an event is reported once),
-// observes and logs it.
-func (c *Consumer) reportOutcome(ctx context.Context, log zerolog.Logger, ev events.BundleReady, o outcome, attempt int, last bool, ref *events.MsgRef) service.Status {
-	done := service.Done{Destination: o.d, Result: o.result, Err: o.err, Took: o.took}
-	r := c.ledger.ResultFor(done, service.Delivery{Event: ev, Attempt: attempt, Exhausted: o.transient && last})
-	if r.Original != nil {
-		r.OriginalRef = ref // lets a result too large for its original still name it
-	}
-	status := c.ledger.Deliver(ctx, done, r, last, ref)
-	switch status {
-	case service.AlreadyReported:
-		o.logFields(log.Info()).Str("type", r.Type).Msg("an earlier delivery reported this destination already; this result is dropped")
-		return status
-	case service.Retry, service.Undeliverable:
-		return status
-	}
-	c.opts.Observer.Observe(Observation{Destination: o.dest, Type: r.Type, Reason: r.Reason, Duration: o.took, Result: o.result, LeaseLost: errors.Is(o.err, lease.ErrLost)})
-
-	// A failure needs an operator.
-	le := log.Info()
-	if r.Type == events.TypeFailed {
-		le = log.Error().AnErr("error", o.err)
-	}
-	le = o.logFields(le).Str("type", r.Type).Int("written", r.Written).Int("deleted", r.Deleted)
-	if r.Reason != "" {
-		le = le.Str("reason", r.Reason)
-	}
-	if o.result.Kept != nil {
-		le = le.Bool("kept_by_an_earlier_attempt", true)
-	}
-	le.Msg("result")
-	return status
-}
-
-// originalRef names msg in its stream, for results about it.
-func originalRef(msg jetstream.Msg) *events.MsgRef {
-	md, err := msg.Metadata()
-	if err != nil {
-		return nil
-	}
-	return &events.MsgRef{Stream: md.Stream, Seq: md.Sequence.Stream}
-}
-
-// rejectOperatorFlags terminates a producer's event that asks for what only
-// an operator may (adoption, roll back) with one failed/invalid_event
-// result. Its original is kept, so an operator can grant it with replay.
-func (c *Consumer) rejectOperatorFlags(ctx context.Context, msg jetstream.Msg, ev events.BundleReady, attempt int, last bool) {
-	var flags []string
-	if ev.TakeOwnership {
-		flags = append(flags, "take_ownership")
-	}
-	if ev.AllowOlder {
-		flags = append(flags, "allow_older")
-	}
-	orig := ev
-	r := events.Result{Type: events.TypeFailed, BundleEventID: ev.ID, PipelineID: ev.PipelineID, Reason: events.ReasonInvalidEvent,
-		Message: fmt.Sprintf("bundle.ready %s on %s asks for %s: operator flags are accepted only on the admin subject %s (distributor replay --take-ownership or --allow-older)",
-			ev.ID, msg.Subject(), strings.Join(flags, " and "), c.subjects.AdminBundleReady(ev.PipelineID)),
-		Attempts: attempt, Original: &orig}
-	c.opts.Log.Warn().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Str("subject", msg.Subject()).Strs("flags", flags).Msg("operator flags on a producer subject; rejected")
-	if c.ledger.Deliver(ctx, service.Done{}, r, last, originalRef(msg)) == service.Retry {
-		_ = msg.NakWithDelay(c.backoff(attempt))
-		return
-	}
-	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
-	_ = msg.TermWithReason("operator flags on a producer subject")
-}
-
-// rejectOtherPipeline terminates an event whose pipeline_id is not the
-// pipeline of the subject it came on (producer or admin) with one
-// failed/invalid_event result, before anything is read. NATS permissions
-// are granted per subject, so the subject's pipeline is the one the sender
-// may announce for: the result is reported there, not to the pipeline the
-// event claims. Its original is kept, so an operator can grant it with
-// replay.
-func (c *Consumer) rejectOtherPipeline(ctx context.Context, msg jetstream.Msg, ev events.BundleReady, subjectPipeline string, attempt int, last bool) {
-	orig := ev
-	r := events.Result{Type: events.TypeFailed, BundleEventID: ev.ID, PipelineID: subjectPipeline, Reason: events.ReasonInvalidEvent,
-		Message: fmt.Sprintf("bundle.ready %s on %s is for pipeline %q, but the subject is pipeline %q's: announce a pipeline's bundles on its own subject, %s",
-			ev.ID, msg.Subject(), ev.PipelineID, subjectPipeline, c.subjects.BundleReady(ev.PipelineID)),
-		Attempts: attempt, Original: &orig}
-	c.opts.Log.Warn().Str("event_id", ev.ID).Str("pipeline_id", ev.PipelineID).Int("attempt", attempt).Str("subject", msg.Subject()).
-		Msg("pipeline_id is not the subject's pipeline; rejected")
-	if c.ledger.Deliver(ctx, service.Done{}, r, last, originalRef(msg)) == service.Retry {
-		_ = msg.NakWithDelay(c.backoff(attempt))
-		return
-	}
-	c.opts.Observer.Observe(Observation{Type: events.TypeFailed, Reason: events.ReasonInvalidEvent})
-	_ = msg.TermWithReason("pipeline_id is not the subject's pipeline")
 }
 
 func (c *Consumer) backoff(attempt int) time.Duration {
@@ -647,40 +468,6 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 		i = len(c.opts.BackOff) - 1
 	}
 	return c.opts.BackOff[i]
-}
-
-// process runs every destination of the event, concurrently; each under its
-// own root lease. Destinations sharing a root serialise on that lease.
-func (c *Consumer) process(ctx context.Context, ev events.BundleReady, places *service.Places, attempt int, stored time.Time) []outcome {
-	req := service.RequestFor(ev)
-	req.Places, req.StoredAt = places, stored
-	dests, err := c.svc.Destinations(req)
-	if err != nil {
-		return []outcome{{dest: "", err: err}}
-	}
-	if attempt > 1 {
-		if dests, err = c.ledger.Unreported(ctx, ev, stored, dests); err != nil {
-			return []outcome{{dest: "", err: err, transient: true}}
-		}
-		places.Keep(ctx, dests) // the reported ones' roots move on
-		if len(dests) == 0 {
-			return nil
-		}
-	}
-	_, done := c.svc.Publish(ctx, req, dests)
-	outs := make([]outcome, len(done))
-	for i, d := range done {
-		outs[i] = outcome{d: d.Destination, dest: d.Destination.ID, result: d.Result, err: d.Err, transient: service.Classify(d.Err).Retry,
-			root: d.Destination.RootKey(), took: d.Took}
-	}
-	return outs
-}
-
-func msgID(msg jetstream.Msg) string {
-	if md, err := msg.Metadata(); err == nil {
-		return fmt.Sprintf("%s.%d", md.Stream, md.Sequence.Stream)
-	}
-	return "unknown"
 }
 
 // heartbeat tells the server the message is still being worked on, so the

@@ -391,13 +391,13 @@ type hooked struct {
 	commits *atomic.Int32 // successful catalog writes
 }
 
-func (h *hooked) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (h *hooked) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
 	if h.read != nil {
 		if err := h.read(ctx, p); err != nil {
 			return nil, "", err
 		}
 	}
-	return h.Backend.ReadVersion(ctx, p)
+	return h.Backend.ReadVersion(ctx, p, opts...)
 }
 
 func (h *hooked) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
@@ -422,7 +422,7 @@ func (h *hooked) Stage(ctx context.Context) storage.Stage {
 }
 
 // PrepareCatalog runs commit before the catalog's commit.
-func (h *hooked) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (h *hooked) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return testenv.HookedCatalog{PendingCatalog: h.Backend.PrepareCatalog(ctx, next, writes), Hook: func(ctx context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
 		if h.commit != nil {
 			if err := h.commit(ctx); err != nil {
@@ -698,4 +698,11 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (h *hooked) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
+
+	return h.hookReadVersion(ctx, p, opts...)
 }

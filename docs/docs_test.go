@@ -161,6 +161,8 @@ func TestJSONExamplesMatchSchemas(t *testing.T) {
 		switch file {
 		case "bundle-ready.json":
 			_, err = events.DecodeBundleReady(ex.body)
+		case "notify_failed.json":
+			_, err = events.DecodeNotifyFailed(ex.body)
 		case "cli-status.json", "cli-history.json", "cli-rollback.json", "unlock.json", "cli-doctor.json":
 			// What the CLI prints; no package decodes it.
 		case "catalog-v4.json":

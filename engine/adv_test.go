@@ -88,7 +88,7 @@ type pausedAfterCommit struct {
 	paused, resume chan struct{}
 }
 
-func (p *pausedAfterCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (p *pausedAfterCommit) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return testenv.HookedCatalog{PendingCatalog: p.Backend.PrepareCatalog(ctx, next, writes), Hook: func(_ context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
 		v, err := commit()
 		if err == nil {
@@ -237,7 +237,7 @@ func TestStaleHolderNeverRewritesANewerHoldersIntent(t *testing.T) {
 // catalog and before it commits it.
 type raceAtCommit struct{ *local.Backend }
 
-func (r raceAtCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (r raceAtCommit) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return racedPending{r.Backend.PrepareCatalog(ctx, next, writes), r.Backend}
 }
 

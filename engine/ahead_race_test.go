@@ -30,7 +30,7 @@ type raceAtStreamedCommit struct {
 	prepared atomic.Int32
 }
 
-func (r *raceAtStreamedCommit) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (r *raceAtStreamedCommit) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	r.prepared.Add(1)
 	return racedPending{r.Backend.PrepareCatalog(ctx, next, writes), r.Backend}
 }
@@ -109,7 +109,7 @@ type racingPreparer struct {
 	theirs []byte // the other writer's catalog
 }
 
-func (r *racingPreparer) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (r *racingPreparer) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	pc := r.Backend.PrepareCatalog(ctx, next, writes)
 	if !r.armed.Swap(false) {
 		return pc

@@ -7,6 +7,7 @@ package engine_test
 // are exercised by the lock as well as by the catalog.
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/storage"
 )
@@ -77,7 +79,7 @@ func (c *countingBackend) Stat(ctx context.Context, p string) (storage.ObjectInf
 	return c.Backend.Stat(ctx, p)
 }
 
-func (c *countingBackend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (c *countingBackend) Open(ctx context.Context, p string) (storage.Reader, error) {
 	c.record("Open", p)
 	return c.Backend.Open(ctx, p)
 }
@@ -87,12 +89,12 @@ func (c *countingBackend) List(ctx context.Context, prefix string, fn func(stora
 	return c.Backend.List(ctx, prefix, fn)
 }
 
-func (c *countingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (c *countingBackend) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
 	c.record("ReadVersion", p)
-	return c.Backend.ReadVersion(ctx, p)
+	return c.Backend.ReadVersion(ctx, p, opts...)
 }
 
-func (c *countingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+func (c *countingBackend) hookPut(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	c.record("Put", p)
 	if !o.DeferSync {
 		c.record("PutDurable", p) // a flush of its own (local: two fsyncs)
@@ -110,7 +112,7 @@ type countingStage struct {
 	c *countingBackend
 }
 
-func (s *countingStage) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+func (s *countingStage) Put(ctx context.Context, p string, r storage.Source, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	s.c.record("Put", p)
 	if !o.DeferSync {
 		s.c.record("PutDurable", p)
@@ -134,23 +136,23 @@ func (c *countingBackend) Find(ctx context.Context, q storage.Query, fn func(sto
 	return c.Backend.Find(ctx, q, fn)
 }
 
-func (c *countingBackend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+func (c *countingBackend) hookReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
 	c.record("ReadIntent", "")
-	return c.Backend.ReadIntent(ctx)
+	return c.Backend.ReadVersion(ctx, engine.IntentPath, storage.InPlace)
 }
 
-func (c *countingBackend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+func (c *countingBackend) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
 	c.record("WriteIntent", "")
-	return c.Backend.WriteIntent(ctx, data)
+	return c.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 }
 
-func (c *countingBackend) ClearIntent(ctx context.Context, want storage.Version) error {
+func (c *countingBackend) hookClearIntent(ctx context.Context, want storage.Version) error {
 	c.record("ClearIntent", "")
-	return c.Backend.ClearIntent(ctx, want)
+	return c.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
 // PrepareCatalog counts the commit of the catalog as "CommitCatalog".
-func (c *countingBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (c *countingBackend) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return countingCatalog{c.Backend.PrepareCatalog(ctx, next, writes), c}
 }
 
@@ -164,9 +166,9 @@ func (cc countingCatalog) Commit(ctx context.Context, want storage.Version) (sto
 	return cc.PendingCatalog.Commit(ctx, want)
 }
 
-func (c *countingBackend) Overwrite(ctx context.Context, p string, data []byte) error {
+func (c *countingBackend) hookOverwrite(ctx context.Context, p string, data []byte) error {
 	c.record("Overwrite", p)
-	return c.Backend.Overwrite(ctx, p, data)
+	return putInPlace(ctx, c.Backend, p, data)
 }
 
 func (c *countingBackend) Delete(ctx context.Context, paths ...string) error {
@@ -174,14 +176,14 @@ func (c *countingBackend) Delete(ctx context.Context, paths ...string) error {
 	return c.Backend.Delete(ctx, paths...)
 }
 
-func (c *countingBackend) WriteIfVersion(ctx context.Context, p string, d []byte, v storage.Version) (storage.Version, error) {
+func (c *countingBackend) hookWriteIfVersion(ctx context.Context, p string, d []byte, v storage.Version, opts ...storage.Option) (storage.Version, error) {
 	c.record("WriteIfVersion", p)
-	return c.Backend.WriteIfVersion(ctx, p, d, v)
+	return c.Backend.WriteIfVersion(ctx, p, d, v, opts...)
 }
 
-func (c *countingBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
+func (c *countingBackend) hookDeleteIfVersion(ctx context.Context, p string, v storage.Version, opts ...storage.Option) error {
 	c.record("DeleteIfVersion", p)
-	return c.Backend.DeleteIfVersion(ctx, p, v)
+	return c.Backend.DeleteIfVersion(ctx, p, v, opts...)
 }
 
 func TestBackendMatrixRootsAreFreshAndKeyed(t *testing.T) {
@@ -211,3 +213,45 @@ func TestBackendMatrixRootsAreFreshAndKeyed(t *testing.T) {
 
 // newLocalRoot is an empty local root (a folder "root" in a fresh
 // temporary folder, so that its parent can hold things outside it).
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (c *countingBackend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return c.hookWriteIntent(ctx, data)
+	}
+	return c.hookWriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (c *countingBackend) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return c.hookClearIntent(ctx, want)
+	}
+	return c.hookDeleteIfVersion(ctx, p, want, opts...)
+}
+
+func (c *countingBackend) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return c.hookReadIntent(ctx)
+	}
+	return c.hookReadVersion(ctx, p, opts...)
+}
+
+// Put takes the in-place writes to hookOverwrite.
+func (c *countingBackend) Put(ctx context.Context, p string, body io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+	if opts.InPlace {
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return storage.ObjectInfo{}, err
+		}
+		return storage.ObjectInfo{Path: p, Size: int64(len(data))}, c.hookOverwrite(ctx, p, data)
+	}
+	return c.hookPut(ctx, p, body, size, opts)
+}
+
+// putInPlace is a write the backend may make in place, as the engine
+// writes fingerprint shards.
+func putInPlace(ctx context.Context, b storage.Backend, p string, data []byte) error {
+	_, err := b.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
+	return err
+}

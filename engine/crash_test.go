@@ -73,7 +73,7 @@ func (d *dyingBackend) read() error {
 	return nil
 }
 
-func (d *dyingBackend) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+func (d *dyingBackend) hookPut(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := d.mutate(); err != nil {
 		return storage.ObjectInfo{}, err
 	}
@@ -97,7 +97,7 @@ func (d *dyingBackend) Delete(ctx context.Context, paths ...string) error {
 	return nil
 }
 
-func (d *dyingBackend) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+func (d *dyingBackend) hookWriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version, opts ...storage.Option) (storage.Version, error) {
 	if err := d.mutate(); err != nil {
 		return "", err
 	}
@@ -106,14 +106,14 @@ func (d *dyingBackend) WriteIfVersion(ctx context.Context, p string, data []byte
 		d.committedAt = d.calls
 		d.mu.Unlock()
 	}
-	return d.Backend.WriteIfVersion(ctx, p, data, v)
+	return d.Backend.WriteIfVersion(ctx, p, data, v, opts...)
 }
 
-func (d *dyingBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
+func (d *dyingBackend) hookDeleteIfVersion(ctx context.Context, p string, v storage.Version, opts ...storage.Option) error {
 	if err := d.mutate(); err != nil {
 		return err
 	}
-	return d.Backend.DeleteIfVersion(ctx, p, v)
+	return d.Backend.DeleteIfVersion(ctx, p, v, opts...)
 }
 
 func (d *dyingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
@@ -123,18 +123,18 @@ func (d *dyingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, 
 	return d.Backend.Stat(ctx, p)
 }
 
-func (d *dyingBackend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (d *dyingBackend) Open(ctx context.Context, p string) (storage.Reader, error) {
 	if err := d.read(); err != nil {
-		return nil, err
+		return storage.Reader{}, err
 	}
 	return d.Backend.Open(ctx, p)
 }
 
-func (d *dyingBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (d *dyingBackend) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
 	if err := d.read(); err != nil {
 		return nil, "", err
 	}
-	return d.Backend.ReadVersion(ctx, p)
+	return d.Backend.ReadVersion(ctx, p, opts...)
 }
 
 func (d *dyingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
@@ -151,18 +151,18 @@ func (d *dyingBackend) Find(ctx context.Context, q storage.Query, fn func(storag
 	return d.Backend.Find(ctx, q, fn)
 }
 
-func (d *dyingBackend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
+func (d *dyingBackend) hookReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
 	if err := d.read(); err != nil {
 		return nil, "", err
 	}
-	return d.Backend.ReadIntent(ctx)
+	return d.Backend.ReadVersion(ctx, engine.IntentPath, storage.InPlace)
 }
 
-func (d *dyingBackend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+func (d *dyingBackend) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
 	if err := d.mutate(); err != nil {
 		return "", err
 	}
-	v, err := d.Backend.WriteIntent(ctx, data)
+	v, err := d.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 	d.mu.Lock()
 	if err == nil && d.afterIntent {
 		d.killAt = d.calls + 1
@@ -171,14 +171,14 @@ func (d *dyingBackend) WriteIntent(ctx context.Context, data []byte) (storage.Ve
 	return v, err
 }
 
-func (d *dyingBackend) ClearIntent(ctx context.Context, want storage.Version) error {
+func (d *dyingBackend) hookClearIntent(ctx context.Context, want storage.Version) error {
 	if err := d.mutate(); err != nil {
 		return err
 	}
-	return d.Backend.ClearIntent(ctx, want)
+	return d.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
-func (d *dyingBackend) Overwrite(ctx context.Context, p string, data []byte) error {
+func (d *dyingBackend) hookOverwrite(ctx context.Context, p string, data []byte) error {
 	if err := d.mutate(); err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (d *dyingBackend) Overwrite(ctx context.Context, p string, data []byte) err
 		d.fingerprintCalls++
 		d.mu.Unlock()
 	}
-	return d.Backend.Overwrite(ctx, p, data)
+	return putInPlace(ctx, d.Backend, p, data)
 }
 
 func (d *dyingBackend) Sync(ctx context.Context) error {
@@ -207,7 +207,7 @@ type dyingStage struct {
 	d *dyingBackend
 }
 
-func (s *dyingStage) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+func (s *dyingStage) Put(ctx context.Context, p string, r storage.Source, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := s.d.mutate(); err != nil {
 		return storage.ObjectInfo{}, err
 	}
@@ -223,7 +223,7 @@ func (s *dyingStage) Commit(ctx context.Context, p string) (storage.ObjectInfo, 
 
 // PrepareCatalog (the catalog's bytes written before the barrier) and the
 // commit are mutating calls too.
-func (d *dyingBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (d *dyingBackend) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	pc := d.Backend.PrepareCatalog(ctx, next, writes)
 	if err := d.mutate(); err != nil {
 		pc.Close()
@@ -713,4 +713,39 @@ func TestRetryOfSameEventReportsWritesOfTheFailedAttempt(t *testing.T) {
 // call.
 func dyingOn(root storage.Backend, killAt int) storage.Backend {
 	return &dyingBackend{Backend: root, killAt: killAt}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (d *dyingBackend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return d.hookWriteIntent(ctx, data)
+	}
+	return d.hookWriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (d *dyingBackend) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return d.hookClearIntent(ctx, want)
+	}
+	return d.hookDeleteIfVersion(ctx, p, want, opts...)
+}
+
+func (d *dyingBackend) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return d.hookReadIntent(ctx)
+	}
+	return d.hookReadVersion(ctx, p, opts...)
+}
+
+// Put takes the in-place writes to hookOverwrite.
+func (d *dyingBackend) Put(ctx context.Context, p string, body io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+	if opts.InPlace {
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return storage.ObjectInfo{}, err
+		}
+		return storage.ObjectInfo{Path: p, Size: int64(len(data))}, d.hookOverwrite(ctx, p, data)
+	}
+	return d.hookPut(ctx, p, body, size, opts)
 }

@@ -28,7 +28,7 @@
 //
 // Flushes: the intent is durable before step 4; the outputs are flushed
 // (storage.Backend.Sync) before step 7, and the catalog is durable when 7
-// returns. The removal in 8 is not waited for (ClearIntent): a power
+// returns. The removal in 8 is not waited for (storage.DeferSync): a power
 // loss may bring that intent back, and rolling it forward then changes
 // nothing, because every commit follows a flush of the root (or, for
 // prune, a durable intent of its own that replaces it) and so no later

@@ -162,7 +162,7 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 // whose lease was broken or taken while it was paused commits nothing,
 // its recovery's commits included.
 func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
-	pc := root.PrepareCatalog(ctx, next, 0)
+	pc := root.PrepareCatalog(ctx, catalogDocument(next), 0)
 	defer pc.Close()
 	return commitPending(ctx, root, l, confirming(ctx, l), pc, version)
 }

@@ -34,7 +34,7 @@ const (
 
 	// fingerprintsSum starts the line after the header that holds the
 	// sha256 (hex) of the rest of the shard. A shard rewritten in place
-	// (storage.Backend.Overwrite) may be read torn; one whose sum does not match
+	// (storage.PutOptions.InPlace) may be read torn; one whose sum does not match
 	// counts as missing (its outputs are hashed once). A shard without
 	// the line (written whole, by rename or on S3, also by older
 	// versions) is read without the check; older versions skip the line
@@ -96,18 +96,13 @@ type fingerprints struct {
 	loaded  map[string]bool // shard files read (true: it existed)
 	dirty   map[string]bool // shard files to write back
 
-	// summed are the shard files read with a checksum that matched: only
-	// those are rewritten in place (a torn mix of two summed copies
-	// fails its sum; one of an unsummed copy might not).
-	summed map[string]bool
-
 	// retired are the files of the layout the index moved away from,
 	// removed once the new layout is written.
 	retired []string
 }
 
 func newFingerprints(shards int) *fingerprints {
-	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}, summed: map[string]bool{}}
+	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
 }
 
 // load reads the shards of paths that are not loaded yet. A missing or
@@ -133,7 +128,6 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	// Shards are read in parallel: on S3 each is a request, and a large
 	// republish touches most of them.
 	parsed := make([]map[string]known, len(shards))
-	summed := make([]bool, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, sh := range shards {
@@ -147,7 +141,7 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 				data = nil
 			}
 			if data != nil {
-				parsed[i], summed[i] = parseFingerprints(data)
+				parsed[i] = parseFingerprints(data)
 			}
 			return nil
 		})
@@ -167,29 +161,26 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 			f.entries[p] = k
 		}
 		f.loaded[sh] = parsed[i] != nil
-		f.summed[sh] = summed[i]
 	}
 	return nil
 }
 
 // parseFingerprints reads "sha256 TAB fingerprint TAB path" lines after the
-// header (and the checksum line, if any: summed reports that it matched;
-// a shard whose sum does not match is empty). Paths cannot hold tabs or
+// header and the checksum line. A shard without the checksum line, or
+// whose sum does not match, is empty: shards are rewritten in place
+// (storage.PutOptions.InPlace), and only the sum tells a torn copy, a
+// mix of two versions, from a whole one. Paths cannot hold tabs or
 // newlines (catalog path rules). The entries' strings share one copy of
 // data (a line each cost an allocation).
-func parseFingerprints(data []byte) (_ map[string]known, summed bool) {
+func parseFingerprints(data []byte) map[string]known {
 	text := string(data)
 	header, rest, ok := strings.Cut(text, "\n")
-	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader {
-		return map[string]known{}, false
+	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader || !strings.HasPrefix(rest, fingerprintsSum) {
+		return map[string]known{}
 	}
-	if strings.HasPrefix(rest, fingerprintsSum) {
-		line, body, _ := strings.Cut(rest, "\n")
-		sum := sha256.Sum256([]byte(body))
-		if line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
-			return map[string]known{}, false // torn (or damaged): hashed once instead
-		}
-		rest, summed = body, true
+	line, rest, _ := strings.Cut(rest, "\n")
+	if sum := sha256.Sum256([]byte(rest)); line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
+		return map[string]known{} // torn (or damaged): hashed once instead
 	}
 	out := make(map[string]known, strings.Count(rest, "\n"))
 	for rest != "" {
@@ -202,7 +193,7 @@ func parseFingerprints(data []byte) (_ map[string]known, summed bool) {
 			out[path] = known{fingerprint: fp, sha256: sha}
 		}
 	}
-	return out, summed
+	return out
 }
 
 // set records what is known of path's stored version.
@@ -270,16 +261,13 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	}
 	sort.Strings(shards)
 
-	// At once, like the outputs: on S3 a shard is a request.
-	// A shard read with a matching sum is rewritten in place (no new
+	// At once, like the outputs: on S3 a shard is a request. A shard
+	// carries its sum, so the backend may rewrite it in place (no new
 	// file and no rename on a local disk: there those cost more CPU than
-	// anything else in a small publication); others are written whole.
+	// anything else in a small publication).
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
 		data := f.encode(byShard[shards[i]])
-		if f.summed[shards[i]] {
-			return root.Overwrite(ctx, shards[i], data)
-		}
-		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true})
+		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
 		return err
 	})
 	if err != nil {
@@ -365,7 +353,7 @@ func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerpr
 		}
 	}
 	f.shards = shards
-	f.loaded, f.dirty, f.summed = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	f.loaded, f.dirty = map[string]bool{}, map[string]bool{}
 	for p := range f.entries {
 		f.dirty[FingerprintsFile(p, shards)] = true
 	}

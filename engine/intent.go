@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -16,8 +17,33 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// IntentPath is where an in-flight publication records what it is doing.
-const IntentPath = ".distributor/intent.json"
+// IntentPath is where an in-flight publication records what it is doing:
+// a compare-and-swap document (storage.Backend.WriteIfVersion), which a
+// backend may rewrite and empty in place (storage.InPlace), so it carries
+// a checksum (intentSumHead) and an empty one is none.
+const IntentPath = catalog.ReservedDir + "/intent.json"
+
+// readIntent returns the intent's bytes and version; nil bytes when there
+// is none (missing, or emptied).
+func readIntent(ctx context.Context, root storage.Backend) ([]byte, storage.Version, error) {
+	data, v, err := root.ReadVersion(ctx, IntentPath, storage.InPlace)
+	if err != nil || len(data) == 0 {
+		return nil, "", err
+	}
+	return data, v, nil
+}
+
+// clearIntent removes the intent while it is still version want,
+// durably after the next Sync (or the next intent written).
+func clearIntent(ctx context.Context, root storage.Backend, want storage.Version) error {
+	return root.DeleteIfVersion(ctx, IntentPath, want, storage.InPlace, storage.DeferSync)
+}
+
+// catalogDocument is next as a backend writes it (PrepareCatalog).
+func catalogDocument(next *catalog.Catalog) storage.Document {
+	return storage.Document{Path: catalog.FileName, Records: len(next.Outputs),
+		Encode: func(w io.Writer) error { return catalog.MarshalTo(w, next) }}
+}
 
 // intentDoc is what an in-flight run records before it touches storage.
 type intentDoc struct {
@@ -75,7 +101,7 @@ func putIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc int
 	if err := l.Err(); err != nil {
 		return writtenIntent{}, err
 	}
-	v, err := root.WriteIntent(ctx, data)
+	v, err := root.WriteIfVersion(ctx, IntentPath, data, "", storage.InPlace)
 	if errors.Is(err, storage.ErrConflict) {
 		return writtenIntent{}, fmt.Errorf("write intent in %s: %w: it holds another run's intent (another holder took the root?)", root, err)
 	}
@@ -93,7 +119,7 @@ type writtenIntent struct {
 // dropIntent removes the intent of a run that committed. One left behind
 // is harmless: the next run finds its work done and removes it.
 //
-// The removal is not waited for (storage.Backend.ClearIntent). One that a power
+// The removal is not waited for (storage.DeferSync). One that a power
 // loss undoes brings back an intent whose writes the catalog records
 // already: rolling it forward changes nothing, unless a later commit
 // changed those records first. So every commit follows either a flush of
@@ -111,7 +137,7 @@ func (e *Engine) dropIntent(ctx context.Context, root storage.Backend, l lease.L
 		e.Log.Warn().Err(err).Str("root", root.String()).Msg("left the intent to the next holder")
 		return
 	}
-	err := root.ClearIntent(ctx, wrote.version)
+	err := clearIntent(ctx, root, wrote.version)
 	if errors.Is(err, storage.ErrConflict) {
 		e.Log.Warn().Str("root", root.String()).Msg("the intent is no longer this run's: left as it is")
 		return

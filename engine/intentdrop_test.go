@@ -35,15 +35,15 @@ func (f *flushOrder) set(pending bool) {
 	f.pending = pending
 }
 
-func (f *flushOrder) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
-	v, err := f.Backend.WriteIntent(ctx, data)
+func (f *flushOrder) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	v, err := f.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 	if err == nil {
 		f.set(false) // replaces the cleared one, durably
 	}
 	return v, err
 }
 
-func (f *flushOrder) ClearIntent(ctx context.Context, want storage.Version) error {
+func (f *flushOrder) hookClearIntent(ctx context.Context, want storage.Version) error {
 	data, err := os.ReadFile(filepath.Join(f.String(), filepath.FromSlash(engine.IntentPath)))
 	if err != nil || len(data) == 0 {
 		f.t.Errorf("deferred removal of an intent that is not there: %v", err)
@@ -52,15 +52,7 @@ func (f *flushOrder) ClearIntent(ctx context.Context, want storage.Version) erro
 	f.removed, f.pending = data, true
 	f.deferred++
 	f.mu.Unlock()
-	return f.Backend.ClearIntent(ctx, want)
-}
-
-func (f *flushOrder) SyncIntent(ctx context.Context) error {
-	err := f.Backend.SyncIntent(ctx)
-	if err == nil {
-		f.set(false)
-	}
-	return err
+	return f.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
 func (f *flushOrder) Sync(ctx context.Context) error {
@@ -75,7 +67,7 @@ func (f *flushOrder) Sync(ctx context.Context) error {
 }
 
 // PrepareCatalog: a catalog is checked when it is committed.
-func (f *flushOrder) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (f *flushOrder) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return orderedCommit{f.Backend.PrepareCatalog(ctx, next, writes), f}
 }
 
@@ -198,4 +190,20 @@ func TestIntentBackAfterALostRemovalChangesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (f *flushOrder) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return f.hookWriteIntent(ctx, data)
+	}
+	return f.Backend.WriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (f *flushOrder) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return f.hookClearIntent(ctx, want)
+	}
+	return f.Backend.DeleteIfVersion(ctx, p, want, opts...)
 }

@@ -68,7 +68,7 @@ func crashAfterIntent(t *testing.T, root storage.Backend, files map[string]strin
 	if _, err := publish(t, &dyingBackend{Backend: root, afterIntent: true}, planner.Replacement, files, fixedNow); err == nil {
 		t.Fatal("the crashing publication succeeded")
 	}
-	if data, _, err := root.ReadIntent(t.Context()); err != nil || data == nil {
+	if data, _, err := engine.ReadIntent(t.Context(), root); err != nil || data == nil {
 		t.Fatalf("no intent after the crash: %v", err)
 	}
 }

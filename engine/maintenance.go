@@ -347,7 +347,7 @@ func intentNames(root storage.Backend, data []byte) (func(catalog.Output) bool, 
 		return none, nil
 	}
 	doc, err := decodeIntent(data)
-	if errors.Is(err, errTornIntent) && root.Properties().TornIntents {
+	if errors.Is(err, errTornIntent) && root.Properties().TornInPlace {
 		return none, nil
 	}
 	if err != nil {
@@ -373,7 +373,7 @@ type versions struct{ catalog, intent storage.Version }
 // stateVersions reads the root's versions, and the intent's bytes (nil
 // when there is none).
 func stateVersions(ctx context.Context, root storage.Backend) (versions, []byte, error) {
-	intent, iv, err := root.ReadIntent(ctx)
+	intent, iv, err := readIntent(ctx, root)
 	if err != nil {
 		return versions{}, nil, fmt.Errorf("read intent in %s: %w", root, err)
 	}

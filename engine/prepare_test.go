@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
@@ -33,21 +33,16 @@ func (c *callOrder) Sync(ctx context.Context) error {
 	return c.Backend.Sync(ctx)
 }
 
-func (c *callOrder) SyncIntent(ctx context.Context) error {
-	c.add("sync-intent")
-	return c.Backend.SyncIntent(ctx)
-}
-
-func (c *callOrder) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (c *callOrder) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	c.add(fmt.Sprintf("prepare beside %d writes", writes))
 	return pendingLog{c.Backend.PrepareCatalog(ctx, next, writes), c}
 }
 
 // ClearIntent (the intent dropped) logs the temp files the root holds
 // then.
-func (c *callOrder) ClearIntent(ctx context.Context, want storage.Version) error {
+func (c *callOrder) hookClearIntent(ctx context.Context, want storage.Version) error {
 	c.add(fmt.Sprintf("drop intent, temp files %q", tempFiles(c.t, c.String())))
-	return c.Backend.ClearIntent(ctx, want)
+	return c.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
 type pendingLog struct {
@@ -103,7 +98,7 @@ func TestTheCatalogIsPreparedBeforeThePublicationsFlush(t *testing.T) {
 		if len(res.Written) != 0 || len(res.Updated) != len(largeTree(1)) {
 			t.Fatalf("record-only republish wrote %d and updated %d, want 0 and %d", len(res.Written), len(res.Updated), len(largeTree(1)))
 		}
-		if want := []string{"prepare beside 0 writes", "sync-intent", "commit"}; !slices.Equal(root.log, want) {
+		if want := []string{"prepare beside 0 writes", "sync", "commit"}; !slices.Equal(root.log, want) {
 			t.Fatalf("stream min %d, record-only republish: %q, want %q", streamMin, root.log, want)
 		}
 		assertDescribesStorage(t, root)
@@ -111,4 +106,13 @@ func TestTheCatalogIsPreparedBeforeThePublicationsFlush(t *testing.T) {
 			t.Fatalf("stream min %d: temp files %q left", streamMin, left)
 		}
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (c *callOrder) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return c.hookClearIntent(ctx, want)
+	}
+	return c.Backend.DeleteIfVersion(ctx, p, want, opts...)
 }

@@ -142,7 +142,7 @@ func (r *publication) recoverFirst(ctx context.Context) (pendingReport, error) {
 	}()
 
 	// An intent emptied in place (dropIntent) is none.
-	data, v, err := r.root.ReadIntent(ctx)
+	data, v, err := readIntent(ctx, r.root)
 	rec, err := r.e.recoverFrom(ctx, r.root, r.l, true, data, v, err)
 	got := <-reported
 	if err != nil {
@@ -243,18 +243,11 @@ func (r *publication) finish(ctx context.Context) error {
 	defer saved()
 
 	// Outputs are written with DeferSync: one flush makes them all durable
-	// before the catalog that records them is committed. A run that wrote
-	// and displaced nothing and found no interrupted run has nothing to
-	// flush (an earlier attempt's writes were flushed by the recovery that
-	// recorded them), and a syncfs would flush whatever else the file
-	// system holds: a republish that only updates records skips it. It
-	// still makes an earlier run's intent removal durable (dropIntent
-	// defers it), with the fsync of that one folder.
-	if r.flushes() {
-		if err := r.root.Sync(ctx); err != nil {
-			return fmt.Errorf("sync %s: %w", r.root, err)
-		}
-	} else if err := r.root.SyncIntent(ctx); err != nil {
+	// before the catalog that records them is committed, with an earlier
+	// run's intent removal (dropIntent defers it). The backend flushes
+	// only what changed: a republish that only updates records costs the
+	// flush of the emptied intent, not of the file system.
+	if err := r.root.Sync(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", r.root, err)
 	}
 	if len(later) > 0 {
@@ -337,11 +330,6 @@ func (r *publication) settle(ctx context.Context) {
 	if len(r.writes)+len(r.deletes) > 0 {
 		r.e.dropIntent(ctx, r.root, r.l, r.intent)
 	}
-}
-
-// flushes reports whether finish flushes the root (Sync) before the commit.
-func (r *publication) flushes() bool {
-	return len(r.writes)+len(r.displaced) > 0 || r.res.Recovered || len(r.carried) > 0
 }
 
 // rollForward records what landed before a step (op) failed with failed,

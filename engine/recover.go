@@ -29,12 +29,12 @@ type recovery struct {
 // logs at debug level and keeps the intent, so that the retry of the same
 // event can report what landed.
 func (e *Engine) recover(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool) (recovery, error) {
-	data, v, err := root.ReadIntent(ctx)
+	data, v, err := readIntent(ctx, root)
 	return e.recoverFrom(ctx, root, l, earlier, data, v, err)
 }
 
 // recoverFrom is recover of the intent already read (data, v, err: what
-// ReadIntent returned).
+// readIntent returned).
 func (e *Engine) recoverFrom(ctx context.Context, root storage.Backend, l lease.Lease, earlier bool, data []byte, v storage.Version, err error) (recovery, error) {
 	if err != nil {
 		return recovery{}, fmt.Errorf("read intent in %s: %w", root, err)
@@ -43,7 +43,7 @@ func (e *Engine) recoverFrom(ctx context.Context, root storage.Backend, l lease.
 		return recovery{}, nil
 	}
 	doc, err := decodeIntent(data)
-	if errors.Is(err, errTornIntent) && root.Properties().TornIntents {
+	if errors.Is(err, errTornIntent) && root.Properties().TornInPlace {
 		// A crash in the middle of its rewrite, before its flush returned:
 		// no output of it was named yet, and the intent it replaced was
 		// committed and emptied first. Nothing to roll forward; emptied
@@ -54,7 +54,7 @@ func (e *Engine) recoverFrom(ctx context.Context, root storage.Backend, l lease.
 		if err := l.Err(); err != nil {
 			return recovery{}, err
 		}
-		if err := root.ClearIntent(ctx, v); err != nil {
+		if err := clearIntent(ctx, root, v); err != nil {
 			return recovery{}, fmt.Errorf("remove torn intent in %s: %w", root, err)
 		}
 		return recovery{}, nil
@@ -70,7 +70,7 @@ func (e *Engine) recoverFrom(ctx context.Context, root storage.Backend, l lease.
 		e.Log.Debug().Str("root", root.String()).Int("landed", len(out.landed)).Msg("recorded the writes that landed before the failure")
 		return out, nil
 	}
-	if err := e.closeIntent(ctx, root, l, doc, out); err != nil {
+	if err := e.closeIntent(ctx, root, l, doc, v, out); err != nil {
 		return recovery{}, err
 	}
 	e.Log.Info().Str("root", root.String()).Int("intended_writes", len(doc.Writes)).Int("intended_deletes", len(doc.Deletes)).Msg("recovered an interrupted publication")
@@ -161,20 +161,20 @@ func supersedes(old catalog.Output, doc intentDoc, v catalog.Source) bool {
 		old.Source.ID == v.ID && planner.Newer(old.Source, v)
 }
 
-// closeIntent ends an earlier run's intent: what it changed is kept for the
+// closeIntent ends an earlier run's intent (version v): what it changed is kept for the
 // report of its event's retry, the intent is removed and the leftovers of
 // its interrupted writes go too.
-func (e *Engine) closeIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc, out recovery) error {
+func (e *Engine) closeIntent(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc, v storage.Version, out recovery) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
 	if err := e.keepReport(ctx, root, doc.EventID, doc.Owner, append(out.landed, doc.Reported...), out.deleted); err != nil {
 		return err
 	}
-	if err := root.ClearIntent(ctx, ""); err != nil {
+	if err := clearIntent(ctx, root, v); err != nil {
 		return fmt.Errorf("remove intent in %s: %w", root, err)
 	}
-	if err := root.SyncIntent(ctx); err != nil {
+	if err := root.Sync(ctx); err != nil {
 		return fmt.Errorf("remove intent in %s: %w", root, err)
 	}
 

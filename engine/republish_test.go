@@ -36,10 +36,11 @@ func newSyncCounting(t *testing.T) (*syncCounting, config.Destination) {
 	return &syncCounting{Backend: b}, d
 }
 
-// A republish that only updates records (a new source version with the
-// same bytes) commits the new records without flushing the file system:
-// it wrote nothing. One that writes flushes once, before its commit.
-func TestRecordOnlyRepublishDoesNotFlush(t *testing.T) {
+// A publication calls Sync once, before its commit, whether it wrote or
+// only updates records (a new source version with the same bytes): what
+// that flush costs is the backend's (a local root flushes the file system
+// only after writes: storage/local TestSyncFlushesOnlyWhatIsDirty).
+func TestPublicationSyncsOnceBeforeItsCommit(t *testing.T) {
 	h := newHarness(t)
 	root, base := newSyncCounting(t)
 	h.AddDest(named(base, "latest", planner.Replacement), root, pipeA)
@@ -53,8 +54,8 @@ func TestRecordOnlyRepublishDoesNotFlush(t *testing.T) {
 	res := h.MustPublish(t2, pipeA, "latest", "weatherreporter.today", files)
 	wantStrings(t, "written", itemPaths(res.Written), nil)
 	wantStrings(t, "updated", itemPaths(res.Updated), []string{"a.txt", "d/b.txt", "d/c.txt"})
-	if n := root.syncs.Load(); n != 0 {
-		t.Fatalf("record-only republish: %d flushes, want 0", n)
+	if n := root.syncs.Load(); n != 1 {
+		t.Fatalf("record-only republish: %d Sync calls, want 1", n)
 	}
 	cat := assertDescribesStorage(t, root)
 	for p := range files {

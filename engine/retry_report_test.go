@@ -114,12 +114,12 @@ type keepIntent struct {
 	n int
 }
 
-func (k *keepIntent) ClearIntent(ctx context.Context, want storage.Version) error {
+func (k *keepIntent) hookClearIntent(ctx context.Context, want storage.Version) error {
 	k.n++
 	if k.n == 2 {
 		return storage.ErrUnavailable
 	}
-	return k.Backend.ClearIntent(ctx, want)
+	return k.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
 // A retry that rewrites a path an earlier attempt landed (the bundle was
@@ -210,4 +210,13 @@ func TestRetryDoesNotReportWritesANewerVersionOverwrote(t *testing.T) {
 		t.Fatalf("retry reports written %q, kept_newer %d; want b.txt written and a.txt kept", got, res.KeptNewer)
 	}
 	wantContents(t, lb, map[string]string{"a.txt": "new a\n", "b.txt": "old b\n"})
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (k *keepIntent) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return k.hookClearIntent(ctx, want)
+	}
+	return k.Backend.DeleteIfVersion(ctx, p, want, opts...)
 }

@@ -837,7 +837,7 @@ func (r *racingBackend) arm() {
 	r.armed = true
 }
 
-func (r *racingBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (r *racingBackend) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return racingCommit{r.Backend.PrepareCatalog(ctx, next, writes), r}
 }
 

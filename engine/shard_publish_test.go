@@ -12,11 +12,11 @@ import (
 	"github.com/distributor/distributor/testenv"
 )
 
-// In a local root, a publication rewrites the fingerprint shard it read
-// whole in place (same file, no new one); a shard found torn is ignored
-// (the outputs it held are read back once, none is vouched for by it) and
-// written whole again, after which publications vouch from it and
-// rewrite it in place.
+// In a local root, a publication writes the fingerprint shard in place
+// (same file, no new one: the engine allows it, storage.PutOptions.InPlace,
+// and the local backend does it); a shard found torn is ignored (the
+// outputs it held are read back once, none is vouched for by it) and
+// rewritten, after which publications vouch from it again.
 func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -41,8 +41,9 @@ func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 		counting.Reset()
 		h.MustPublish(at, pipeA, "site", "weatherreporter.v", files)
 	}
-	publish(0) // the shard is written whole
-	wantStrings(t, "first publication: shard written whole", counting.Calls("Put"), []string{shard, "f0.txt", "f1.txt", "f2.txt", "f3.txt", "f4.txt", "f5.txt", "f6.txt", "f7.txt"})
+	publish(0) // the shard is created
+	wantStrings(t, "first publication: shard written in place", counting.Calls("Overwrite"), []string{shard})
+	wantStrings(t, "first publication: written whole", counting.Calls("Put"), []string{"f0.txt", "f1.txt", "f2.txt", "f3.txt", "f4.txt", "f5.txt", "f6.txt", "f7.txt"})
 	first := inode()
 	for change := 1; change <= 2; change++ {
 		publish(change)
@@ -65,8 +66,8 @@ func TestFingerprintShardRewrittenInPlaceAndIgnoredWhenTorn(t *testing.T) {
 	}
 	publish(3)
 	wantStrings(t, "outputs read back after the torn shard", readBack(counting), []string{"f1.txt", "f2.txt", "f3.txt", "f4.txt", "f5.txt", "f6.txt", "f7.txt"})
-	wantStrings(t, "torn shard rewritten in place", counting.Calls("Overwrite"), nil)
-	wantStrings(t, "written whole", counting.Calls("Put"), []string{shard, "f0.txt"})
+	wantStrings(t, "torn shard rewritten in place", counting.Calls("Overwrite"), []string{shard})
+	wantStrings(t, "written whole", counting.Calls("Put"), []string{"f0.txt"})
 	publish(4)
 	wantStrings(t, "outputs read back after the repair", readBack(counting), nil)
 	wantStrings(t, "shard rewritten in place after the repair", counting.Calls("Overwrite"), []string{shard})

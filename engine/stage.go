@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/distributor/distributor/bundle"
 	"github.com/distributor/distributor/planner"
@@ -38,7 +37,7 @@ func (r *publication) prepare(ctx context.Context) error {
 		return err
 	}
 	if staging {
-		r.stg = &staged{Stage: r.root.Stage(ctx), unstaged: map[string]bool{}}
+		r.stg = &staged{Stage: r.root.Stage(ctx)}
 		if err := r.e.stageAll(ctx, r.root, r.stg, r.pub, r.writes, r.content, r.pl.stored); err != nil {
 			// The sizes were not checked up front (see checkCopies): a
 			// missing or resized bundle file is reported as that check
@@ -93,40 +92,36 @@ func (r *publication) checkCopies(ctx context.Context, copies []string, staging 
 // staged is a stage of a publication's writes.
 type staged struct {
 	storage.Stage
-	mu sync.Mutex
-
-	// unstaged are the paths the stage read and checked but did not keep
-	// (storage.ErrNotStaged): written with Put when the others are named.
-	unstaged map[string]bool
 }
 
 // stageAll stages every write. A bundle file whose bytes are not the
 // manifest's fails its Put (bundle.Open verifies while streaming), before
-// anything is visible.
+// anything is visible. A backend that keeps nothing of a file's bytes
+// opens it again when it names it (storage.Source).
 func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged, pub Publication, writes []planner.Item, content map[string][]byte, stored map[string]planner.Stored) error {
 	return e.forEach(ctx, len(writes), func(ctx context.Context, i int) error {
 		it := writes[i]
-		r, done, err := source(ctx, pub, it, content[it.Path])
-		if err != nil {
-			return err
+		var first *sourceReader // the bytes Put checks: the bundle's own error is its
+		open := func(ctx context.Context) (io.ReadCloser, error) {
+			r, done, err := source(ctx, pub, it, content[it.Path])
+			if err != nil {
+				return nil, err
+			}
+			src := &sourceReader{r: r, done: done}
+			if first == nil {
+				first = src
+			}
+			return src, nil
 		}
-		defer done()
-		src := &sourceReader{r: r}
 		s, exists := stored[it.Path]
 		opts := putOptions(it, s, exists)
 		opts.SourceVerified = content[it.Path] == nil // bundle.Open checks the digest itself
-		_, err = stg.Put(ctx, it.Path, src, it.Desired.Size, opts)
-		if src.err != nil && !errors.Is(src.err, io.EOF) && errors.Is(err, src.err) {
-			return src.err // the bundle's own error (a damaged file), as the verification pass reports it
+		_, err := stg.Put(ctx, it.Path, open, it.Desired.Size, opts)
+		if first != nil && first.err != nil && !errors.Is(first.err, io.EOF) && errors.Is(err, first.err) {
+			return first.err // the bundle's own error (a damaged file), as the verification pass reports it
 		}
-		notStaged := errors.Is(err, storage.ErrNotStaged)
-		if err != nil && !notStaged {
+		if err != nil {
 			return writeError(root, it, err)
-		}
-		if notStaged {
-			stg.mu.Lock()
-			stg.unstaged[it.Path] = true // read and checked to its end: verified
-			stg.mu.Unlock()
 		}
 		if _, generated := content[it.Path]; !generated {
 			progress.Add(ctx, 1, it.Desired.Size) // the "checking bundle" stage: this copy is verified
@@ -137,8 +132,9 @@ func (e *Engine) stageAll(ctx context.Context, root storage.Backend, stg *staged
 
 // sourceReader remembers the error its source gave.
 type sourceReader struct {
-	r   io.Reader
-	err error
+	r    io.Reader
+	done func()
+	err  error
 }
 
 func (s *sourceReader) Read(p []byte) (int, error) {
@@ -149,6 +145,11 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+func (s *sourceReader) Close() error {
+	s.done()
+	return nil
+}
+
 // commit names one staged output.
 func (stg *staged) commit(ctx context.Context, root storage.Backend, it planner.Item) (storage.ObjectInfo, error) {
 	oi, err := stg.Commit(ctx, it.Path)
@@ -156,12 +157,6 @@ func (stg *staged) commit(ctx context.Context, root storage.Backend, it planner.
 		return oi, writeError(root, it, err)
 	}
 	return oi, nil
-}
-
-func (stg *staged) isUnstaged(path string) bool {
-	stg.mu.Lock()
-	defer stg.mu.Unlock()
-	return stg.unstaged[path]
 }
 
 // verifyCopies reads and hashes the bundle files to be copied.

@@ -84,7 +84,7 @@ type StatusOptions struct {
 // works on read-only roots and while publications run.
 func (e *Engine) Status(ctx context.Context, root storage.Backend, opts StatusOptions) (RootStatus, error) {
 	st := RootStatus{Root: root.String()}
-	intent, _, err := root.ReadIntent(ctx)
+	intent, _, err := readIntent(ctx, root)
 	if err != nil {
 		return st, fmt.Errorf("read intent in %s: %w", root, err)
 	}

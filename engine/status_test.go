@@ -105,11 +105,11 @@ type countingRoot struct {
 	reads atomic.Int32
 }
 
-func (c *countingRoot) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (c *countingRoot) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
 	if p == catalog.FileName {
 		c.reads.Add(1)
 	}
-	return c.Backend.ReadVersion(ctx, p)
+	return c.Backend.ReadVersion(ctx, p, opts...)
 }
 
 // statusCatalog writes a catalog of n records of one owner into root,
@@ -234,4 +234,11 @@ func BenchmarkStatusLargeCatalog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (c *countingRoot) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
+
+	return c.hookReadVersion(ctx, p, opts...)
 }

@@ -232,8 +232,8 @@ type intentHook struct {
 	after func()
 }
 
-func (h *intentHook) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
-	v, err := h.Backend.WriteIntent(ctx, data)
+func (h *intentHook) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	v, err := h.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 	if err == nil && h.after != nil {
 		h.after()
 		h.after = nil
@@ -267,4 +267,13 @@ func TestReconcileDropsRecordsThroughSymlinks(t *testing.T) {
 			t.Fatalf("%s after reconcile-state: %v, want the link left", p, err)
 		}
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (h *intentHook) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return h.hookWriteIntent(ctx, data)
+	}
+	return h.Backend.WriteIfVersion(ctx, p, data, want, opts...)
 }

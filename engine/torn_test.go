@@ -22,7 +22,7 @@ type intentCapture struct {
 	data []byte
 }
 
-func (c *intentCapture) WriteIntent(_ context.Context, data []byte) (storage.Version, error) {
+func (c *intentCapture) hookWriteIntent(_ context.Context, data []byte) (storage.Version, error) {
 	c.data = bytes.Clone(data)
 	return "", errKilled
 }
@@ -119,4 +119,13 @@ func tornNextReference(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	return snapshot(t, ref)
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (c *intentCapture) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return c.hookWriteIntent(ctx, data)
+	}
+	return c.Backend.WriteIfVersion(ctx, p, data, want, opts...)
 }

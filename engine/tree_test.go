@@ -51,25 +51,25 @@ func (o *orderBackend) Delete(ctx context.Context, paths ...string) error {
 	return o.Backend.Delete(ctx, paths...)
 }
 
-func (o *orderBackend) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+func (o *orderBackend) hookWriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version, opts ...storage.Option) (storage.Version, error) {
 	o.log("cas", p)
-	return o.Backend.WriteIfVersion(ctx, p, data, v)
+	return o.Backend.WriteIfVersion(ctx, p, data, v, opts...)
 }
 
-func (o *orderBackend) DeleteIfVersion(ctx context.Context, p string, v storage.Version) error {
+func (o *orderBackend) hookDeleteIfVersion(ctx context.Context, p string, v storage.Version, opts ...storage.Option) error {
 	o.log("cas-delete", p)
-	return o.Backend.DeleteIfVersion(ctx, p, v)
+	return o.Backend.DeleteIfVersion(ctx, p, v, opts...)
 }
 
 // The intent's write and removal log as the compare-and-swaps they are.
-func (o *orderBackend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+func (o *orderBackend) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
 	o.log("cas", engine.IntentPath)
-	return o.Backend.WriteIntent(ctx, data)
+	return o.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 }
 
-func (o *orderBackend) ClearIntent(ctx context.Context, want storage.Version) error {
+func (o *orderBackend) hookClearIntent(ctx context.Context, want storage.Version) error {
 	o.log("cas-delete", engine.IntentPath)
-	return o.Backend.ClearIntent(ctx, want)
+	return o.Backend.DeleteIfVersion(ctx, engine.IntentPath, want, storage.InPlace, storage.DeferSync)
 }
 
 // A staged output logs as a put when it is named.
@@ -81,7 +81,7 @@ func (o *orderBackend) Stage(ctx context.Context) storage.Stage {
 }
 
 // The catalog's commit logs as a compare-and-swap.
-func (o *orderBackend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (o *orderBackend) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return orderedCatalog{o.Backend.PrepareCatalog(ctx, next, writes), o}
 }
 
@@ -312,4 +312,20 @@ func TestLegacyContentInTheWayIsDisplaced(t *testing.T) {
 			})
 		}
 	})
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (o *orderBackend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return o.hookWriteIntent(ctx, data)
+	}
+	return o.hookWriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (o *orderBackend) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return o.hookClearIntent(ctx, want)
+	}
+	return o.hookDeleteIfVersion(ctx, p, want, opts...)
 }

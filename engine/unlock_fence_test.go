@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
@@ -37,9 +38,9 @@ func (p *stepPausing) pause(here bool) {
 	}
 }
 
-func (p *stepPausing) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+func (p *stepPausing) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
 	p.pause(p.atIntent)
-	return p.Backend.WriteIntent(ctx, data)
+	return p.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 }
 
 func (p *stepPausing) Sync(ctx context.Context) error {
@@ -162,4 +163,13 @@ func wantNoRecordOf(t *testing.T, root storage.Backend, digest, when string) {
 	if len(named) > 0 {
 		t.Fatalf("%s: records of the older version %s: %v", when, digest, named)
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (p *stepPausing) WriteIfVersion(ctx context.Context, name string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if name == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return p.hookWriteIntent(ctx, data)
+	}
+	return p.Backend.WriteIfVersion(ctx, name, data, want, opts...)
 }

@@ -31,41 +31,41 @@ func (r *readOnlyRoot) denied(p string) error {
 	return local.Classify(r.String(), &fs.PathError{Op: "open", Path: p, Err: syscall.EROFS})
 }
 
-func (r *readOnlyRoot) Put(_ context.Context, p string, _ io.Reader, _ int64, _ storage.PutOptions) (storage.ObjectInfo, error) {
+func (r *readOnlyRoot) hookPut(_ context.Context, p string, _ io.Reader, _ int64, _ storage.PutOptions) (storage.ObjectInfo, error) {
 	return storage.ObjectInfo{}, r.denied(p)
 }
 
 func (r *readOnlyRoot) Delete(_ context.Context, paths ...string) error { return r.denied(paths[0]) }
 
-func (r *readOnlyRoot) WriteIfVersion(_ context.Context, p string, _ []byte, _ storage.Version) (storage.Version, error) {
+func (r *readOnlyRoot) hookWriteIfVersion(_ context.Context, p string, _ []byte, _ storage.Version, opts ...storage.Option) (storage.Version, error) {
 	return "", r.denied(p)
 }
 
-func (r *readOnlyRoot) DeleteIfVersion(_ context.Context, p string, _ storage.Version) error {
+func (r *readOnlyRoot) hookDeleteIfVersion(_ context.Context, p string, _ storage.Version, opts ...storage.Option) error {
 	return r.denied(p)
 }
 
-func (r *readOnlyRoot) WriteIfVersionNoSync(_ context.Context, p string, _ []byte, _ storage.Version) (storage.Version, error) {
+func (r *readOnlyRoot) hookWriteNoSync(_ context.Context, p string, _ []byte, _ storage.Version) (storage.Version, error) {
 	return "", r.denied(p)
 }
 
-func (r *readOnlyRoot) DeleteIfVersionNoSync(_ context.Context, p string, _ storage.Version) error {
+func (r *readOnlyRoot) hookDeleteNoSync(_ context.Context, p string, _ storage.Version) error {
 	return r.denied(p)
 }
 
-func (r *readOnlyRoot) Overwrite(_ context.Context, p string, _ []byte) error { return r.denied(p) }
+func (r *readOnlyRoot) hookOverwrite(_ context.Context, p string, _ []byte) error { return r.denied(p) }
 
-func (r *readOnlyRoot) WriteIntent(context.Context, []byte) (storage.Version, error) {
+func (r *readOnlyRoot) hookWriteIntent(context.Context, []byte) (storage.Version, error) {
 	return "", r.denied(engine.IntentPath)
 }
 
-func (r *readOnlyRoot) ClearIntent(context.Context, storage.Version) error {
+func (r *readOnlyRoot) hookClearIntent(context.Context, storage.Version) error {
 	return r.denied(engine.IntentPath)
 }
 
 func (r *readOnlyRoot) Stage(context.Context) storage.Stage { return readOnlyStage{r} }
 
-func (r *readOnlyRoot) PrepareCatalog(context.Context, *catalog.Catalog, int) storage.PendingCatalog {
+func (r *readOnlyRoot) PrepareCatalog(context.Context, storage.Document, int) storage.PendingCatalog {
 	return readOnlyCatalog{r}
 }
 
@@ -75,7 +75,7 @@ func (r *readOnlyRoot) RemoveLeftovers(context.Context, []storage.Leftover) erro
 
 type readOnlyStage struct{ r *readOnlyRoot }
 
-func (s readOnlyStage) Put(_ context.Context, p string, _ io.Reader, _ int64, _ storage.PutOptions) (storage.ObjectInfo, error) {
+func (s readOnlyStage) Put(_ context.Context, p string, _ storage.Source, _ int64, _ storage.PutOptions) (storage.ObjectInfo, error) {
 	return storage.ObjectInfo{}, s.r.denied(p)
 }
 
@@ -118,7 +118,7 @@ func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
 		if _, err := publish(t, dying, planner.Additive, map[string]string{"a.txt": "a2\n", "b.txt": "b2\n"}, fixedNow.Add(time.Minute)); !errors.Is(err, errKilled) {
 			t.Fatalf("interrupted run: %v", err)
 		}
-		intent, iv, err := root.ReadIntent(ctx)
+		intent, iv, err := engine.ReadIntent(ctx, root)
 		if err != nil || intent == nil {
 			t.Fatalf("no intent after the interrupted run: %v", err)
 		}
@@ -138,7 +138,7 @@ func TestVerifyReadOnlyReportsPendingRecovery(t *testing.T) {
 		if n := ro.writes.Load(); n != 0 {
 			t.Fatalf("verify tried %d write(s)", n)
 		}
-		if _, v, _ := root.ReadIntent(ctx); v != iv {
+		if _, v, _ := engine.ReadIntent(ctx, root); v != iv {
 			t.Fatal("verify changed the intent")
 		}
 		if got := catalogVersion(t, root); got != cv {
@@ -164,7 +164,7 @@ type racingRoot struct {
 	race func()
 }
 
-func (r *racingRoot) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (r *racingRoot) Open(ctx context.Context, p string) (storage.Reader, error) {
 	if r.once.CompareAndSwap(false, true) {
 		r.race()
 	}
@@ -214,25 +214,25 @@ func (d *fullDisk) nospace(p string) error {
 	return local.Classify(d.String(), &fs.PathError{Op: "write", Path: p, Err: syscall.ENOSPC})
 }
 
-func (d *fullDisk) Put(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
+func (d *fullDisk) hookPut(ctx context.Context, p string, r io.Reader, size int64, o storage.PutOptions) (storage.ObjectInfo, error) {
 	if err := d.nospace(p); err != nil {
 		return storage.ObjectInfo{}, err
 	}
 	return d.Backend.Put(ctx, p, r, size, o)
 }
 
-func (d *fullDisk) Overwrite(ctx context.Context, p string, data []byte) error {
+func (d *fullDisk) hookOverwrite(ctx context.Context, p string, data []byte) error {
 	if err := d.nospace(p); err != nil {
 		return err
 	}
-	return d.Backend.Overwrite(ctx, p, data)
+	return putInPlace(ctx, d.Backend, p, data)
 }
 
-func (d *fullDisk) WriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version) (storage.Version, error) {
+func (d *fullDisk) hookWriteIfVersion(ctx context.Context, p string, data []byte, v storage.Version, opts ...storage.Option) (storage.Version, error) {
 	if err := d.nospace(p); err != nil {
 		return "", err
 	}
-	return d.Backend.WriteIfVersion(ctx, p, data, v)
+	return d.Backend.WriteIfVersion(ctx, p, data, v, opts...)
 }
 
 func (d *fullDisk) Stage(ctx context.Context) storage.Stage {
@@ -247,7 +247,7 @@ func (d *fullDisk) Stage(ctx context.Context) storage.Stage {
 	})
 }
 
-func (d *fullDisk) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (d *fullDisk) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return testenv.HookedCatalog{PendingCatalog: d.Backend.PrepareCatalog(ctx, next, writes), Hook: func(_ context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
 		if err := d.nospace(catalog.FileName); err != nil {
 			return "", err
@@ -315,9 +315,60 @@ func TestVerifyAfterAFullDiskReportsInFlight(t *testing.T) {
 // intentPendingOn reports whether root holds an intent.
 func intentPendingOn(t *testing.T, root storage.Backend) bool {
 	t.Helper()
-	data, _, err := root.ReadIntent(context.Background())
+	data, _, err := engine.ReadIntent(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data != nil
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (r *readOnlyRoot) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return r.hookWriteIntent(ctx, data)
+	}
+	if storage.HasOption(opts, storage.DeferSync) {
+		return r.hookWriteNoSync(ctx, p, data, want)
+	}
+	return r.hookWriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (r *readOnlyRoot) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return r.hookClearIntent(ctx, want)
+	}
+	if storage.HasOption(opts, storage.DeferSync) {
+		return r.hookDeleteNoSync(ctx, p, want)
+	}
+	return r.hookDeleteIfVersion(ctx, p, want, opts...)
+}
+
+// Put takes the in-place writes to hookOverwrite.
+func (r *readOnlyRoot) Put(ctx context.Context, p string, body io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+	if opts.InPlace {
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return storage.ObjectInfo{}, err
+		}
+		return storage.ObjectInfo{Path: p, Size: int64(len(data))}, r.hookOverwrite(ctx, p, data)
+	}
+	return r.hookPut(ctx, p, body, size, opts)
+}
+
+func (d *fullDisk) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+
+	return d.hookWriteIfVersion(ctx, p, data, want, opts...)
+}
+
+// Put takes the in-place writes to hookOverwrite.
+func (d *fullDisk) Put(ctx context.Context, p string, body io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+	if opts.InPlace {
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return storage.ObjectInfo{}, err
+		}
+		return storage.ObjectInfo{Path: p, Size: int64(len(data))}, d.hookOverwrite(ctx, p, data)
+	}
+	return d.hookPut(ctx, p, body, size, opts)
 }

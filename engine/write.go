@@ -28,7 +28,7 @@ func (r *publication) write(ctx context.Context) error {
 	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
 	// for its commit beside them too: after the plan read the catalog the
 	// commit swaps against, which is all the fence needs (see confirming).
-	r.cat = r.root.PrepareCatalog(ctx, r.pl.Plan.Next, len(r.writes))
+	r.cat = r.root.PrepareCatalog(ctx, catalogDocument(r.pl.Plan.Next), len(r.writes))
 	r.confirmed = confirming(ctx, r.l)
 	written, err := r.writeGroups(ctx)
 	r.res.Written = append(r.res.Written, written...)
@@ -57,7 +57,7 @@ func (e *Engine) writeAll(ctx context.Context, root storage.Backend, l lease.Lea
 		}
 		var oi storage.ObjectInfo
 		var err error
-		if stg != nil && !stg.isUnstaged(it.Path) {
+		if stg != nil {
 			oi, err = stg.commit(ctx, root, it)
 		} else {
 			s, exists := stored[it.Path]

@@ -1,11 +1,13 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 )
 
@@ -56,7 +58,7 @@ func TestReadLock(t *testing.T) {
 	// A lock whose expiry lies further ahead than any lease distributor
 	// gives was stamped by a clock that ran ahead: stale, as the next run
 	// takes it over at once.
-	if err := store.Overwrite(ctx, LockPath, []byte(`{"holder":"ahead","host":"elsewhere","pid":42,"expires":"`+at.Add(time.Hour).Format(time.RFC3339)+`"}`)); err != nil {
+	if _, err := store.Put(ctx, LockPath, bytes.NewReader([]byte(`{"holder":"ahead","host":"elsewhere","pid":42,"expires":"`+at.Add(time.Hour).Format(time.RFC3339)+`"}`)), -1, storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := ReadLock(ctx, store, at); err != nil || h == nil || !h.Stale || h.Holder != "ahead" {
@@ -64,7 +66,7 @@ func TestReadLock(t *testing.T) {
 	}
 	// A holder on this host whose process is gone is stale at once.
 	host, _ := os.Hostname()
-	if err := store.Overwrite(ctx, LockPath, []byte(`{"holder":"gone","host":"`+host+`","pid":1073741824,"expires":"2999-01-01T00:00:00Z"}`)); err != nil {
+	if _, err := store.Put(ctx, LockPath, bytes.NewReader([]byte(`{"holder":"gone","host":"`+host+`","pid":1073741824,"expires":"2999-01-01T00:00:00Z"}`)), -1, storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := ReadLock(ctx, store, at); err != nil || h == nil || !h.Stale || h.Holder != "gone" {

@@ -87,20 +87,24 @@ func TestStorageLockLeftUnreadableByACrashIsTakenOverByOne(t *testing.T) {
 }
 
 // durableRefused is the local backend with its durable compare-and-swap
-// failing the test: the lock object must go through WriteIfVersionNoSync.
+// failing the test: the lock object is written with storage.DeferSync.
 type durableRefused struct {
 	*local.Backend
 	t *testing.T
 }
 
-func (d durableRefused) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
-	d.t.Errorf("lock object written with a flush (WriteIfVersion %s)", p)
-	return d.Backend.WriteIfVersion(ctx, p, data, want)
+func (d durableRefused) hookWriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if !storage.HasOption(opts, storage.DeferSync) {
+		d.t.Errorf("lock object written with a flush (WriteIfVersion %s)", p)
+	}
+	return d.Backend.WriteIfVersion(ctx, p, data, want, opts...)
 }
 
-func (d durableRefused) DeleteIfVersion(ctx context.Context, p string, want storage.Version) error {
-	d.t.Errorf("lock object removed with a flush (DeleteIfVersion %s)", p)
-	return d.Backend.DeleteIfVersion(ctx, p, want)
+func (d durableRefused) hookDeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if !storage.HasOption(opts, storage.DeferSync) {
+		d.t.Errorf("lock object removed with a flush (DeleteIfVersion %s)", p)
+	}
+	return d.Backend.DeleteIfVersion(ctx, p, want, opts...)
 }
 
 func TestStorageLockWritesWithoutFlushWhereTheBackendAllows(t *testing.T) {
@@ -409,10 +413,36 @@ func BenchmarkStorageLockAcquireRelease(b *testing.B) {
 // durableLock flushes the lock object as WriteIfVersion does.
 type durableLock struct{ storage.Backend }
 
-func (d durableLock) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+func (d durableLock) hookWriteNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
 	return d.WriteIfVersion(ctx, p, data, want)
 }
 
-func (d durableLock) DeleteIfVersionNoSync(ctx context.Context, p string, want storage.Version) error {
+func (d durableLock) hookDeleteNoSync(ctx context.Context, p string, want storage.Version) error {
 	return d.DeleteIfVersion(ctx, p, want)
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (d durableRefused) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+
+	return d.hookWriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (d durableRefused) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+
+	return d.hookDeleteIfVersion(ctx, p, want, opts...)
+}
+
+func (d durableLock) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if storage.HasOption(opts, storage.DeferSync) {
+		return d.hookWriteNoSync(ctx, p, data, want)
+	}
+	return d.Backend.WriteIfVersion(ctx, p, data, want, opts...)
+}
+
+func (d durableLock) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) error {
+	if storage.HasOption(opts, storage.DeferSync) {
+		return d.hookDeleteNoSync(ctx, p, want)
+	}
+	return d.Backend.DeleteIfVersion(ctx, p, want, opts...)
 }

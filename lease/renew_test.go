@@ -23,8 +23,10 @@ type renewStore struct {
 	fault  func(ctx context.Context, n int, write func() (storage.Version, error)) (storage.Version, error)
 }
 
-func (s *renewStore) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
-	write := func() (storage.Version, error) { return s.Backend.WriteIfVersionNoSync(ctx, p, data, want) }
+func (s *renewStore) hookWriteNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+	write := func() (storage.Version, error) {
+		return s.Backend.WriteIfVersion(ctx, p, data, want, storage.DeferSync)
+	}
 	s.mu.Lock()
 	s.writes++
 	n := s.writes
@@ -144,4 +146,13 @@ func TestStorageLockHungBackendIsLostNotTakenOver(t *testing.T) {
 	if d := time.Since(start); d > ttl {
 		t.Fatalf("Release took %v with a hung backend, want at most one bounded renewal (%v) and some slack", d, ttl/3)
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (s *renewStore) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if storage.HasOption(opts, storage.DeferSync) {
+		return s.hookWriteNoSync(ctx, p, data, want)
+	}
+	return s.Backend.WriteIfVersion(ctx, p, data, want, opts...)
 }

@@ -36,6 +36,7 @@ type Metrics struct {
 	redeliveries prometheus.Counter
 	inFlight     prometheus.Gauge
 	recreated    prometheus.Counter
+	notify       *notifyMetrics // nil without notify targets
 }
 
 var _ consumer.Observer = (*Metrics)(nil)

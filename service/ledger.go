@@ -30,12 +30,16 @@ import (
 //     back with delivery count 1, reruns the publication but its result is
 //     dropped (AlreadyReported).
 //   - A redelivery first looks up the results earlier deliveries stored
-//     (Reported) and runs only the destinations without one.
+//     and runs only the destinations without one.
 //   - A published result that cannot be delivered (NATS is away) is kept in
 //     the destination's root (engine.Engine.KeepResult); the next attempt,
 //     in whichever process, delivers it instead of running again, so it
 //     reports what was written, never "superseded" by its own earlier
 //     attempt.
+//
+// `serve` hands each delivery of a bundle-ready message to Handle
+// (intake.go), which decides all of this in one place and says what to
+// acknowledge.
 type Ledger struct {
 	svc       *Service
 	js        jetstream.JetStream
@@ -210,14 +214,14 @@ func (l *Ledger) withRoot(ctx context.Context, done Done, fn func(context.Contex
 	return fn(ctx, root)
 }
 
-// Unreported returns the destinations of dests that no earlier delivery
+// unreported returns the destinations of dests that no earlier delivery
 // of ev reported (a result event stored since since, with a minute of
 // slack for clock differences inside a cluster). Running the reported
 // ones again would be worse than wasted work: a transient error on the
 // last delivery would contradict their result. What an earlier attempt
 // kept for a reported destination (a result whose publication timed out
 // but was stored) is removed.
-func (l *Ledger) Unreported(ctx context.Context, ev events.BundleReady, since time.Time, dests []config.Destination) ([]config.Destination, error) {
+func (l *Ledger) unreported(ctx context.Context, ev events.BundleReady, since time.Time, dests []config.Destination) ([]config.Destination, error) {
 	reported, err := l.reported(ctx, ev, since)
 	if err != nil {
 		return nil, err

@@ -60,8 +60,15 @@ func TestPublishRefusesBundleOutsideItsLocations(t *testing.T) {
 	}
 }
 
-// hiddenFolder is a bundle store that does not say which folder it holds.
+// hiddenFolder is a bundle store that does not say which folder it holds
+// (Properties.HeldFolder nil).
 type hiddenFolder struct{ storage.Backend }
+
+func (h hiddenFolder) Properties() storage.Properties {
+	p := h.Backend.Properties()
+	p.HeldFolder = nil
+	return p
+}
 
 // A local bundle under bundle_locations whose store cannot tell the folder
 // it opened is refused, not trusted: the check on the opened folder fails

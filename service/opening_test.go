@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -212,11 +211,11 @@ type gatedBackend struct {
 	gate chan struct{}
 }
 
-func (g gatedBackend) Open(ctx context.Context, path string) (io.ReadCloser, error) {
+func (g gatedBackend) Open(ctx context.Context, path string) (storage.Reader, error) {
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return storage.Reader{}, ctx.Err()
 	}
 	return g.Backend.Open(ctx, path)
 }

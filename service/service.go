@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"sync"
 	"time"
 
@@ -269,13 +268,13 @@ func checkOpenedBundle(cfg *config.Config, req Request, store storage.Backend) e
 	if err != nil || loc.Scheme != "file" || len(p.BundleLocations) == 0 {
 		return nil // S3 has no links to re-point; a bad location fails to open
 	}
-	folder, ok := store.(interface{ Held() fs.FileInfo })
-	if !ok {
+	folder := store.Properties().HeldFolder
+	if folder == nil {
 		// Refused rather than trusted: the folder opened cannot be told.
 		return fmt.Errorf("%w: bundle %s of pipeline %q: the store opened for it does not say which folder it holds, so it cannot be checked against bundle_locations",
 			config.ErrBundleNotAllowed, req.Bundle, p.ID)
 	}
-	return p.AllowsOpenedBundle(req.Bundle, folder.Held())
+	return p.AllowsOpenedBundle(req.Bundle, folder)
 }
 
 // checkCreated refuses a bundle created more than max_clock_skew after

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -33,13 +32,13 @@ type stuckReads struct {
 	reading chan struct{}
 }
 
-func (s *stuckReads) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (s *stuckReads) Open(ctx context.Context, p string) (storage.Reader, error) {
 	if p == bundle.ManifestName {
 		return s.Backend.Open(ctx, p)
 	}
 	s.once.Do(func() { close(s.reading) })
 	<-ctx.Done()
-	return nil, fmt.Errorf("read %s: %w", p, ctx.Err())
+	return storage.Reader{}, fmt.Errorf("read %s: %w", p, ctx.Err())
 }
 
 // losableLocker hands out leases that are held until lose is called.

@@ -25,13 +25,13 @@ type intentPausing struct {
 	paused          bool
 }
 
-func (p *intentPausing) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+func (p *intentPausing) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
 	if !p.paused {
 		p.paused = true
 		close(p.reached)
 		<-p.resume
 	}
-	return p.Backend.WriteIntent(ctx, data)
+	return p.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 }
 
 // publishVia publishes the bundle in dir to dest through svc, as serve
@@ -144,4 +144,13 @@ func wantNoRecordOf(t *testing.T, root storage.Backend, digest, when string) {
 	if len(named) > 0 {
 		t.Fatalf("%s: records of the older version %s: %v", when, digest, named)
 	}
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (p *intentPausing) WriteIfVersion(ctx context.Context, name string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if name == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return p.hookWriteIntent(ctx, data)
+	}
+	return p.Backend.WriteIfVersion(ctx, name, data, want, opts...)
 }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"time"
-
-	"github.com/distributor/distributor/catalog"
 )
 
 var (
@@ -39,12 +38,6 @@ var (
 	// today or tomorrow). Retrying does not help until an operator
 	// removes the link.
 	ErrSymlink = errors.New("path leads through a symlink")
-
-	// ErrNotStaged: Stage.Put read and checked the bytes (to their end) but
-	// keeps nothing, e.g. an object too large to stage or a stage whose
-	// memory for small objects is used up. The caller writes that path with
-	// Backend.Put instead, after the staged ones are verified.
-	ErrNotStaged = errors.New("object not staged")
 )
 
 // ObjectInfo describes one stored object.
@@ -93,6 +86,12 @@ type PutOptions struct {
 	// IfMatch, when set, writes only if the object at the path is still the
 	// version with this Fingerprint; otherwise Put fails with ErrConflict.
 	IfMatch string
+
+	// InPlace lets the backend rewrite the object's bytes where they are
+	// rather than replace it whole (see the Option InPlace: the bytes
+	// MUST let a reader recognise a torn copy). Ignored under IfAbsent or
+	// IfMatch.
+	InPlace bool
 
 	// SourceVerified says the reader itself fails (before its EOF) when
 	// its bytes do not hash to SHA256, as a bundle file opened for reading
@@ -143,30 +142,94 @@ type Held struct {
 
 // Properties are what truly differs between backends, as data.
 type Properties struct {
-	// TornIntents: WriteIntent rewrites the intent in place, so a crash
-	// may leave a torn copy (recognised by its checksum; no output of it
-	// was named yet). Where false, intents are written whole and a torn
-	// one is damage.
-	TornIntents bool
+	// TornInPlace: a write with InPlace rewrites the object where it is,
+	// so a crash may leave a torn copy (recognised by its checksum).
+	// Where false, every write is whole and a torn object is damage.
+	TornInPlace bool
 
 	// Symlinks: a path may lead through a symbolic link (ErrSymlink).
 	// Where false, none does, and a caller need not look for links.
 	Symlinks bool
+
+	// HeldFolder is the folder the backend holds open as its root, where
+	// it holds one (a local folder); nil otherwise (an S3 prefix). A
+	// caller compares it with what a path names now (os.SameFile).
+	HeldFolder fs.FileInfo
+}
+
+// Option tunes WriteIfVersion, DeleteIfVersion and ReadVersion. A backend
+// honours it where that costs less, and ignores it otherwise (S3 ignores
+// both: every request is durable and whole on return).
+type Option uint8
+
+const (
+	// DeferSync lets the change be durable only after the next Sync:
+	// until then a crash of the machine may lose it, bring back an older
+	// version, or tear it (the direct-mode lock, an emptied intent).
+	// Readers see whole versions all along.
+	DeferSync Option = 1 << iota
+
+	// InPlace lets the backend rewrite the object where it is rather than
+	// replace it: a crash before the change is durable may leave any mix
+	// of its old and new bytes, or zeros (Properties.TornInPlace), so what
+	// is written this way MUST let a reader recognise a torn copy (a
+	// checksum). DeleteIfVersion may empty the object rather than remove
+	// it; an empty object is none to ReadVersion and WriteIfVersion under
+	// InPlace. Versions of such an object are those ReadVersion returns
+	// under InPlace.
+	InPlace
+)
+
+// HasOption reports whether opts hold o.
+func HasOption(opts []Option, o Option) bool {
+	for _, x := range opts {
+		if x&o != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Reader is an opened object: its bytes, and its size as it was when
+// opened (-1 when unknown), so a reader of the whole object sizes its
+// buffer once.
+type Reader struct {
+	io.ReadCloser
+	Size int64
+}
+
+// Source opens the bytes of a write from their start. A backend may call
+// it more than once (a staged write it does not keep reads them again
+// when it names them); each reader it returns, it closes.
+type Source func(ctx context.Context) (io.ReadCloser, error)
+
+// Document is what PrepareCatalog writes: a document the backend encodes
+// when it likes.
+type Document struct {
+	// Path is where it goes (root-relative).
+	Path string
+
+	// Records is how many records it holds: large ones may be encoded as
+	// they are written, never held whole.
+	Records int
+
+	// Encode writes its bytes; an error from it fails the commit, nothing
+	// written.
+	Encode func(w io.Writer) error
 }
 
 // Backend is a destination root (or a bundle location) on some storage.
 // Every backend implements every method; where an operation has nothing
 // to do on a backend (Sync on S3, whose writes are durable on return), it
 // says so and does nothing. Paths are root-relative and '/'-separated;
-// a backend refuses a path that is not valid (catalog.ValidatePath) or
-// that would leave the root.
+// a backend refuses a path that is not valid (one a catalog could not
+// record) or that would leave the root.
 type Backend interface {
 	// Stat returns the object's info or an error wrapping ErrNotExist.
 	Stat(ctx context.Context, path string) (ObjectInfo, error)
 
-	// Open streams the object's bytes; ErrNotExist when missing. The
-	// reader MUST implement Sized (the size when opened).
-	Open(ctx context.Context, path string) (io.ReadCloser, error)
+	// Open streams the object's bytes; ErrNotExist when missing.
+	Open(ctx context.Context, path string) (Reader, error)
 
 	// List calls fn for every object under prefix ("" for all), in path
 	// order, recursively. Folders, leftovers of interrupted writes and
@@ -186,78 +249,47 @@ type Backend interface {
 	// cancelled Put leaves the old object (or nothing) at path. Under
 	// opts.IfAbsent or opts.IfMatch a lost condition is ErrConflict and
 	// changes nothing. It returns the new object's info (Path, Size and
-	// Fingerprint at least). With opts.DeferSync the object is durable
-	// after the next Sync; otherwise when Put returns.
+	// Fingerprint at least; Path and Size under opts.InPlace). With
+	// opts.DeferSync the object is durable after the next Sync; otherwise
+	// when Put returns.
 	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
 
 	// Delete removes the objects, durably on return; missing ones are not
 	// an error.
 	Delete(ctx context.Context, paths ...string) error
 
-	// Overwrite replaces a small object's bytes with data, creating it if
-	// missing, durably after the next Sync. It need not be atomic: until
-	// it returns, and after a crash, path may hold any mix of its old and
-	// new bytes, or zeros, so what is written this way MUST let a reader
-	// recognise a torn copy (a checksum).
-	Overwrite(ctx context.Context, path string, data []byte) error
-
 	// Stage begins a set of writes that no reader sees until each is
 	// committed. The caller MUST Close it.
 	Stage(ctx context.Context) Stage
 
-	// Sync makes every Put with DeferSync, Overwrite and Stage.Put that
-	// returned, and every PendingCatalog's bytes, durable.
+	// Sync makes every change made with DeferSync that returned (Put,
+	// Stage.Put, WriteIfVersion, DeleteIfVersion) durable, and may write
+	// pending catalogs' bytes in the same flush (their Commit is durable
+	// either way). It flushes only what is dirty: a Sync after one
+	// emptied intent costs that file's flush, not the root's; after
+	// nothing, nothing.
 	Sync(ctx context.Context) error
 
 	// ReadVersion returns the object's bytes and version; a missing
-	// object returns (nil, "", nil).
-	ReadVersion(ctx context.Context, path string) ([]byte, Version, error)
+	// object returns (nil, "", nil). See InPlace for opts.
+	ReadVersion(ctx context.Context, path string, opts ...Option) ([]byte, Version, error)
 
 	// WriteIfVersion writes data only if the object's current version is
 	// want ("" = must not exist); otherwise ErrConflict, nothing written.
-	// Durable on return; it returns the new version.
-	WriteIfVersion(ctx context.Context, path string, data []byte, want Version) (Version, error)
+	// Durable on return unless opts hold DeferSync; it returns the new
+	// version.
+	WriteIfVersion(ctx context.Context, path string, data []byte, want Version, opts ...Option) (Version, error)
 
 	// DeleteIfVersion deletes the object only if its version is want;
-	// otherwise ErrConflict. Durable on return.
-	DeleteIfVersion(ctx context.Context, path string, want Version) error
+	// otherwise ErrConflict. Durable on return unless opts hold DeferSync.
+	DeleteIfVersion(ctx context.Context, path string, want Version, opts ...Option) error
 
-	// WriteIfVersionNoSync is WriteIfVersion without the wait for
-	// durability, for objects that need not survive a crash of the
-	// machine (the direct-mode lock): after one it may be missing, an
-	// older version, or torn. Before one, readers see whole versions.
-	WriteIfVersionNoSync(ctx context.Context, path string, data []byte, want Version) (Version, error)
-
-	// DeleteIfVersionNoSync is DeleteIfVersion without the wait for
-	// durability (see WriteIfVersionNoSync).
-	DeleteIfVersionNoSync(ctx context.Context, path string, want Version) error
-
-	// WriteIntent records data as the root's intent, durably on return,
-	// only if the root holds none (missing, or cleared): otherwise
-	// ErrConflict, nothing written. A crash before it returns may leave
-	// a torn copy (see Overwrite), so data MUST carry a checksum. It
-	// returns the version that ClearIntent takes.
-	WriteIntent(ctx context.Context, data []byte) (Version, error)
-
-	// ReadIntent returns the intent's bytes and version; nil bytes when
-	// there is none (missing, or cleared).
-	ReadIntent(ctx context.Context) ([]byte, Version, error)
-
-	// ClearIntent removes the intent while it is still version want ("":
-	// whatever it holds); otherwise ErrConflict, nothing changed. The
-	// removal is durable after the next Sync, SyncIntent or WriteIntent;
-	// a crash before may bring the intent back.
-	ClearIntent(ctx context.Context, want Version) error
-
-	// SyncIntent makes the last ClearIntent durable (cheaper than Sync).
-	SyncIntent(ctx context.Context) error
-
-	// PrepareCatalog begins writing next as the root's catalog
-	// (catalog.FileName) and returns at once; the backend encodes and
-	// writes its bytes when it likes before PendingCatalog.Commit. writes
-	// is how many objects the caller writes before that Commit (0: Commit
-	// follows at once). The caller MUST Close the result.
-	PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) PendingCatalog
+	// PrepareCatalog begins writing doc as the root's catalog and returns
+	// at once; the backend encodes and writes its bytes when it likes
+	// before PendingCatalog.Commit. writes is how many objects the caller
+	// writes before that Commit (0: Commit follows at once). The caller
+	// MUST Close the result.
+	PrepareCatalog(ctx context.Context, doc Document, writes int) PendingCatalog
 
 	// CheckRoot returns an error wrapping ErrRootMissing when the root's
 	// path names no folder any more, ErrRootChanged when it names another
@@ -283,12 +315,12 @@ type Backend interface {
 
 // Stage is a set of writes that no reader sees until committed.
 type Stage interface {
-	// Put writes like Backend.Put (the same options) into an object that
-	// stays invisible, even to List, until Commit. Safe for concurrent
-	// use; one Put per path. ErrNotStaged: the bytes were read to their
-	// end and checked, but not kept; the caller writes the path with
-	// Backend.Put instead.
-	Put(ctx context.Context, path string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error)
+	// Put writes src like Backend.Put (the same options) into an object
+	// that stays invisible, even to List, until Commit. Safe for
+	// concurrent use; one Put per path. When it returns, src's bytes were
+	// read to their end and checked; a backend that keeps nothing of them
+	// (an object too large to stage) opens src again at Commit.
+	Put(ctx context.Context, path string, src Source, size int64, opts PutOptions) (ObjectInfo, error)
 
 	// Commit makes the object staged at path visible, under its Put's
 	// conditions (IfAbsent, IfMatch: ErrConflict otherwise), checked now,
@@ -307,17 +339,9 @@ type PendingCatalog interface {
 	// version is want ("" = none), durably on return; otherwise
 	// ErrConflict, nothing changed. It fails with ErrRootMissing or
 	// ErrRootChanged (CheckRoot) rather than write into another folder,
-	// and with an error wrapping catalog.ErrInvalid, nothing written, for
-	// a catalog that does not validate.
+	// and with the error of Document.Encode, nothing written.
 	Commit(ctx context.Context, want Version) (Version, error)
 
 	// Close drops the bytes if they were not committed.
 	Close() error
-}
-
-// Sized is implemented by every reader Backend.Open returns: the object's
-// size as it was when opened, so a reader of the whole object sizes its
-// buffer once.
-type Sized interface {
-	Size() int64
 }

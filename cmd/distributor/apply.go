@@ -126,6 +126,9 @@ func (a *app) applyCommand() *cobra.Command {
 			if timeout < 0 {
 				return usageErr("--timeout %s: must not be negative", timeout)
 			}
+			if err := cfg.SecretsFromEnv(); err != nil {
+				return err
+			}
 
 			// One deadline for the whole run, named when it passes.
 			limit, setting := time.Duration(cfg.PublicationTimeout), "publication_timeout"
@@ -159,6 +162,10 @@ func (a *app) applyCommand() *cobra.Command {
 			b, done := s.svc.Publish(ctx, req, dests)
 			if b == nil {
 				return service.Named(ctx, done[0].Err) // an unusable bundle: no destination ran
+			}
+			if s.ledger == nil {
+				// Without NATS no serve hears of it: the targets are told here.
+				a.notifyInline(ctx, done, req, b.Digest)
 			}
 			for i, d := range done {
 				if s.ledger != nil {

@@ -50,11 +50,11 @@ type hookBackend struct {
 	h *hookStores
 }
 
-func (b *hookBackend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (b *hookBackend) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
 	if p == lease.LockPath {
 		b.h.lockReads.Add(1)
 	}
-	return b.Backend.ReadVersion(ctx, p)
+	return b.Backend.ReadVersion(ctx, p, opts...)
 }
 
 func (b *hookBackend) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
@@ -322,4 +322,11 @@ func silentListener(t *testing.T) (string, *atomic.Int32) {
 		}
 	}()
 	return l.Addr().String(), accepted
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (b *hookBackend) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
+
+	return b.hookReadVersion(ctx, p, opts...)
 }

@@ -19,5 +19,6 @@ func (a *app) extraCommands() []*cobra.Command {
 		a.rollbackCommand(),
 		a.unlockCommand(),
 		a.doctorCommand(),
+		a.notifyCommand(),
 	}
 }

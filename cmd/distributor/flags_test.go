@@ -93,7 +93,7 @@ func TestDurationFlagsTakeOneForm(t *testing.T) {
 	}
 	walk(newApp(io.Discard, io.Discard).rootCommand())
 	slices.Sort(found)
-	want := []string{"distributor apply --timeout", "distributor events tail --since", "distributor health --timeout", "distributor prune --older-than", "distributor publish --timeout", "distributor replay --since", "distributor rollback --timeout", "distributor serve --connect-timeout"}
+	want := []string{"distributor apply --timeout", "distributor events tail --since", "distributor health --timeout", "distributor notify replay --timeout", "distributor prune --older-than", "distributor publish --timeout", "distributor replay --since", "distributor rollback --timeout", "distributor serve --connect-timeout"}
 	if !slices.Equal(found, want) {
 		t.Errorf("duration flags %q, want %q", found, want)
 	}

@@ -56,6 +56,13 @@ func (a *app) historyCommand() *cobra.Command {
 			for _, r := range hist {
 				out.Entries = append(out.Entries, toHistoryEntry(r.Result))
 			}
+			if streams != nil {
+				failures, err := readNotifyFailures(ctx, streams, pipeline)
+				if err != nil {
+					return err
+				}
+				out.NotifyFailures = failures[d.ID]
+			}
 			if asJSON {
 				return a.printJSON(out)
 			}
@@ -105,6 +112,10 @@ type historyJSON struct {
 	DestinationID string             `json:"destination_id"`
 	PipelineID    string             `json:"pipeline_id,omitempty"`
 	Entries       []historyEntryJSON `json:"entries"`
+
+	// NotifyFailures are the destination's (and pipeline's) notify_failed
+	// events; absent when the events stream has none.
+	NotifyFailures *notifyFailuresJSON `json:"notify_failures,omitempty"`
 }
 
 // historyEntryJSON is one result event, without its lists of outputs and
@@ -144,6 +155,13 @@ func toHistoryEntry(r events.Result) historyEntryJSON {
 }
 
 func (a *app) printHistory(h historyJSON) {
+	a.printHistoryEntries(h)
+	if h.NotifyFailures != nil {
+		fmt.Fprintf(a.stdout, "notify failures: %s\n", notifyFailuresText(h.NotifyFailures))
+	}
+}
+
+func (a *app) printHistoryEntries(h historyJSON) {
 	if len(h.Entries) == 0 {
 		what := h.DestinationID
 		if h.PipelineID != "" {

@@ -61,6 +61,9 @@ func (a *app) serveCommand() *cobra.Command {
 			if so.connectTimeout < 0 {
 				return usageErr("--connect-timeout %s: must not be negative (0 = retry until stopped)", so.connectTimeout)
 			}
+			if err := cfg.SecretsFromEnv(); err != nil {
+				return err
+			}
 			return a.serve(cmd.Context(), cfg, so, consumerOptions(cfg, workers, a.log))
 		},
 	}
@@ -129,6 +132,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, so serveOptions, op
 		return err
 	}
 	ready.connected(nc, streams, c.Restoring)
+	waitNotify, err := a.startNotify(ctx, cfg, js, streams, m)
+	if err != nil {
+		return err
+	}
+	defer waitNotify()
 	return a.runUntilStopped(ctx, c, ready)
 }
 

@@ -111,7 +111,11 @@ type destStatusJSON struct {
 	// events stream when NATS is known.
 	LastPublished *historyEntryJSON `json:"last_published,omitempty"`
 	LastFailure   *historyEntryJSON `json:"last_failure,omitempty"`
-	Error         string            `json:"error,omitempty"`
+
+	// NotifyFailures are the destination's notify_failed events in the
+	// events stream; absent when there are none or NATS is not known.
+	NotifyFailures *notifyFailuresJSON `json:"notify_failures,omitempty"`
+	Error          string              `json:"error,omitempty"`
 }
 
 // undeliveredJSON is a result kept in the root, not yet delivered.
@@ -224,10 +228,12 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 	// The roots first: under a deadline (the status page) the events
 	// stream gets what is left.
 	var results map[string]*destResults
+	var notifyFailures map[string]*notifyFailuresJSON
 	if src.streams != nil {
-		var err error
+		var err, nerr error
 		results, out.FailuresWithoutDestination, err = readResults(ctx, src.streams, dests, src.unrouted)
-		if err != nil {
+		notifyFailures, nerr = readNotifyFailures(ctx, src.streams, "")
+		if err = errors.Join(err, nerr); err != nil {
 			out.NATS.Error = oneLine(err.Error())
 		}
 	}
@@ -239,6 +245,7 @@ func (a *app) readStatus(ctx context.Context, cfg *config.Config, dests []config
 			r = &destResults{} // no stream yet: no results
 		}
 		ds.summarize(r, now)
+		ds.NotifyFailures = notifyFailures[ds.DestinationID]
 	}
 	return out, first
 }
@@ -404,6 +411,9 @@ func (a *app) printDestStatus(d destStatusJSON, n natsStatusJSON, now time.Time)
 		failure += " (older than the last publication)"
 	}
 	fmt.Fprintf(w, "  last failure: %s\n", failure)
+	if d.NotifyFailures != nil {
+		fmt.Fprintf(w, "  notify failures: %s\n", notifyFailuresText(d.NotifyFailures))
+	}
 }
 
 // leftoversText says what interrupted writes left in a root: those older

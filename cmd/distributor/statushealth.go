@@ -202,6 +202,9 @@ func healthParts(d destStatusJSON, natsKnown bool, now time.Time) []healthPart {
 	} else {
 		parts = append(parts, healthPart{Text: "results unknown without NATS", Class: "muted"})
 	}
+	if f := d.NotifyFailures; f != nil && natsKnown {
+		parts = append(parts, healthPart{Text: fmt.Sprintf("%d notify failed", f.Count), Class: "warn", Title: "notify failures: " + notifyFailuresText(f)})
+	}
 	if s.Pinned != "" {
 		parts = append(parts, healthPart{Text: "pinned", Class: "warn", Title: s.Pinned})
 	}

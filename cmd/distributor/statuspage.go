@@ -263,6 +263,9 @@ dd.wide{grid-column:2/5}
 {{- if $known}}
 <dt>last published</dt><dd class="wide">{{with .LastPublished}}<span title="{{time .Time}}">{{ago .Time $now}}</span>: {{end}}{{last .LastPublished}}</dd>
 <dt>last failure</dt><dd class="wide{{if .Summary.LastFailureStale}} stale{{else if .LastFailure}} err{{end}}">{{with .LastFailure}}<span title="{{time .Time}}">{{ago .Time $now}}</span>: {{end}}{{last .LastFailure}}{{if .Summary.LastFailureStale}} (older than the last publication){{end}}</dd>
+{{- with .NotifyFailures}}
+<dt>notify failures</dt><dd class="wide">{{.Count}} in the events stream{{with .Last}}; newest <span title="{{time .Time}}">{{ago .Time $now}}</span>: {{.TargetType}} target {{.Target}} gave up on {{.ResultType}} result <code>{{.ResultID}}</code> after {{.Attempts}} attempt(s): <span class="err">{{.Message}}</span>; send it again: <code>{{.Replay}}</code>{{end}}</dd>
+{{- end}}
 {{- else}}
 <dt>last published, last failure</dt><dd class="wide muted">unknown without NATS</dd>
 {{- end}}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/service"
@@ -93,8 +92,8 @@ type pausingRoot struct {
 	s *pausingStores
 }
 
-func (r *pausingRoot) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
-	v, err := r.Backend.WriteIntent(ctx, data)
+func (r *pausingRoot) hookWriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
+	v, err := r.Backend.WriteIfVersion(ctx, engine.IntentPath, data, "", storage.InPlace)
 	if err == nil {
 		r.s.pause("intent written")
 	}
@@ -123,7 +122,7 @@ func (r *pausingRoot) Stage(ctx context.Context) storage.Stage {
 	}}
 }
 
-func (r *pausingRoot) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
+func (r *pausingRoot) PrepareCatalog(ctx context.Context, next storage.Document, writes int) storage.PendingCatalog {
 	return testenv.HookedCatalog{PendingCatalog: r.Backend.PrepareCatalog(ctx, next, writes), Hook: func(_ context.Context, commit func() (storage.Version, error)) (storage.Version, error) {
 		r.s.pause("before commit")
 		return commit()
@@ -275,4 +274,13 @@ func TestSymlinkedFolderRefusedAndRepaired(t *testing.T) {
 		t.Fatalf("keep.txt = %q after the repair, want k2", got)
 	}
 	e.sameSnapshot("outside the root", before, e.snapshot(outside))
+}
+
+// Dispatch of the contract's calls to the hooks above.
+
+func (r *pausingRoot) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {
+	if p == engine.IntentPath && storage.HasOption(opts, storage.InPlace) {
+		return r.hookWriteIntent(ctx, data)
+	}
+	return r.Backend.WriteIfVersion(ctx, p, data, want, opts...)
 }

@@ -72,6 +72,7 @@ func TestBuiltBinary(t *testing.T) {
 	t.Logf("go build took %s", time.Since(start).Round(time.Millisecond))
 	t.Run("StampsCatalogs", func(t *testing.T) { t.Parallel(); builtBinaryStampsCatalogs(t, bin) })
 	t.Run("TwoServeProcessesShareWork", func(t *testing.T) { t.Parallel(); twoServeProcessesShareWork(t, bin) })
+	t.Run("NotifyThroughServeProcesses", func(t *testing.T) { t.Parallel(); notifyThroughServeProcesses(t, bin) })
 }
 
 // builtBinaryStampsCatalogs: a binary built with the release stamp

@@ -63,7 +63,10 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 			name string
 			run  func() error
 		}{
-			{"take the lock object", func() error { _, err := b.WriteIfVersionNoSync(ctx, lockObj, []byte("held"), ""); return err }},
+			{"take the lock object", func() error {
+				_, err := b.WriteIfVersion(ctx, lockObj, []byte("held"), "", storage.DeferSync)
+				return err
+			}},
 			{"read the lock object", func() error { _, _, err := b.ReadVersion(ctx, lockObj); return err }},
 			{"stat the catalog", func() error { _, err := b.Stat(ctx, catalog.FileName); return err }},
 			{"stat the intent", func() error {
@@ -85,7 +88,7 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				s := b.Stage(t.Context())
 				defer s.Close()
 				for _, p := range []string{"report.md", "a/b/c.txt"} {
-					if _, err := s.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{DeferSync: true}); err != nil {
+					if _, err := s.Put(ctx, p, readerSource(strings.NewReader(p)), int64(len(p)), storage.PutOptions{DeferSync: true}); err != nil {
 						return err
 					}
 					if _, err := s.Commit(ctx, p); err != nil {
@@ -107,7 +110,7 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				return err
 			}},
 			{"empty the intent", func() error { return b.emptyDeferSyncIfBytes(ctx, intent, []byte("intent")) }},
-			{"flush the emptying", func() error { return b.syncEmptied(ctx, intent) }},
+			{"flush the emptying", func() error { return b.syncFew(ctx, []string{intent}, nil) }},
 			{"write the shard", func() error { return b.Overwrite(ctx, shard, []byte("shard")) }},
 			{"delete an output", func() error { return b.Delete(ctx, "a/b/c.txt") }},
 			{"give the lock object back", func() error {
@@ -115,7 +118,7 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return b.DeleteIfVersionNoSync(ctx, lockObj, v)
+				return b.DeleteIfVersion(ctx, lockObj, v, storage.DeferSync)
 			}},
 		}
 		for _, s := range steps {

@@ -1,73 +1,19 @@
 package local
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 )
 
-// intentPath is the one file a root's intent is rewritten in.
-const intentPath = catalog.ReservedDir + "/intent.json"
-
-// Properties: the intent is rewritten in place; a folder may hold links.
+// Properties: writes InPlace are rewrites in place; a folder may hold
+// links; the root is a folder held open.
 func (b *Backend) Properties() storage.Properties {
-	return storage.Properties{TornIntents: true, Symlinks: true}
-}
-
-// WriteIntent rewrites the intent file in place (one data flush, no new
-// name, so no folder flush), checked empty through the descriptor it
-// writes, under the root's compare-and-swap lock: of writers that find it
-// empty at once, one writes and the others see its bytes.
-func (b *Backend) WriteIntent(ctx context.Context, data []byte) (_ storage.Version, err error) {
-	defer b.classifyTo(&err)
-	unlock, err := b.sys.lock(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if err := b.overwriteSyncIfEmpty(ctx, intentPath, data); err != nil {
-		return "", err
-	}
-	return Version(data), nil
-}
-
-// ReadIntent reads the intent file; an emptied one is none.
-func (b *Backend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
-	data, v, err := b.ReadVersion(ctx, intentPath)
-	if err != nil || v == "" {
-		return nil, "", err
-	}
-	v = Version(data)
-	if len(data) == 0 {
-		data = nil
-	}
-	return data, v, nil
-}
-
-// ClearIntent empties the intent file in place, without a flush; at a
-// version, under the compare-and-swap lock (as WriteIntent), so that an
-// intent written after the check is never the one emptied.
-func (b *Backend) ClearIntent(ctx context.Context, want storage.Version) (err error) {
-	if want == "" {
-		return b.emptyDeferSync(ctx, intentPath)
-	}
-	defer b.classifyTo(&err)
-	unlock, err := b.sys.lock(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	return b.emptyDeferSyncIf(ctx, intentPath, func(cur []byte) bool { return Version(cur) == want })
-}
-
-// SyncIntent flushes the intent file (its size).
-func (b *Backend) SyncIntent(ctx context.Context) error {
-	return b.syncEmptied(ctx, intentPath)
+	return storage.Properties{TornInPlace: true, Symlinks: true, HeldFolder: b.held}
 }
 
 // Find lists the root, or looks q.Paths up one by one when they are few
@@ -113,19 +59,19 @@ func WithStreamMinOutputs(n int) Option {
 }
 
 // PrepareCatalog begins next's commit (see Catalog commits above).
-func (b *Backend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, writes int) storage.PendingCatalog {
-	c := &pendingCatalog{b: b, next: next, done: make(chan struct{})}
+func (b *Backend) PrepareCatalog(ctx context.Context, doc storage.Document, writes int) storage.PendingCatalog {
+	c := &pendingCatalog{b: b, doc: doc, done: make(chan struct{})}
 	streamMin := b.streamMin
 	if streamMin <= 0 {
 		streamMin = defaultStreamMin
 	}
-	switch large := len(next.Outputs) > streamMin; {
+	switch large := doc.Records > streamMin; {
 	case large && writes >= aheadMinWrites:
 		var cctx context.Context
 		cctx, c.cancel = context.WithCancel(ctx)
 		go func() {
 			defer close(c.done)
-			c.pv, c.err = b.prepareStream(cctx, catalog.FileName, func(w io.Writer) error { return catalog.MarshalTo(w, next) })
+			c.pv, c.err = b.prepareStream(cctx, doc.Path, doc.Encode)
 		}()
 		b.pending.add(c)
 	case large:
@@ -140,8 +86,8 @@ func (b *Backend) PrepareCatalog(ctx context.Context, next *catalog.Catalog, wri
 
 // pendingCatalog is a catalog PrepareCatalog began.
 type pendingCatalog struct {
-	b    *Backend
-	next *catalog.Catalog
+	b   *Backend
+	doc storage.Document
 
 	// stream: Commit encodes it as it writes it.
 	stream bool
@@ -168,9 +114,9 @@ func (c *pendingCatalog) ready(ctx context.Context) {
 	}
 	if c.deferred {
 		c.deferred = false
-		var data []byte
-		if data, c.err = catalog.Marshal(c.next); c.err == nil {
-			c.pv, c.err = c.b.prepareBytes(ctx, catalog.FileName, data)
+		var buf bytes.Buffer
+		if c.err = c.doc.Encode(&buf); c.err == nil {
+			c.pv, c.err = c.b.prepareBytes(ctx, c.doc.Path, buf.Bytes())
 		}
 		close(c.done)
 	}
@@ -183,16 +129,18 @@ func (c *pendingCatalog) ready(ctx context.Context) {
 func (c *pendingCatalog) Commit(ctx context.Context, want storage.Version) (storage.Version, error) {
 	c.b.pending.remove(c)
 	if err := c.b.CheckRoot(ctx); err != nil {
-		return "", fmt.Errorf("commit %s: %w", catalog.FileName, err)
+		return "", fmt.Errorf("commit %s: %w", c.doc.Path, err)
 	}
 	if c.stream {
-		var merr error
-		v, err := c.b.writeIfVersionFrom(ctx, catalog.FileName, func(w io.Writer) error {
-			merr = catalog.MarshalTo(w, c.next)
-			return merr
+		var eerr error
+		var w *watchedWriter
+		v, err := c.b.writeIfVersionFrom(ctx, c.doc.Path, func(to io.Writer) error {
+			w = &watchedWriter{w: to}
+			eerr = c.doc.Encode(w)
+			return eerr
 		}, want)
-		if errors.Is(merr, catalog.ErrInvalid) {
-			return "", merr
+		if eerr != nil && w.err == nil {
+			return "", eerr // the document's own error (invalid), not the write's
 		}
 		return v, err
 	}
@@ -220,6 +168,20 @@ func (c *pendingCatalog) Close() error {
 		return c.pv.Close()
 	}
 	return nil
+}
+
+// watchedWriter remembers the error its writer gave.
+type watchedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // pendingCatalogs are the catalogs the next Sync writes and names first.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage/storagetest"
 )
 
 // recordsCatalog is a valid catalog of n records.
@@ -50,8 +51,9 @@ func TestPendingCatalogFlushedByTheSyncBeforeItsCommit(t *testing.T) {
 				streamMin = 8
 			}
 			b, l := newSyncLogged(t, WithStreamMinOutputs(streamMin))
-			pc := b.PrepareCatalog(ctx, recordsCatalog(c.records), c.writes)
+			pc := b.PrepareCatalog(ctx, storagetest.CatalogDocument(recordsCatalog(c.records)), c.writes)
 			defer pc.Close()
+			b.dirty.mark() // writes for the Sync to flush
 			must(t, b.Sync(ctx))
 			l.take()
 			if _, err := pc.Commit(ctx, ""); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/storagetest"
 )
 
 // testCatalog is a valid catalog of n records.
@@ -60,7 +61,7 @@ func TestPendingCatalogClosedWhileASyncTookIt(t *testing.T) {
 			ctx := context.Background()
 			b, err := New(t.TempDir(), WithStreamMinOutputs(8))
 			must(t, err)
-			pc := b.PrepareCatalog(ctx, testCatalog(tc.records), tc.writes)
+			pc := b.PrepareCatalog(ctx, storagetest.CatalogDocument(testCatalog(tc.records)), tc.writes)
 			taken := pendingTaken(b)
 			if len(taken) != 1 {
 				t.Fatalf("%d catalogs pending, want 1", len(taken))
@@ -103,7 +104,7 @@ func TestPendingCatalogCommitChecksTheRoot(t *testing.T) {
 			must(t, os.Mkdir(root, 0o755))
 			b, err := New(root, WithStreamMinOutputs(8))
 			must(t, err)
-			pc := b.PrepareCatalog(ctx, testCatalog(tc.records), tc.writes)
+			pc := b.PrepareCatalog(ctx, storagetest.CatalogDocument(testCatalog(tc.records)), tc.writes)
 			defer pc.Close()
 			must(t, b.Sync(ctx))
 			must(t, os.Rename(root, root+".old"))

@@ -39,7 +39,7 @@ func TestAFailedSwappingStageLeavesNoDisplacedFile(t *testing.T) {
 	}
 	st := b.Stage(t.Context())
 	for _, p := range paths {
-		if _, err := st.Put(ctx, p, strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
+		if _, err := st.Put(ctx, p, readerSource(strings.NewReader("new!")), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestASymlinkSwappedInBeforeTheCommitIsReplacedNotFollowed(t *testing.T) {
 		}
 		st := b.Stage(t.Context())
 		st.(*stage).displaced.min = 1
-		if _, err := st.Put(ctx, "d/a.txt", strings.NewReader("new!"), 4, storage.PutOptions{DeferSync: true}); err != nil {
+		if _, err := st.Put(ctx, "d/a.txt", readerSource(strings.NewReader("new!")), 4, storage.PutOptions{DeferSync: true}); err != nil {
 			t.Fatal(err)
 		}
 		target := filepath.Join(b.root, "d/a.txt")

@@ -53,7 +53,7 @@ func TestStagedReplacementLeavesOnlyTheNewFile(t *testing.T) {
 		names := openNlink(t, filepath.Join(b.root, "d/a.txt"))
 		st := b.Stage(t.Context())
 		st.(*stage).displaced.min = 1 // swaps even in a stage of one file
-		oi, err := st.Put(ctx, "d/a.txt", strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: old.Fingerprint, DeferSync: true})
+		oi, err := st.Put(ctx, "d/a.txt", readerSource(strings.NewReader("new!")), 4, storage.PutOptions{IfMatch: old.Fingerprint, DeferSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestOnlyALargeStageSwaps(t *testing.T) {
 		}
 		st := b.Stage(t.Context())
 		for _, p := range want {
-			if _, err := st.Put(ctx, p, strings.NewReader("new!"), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
+			if _, err := st.Put(ctx, p, readerSource(strings.NewReader("new!")), 4, storage.PutOptions{IfMatch: fps[p], DeferSync: true}); err != nil {
 				t.Fatal(err)
 			}
 		}

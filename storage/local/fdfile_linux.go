@@ -36,7 +36,7 @@ func newFdFile(fd int, name string) *fdFile {
 	return f
 }
 
-// Size is the file's size when it was opened (storage.Sized).
+// Size is the file's size when it was opened (storage.Reader.Size).
 func (f *fdFile) Size() int64 { return f.size }
 
 func (f *fdFile) pathErr(op string, err error) error {

@@ -22,3 +22,9 @@ func (b *Backend) synced(kind, dir string) {
 		b.onSync(kind, dir)
 	}
 }
+
+// hasFresh reports whether a folder was made since the last Sync.
+func (b *Backend) hasFresh() (found bool) {
+	b.fresh.Range(func(_, _ any) bool { found = true; return false })
+	return found
+}

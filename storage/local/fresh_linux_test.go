@@ -53,14 +53,14 @@ func TestReservedFolderMadeByTheLockIsSyncedByTheFirstDurableWrite(t *testing.T)
 	t.Parallel()
 	ctx := context.Background()
 	b, l := newSyncLogged(t)
-	v, err := b.WriteIfVersionNoSync(ctx, ".distributor/lock", []byte("a"), "")
+	v, err := b.WriteIfVersion(ctx, ".distributor/lock", []byte("a"), "", storage.DeferSync)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := l.take(); len(got) != 0 {
 		t.Fatalf("WriteIfVersionNoSync synced %q, want nothing", got)
 	}
-	if err := b.DeleteIfVersionNoSync(ctx, ".distributor/lock", v); err != nil {
+	if err := b.DeleteIfVersion(ctx, ".distributor/lock", v, storage.DeferSync); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.take(); len(got) != 0 {

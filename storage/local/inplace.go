@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 
 	"github.com/distributor/distributor/storage"
@@ -21,74 +22,115 @@ type rwFile interface {
 	Datasync() error
 }
 
-// overwriteSyncIfEmpty is overwriteSync of p while it is empty or missing
-// (the intent: WriteIntent): its bytes are read and rewritten through one
-// open file. A missing p is created durably, only where nothing is.
-func (b *Backend) overwriteSyncIfEmpty(ctx context.Context, p string, data []byte) (err error) {
-	defer b.classifyTo(&err)
+// rewriteIfVersion writes data over p's bytes in place while p holds
+// version want (content versions; "": empty or missing), checked through
+// the open file it writes, under the root's compare-and-swap lock: of
+// writers that find it empty at once, one writes and the others see its
+// bytes. Durable: one data flush (fdatasync), no new name, so no folder
+// flush. A missing p is created, only where nothing is.
+func (b *Backend) rewriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (_ storage.Version, err error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return "", err
 	}
-	err = b.sys.writable(p, true, func(f rwFile, cur []byte) error {
-		if len(cur) > 0 {
-			return fmt.Errorf("%q holds %d bytes: %w", p, len(cur), storage.ErrConflict)
-		}
-		return b.rewrite(f, p, data, true)
-	})
-	return b.overwritten(ctx, p, data, err, true, storage.PutOptions{IfAbsent: true})
-}
-
-// emptyDeferSyncIfBytes is emptyDeferSync of p while it holds exactly want
-// (ClearIntent), checked through the open file it truncates.
-func (b *Backend) emptyDeferSyncIfBytes(ctx context.Context, p string, want []byte) (err error) {
-	return b.emptyDeferSyncIf(ctx, p, func(cur []byte) bool { return bytes.Equal(cur, want) })
-}
-
-// emptyDeferSyncIf is emptyDeferSync of p while its bytes pass holds.
-func (b *Backend) emptyDeferSyncIf(ctx context.Context, p string, holds func(cur []byte) bool) (err error) {
-	defer b.classifyTo(&err)
-	if err := ctx.Err(); err != nil {
-		return err
+	unlock, err := b.sys.lock(ctx)
+	if err != nil {
+		return "", err
 	}
+	defer unlock()
 	err = b.sys.writable(p, true, func(f rwFile, cur []byte) error {
-		if !holds(cur) {
+		if want == "" && len(cur) > 0 || want != "" && (len(cur) == 0 || Version(cur) != want) {
 			return fmt.Errorf("%q holds other bytes: %w", p, storage.ErrConflict)
 		}
-		return f.Truncate(0)
+		return b.rewrite(f, p, data, durable)
+	})
+	if missing(err) && want != "" {
+		return "", fmt.Errorf("write %q in %s: it is gone: %w", p, b.root, storage.ErrConflict)
+	}
+	if err := b.overwritten(ctx, p, data, err, durable, storage.PutOptions{IfAbsent: true}); err != nil {
+		return "", err
+	}
+	if !durable {
+		b.dirty.file(p)
+	}
+	return Version(data), nil
+}
+
+// emptyIfVersion empties p in place while it holds version want (content
+// versions; "": whatever it holds), under the compare-and-swap lock (as
+// rewriteIfVersion), so that bytes written after the check are never the
+// ones emptied. Not durable: Sync (which then flushes this file alone),
+// or the next durable rewrite of p (the same file), makes it so.
+func (b *Backend) emptyIfVersion(ctx context.Context, p string, want storage.Version, durable bool) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := b.sys.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = b.sys.writable(p, true, func(f rwFile, cur []byte) error {
+		if want != "" && Version(cur) != want {
+			return fmt.Errorf("%q holds other bytes: %w", p, storage.ErrConflict)
+		}
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if durable {
+			return f.Datasync()
+		}
+		return nil
 	})
 	if missing(err) {
+		if want == "" {
+			return nil
+		}
 		return fmt.Errorf("empty %q in %s: it is gone: %w", p, b.root, storage.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("empty %q in %s: %w", p, b.root, err)
 	}
+	if !durable {
+		b.dirty.file(p)
+	}
 	return nil
 }
 
-// Overwrite writes data over p's bytes in place, without a flush
-// (storage.Backend.Overwrite): one open, a write and a truncation, no new file
-// and no rename. A missing p is created as by Put with DeferSync.
-func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) (err error) {
-	defer b.classifyTo(&err)
+// putInPlace writes src over p's bytes in place (Put with InPlace): one
+// open, a write and a truncation, no new file and no rename; flushed
+// when durable. A missing p is created as by Put.
+func (b *Backend) putInPlace(ctx context.Context, p string, src io.Reader, size int64, durable bool) (storage.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return storage.ObjectInfo{}, err
 	}
-	err = b.sys.writable(p, false, func(f rwFile, _ []byte) error { return b.rewrite(f, p, data, false) })
-	return b.overwritten(ctx, p, data, err, false, storage.PutOptions{})
+	data, err := readSized(src, size)
+	if err != nil {
+		return storage.ObjectInfo{}, fmt.Errorf("write %q in %s: %w", p, b.root, err)
+	}
+	err = b.sys.writable(p, false, func(f rwFile, _ []byte) error { return b.rewrite(f, p, data, durable) })
+	if err := b.overwritten(ctx, p, data, err, durable, storage.PutOptions{}); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	if !durable {
+		b.dirty.file(p)
+	}
+	return storage.ObjectInfo{Path: p, Size: int64(len(data))}, nil
 }
 
-// overwriteSync writes data over p's bytes in place and flushes them
-// (fdatasync: the data and the size) before it returns: one flush, no new
-// name, so no folder to flush. A missing p is created durably (Put). A
-// crash before it returns may leave p holding any mix of its old and new
-// bytes, or neither: the caller recognises that.
-func (b *Backend) overwriteSync(ctx context.Context, p string, data []byte) (err error) {
-	defer b.classifyTo(&err)
-	if err := ctx.Err(); err != nil {
-		return err
+// readSized reads all of r, in one buffer when size is known.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if br, ok := r.(*bytes.Reader); ok && size >= 0 && int64(br.Len()) == size {
+		data := make([]byte, size)
+		_, err := io.ReadFull(br, data)
+		return data, err
 	}
-	err = b.sys.writable(p, false, func(f rwFile, _ []byte) error { return b.rewrite(f, p, data, true) })
-	return b.overwritten(ctx, p, data, err, true, storage.PutOptions{})
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(size))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // rewrite writes data over the bytes of f (p's) and cuts it to data's
@@ -116,6 +158,9 @@ func (b *Backend) rewrite(f rwFile, p string, data []byte, durable bool) error {
 func (b *Backend) overwritten(ctx context.Context, p string, data []byte, err error, durable bool, cond storage.PutOptions) error {
 	if missing(err) {
 		_, err = b.writeAtomic(ctx, nil, p, bytes.NewReader(data), int64(len(data)), durable, cond)
+		if err == nil && !durable {
+			b.dirty.entry(p)
+		}
 		return err
 	}
 	if err != nil {
@@ -124,40 +169,30 @@ func (b *Backend) overwritten(ctx context.Context, p string, data []byte, err er
 	return nil
 }
 
-// emptyDeferSync truncates p to nothing without a flush; a missing p is
-// not an error. Sync, syncEmptied or the next overwriteSync of p (the
-// same file) makes it durable.
-func (b *Backend) emptyDeferSync(ctx context.Context, p string) (err error) {
-	defer b.classifyTo(&err)
-	err = b.sys.writable(p, false, func(f rwFile, _ []byte) error { return f.Truncate(0) })
-	if missing(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("empty %q in %s: %w", p, b.root, err)
-	}
-	return nil
-}
-
-// syncEmptied makes an earlier emptyDeferSync of p durable (fdatasync of
-// the file: its size).
-func (b *Backend) syncEmptied(ctx context.Context, p string) (err error) {
+// syncFew makes earlier changes of a few files and folders durable: an
+// fdatasync of each file (its bytes and size) still there, an fsync of
+// each folder still there.
+func (b *Backend) syncFew(ctx context.Context, files, dirs []string) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = b.sys.writable(p, false, func(f rwFile, _ []byte) error {
-		if err := f.Datasync(); err != nil {
-			return err
+	for _, p := range files {
+		err := b.sys.writable(p, false, func(f rwFile, _ []byte) error {
+			if err := f.Datasync(); err != nil {
+				return err
+			}
+			b.synced("file", path.Dir(p))
+			return nil
+		})
+		if err != nil && !missing(err) {
+			return fmt.Errorf("sync %q in %s: %w", p, b.root, err)
 		}
-		b.synced("file", path.Dir(p))
-		return nil
-	})
-	if missing(err) {
-		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("sync %q in %s: %w", p, b.root, err)
+	for _, dir := range dirs {
+		if err := b.sys.syncDir(dir); err != nil && !missing(err) {
+			return fmt.Errorf("sync %q in %s: %w", dir, b.root, err)
+		}
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func inPlaceRewrite(t *testing.T, general bool) {
 			[]string{"file .distributor", "folder .", "folder .distributor"}},
 		{"rewrite shorter", func() error { return b.overwriteSync(ctx, p, []byte("second")) }, "second", []string{"file .distributor"}},
 		{"empty", func() error { return b.emptyDeferSync(ctx, p) }, "", nil},
-		{"sync the emptying", func() error { return b.syncEmptied(ctx, p) }, "", []string{"file .distributor"}},
+		{"sync the emptying", func() error { return b.syncFew(ctx, []string{p}, nil) }, "", []string{"file .distributor"}},
 		{"rewrite into the empty file", func() error { return b.overwriteSync(ctx, p, []byte("third")) }, "third", []string{"file .distributor"}},
 	}
 	for _, s := range steps {
@@ -58,7 +58,7 @@ func inPlaceRewrite(t *testing.T, general bool) {
 	if err := b.emptyDeferSync(ctx, "missing.json"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.syncEmptied(ctx, "missing.json"); err != nil {
+	if err := b.syncFew(ctx, []string{"missing.json"}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

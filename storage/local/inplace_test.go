@@ -29,7 +29,7 @@ func inPlaceRefusesLinks(t *testing.T, b *Backend) {
 	for name, run := range map[string]func() error{
 		"overwrite":                  func() error { return b.overwriteSync(ctx, "intent.json", []byte("x")) },
 		"empty":                      func() error { return b.emptyDeferSync(ctx, "intent.json") },
-		"sync":                       func() error { return b.syncEmptied(ctx, "intent.json") },
+		"sync":                       func() error { return b.syncFew(ctx, []string{"intent.json"}, nil) },
 		"overwrite unsynced":         func() error { return b.Overwrite(ctx, "intent.json", []byte("x")) },
 		"overwrite if empty":         func() error { return b.overwriteSyncIfEmpty(ctx, "intent.json", []byte("x")) },
 		"empty if":                   func() error { return b.emptyDeferSyncIfBytes(ctx, "intent.json", []byte("keep")) },

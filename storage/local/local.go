@@ -107,6 +107,12 @@ type Backend struct {
 	// pending are the catalogs the next Sync writes first (contract.go).
 	pending pendingCatalogs
 
+	// dirty: a change that returned since the last Sync may not be
+	// durable yet (a write with DeferSync, a stage); Sync flushes the
+	// root. emptied are the files emptied in place with DeferSync since
+	// then: alone, Sync flushes only them (dirty.go).
+	dirty dirtySet
+
 	bufs      sync.Pool // *[]byte copy buffers of bigBuf bytes
 	smallBufs sync.Pool // *[]byte copy buffers of smallBuf bytes
 
@@ -363,13 +369,25 @@ func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err
 	return b.sys.stat(p)
 }
 
-// Open streams the object's bytes.
-func (b *Backend) Open(ctx context.Context, p string) (_ io.ReadCloser, err error) {
+// Open streams the object's bytes, with the size the file had when
+// opened.
+func (b *Backend) Open(ctx context.Context, p string) (_ storage.Reader, err error) {
 	defer b.classifyTo(&err)
-	return b.sys.open(p)
+	rc, err := b.sys.open(p)
+	if err != nil {
+		return storage.Reader{}, err
+	}
+	size := int64(-1)
+	if s, ok := rc.(sizer); ok {
+		size = s.Size()
+	}
+	return storage.Reader{ReadCloser: rc, Size: size}, nil
 }
 
-// sizedFile is an opened file that knows its size (storage.Sized) from the
+// sizer is an opened file that knows its size (sizedFile, fdFile).
+type sizer interface{ Size() int64 }
+
+// sizedFile is an opened file that knows its size (sizer) from the
 // Lstat just before its open, as the openat2 path's fdFile knows it from
 // its fstat: a hint for sizing buffers, not a promise.
 type sizedFile struct {
@@ -387,9 +405,20 @@ func (f sizedFile) Size() int64 { return f.size }
 // right before the rename; POSIX has no atomic compare-and-rename, so a
 // writer that replaces p between that check and the rename is not seen
 // here: the new fingerprint tells the next reader that p changed.
+//
+// With opts.InPlace (and no condition), the object's bytes are rewritten
+// in place (inplace.go): one open, a write and a truncation, no new file
+// and no rename.
 func (b *Backend) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
 	defer b.classifyTo(&err)
-	return b.writeAtomic(ctx, nil, p, src, size, !opts.DeferSync, opts)
+	if opts.InPlace && !opts.IfAbsent && opts.IfMatch == "" {
+		return b.putInPlace(ctx, p, src, size, !opts.DeferSync)
+	}
+	oi, err := b.writeAtomic(ctx, nil, p, src, size, !opts.DeferSync, opts)
+	if err == nil && opts.DeferSync {
+		b.dirty.mark()
+	}
+	return oi, err
 }
 
 // writeAtomic writes src to p through a stage of one object: p is
@@ -409,16 +438,31 @@ func (b *Backend) writeAtomic(ctx context.Context, _ *os.Root, p string, src io.
 	return oi, nil
 }
 
-// Sync makes every Put made with DeferSync that has returned durable: on
-// Linux one flush of the root's filesystem (syncfs(2)); the portable
-// implementation made each durable as it returned.
+// Sync makes every change made with DeferSync that has returned durable:
+// on Linux one flush of the root's filesystem (syncfs(2)), or, when only
+// files changed in place are dirty, a flush of each (dirty.go); the
+// portable implementation made each durable as it returned.
 func (b *Backend) Sync(ctx context.Context) (err error) {
 	defer b.classifyTo(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	t := b.dirty.take()
+	if !t.all && !b.hasFresh() {
+		// Nothing else changed since the last Sync. A pending catalog
+		// not readied here is made durable by its own commit.
+		if err := b.syncFew(ctx, t.files, t.dirs); err != nil {
+			return err
+		}
+		b.dirty.done(t, false)
+		return nil
+	}
 	b.pending.ready(ctx)
-	return b.sys.sync(ctx)
+	if err := b.sys.sync(ctx); err != nil {
+		return err
+	}
+	b.dirty.done(t, true)
+	return nil
 }
 
 // Delete removes the files, then the folders that became empty, up to (not
@@ -427,46 +471,6 @@ func (b *Backend) Sync(ctx context.Context) (err error) {
 func (b *Backend) Delete(ctx context.Context, paths ...string) (err error) {
 	defer b.classifyTo(&err)
 	return b.delete(ctx, true, paths)
-}
-
-// deleteDeferSync is Delete without the folders' fsync: Sync, or a
-// durable write of the same path, makes the removal durable. The portable
-// implementation flushes them as Delete does: its Sync flushes no folder
-// that held a removal.
-func (b *Backend) deleteDeferSync(ctx context.Context, paths ...string) (err error) {
-	defer b.classifyTo(&err)
-	_, portable := b.sys.(portableImpl)
-	return b.delete(ctx, portable, paths)
-}
-
-// syncDeleted flushes the folders that held paths (storage.DeferredDeleter):
-// the nearest one still there, since a removal also removes the folders
-// it empties.
-func (b *Backend) syncDeleted(ctx context.Context, paths ...string) (err error) {
-	defer b.classifyTo(&err)
-	dirty := map[string]bool{}
-	for _, p := range paths {
-		if err := catalog.ValidatePath(p); err != nil {
-			return fmt.Errorf("sync in %s: %w", b.root, err)
-		}
-		dir := path.Dir(p)
-		for dir != "." {
-			if fi, err := b.r.Lstat(dir); err == nil && fi.IsDir() {
-				break
-			}
-			dir = path.Dir(dir)
-		}
-		dirty[dir] = true
-	}
-	for dir := range dirty {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := b.sys.syncDir(dir); err != nil && !isMissing(err) {
-			return fmt.Errorf("sync in %s: %w", b.root, err)
-		}
-	}
-	return nil
 }
 
 func (b *Backend) delete(ctx context.Context, durable bool, paths []string) error {
@@ -604,24 +608,31 @@ func (b *Backend) readVersionByContent(r *os.Root, p string) ([]byte, storage.Ve
 }
 
 // ReadVersion returns the object's bytes and version; (nil, "", nil) when
-// it is missing.
-func (b *Backend) ReadVersion(ctx context.Context, p string) (_ []byte, _ storage.Version, err error) {
+// it is missing. Under storage.InPlace the version is the content's, and
+// an empty file is none.
+func (b *Backend) ReadVersion(ctx context.Context, p string, opts ...storage.Option) (_ []byte, _ storage.Version, err error) {
 	defer b.classifyTo(&err)
-	return b.sys.readVersion(p)
+	data, v, err := b.sys.readVersion(p)
+	if err != nil || v == "" || !storage.HasOption(opts, storage.InPlace) {
+		return data, v, err
+	}
+	if len(data) == 0 {
+		return nil, "", nil
+	}
+	return data, Version(data), nil
 }
 
 // WriteIfVersion writes data at p only if p's current version is want (""
-// = must not exist), durably.
-func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (_ storage.Version, err error) {
+// = must not exist), durably unless opts hold storage.DeferSync (the lock
+// object's write then costs no flush). Under storage.InPlace the file is
+// rewritten in place (inplace.go).
+func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, opts ...storage.Option) (_ storage.Version, err error) {
 	defer b.classifyTo(&err)
-	return b.writeIfVersion(ctx, p, data, want, true)
-}
-
-// WriteIfVersionNoSync is WriteIfVersion without the fsyncs
-// (storage.Unsynced): the lock object's write costs no flush.
-func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (_ storage.Version, err error) {
-	defer b.classifyTo(&err)
-	return b.writeIfVersion(ctx, p, data, want, false)
+	durable := !storage.HasOption(opts, storage.DeferSync)
+	if storage.HasOption(opts, storage.InPlace) {
+		return b.rewriteIfVersion(ctx, p, data, want, durable)
+	}
+	return b.writeIfVersion(ctx, p, data, want, durable)
 }
 
 func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, want storage.Version, durable bool) (storage.Version, error) {
@@ -636,6 +647,9 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 	if _, err := b.writeAtomic(ctx, b.r, p, bytes.NewReader(data), int64(len(data)), durable, storage.PutOptions{IfAbsent: want == ""}); err != nil {
 		return "", fmt.Errorf("write %q in %s: %w", p, b.root, err)
 	}
+	if !durable {
+		b.dirty.entry(p)
+	}
 	if len(data) >= statVersionMin {
 		if v, ok := b.sys.stamp(p); ok {
 			return v, nil
@@ -644,18 +658,17 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, wan
 	return Version(data), nil
 }
 
-// DeleteIfVersion deletes p only if its version is want, durably. want ""
-// on a missing object matches and does nothing.
-func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) (err error) {
+// DeleteIfVersion deletes p only if its version is want, durably unless
+// opts hold storage.DeferSync. want "" on a missing object matches and
+// does nothing. Under storage.InPlace the file is emptied in place
+// (inplace.go).
+func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version, opts ...storage.Option) (err error) {
 	defer b.classifyTo(&err)
-	return b.deleteIfVersion(ctx, p, want, true)
-}
-
-// DeleteIfVersionNoSync is DeleteIfVersion without the fsync of the folder
-// (storage.Unsynced).
-func (b *Backend) DeleteIfVersionNoSync(ctx context.Context, p string, want storage.Version) (err error) {
-	defer b.classifyTo(&err)
-	return b.deleteIfVersion(ctx, p, want, false)
+	durable := !storage.HasOption(opts, storage.DeferSync)
+	if storage.HasOption(opts, storage.InPlace) {
+		return b.emptyIfVersion(ctx, p, want, durable)
+	}
+	return b.deleteIfVersion(ctx, p, want, durable)
 }
 
 func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Version, durable bool) error {
@@ -670,6 +683,9 @@ func (b *Backend) deleteIfVersion(ctx context.Context, p string, want storage.Ve
 
 	// The lock file is in the reserved folder, so it never empties.
 	dir, err := b.sys.remove(p, catalog.ReservedDir)
+	if err == nil && !durable {
+		b.dirty.entry(p)
+	}
 	if err != nil || !durable || dir == "" {
 		return err
 	}

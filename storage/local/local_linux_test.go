@@ -30,8 +30,8 @@ func TestOpenStreamsFile(t *testing.T) {
 	must(t, err)
 	defer rc.Close()
 	// A stream over the open file, not its bytes read into memory.
-	if _, ok := rc.(*fdFile); !ok {
-		t.Fatalf("Open returned %T, want a file stream", rc)
+	if _, ok := rc.ReadCloser.(*fdFile); !ok {
+		t.Fatalf("Open returned %T, want a file stream", rc.ReadCloser)
 	}
 	n, err := io.Copy(io.Discard, rc)
 	if err != nil || n != int64(len(data)) {

@@ -394,9 +394,9 @@ type portableStaged struct {
 }
 
 // Put writes src as the future object p (see Backend.Put for the options).
-func (s *portableStage) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
+func (s *portableStage) Put(ctx context.Context, p string, src storage.Source, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
 	defer s.b.classifyTo(&err)
-	return s.put(ctx, p, src, size, opts)
+	return s.b.putSource(ctx, s, p, src, size, opts)
 }
 
 func (s *portableStage) put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {

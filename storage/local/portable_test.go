@@ -24,12 +24,12 @@ func TestPortableDefersNoFlush(t *testing.T) {
 	if got, want := l.take(), []string{"file a", "folder .", "folder a"}; !slices.Equal(got, want) {
 		t.Fatalf("Put with DeferSync flushed %q, want %q", got, want)
 	}
-	must(t, b.deleteDeferSync(ctx, "a/b.txt", "c.txt"))
+	must(t, b.Delete(ctx, "a/b.txt", "c.txt"))
 	if got, want := l.take(), []string{"folder ."}; !slices.Equal(got, want) {
 		t.Fatalf("deleteDeferSync flushed %q, want %q (a, emptied, is gone)", got, want)
 	}
 	// The lock's folder, made by a compare-and-swap that wrote nothing.
-	must(t, b.DeleteIfVersionNoSync(ctx, ".distributor/lock", ""))
+	must(t, b.DeleteIfVersion(ctx, ".distributor/lock", "", storage.DeferSync))
 	if got := l.take(); len(got) != 0 {
 		t.Fatalf("a compare-and-swap that changed nothing flushed %q", got)
 	}

@@ -28,6 +28,7 @@ func TestPreparedVersionFlushesWhatNoSyncCovered(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b, l := newSyncLogged(t)
+			b.dirty.mark()                      // writes for the Sync to flush
 			if err := b.Sync(ctx); err != nil { // a Sync before the prepare covers nothing of it
 				t.Fatal(err)
 			}
@@ -44,6 +45,7 @@ func TestPreparedVersionFlushesWhatNoSyncCovered(t *testing.T) {
 				t.Fatalf("prepared object visible before its commit: %v", err)
 			}
 			if c.syncAfter {
+				b.dirty.mark() // writes for the Sync to flush
 				if err := b.Sync(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -136,6 +138,7 @@ func TestPreparedVersionPlacedAfterTheSyncIsFlushedByItsCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pv.Close()
+	b.dirty.mark() // writes for the Sync to flush
 	must(t, b.Sync(ctx))
 	place(t, pv)
 	l.take()

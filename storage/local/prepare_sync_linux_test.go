@@ -42,6 +42,7 @@ func TestPreparedVersionCountsOnlyASuccessfulSyncBegunAfterIt(t *testing.T) {
 			b := bs[0]
 			synced := make(chan error, 1)
 			if c.syncBefore {
+				b.dirty.mark() // writes for the Sync to flush
 				go func() { synced <- b.Sync(ctx) }()
 				<-h.entered // running: it began before the bytes were written
 			}
@@ -52,6 +53,7 @@ func TestPreparedVersionCountsOnlyASuccessfulSyncBegunAfterIt(t *testing.T) {
 			defer pv.Close()
 			place(t, pv)
 			if !c.syncBefore {
+				b.dirty.mark() // writes for the Sync to flush
 				go func() { synced <- b.Sync(ctx) }()
 				<-h.entered
 			}
@@ -107,9 +109,11 @@ func TestSyncGroupReportsAFailedFlushToEveryRootItMayHaveCovered(t *testing.T) {
 		}
 	}
 	first := make(chan error, 1)
+	bs[0].dirty.mark() // writes for the Sync to flush
 	go func() { first <- bs[0].Sync(ctx) }()
 	<-h.entered
 	late := make(chan error, 1)
+	bs[1].dirty.mark() // writes for the Sync to flush
 	go func() { late <- bs[1].Sync(ctx) }()
 	testenv.Eventually(t, 5*time.Second, func() bool { return g.joined() == 1 }, "1 caller waiting")
 	close(h.release)
@@ -119,10 +123,12 @@ func TestSyncGroupReportsAFailedFlushToEveryRootItMayHaveCovered(t *testing.T) {
 	if err := <-late; !errors.Is(err, unix.EIO) {
 		t.Fatalf("a root that waited for the next flush: %v, want EIO", err)
 	}
+	bs[2].dirty.mark() // writes for the Sync to flush
 	if err := bs[2].Sync(ctx); !errors.Is(err, unix.EIO) {
 		t.Fatalf("a root that flushes after the failure: %v, want EIO", err)
 	}
 	for i, b := range bs {
+		b.dirty.mark() // writes for the Sync to flush
 		if err := b.Sync(ctx); err != nil {
 			t.Fatalf("root %d, told once already: %v", i, err)
 		}

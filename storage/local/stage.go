@@ -37,6 +37,21 @@ type stager interface {
 	commit(ctx context.Context, p string) error
 }
 
+// putSource opens src and stages its bytes in s (Stage.Put): a local
+// stage keeps every object it is given, so src is read once.
+func (b *Backend) putSource(ctx context.Context, s stager, p string, src storage.Source, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+	r, err := src(ctx)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	defer r.Close()
+	oi, err := s.put(ctx, p, r, size, opts)
+	if err == nil && opts.DeferSync {
+		b.dirty.mark()
+	}
+	return oi, err
+}
+
 // Copy buffers: objects up to smallBuf bytes (most of a tree of small
 // files) copy through a pooled buffer of that size, others through a
 // pooled bigBuf one. A fresh buffer per file cost more (allocation,

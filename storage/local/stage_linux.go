@@ -139,9 +139,9 @@ func (s *stage) forget(dir string) {
 }
 
 // Put writes src as the future object p (see Backend.Put for the options).
-func (s *stage) Put(ctx context.Context, p string, src io.Reader, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
+func (s *stage) Put(ctx context.Context, p string, src storage.Source, size int64, opts storage.PutOptions) (_ storage.ObjectInfo, err error) {
 	defer s.b.classifyTo(&err)
-	return s.put(ctx, p, src, size, opts)
+	return s.b.putSource(ctx, s, p, src, size, opts)
 }
 
 // put is Put. Bad paths and symlinks fail as such; I/O errors are wrapped
@@ -333,6 +333,7 @@ func (s *stage) Commit(ctx context.Context, p string) (storage.ObjectInfo, error
 	if err := s.commit(ctx, p); err != nil {
 		return storage.ObjectInfo{}, err
 	}
+	s.b.dirty.mark() // its name is durable after the next Sync
 	return st.info, nil
 }
 

@@ -59,7 +59,7 @@ func TestStageCommitAfterItsFolderWasRemoved(t *testing.T) {
 	ctx := t.Context()
 	st := b.Stage(t.Context())
 	defer st.Close()
-	if _, err := st.Put(ctx, "d/e/new.txt", strings.NewReader("new"), 3, storage.PutOptions{IfAbsent: true}); err != nil {
+	if _, err := st.Put(ctx, "d/e/new.txt", readerSource(strings.NewReader("new")), 3, storage.PutOptions{IfAbsent: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Put(ctx, "d/e/other.txt", strings.NewReader("o"), 1, storage.PutOptions{}); err != nil {
@@ -86,7 +86,7 @@ func TestStagePastTheUnnamedShareUsesTempNames(t *testing.T) {
 	ctx := t.Context()
 	st := b.Stage(t.Context())
 	for _, p := range []string{"a.txt", "b.txt", "c.txt"} {
-		if _, err := st.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{IfAbsent: true}); err != nil {
+		if _, err := st.Put(ctx, p, readerSource(strings.NewReader(p)), int64(len(p)), storage.PutOptions{IfAbsent: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

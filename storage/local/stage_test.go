@@ -56,7 +56,7 @@ func stageCloseLeavesTheTree(t *testing.T, b *Backend) {
 	before := tree(t, b.root)
 	st := b.Stage(t.Context())
 	for _, p := range []string{"kept/empty/a.txt", "kept/new/deep/b.txt", "fresh/c.txt", "d.txt"} {
-		if _, err := st.Put(ctx, p, strings.NewReader("x"), 1, storage.PutOptions{IfAbsent: true}); err != nil {
+		if _, err := st.Put(ctx, p, readerSource(strings.NewReader("x")), 1, storage.PutOptions{IfAbsent: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,12 +89,12 @@ func stageRefusesSymlinks(t *testing.T, b *Backend) {
 		{"out/deeper/x.txt", storage.PutOptions{IfAbsent: true}},
 		{"real/link", storage.PutOptions{}},
 	} {
-		if _, err := st.Put(ctx, tc.p, strings.NewReader("pwned"), 5, tc.opts); !errors.Is(err, storage.ErrSymlink) {
+		if _, err := st.Put(ctx, tc.p, readerSource(strings.NewReader("pwned")), 5, tc.opts); !errors.Is(err, storage.ErrSymlink) {
 			t.Errorf("stage Put %s: err = %v, want storage.ErrSymlink", tc.p, err)
 		}
 	}
 	// A new path staged before a link took its place is not named onto it.
-	if _, err := st.Put(ctx, "real/late", strings.NewReader("pwned"), 5, storage.PutOptions{IfAbsent: true}); err != nil {
+	if _, err := st.Put(ctx, "real/late", readerSource(strings.NewReader("pwned")), 5, storage.PutOptions{IfAbsent: true}); err != nil {
 		t.Fatal(err)
 	}
 	symlink(t, filepath.Join(outside, "secret"), filepath.Join(b.root, "real", "late"))
@@ -132,7 +132,7 @@ func stageLargeObjects(t *testing.T, b *Backend) {
 		size     int64
 		deferred bool
 	}{{"known.bin", int64(len(data)), true}, {"unknown.bin", -1, true}, {"durable.bin", int64(len(data)), false}, {"durable-unknown.bin", -1, false}} {
-		if _, err := stg.Put(ctx, tc.path, bytes.NewReader(data), tc.size, storage.PutOptions{IfAbsent: true, DeferSync: tc.deferred}); err != nil {
+		if _, err := stg.Put(ctx, tc.path, readerSource(bytes.NewReader(data)), tc.size, storage.PutOptions{IfAbsent: true, DeferSync: tc.deferred}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := stg.Commit(ctx, tc.path); err != nil {

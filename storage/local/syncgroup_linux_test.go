@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +80,7 @@ func TestSyncGroupServesLateCallersWithALaterFlush(t *testing.T) {
 	g, bs := groupOf(t, h)
 	ctx := t.Context()
 	first := make(chan error, 1)
+	bs[0].dirty.mark() // a write to flush
 	go func() { first <- bs[0].Sync(ctx) }()
 	<-h.entered // the first flush is running
 	const late = 6
@@ -117,6 +114,7 @@ func TestSyncGroupServesLateCallersWithALaterFlush(t *testing.T) {
 		t.Fatalf("%d flushes for 1 + %d callers, want 2", n, late)
 	}
 	// Nothing running: the next caller flushes at once, alone.
+	bs[1].dirty.mark()
 	if err := bs[1].Sync(ctx); err != nil || h.calls.Load() != 3 {
 		t.Fatalf("Sync when idle: %v after %d flushes, want nil after 3", err, h.calls.Load())
 	}
@@ -129,12 +127,15 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 	h := &heldSyncs{entered: make(chan struct{}), release: make(chan struct{}), err: unix.EIO}
 	g, bs := groupOf(t, h)
 	first := make(chan error, 1)
+	bs[0].dirty.mark() // writes to flush
 	go func() { first <- bs[0].Sync(t.Context()) }()
 	<-h.entered
 	late := make(chan error, 1)
+	bs[1].dirty.mark()
 	go func() { late <- bs[1].Sync(t.Context()) }()
 	cctx, cancel := context.WithCancel(t.Context())
 	cancelled := make(chan error, 1)
+	bs[0].dirty.mark()
 	go func() { cancelled <- bs[0].Sync(cctx) }()
 	testenv.Eventually(t, 5*time.Second, func() bool { return g.joined() == 2 }, "2 callers waiting")
 	cancel()
@@ -149,55 +150,5 @@ func TestSyncGroupReportsTheFlushError(t *testing.T) {
 	}
 	if n := h.calls.Load(); n != 2 {
 		t.Fatalf("%d flushes, want 2", n)
-	}
-}
-
-// TestDeleteDeferSyncSkipsOnlyTheFolderFlush: deleteDeferSync removes like
-// Delete (the file and the folders it emptied) but flushes no folder;
-// Delete flushes the folder that held the file.
-func TestDeleteDeferSyncSkipsOnlyTheFolderFlush(t *testing.T) {
-	b, l := newSyncLogged(t)
-	put(t, b, "a/keep.txt", storage.PutOptions{})
-	put(t, b, "a/x.txt", storage.PutOptions{})
-	put(t, b, "b/y.txt", storage.PutOptions{})
-	l.take()
-	if err := b.Delete(t.Context(), "a/x.txt"); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := l.take(), []string{"folder a"}; !slices.Equal(got, want) {
-		t.Fatalf("Delete flushed %q, want %q", got, want)
-	}
-	if err := b.deleteDeferSync(t.Context(), "b/y.txt", "a/missing.txt"); err != nil {
-		t.Fatal(err)
-	}
-	if got := l.take(); len(got) != 0 {
-		t.Fatalf("deleteDeferSync flushed %q, want nothing", got)
-	}
-	for _, p := range []string{"a/x.txt", "b/y.txt", "b"} {
-		if _, err := os.Lstat(filepath.Join(b.root, p)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s after the deletes: %v, want it gone", p, err)
-		}
-	}
-}
-
-// TestSyncDeletedFlushesTheNearestFolderLeft: syncDeleted flushes the
-// folder that held each removed path, or the nearest one left when the
-// removal emptied and removed it.
-func TestSyncDeletedFlushesTheNearestFolderLeft(t *testing.T) {
-	b, l := newSyncLogged(t)
-	put(t, b, "a/keep.txt", storage.PutOptions{})
-	put(t, b, "a/x.txt", storage.PutOptions{})
-	put(t, b, "b/c/y.txt", storage.PutOptions{})
-	if err := b.deleteDeferSync(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
-		t.Fatal(err)
-	}
-	l.take()
-	if err := b.syncDeleted(t.Context(), "a/x.txt", "b/c/y.txt"); err != nil {
-		t.Fatal(err)
-	}
-	got := l.take()
-	slices.Sort(got)
-	if want := []string{"folder .", "folder a"}; !slices.Equal(got, want) {
-		t.Fatalf("syncDeleted flushed %q, want %q", got, want)
 	}
 }

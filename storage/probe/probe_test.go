@@ -73,7 +73,7 @@ func TestLocalRootKeepsTheContract(t *testing.T) {
 // server whose conditional writes are not atomic does.
 type twoStepCAS struct{ storage.Backend }
 
-func (b twoStepCAS) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+func (b twoStepCAS) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, _ ...storage.Option) (storage.Version, error) {
 	_, cur, err := b.ReadVersion(ctx, p)
 	switch {
 	case errors.Is(err, storage.ErrNotExist):

@@ -213,7 +213,7 @@ func BenchmarkStageLarge(b *testing.B) {
 			for b.Loop() {
 				resetPeakRSS(b)
 				st := be.Stage(b.Context())
-				if _, err := st.Put(b.Context(), "big.bin", src(), size, storage.PutOptions{SHA256: digest, SourceVerified: true}); err != nil {
+				if _, err := st.Put(b.Context(), "big.bin", readerSource(src()), size, storage.PutOptions{SHA256: digest, SourceVerified: true}); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := st.Commit(b.Context(), "big.bin"); err != nil {

@@ -5,12 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 
-	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 )
-
-// intentPath is the object a root's intent is written to.
-const intentPath = catalog.ReservedDir + "/intent.json"
 
 // Properties: every write is whole.
 func (b *Backend) Properties() storage.Properties { return storage.Properties{} }
@@ -20,47 +16,6 @@ func (b *Backend) Sync(context.Context) error { return nil }
 
 // CheckRoot does nothing: a prefix has no identity to lose.
 func (b *Backend) CheckRoot(context.Context) error { return nil }
-
-// Overwrite is Put: an object is replaced whole.
-func (b *Backend) Overwrite(ctx context.Context, p string, data []byte) error {
-	_, err := b.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true})
-	return err
-}
-
-// WriteIfVersionNoSync is WriteIfVersion: a request is durable on return.
-func (b *Backend) WriteIfVersionNoSync(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
-	return b.WriteIfVersion(ctx, p, data, want)
-}
-
-// DeleteIfVersionNoSync is DeleteIfVersion.
-func (b *Backend) DeleteIfVersionNoSync(ctx context.Context, p string, want storage.Version) error {
-	return b.DeleteIfVersion(ctx, p, want)
-}
-
-// WriteIntent writes the intent object where none is (If-None-Match: *).
-func (b *Backend) WriteIntent(ctx context.Context, data []byte) (storage.Version, error) {
-	return b.WriteIfVersion(ctx, intentPath, data, "")
-}
-
-// ReadIntent reads the intent object.
-func (b *Backend) ReadIntent(ctx context.Context) ([]byte, storage.Version, error) {
-	data, v, err := b.ReadVersion(ctx, intentPath)
-	if len(data) == 0 {
-		data = nil
-	}
-	return data, v, err
-}
-
-// ClearIntent deletes the intent object while it is still version want.
-func (b *Backend) ClearIntent(ctx context.Context, want storage.Version) error {
-	if want == "" {
-		return b.Delete(ctx, intentPath)
-	}
-	return b.DeleteIfVersion(ctx, intentPath, want)
-}
-
-// SyncIntent does nothing: ClearIntent is durable on return.
-func (b *Backend) SyncIntent(context.Context) error { return nil }
 
 // Find lists the root, split into ranges read at once where the paths
 // to write or the catalog tell where (ListSplit), or looks the paths up
@@ -137,11 +92,13 @@ func listSplits(n int, path func(int) string) []string {
 // PrepareCatalog encodes next and takes its sha256 (which signs the
 // request and is stored with it) in the background, while the caller
 // writes; Commit sends it in one conditional request.
-func (b *Backend) PrepareCatalog(_ context.Context, next *catalog.Catalog, _ int) storage.PendingCatalog {
-	c := &pendingCatalog{b: b, done: make(chan struct{})}
+func (b *Backend) PrepareCatalog(_ context.Context, doc storage.Document, _ int) storage.PendingCatalog {
+	c := &pendingCatalog{b: b, path: doc.Path, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		if c.data, c.err = catalog.Marshal(next); c.err == nil {
+		var buf bytes.Buffer
+		if c.err = doc.Encode(&buf); c.err == nil {
+			c.data = buf.Bytes()
 			c.sum = sha256.Sum256(c.data)
 		}
 	}()
@@ -151,6 +108,7 @@ func (b *Backend) PrepareCatalog(_ context.Context, next *catalog.Catalog, _ int
 // pendingCatalog is a catalog being encoded for its commit.
 type pendingCatalog struct {
 	b    *Backend
+	path string
 	done chan struct{}
 	data []byte
 	sum  [sha256.Size]byte
@@ -162,7 +120,7 @@ func (c *pendingCatalog) Commit(ctx context.Context, want storage.Version) (stor
 	if c.err != nil {
 		return "", c.err
 	}
-	return c.b.writeIfVersion(ctx, catalog.FileName, c.data, c.sum, want)
+	return c.b.writeIfVersion(ctx, c.path, c.data, c.sum, want)
 }
 
 // Close waits for the encoding: nothing outlives the publication.

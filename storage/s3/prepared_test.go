@@ -10,6 +10,7 @@ import (
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
+	"github.com/distributor/distributor/storage/storagetest"
 	"github.com/distributor/distributor/testenv"
 )
 
@@ -23,7 +24,7 @@ func TestPreparedCatalogIsWriteIfVersion(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	first := &catalog.Catalog{DistributorVersion: "test", CreatedAt: at, UpdatedAt: at}
 	second := &catalog.Catalog{DistributorVersion: "test", CreatedAt: at, UpdatedAt: at.Add(time.Second)}
-	pc := b.PrepareCatalog(t.Context(), first, 10)
+	pc := b.PrepareCatalog(t.Context(), storagetest.CatalogDocument(first), 10)
 	defer pc.Close()
 	wantNoObject(t, b, catalog.FileName)
 	v1, err := pc.Commit(t.Context(), "")
@@ -33,7 +34,7 @@ func TestPreparedCatalogIsWriteIfVersion(t *testing.T) {
 	if _, err := pc.Commit(t.Context(), ""); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("create-only commit over an object: err = %v, want ErrConflict", err)
 	}
-	next := b.PrepareCatalog(t.Context(), second, 0)
+	next := b.PrepareCatalog(t.Context(), storagetest.CatalogDocument(second), 0)
 	defer next.Close()
 	v2, err := next.Commit(t.Context(), v1)
 	if err != nil {

@@ -367,31 +367,28 @@ func metaValue(m map[string]string, k string) string {
 }
 
 // Open streams the object's bytes (GetObject).
-func (b *Backend) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+func (b *Backend) Open(ctx context.Context, p string) (storage.Reader, error) {
 	key, err := b.key(p)
 	if err != nil {
-		return nil, err
+		return storage.Reader{}, err
 	}
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key})
 	if err != nil {
-		return nil, b.wrap("open", key, err)
+		return storage.Reader{}, b.wrap("open", key, err)
 	}
 	size := int64(-1)
 	if out.ContentLength != nil {
 		size = *out.ContentLength
 	}
-	return &objectBody{ReadCloser: out.Body, b: b, key: key, size: size}, nil
+	return storage.Reader{ReadCloser: &objectBody{ReadCloser: out.Body, b: b, key: key}, Size: size}, nil
 }
 
 // objectBody maps read errors (a stalled download) like the calls' own.
 type objectBody struct {
 	io.ReadCloser
-	b    *Backend
-	key  string
-	size int64 // Content-Length (storage.Sized), -1 when not given
+	b   *Backend
+	key string
 }
-
-func (o *objectBody) Size() int64 { return o.size }
 
 func (o *objectBody) Read(p []byte) (int, error) {
 	n, err := o.ReadCloser.Read(p)
@@ -842,7 +839,7 @@ func (b *Backend) listPage(ctx context.Context, in *s3.ListObjectsV2Input) (list
 
 // ReadVersion reads the whole object and its ETag, the version that
 // WriteIfVersion and DeleteIfVersion compare against.
-func (b *Backend) ReadVersion(ctx context.Context, p string) ([]byte, storage.Version, error) {
+func (b *Backend) ReadVersion(ctx context.Context, p string, _ ...storage.Option) ([]byte, storage.Version, error) {
 	key, err := b.key(p)
 	if err != nil {
 		return nil, "", err
@@ -893,7 +890,7 @@ func readSized(r io.Reader, size int64) ([]byte, error) {
 
 // WriteIfVersion is a compare-and-swap PutObject: If-None-Match "*" when
 // want is "", If-Match want otherwise. A lost race is ErrConflict.
-func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version) (storage.Version, error) {
+func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, _ ...storage.Option) (storage.Version, error) {
 	return b.writeIfVersion(ctx, p, data, sha256.Sum256(data), want)
 }
 
@@ -945,7 +942,7 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, sum
 // it (gofakes3) leave a small window between the check and the delete in
 // which another writer's new version could be deleted. Callers hold the
 // root's lease, so that window needs a second writer that bypasses it.
-func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version) error {
+func (b *Backend) DeleteIfVersion(ctx context.Context, p string, want storage.Version, _ ...storage.Option) error {
 	key, err := b.key(p)
 	if err != nil {
 		return err

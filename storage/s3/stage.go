@@ -1,6 +1,6 @@
 package s3
 
-// Staged writes (storage.Stager). A publication stages every output,
+// Staged writes (storage.Stage). A publication stages every output,
 // hashing the bundle's bytes as they pass, and names them only once all
 // are verified, so a damaged bundle leaves nothing visible:
 //
@@ -9,9 +9,8 @@ package s3
 //     Backend's share for staged objects (MemoryBudget/4) lasts.
 //   - An object that Backend.Put sends as one PutObject (up to PartSize,
 //     or with its SHA256 known up to SinglePutMax, 256 MiB by default) is
-//     read and checked to its end, and Put returns storage.ErrNotStaged:
-//     the caller writes it with Backend.Put once all are verified (its
-//     bytes are read twice). A multipart upload would hold no memory and
+//     read and checked to its end, and kept as its source alone: Commit
+//     sends it with Backend.Put, reading its bytes again. A multipart upload would hold no memory and
 //     read them once, but its completion is where gofakes3 (the bench
 //     server) copies and hashes the whole object again, one upload at a
 //     time, which makes large bundles about twice as slow as PutObjects
@@ -23,7 +22,7 @@ package s3
 //     write's condition, after checking it with a HEAD: gofakes3 ignores
 //     conditions on completion (AWS honours them).
 //   - Anything else (no digest, no staging memory left) is read and
-//     checked to its end: storage.ErrNotStaged.
+//     checked to its end, and sent from its source again at Commit.
 //
 // gofakes3 answers CompleteMultipartUpload with the multipart-style ETag
 // ("<md5 of the part md5s>-<parts>") but lists and HEADs the object with the
@@ -76,18 +75,24 @@ type stagedObject struct {
 	opts      storage.PutOptions
 	data      []byte // small: the checked bytes (held from the share)
 	held      int64
-	uploadID  string // large: the multipart upload and its parts
+	src       storage.Source // neither: read again and sent whole at Commit
+	uploadID  string         // large: the multipart upload and its parts
 	parts     []types.CompletedPart
 	committed bool
 }
 
 // Put stages one object (see the file comment). The ObjectInfo has no
 // Fingerprint: Commit returns it.
-func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
+func (s *stage) Put(ctx context.Context, p string, src storage.Source, size int64, opts storage.PutOptions) (storage.ObjectInfo, error) {
 	key, err := s.b.key(p)
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
+	r, err := src(ctx)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	defer r.Close()
 	body, err := s.b.checked(p, r, size, opts)
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -101,10 +106,11 @@ func (s *stage) Put(ctx context.Context, p string, r io.Reader, size int64, opts
 	case size > stageSmallMax && opts.SHA256 != "" && !s.b.putsWhole(size, opts):
 		err = s.uploadParts(ctx, o, body)
 	default:
-		if _, err = io.Copy(io.Discard, body); err == nil {
-			err = storage.ErrNotStaged
+		// Checked to its end now, sent from src again at Commit.
+		if _, err = io.Copy(io.Discard, body); err != nil {
+			err = fmt.Errorf("stage %s%s: %w", s.b, p, err)
 		}
-		return storage.ObjectInfo{}, fmt.Errorf("stage %s%s: %w", s.b, p, err)
+		o.src = src
 	}
 	if err != nil {
 		return storage.ObjectInfo{}, err
@@ -182,9 +188,12 @@ func (s *stage) Commit(ctx context.Context, p string) (storage.ObjectInfo, error
 	s.mu.Unlock()
 	var etag string
 	var err error
-	if o.uploadID == "" {
+	switch {
+	case o.src != nil:
+		etag, err = s.commitWhole(ctx, o)
+	case o.uploadID == "":
 		etag, err = s.commitSmall(ctx, o)
-	} else {
+	default:
 		etag, err = s.complete(ctx, o)
 	}
 	if err != nil {
@@ -213,6 +222,18 @@ func (s *stage) commitSmall(ctx context.Context, o *stagedObject) (string, error
 		return "", s.b.wrapPut(o.key, conditional(in), err)
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// commitWhole sends an object staged by its source alone: Backend.Put
+// of its bytes, read again, under the write's condition.
+func (s *stage) commitWhole(ctx context.Context, o *stagedObject) (string, error) {
+	r, err := o.src(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	oi, err := s.b.Put(ctx, o.path, r, o.size, o.opts)
+	return oi.Fingerprint, err
 }
 
 // complete checks the condition with a HEAD, then completes the upload

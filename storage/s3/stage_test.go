@@ -2,6 +2,7 @@ package s3_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -63,7 +64,7 @@ func TestStageLargeObject(t *testing.T) {
 	digest := sha(data)
 	st := b.Stage(t.Context())
 	defer st.Close()
-	oi, err := st.Put(t.Context(), "big/a.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
+	oi, err := st.Put(t.Context(), "big/a.bin", readerSource(bytes.NewReader(data)), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestStageSmallObjectIsOneRequest(t *testing.T) {
 	st := b.Stage(t.Context())
 	defer st.Close()
 	data := []byte("small")
-	if _, err := st.Put(t.Context(), "s.txt", bytes.NewReader(data), 5, storage.PutOptions{SHA256: sha(data), SourceVerified: true}); err != nil {
+	if _, err := st.Put(t.Context(), "s.txt", readerSource(bytes.NewReader(data)), 5, storage.PutOptions{SHA256: sha(data), SourceVerified: true}); err != nil {
 		t.Fatal(err)
 	}
 	if s := seen(); len(s) != 0 {
@@ -146,7 +147,7 @@ func TestStageLargeConditionsAndClose(t *testing.T) {
 		{"discarded.bin", storage.PutOptions{IfAbsent: true}},
 	} {
 		c.opts.SHA256 = sha(data)
-		if _, err := st.Put(t.Context(), c.path, bytes.NewReader(data), int64(len(data)), c.opts); err != nil {
+		if _, err := st.Put(t.Context(), c.path, readerSource(bytes.NewReader(data)), int64(len(data)), c.opts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +190,7 @@ func TestStageChecksContent(t *testing.T) {
 			{"long", "more than", int64(n) - 1, sha(data)},
 			{"digest", "does not match", int64(n), sha([]byte("other"))},
 		} {
-			_, err := st.Put(t.Context(), c.name, io.MultiReader(bytes.NewReader(data)), c.size, storage.PutOptions{SHA256: c.digest})
+			_, err := st.Put(t.Context(), c.name, readerSource(io.MultiReader(bytes.NewReader(data))), c.size, storage.PutOptions{SHA256: c.digest})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%d bytes, %s: staged Put error = %v, want one containing %q", n, c.name, err, c.want)
 			}
@@ -209,50 +210,81 @@ func TestStageChecksContent(t *testing.T) {
 }
 
 // Once the memory for small staged objects (MemoryBudget/4) is used up, a
-// small object is read and checked but not kept: ErrNotStaged. Memory is
-// given back at Commit and Close.
+// small object is read and checked but not kept: its Commit reads the
+// source again. Memory is given back at Commit and Close.
 func TestStageMemoryShare(t *testing.T) {
 	t.Parallel()
 	env := testenv.NewS3(t)
 	bucket := env.Bucket(t)
 	b := newBackend(t, env.Client, bucket, "", s3store.Options{PartSize: 5 << 20, MemoryBudget: 20 << 20}) // share: 5 MiB
 	data := bytes.Repeat([]byte{'s'}, 1<<20)
+	opens := map[string]int{}
+	source := func(p string) storage.Source {
+		return func(context.Context) (io.ReadCloser, error) {
+			opens[p]++
+			return io.NopCloser(bytes.NewReader(data)), nil
+		}
+	}
+	reopened := func(paths ...string) (again []string) {
+		for _, p := range paths {
+			if opens[p] > 1 {
+				again = append(again, p)
+			}
+		}
+		return again
+	}
 	st := b.Stage(t.Context())
 	defer st.Close()
-	var staged, notStaged []string
-	for _, p := range []string{"a", "b", "c", "d", "e", "f"} {
+	paths := []string{"a", "b", "c", "d", "e", "f"}
+	for _, p := range paths {
 		r := &countReader{r: bytes.NewReader(data)}
-		_, err := st.Put(t.Context(), p, r, int64(len(data)), storage.PutOptions{SHA256: sha(data)})
-		switch {
-		case errors.Is(err, storage.ErrNotStaged):
-			notStaged = append(notStaged, p)
-		case err != nil:
+		if _, err := st.Put(t.Context(), p, readerSource(r), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
 			t.Fatal(err)
-		default:
-			staged = append(staged, p)
 		}
 		if r.n != int64(len(data)) {
 			t.Fatalf("staged Put of %s read %d bytes, want all %d", p, r.n, len(data))
 		}
 	}
-	if len(staged) != 5 || len(notStaged) != 1 {
-		t.Fatalf("staged %q, not staged %q; want the 5 MiB share staged, then none", staged, notStaged)
-	}
-	if _, err := st.Commit(t.Context(), staged[0]); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(t.Context(), "g", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
+	st = b.Stage(t.Context())
+	defer st.Close()
+	for _, p := range paths {
+		if _, err := st.Put(t.Context(), p, source(p), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Commit(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(t.Context(), "g", source("g"), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
 		t.Fatalf("staged Put after a Commit gave memory back: %v", err)
+	}
+	for _, p := range append(paths[1:], "g") {
+		if _, err := st.Commit(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := reopened(append(paths, "g")...); len(again) != 1 || again[0] != "f" {
+		t.Fatalf("sources read again at Commit: %q; want the one past the 5 MiB share (f)", again)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	st2 := b.Stage(t.Context())
 	defer st2.Close()
-	for _, p := range []string{"h", "i", "j", "k", "l"} {
-		if _, err := st2.Put(t.Context(), p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
+	next := []string{"h", "i", "j", "k", "l"}
+	for _, p := range next {
+		if _, err := st2.Put(t.Context(), p, source(p), int64(len(data)), storage.PutOptions{SHA256: sha(data)}); err != nil {
 			t.Fatalf("staged Put %s after Close gave memory back: %v", p, err)
 		}
+		if _, err := st2.Commit(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := reopened(next...); len(again) != 0 {
+		t.Fatalf("after Close gave memory back, sources read again: %q; want none", again)
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 	"github.com/distributor/distributor/testenv"
 )
 
-// An object over 1 MiB and up to SinglePutMax is not staged: the stage
-// reads and checks it (ErrNotStaged, no request), and Put sends it later
-// as one PutObject signed with its sha256 — streamed from the source when
+// An object over 1 MiB and up to SinglePutMax is not kept by the stage:
+// Put reads and checks it (no request), and Commit sends it from its
+// source again as one PutObject signed with its sha256 — streamed from the source when
 // it is over a part, from one buffer below — never a multipart upload.
 func TestMidSizeObjectsArePutWhole(t *testing.T) {
 	env := testenv.NewS3(t)
@@ -28,18 +28,18 @@ func TestMidSizeObjectsArePutWhole(t *testing.T) {
 		data := bytes.Repeat([]byte("mid-size object\n"), size/16)
 		digest := sha(data)
 		st := b.Stage(t.Context())
-		_, err := st.Put(t.Context(), "m.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
-		if !errors.Is(err, storage.ErrNotStaged) {
-			t.Fatalf("%d bytes: staged Put error = %v, want ErrNotStaged", size, err)
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
+		_, err := st.Put(t.Context(), "m.bin", readerSource(bytes.NewReader(data)), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true})
+		if err != nil {
+			t.Fatalf("%d bytes: staged Put: %v", size, err)
 		}
 		if s := seen(); len(s) != 0 {
 			t.Fatalf("%d bytes: requests with a body after the stage: %q, want none", size, s)
 		}
 		wantNoObject(t, b, "m.bin")
-		if _, err := b.Put(t.Context(), "m.bin", bytes.NewReader(data), int64(len(data)), storage.PutOptions{SHA256: digest, IfAbsent: true, SourceVerified: true}); err != nil {
+		if _, err := st.Commit(t.Context(), "m.bin"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if s := seen(); len(s) != 1 || s[0] != "/"+bucket+"/m.bin "+strings.TrimPrefix(digest, "sha256:") {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ const aheadWrites = 12
 // each time: outputs replaced) and the Sync.
 func (f catalogFlow) prepare(t *testing.T, b storage.Backend, next *catalog.Catalog, all bool) storage.PendingCatalog {
 	t.Helper()
-	pc := b.PrepareCatalog(t.Context(), next, f.writes)
+	pc := b.PrepareCatalog(t.Context(), CatalogDocument(next), f.writes)
 	n := f.writes
 	if !all {
 		n = min(n, aheadWrites)
@@ -360,4 +361,9 @@ func testCatalogRace(t *testing.T, b storage.Backend) {
 	if ls := leftovers(t, b, later()); len(ls) != 0 {
 		t.Fatalf("Leftovers = %+v, want none: the losers' bytes are dropped", ls)
 	}
+}
+
+// CatalogDocument is next as Backend.PrepareCatalog takes it.
+func CatalogDocument(next *catalog.Catalog) storage.Document {
+	return storage.Document{Path: catalog.FileName, Records: len(next.Outputs), Encode: func(w io.Writer) error { return catalog.MarshalTo(w, next) }}
 }

@@ -2,53 +2,76 @@ package storagetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
 )
 
-// wantIntent checks ReadIntent: data (nil: none) and, with data, version v.
+// The intent is a compare-and-swap document the engine writes with
+// storage.InPlace (and removes with DeferSync): these are its calls, at a
+// path of the reserved folder.
+const intentPath = catalog.ReservedDir + "/in-place.json"
+
+func readIntent(ctx context.Context, b storage.Backend) ([]byte, storage.Version, error) {
+	data, v, err := b.ReadVersion(ctx, intentPath, storage.InPlace)
+	if len(data) == 0 {
+		data = nil
+	}
+	return data, v, err
+}
+
+func writeIntent(ctx context.Context, b storage.Backend, data []byte) (storage.Version, error) {
+	return b.WriteIfVersion(ctx, intentPath, data, "", storage.InPlace)
+}
+
+func clearIntent(ctx context.Context, b storage.Backend, want storage.Version) error {
+	return b.DeleteIfVersion(ctx, intentPath, want, storage.InPlace, storage.DeferSync)
+}
+
+// wantIntent checks readIntent: data (nil: none) and, with data, version v.
 func wantIntent(t *testing.T, b storage.Backend, data []byte, v storage.Version) {
 	t.Helper()
-	got, gotV, err := b.ReadIntent(t.Context())
+	got, gotV, err := readIntent(t.Context(), b)
 	if err != nil {
-		t.Fatalf("ReadIntent: %v", err)
+		t.Fatalf("readIntent: %v", err)
 	}
 	if data == nil {
 		if got != nil {
-			t.Fatalf("ReadIntent = %q, %q; want nil bytes (no intent)", got, gotV)
+			t.Fatalf("readIntent = %q, %q; want nil bytes (no intent)", got, gotV)
 		}
 		return
 	}
 	if !bytes.Equal(got, data) || gotV != v {
-		t.Fatalf("ReadIntent = %q, %q; want %q, %q", got, gotV, data, v)
+		t.Fatalf("readIntent = %q, %q; want %q, %q", got, gotV, data, v)
 	}
 }
 
 // The intent is written only where none is, read back with the version
-// WriteIntent returned, and cleared only at that version.
+// writeIntent returned, and cleared only at that version.
 func testIntent(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
 	wantIntent(t, b, nil, "")
-	if err := b.SyncIntent(ctx); err != nil {
-		t.Fatalf("SyncIntent on a fresh root: %v", err)
+	if err := b.Sync(ctx); err != nil {
+		t.Fatalf("Sync on a fresh root: %v", err)
 	}
 	first := []byte(`{"intent":"first, the longest of them","sum":"1"}`)
 	second := []byte(`{"intent":"second","sum":"2"}`)
-	v1, err := b.WriteIntent(ctx, first)
+	v1, err := writeIntent(ctx, b, first)
 	if err != nil || v1 == "" {
-		t.Fatalf("WriteIntent on a fresh root = %q, %v; want a version", v1, err)
+		t.Fatalf("writeIntent on a fresh root = %q, %v; want a version", v1, err)
 	}
 
-	// The version ReadIntent returns is WriteIntent's: the engine clears
+	// The version readIntent returns is writeIntent's: the engine clears
 	// with either.
 	wantIntent(t, b, first, v1)
 	for _, data := range [][]byte{second, first} {
-		if _, err := b.WriteIntent(ctx, data); !errors.Is(err, storage.ErrConflict) {
-			t.Fatalf("WriteIntent over an intent: %v, want ErrConflict", err)
+		if _, err := writeIntent(ctx, b, data); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("writeIntent over an intent: %v, want ErrConflict", err)
 		}
 		wantIntent(t, b, first, v1)
 	}
@@ -58,48 +81,48 @@ func testIntent(t *testing.T, b storage.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ClearIntent(ctx, other); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("ClearIntent at another version: %v, want ErrConflict", err)
+	if err := clearIntent(ctx, b, other); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("clearIntent at another version: %v, want ErrConflict", err)
 	}
 	wantIntent(t, b, first, v1)
-	if err := b.ClearIntent(ctx, v1); err != nil {
-		t.Fatalf("ClearIntent at the written version: %v", err)
+	if err := clearIntent(ctx, b, v1); err != nil {
+		t.Fatalf("clearIntent at the written version: %v", err)
 	}
 	wantIntent(t, b, nil, "")
 
 	// Cleared, it is no version.
-	if err := b.ClearIntent(ctx, v1); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("ClearIntent of a cleared intent at its old version: %v, want ErrConflict", err)
+	if err := clearIntent(ctx, b, v1); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("clearIntent of a cleared intent at its old version: %v, want ErrConflict", err)
 	}
-	if err := b.SyncIntent(ctx); err != nil {
-		t.Fatalf("SyncIntent: %v", err)
+	if err := b.Sync(ctx); err != nil {
+		t.Fatalf("Sync: %v", err)
 	}
 	wantIntent(t, b, nil, "")
 
 	// A shorter intent after a clear: nothing of the first stays.
-	v2, err := b.WriteIntent(ctx, second)
+	v2, err := writeIntent(ctx, b, second)
 	if err != nil {
-		t.Fatalf("WriteIntent after a clear: %v", err)
+		t.Fatalf("writeIntent after a clear: %v", err)
 	}
 	wantIntent(t, b, second, v2)
-	if err := b.ClearIntent(ctx, v1); !errors.Is(err, storage.ErrConflict) {
-		t.Fatalf("ClearIntent at the first intent's version: %v, want ErrConflict", err)
+	if err := clearIntent(ctx, b, v1); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("clearIntent at the first intent's version: %v, want ErrConflict", err)
 	}
 	wantIntent(t, b, second, v2)
-	if _, v, err := b.ReadIntent(ctx); err != nil {
+	if _, v, err := readIntent(ctx, b); err != nil {
 		t.Fatal(err)
-	} else if err := b.ClearIntent(ctx, v); err != nil {
-		t.Fatalf("ClearIntent at ReadIntent's version: %v", err)
+	} else if err := clearIntent(ctx, b, v); err != nil {
+		t.Fatalf("clearIntent at readIntent's version: %v", err)
 	}
 	wantIntent(t, b, nil, "")
 
 	// The same bytes again: a new intent like any other.
-	v3, err := b.WriteIntent(ctx, first)
+	v3, err := writeIntent(ctx, b, first)
 	if err != nil {
-		t.Fatalf("WriteIntent of the first bytes again: %v", err)
+		t.Fatalf("writeIntent of the first bytes again: %v", err)
 	}
 	wantIntent(t, b, first, v3)
-	if err := b.ClearIntent(ctx, v3); err != nil {
+	if err := clearIntent(ctx, b, v3); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Sync(ctx); err != nil {
@@ -109,34 +132,6 @@ func testIntent(t *testing.T, b storage.Backend) {
 
 	// The intent is not the other object.
 	wantVersion(t, b, "other.json", second, other)
-}
-
-// ClearIntent("") clears whatever the intent is, and nothing is fine.
-func testIntentClearedWhatever(t *testing.T, b storage.Backend) {
-	ctx := t.Context()
-	if err := b.ClearIntent(ctx, ""); err != nil {
-		t.Fatalf("ClearIntent(\"\") on a fresh root: %v", err)
-	}
-	wantIntent(t, b, nil, "")
-	for i := range 3 {
-		data := fmt.Appendf(nil, "intent %d", i)
-		v, err := b.WriteIntent(ctx, data)
-		if err != nil {
-			t.Fatalf("WriteIntent #%d: %v", i, err)
-		}
-		wantIntent(t, b, data, v)
-		if err := b.ClearIntent(ctx, ""); err != nil {
-			t.Fatalf("ClearIntent(\"\") #%d: %v", i, err)
-		}
-		wantIntent(t, b, nil, "")
-		if err := b.ClearIntent(ctx, ""); err != nil {
-			t.Fatalf("ClearIntent(\"\") of a cleared intent: %v", err)
-		}
-		if err := b.SyncIntent(ctx); err != nil {
-			t.Fatalf("SyncIntent: %v", err)
-		}
-		wantIntent(t, b, nil, "")
-	}
 }
 
 // Writers racing for a root without an intent (never written, and
@@ -153,7 +148,7 @@ func testIntentRace(t *testing.T, b storage.Backend) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				versions[i], errs[i] = b.WriteIntent(ctx, fmt.Appendf(nil, "round %d, writer %d", round, i))
+				versions[i], errs[i] = writeIntent(ctx, b, fmt.Appendf(nil, "round %d, writer %d", round, i))
 			})
 		}
 		close(start)
@@ -173,19 +168,19 @@ func testIntentRace(t *testing.T, b storage.Backend) {
 			t.Fatalf("round %d: no writer wrote the intent", round)
 		}
 		wantIntent(t, b, fmt.Appendf(nil, "round %d, writer %d", round, winner), versions[winner])
-		if err := b.ClearIntent(ctx, versions[winner]); err != nil {
+		if err := clearIntent(ctx, b, versions[winner]); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// Where Properties().TornIntents is false, intents are written whole: a
+// Where Properties().TornInPlace is false, intents are written whole: a
 // reader of the intent while it is written and cleared sees none, or one
 // whole. Where true, a torn copy is allowed (after a crash, and to a
 // reader meanwhile), which no test can tell from a correct one.
 func testIntentWhole(t *testing.T, b storage.Backend) {
-	if b.Properties().TornIntents {
-		t.Skip("Properties().TornIntents: the backend rewrites its intent in place")
+	if b.Properties().TornInPlace {
+		t.Skip("Properties().TornInPlace: the backend rewrites its intent in place")
 	}
 	ctx := t.Context()
 	intents := [][]byte{bytes.Repeat([]byte("A"), 256<<10), bytes.Repeat([]byte("b"), 100<<10)}
@@ -200,22 +195,22 @@ func testIntentWhole(t *testing.T, b storage.Backend) {
 					return
 				default:
 				}
-				data, _, err := b.ReadIntent(ctx)
+				data, _, err := readIntent(ctx, b)
 				if err != nil {
-					errs <- fmt.Errorf("ReadIntent while intents are written: %w", err)
+					errs <- fmt.Errorf("readIntent while intents are written: %w", err)
 					return
 				}
 				if data != nil && !bytes.Equal(data, intents[0]) && !bytes.Equal(data, intents[1]) {
-					errs <- fmt.Errorf("ReadIntent read a torn intent (%d bytes)", len(data))
+					errs <- fmt.Errorf("readIntent read a torn intent (%d bytes)", len(data))
 					return
 				}
 			}
 		})
 	}
 	for i := range 20 {
-		v, err := b.WriteIntent(ctx, intents[i%2])
+		v, err := writeIntent(ctx, b, intents[i%2])
 		if err == nil {
-			err = b.ClearIntent(ctx, v)
+			err = clearIntent(ctx, b, v)
 		}
 		if err != nil {
 			close(done)

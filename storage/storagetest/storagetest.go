@@ -56,7 +56,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		name string
 		fn   func(t *testing.T, b storage.Backend)
 	}{
-		// Stat, Open (Sized), List, Put, Delete.
+		// Stat, Open (its size), List, Put, Delete.
 		{"RoundTrip", testRoundTrip},
 		{"UnknownSize", testUnknownSize},
 		{"OpenKnowsItsSize", testOpenKnowsItsSize},
@@ -86,23 +86,22 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"FindObjectAndObjectsUnderIt", testFindObjectAndObjectsUnder},
 		{"FindCancelled", testFindCancelled},
 		{"FindStopsOnError", testFindStopsOnError},
-		// ReadVersion, WriteIfVersion, DeleteIfVersion and their NoSync forms.
+		// ReadVersion, WriteIfVersion, DeleteIfVersion, with DeferSync too.
 		{"CreateIfAbsent", testCreateIfAbsent},
 		{"WriteIfVersion", testWriteIfVersion},
 		{"ConcurrentWriteIfVersion", testConcurrentWriteIfVersion},
 		{"LargeVersionsInQuickSuccession", testLargeVersionsInQuickSuccession},
 		{"LargeReadModifyWriteRace", testLargeReadModifyWriteRace},
 		{"DeleteIfVersion", testDeleteIfVersion},
-		{"WriteIfVersionNoSync", testWriteIfVersionNoSync},
-		{"DeleteIfVersionNoSync", testDeleteIfVersionNoSync},
-		{"NoSyncVersionsAreVersions", testNoSyncVersionsAreVersions},
-		// Overwrite, Sync, CheckRoot.
-		{"Overwrite", testOverwrite},
+		{"WriteIfVersionDeferSync", testWriteIfVersionDeferSync},
+		{"DeleteIfVersionDeferSync", testDeleteIfVersionDeferSync},
+		{"DeferSyncVersionsAreVersions", testDeferSyncVersionsAreVersions},
+		// Put InPlace, Sync, CheckRoot.
+		{"PutInPlace", testPutInPlace},
 		{"Sync", testSync},
 		{"CheckRoot", testCheckRoot},
-		// WriteIntent, ReadIntent, ClearIntent, SyncIntent; Properties.
+		// The intent: compare-and-swap InPlace; Properties.
 		{"Intent", testIntent},
-		{"IntentClearedWhatever", testIntentClearedWhatever},
 		{"IntentRace", testIntentRace},
 		{"IntentWhole", testIntentWhole},
 		// PrepareCatalog and PendingCatalog; every way of driving them:
@@ -245,7 +244,7 @@ func testUnknownSize(t *testing.T, b storage.Backend) {
 }
 
 // testOpenKnowsItsSize: every backend's Open reports the object's size
-// (storage.Sized), which the manifest's reader sizes its buffer by; without
+// (storage.Reader.Size), which the manifest's reader sizes its buffer by; without
 // it a 10,000-file manifest was copied several times while it grew.
 func testOpenKnowsItsSize(t *testing.T, b storage.Backend) {
 	for _, data := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("abc"), 100_000)} {
@@ -254,21 +253,16 @@ func testOpenKnowsItsSize(t *testing.T, b storage.Backend) {
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
-		s, ok := rc.(storage.Sized)
-		if !ok {
-			rc.Close()
-			t.Fatalf("Open returned %T, which does not implement storage.Sized", rc)
-		}
-		if got := s.Size(); got != int64(len(data)) {
-			t.Errorf("Size() = %d, want %d", got, len(data))
+		if got := rc.Size; got != int64(len(data)) {
+			t.Errorf("Size = %d, want %d", got, len(data))
 		}
 
 		// Reading does not change it: it is the size when opened.
 		if _, err := io.Copy(io.Discard, rc); err != nil {
 			t.Fatalf("read: %v", err)
 		}
-		if got := s.Size(); got != int64(len(data)) {
-			t.Errorf("Size() after reading = %d, want %d", got, len(data))
+		if got := rc.Size; got != int64(len(data)) {
+			t.Errorf("Size after reading = %d, want %d", got, len(data))
 		}
 		rc.Close()
 	}
@@ -353,17 +347,20 @@ func testInvalidPaths(t *testing.T, b storage.Backend) {
 		if err := b.DeleteIfVersion(t.Context(), p, ""); err == nil {
 			t.Errorf("DeleteIfVersion(%q) succeeded, want an invalid path error", p)
 		}
-		if _, err := b.WriteIfVersionNoSync(t.Context(), p, []byte("x"), ""); err == nil {
-			t.Errorf("WriteIfVersionNoSync(%q) succeeded, want an invalid path error", p)
+		if _, err := b.WriteIfVersion(t.Context(), p, []byte("x"), "", storage.DeferSync); err == nil {
+			t.Errorf("WriteIfVersion(%q, DeferSync) succeeded, want an invalid path error", p)
 		}
-		if err := b.DeleteIfVersionNoSync(t.Context(), p, ""); err == nil {
-			t.Errorf("DeleteIfVersionNoSync(%q) succeeded, want an invalid path error", p)
+		if err := b.DeleteIfVersion(t.Context(), p, "", storage.DeferSync); err == nil {
+			t.Errorf("DeleteIfVersion(%q, DeferSync) succeeded, want an invalid path error", p)
 		}
-		if err := b.Overwrite(t.Context(), p, []byte("x")); err == nil {
-			t.Errorf("Overwrite(%q) succeeded, want an invalid path error", p)
+		if _, err := b.WriteIfVersion(t.Context(), p, []byte("x"), "", storage.InPlace); err == nil {
+			t.Errorf("WriteIfVersion(%q, InPlace) succeeded, want an invalid path error", p)
+		}
+		if err := overwrite(t.Context(), b, p, []byte("x")); err == nil {
+			t.Errorf("Put(%q, InPlace) succeeded, want an invalid path error", p)
 		}
 		st := b.Stage(t.Context())
-		if _, err := st.Put(t.Context(), p, strings.NewReader("x"), 1, storage.PutOptions{IfAbsent: true}); err == nil {
+		if _, err := st.Put(t.Context(), p, textSource("x"), 1, storage.PutOptions{IfAbsent: true}); err == nil {
 			t.Errorf("Stage.Put(%q) succeeded, want an invalid path error", p)
 		}
 		if err := st.Close(); err != nil {
@@ -1221,7 +1218,7 @@ func RunStager(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"ConditionsAtCommit", testStageConditionsAtCommit},
 		{"FailingReader", testStageFailingReader},
 		{"Concurrent", testStageConcurrent},
-		{"NotStaged", testStageNotStaged},
+		{"Reopens", testStageReopens},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1233,7 +1230,7 @@ func RunStager(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 
 func stagePut(t *testing.T, st storage.Stage, path, data string, opts storage.PutOptions) storage.ObjectInfo {
 	t.Helper()
-	oi, err := st.Put(t.Context(), path, strings.NewReader(data), int64(len(data)), opts)
+	oi, err := st.Put(t.Context(), path, textSource(data), int64(len(data)), opts)
 	if err != nil {
 		t.Fatalf("stage Put %s: %v", path, err)
 	}
@@ -1338,10 +1335,10 @@ func testStageFailingReader(t *testing.T, b storage.Backend) {
 	st := b.Stage(t.Context())
 	defer st.Close()
 	const size = 256 << 10
-	if _, err := st.Put(ctx, "d/f.bin", &failingReader{n: size / 2}, size, storage.PutOptions{IfAbsent: true}); !errors.Is(err, errBoom) {
+	if _, err := st.Put(ctx, "d/f.bin", func(context.Context) (io.ReadCloser, error) { return io.NopCloser(&failingReader{n: size / 2}), nil }, size, storage.PutOptions{IfAbsent: true}); !errors.Is(err, errBoom) {
 		t.Fatalf("stage Put with a failing reader: err = %v, want the reader's error", err)
 	}
-	if _, err := st.Put(ctx, "short.bin", strings.NewReader("abc"), 4, storage.PutOptions{IfAbsent: true}); err == nil {
+	if _, err := st.Put(ctx, "short.bin", textSource("abc"), 4, storage.PutOptions{IfAbsent: true}); err == nil {
 		t.Fatal("stage Put of 3 bytes for a size of 4 succeeded")
 	}
 	if _, err := st.Commit(ctx, "d/f.bin"); err == nil {
@@ -1359,7 +1356,7 @@ func testStageConcurrent(t *testing.T, b storage.Backend) {
 	for i := range n {
 		wg.Go(func() {
 			p := fmt.Sprintf("d%d/f%03d.txt", i%4, i)
-			if _, err := st.Put(ctx, p, strings.NewReader(p), int64(len(p)), storage.PutOptions{IfAbsent: true, DeferSync: true}); err != nil {
+			if _, err := st.Put(ctx, p, textSource(p), int64(len(p)), storage.PutOptions{IfAbsent: true, DeferSync: true}); err != nil {
 				t.Errorf("stage Put %s: %v", p, err)
 			}
 		})
@@ -1398,11 +1395,11 @@ func (e *eofReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// A Put the stage does not keep (ErrNotStaged) read the bytes to their
-// end and keeps nothing: no object, nothing to commit; the caller then
-// writes the path with Backend.Put. Which objects a backend keeps is its
-// own (S3: not those of unknown size, nor those it sends whole).
-func testStageNotStaged(t *testing.T, b storage.Backend) {
+// A Put the stage does not keep in memory or as parts (S3: objects of
+// unknown size, or ones it sends whole) read the bytes to their end, and
+// its Commit reads the source again: every case ends committed, each
+// source read to its end at Put, and none visible before its Commit.
+func testStageReopens(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
 	cases := []struct {
 		path  string
@@ -1424,7 +1421,7 @@ func testStageNotStaged(t *testing.T, b storage.Backend) {
 	}
 	st := b.Stage(ctx)
 	defer st.Close()
-	notStaged := map[string]bool{}
+	opened := make([]int, len(cases))
 	for i, c := range cases {
 		data := content(i)
 		size := int64(-1)
@@ -1436,30 +1433,25 @@ func testStageNotStaged(t *testing.T, b storage.Backend) {
 			h := sha256.Sum256(data)
 			opts.SHA256 = catalog.Digest(h[:])
 		}
-		r := &eofReader{r: bytes.NewReader(data)}
-		_, err := st.Put(ctx, c.path, r, size, opts)
-		switch {
-		case errors.Is(err, storage.ErrNotStaged):
-			if !r.eof {
-				t.Errorf("stage Put %s: ErrNotStaged before the bytes were read to their end", c.path)
+		var first *eofReader
+		src := func(context.Context) (io.ReadCloser, error) {
+			opened[i]++
+			r := &eofReader{r: bytes.NewReader(data)}
+			if first == nil {
+				first = r
 			}
-			notStaged[c.path] = true
-		case err != nil:
+			return io.NopCloser(r), nil
+		}
+		if _, err := st.Put(ctx, c.path, src, size, opts); err != nil {
 			t.Fatalf("stage Put %s: %v", c.path, err)
+		}
+		if first == nil || !first.eof {
+			t.Errorf("stage Put %s returned before its bytes were read to their end", c.path)
 		}
 	}
 	wantPaths(t, b, "")
-	for i, c := range cases {
-		if notStaged[c.path] {
-			if _, err := st.Commit(ctx, c.path); err == nil {
-				t.Fatalf("Commit of %s, not staged, succeeded", c.path)
-			}
-			wantMissing(t, b, c.path)
-			data := content(i)
-			if _, err := b.Put(ctx, c.path, bytes.NewReader(data), int64(len(data)), storage.PutOptions{IfAbsent: true}); err != nil {
-				t.Fatalf("Put %s after ErrNotStaged: %v", c.path, err)
-			}
-		} else if _, err := st.Commit(ctx, c.path); err != nil {
+	for _, c := range cases {
+		if _, err := st.Commit(ctx, c.path); err != nil {
 			t.Fatalf("Commit %s: %v", c.path, err)
 		}
 	}
@@ -1467,11 +1459,28 @@ func testStageNotStaged(t *testing.T, b storage.Backend) {
 		t.Fatal(err)
 	}
 	var want []string
+	reopened := 0
 	for i, c := range cases {
 		wantContent(t, b, c.path, content(i))
 		want = append(want, c.path)
+		if opened[i] > 1 {
+			reopened++
+		}
 	}
 	slices.Sort(want)
 	wantPaths(t, b, "", want...)
-	t.Logf("not staged: %d of %d", len(notStaged), len(cases))
+	t.Logf("read again at Commit: %d of %d", reopened, len(cases))
+}
+
+// textSource is a Source of fixed bytes.
+func textSource[T string | []byte](data T) storage.Source {
+	return func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(string(data))), nil
+	}
+}
+
+// overwrite is a write that may rewrite the object in place.
+func overwrite(ctx context.Context, b storage.Backend, p string, data []byte) error {
+	_, err := b.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{InPlace: true, DeferSync: true})
+	return err
 }

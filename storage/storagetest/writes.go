@@ -14,7 +14,7 @@ import (
 // Overwrite creates a missing object and replaces an existing one's bytes
 // with longer and shorter ones; each is what a reader reads, and what
 // stays after a Sync.
-func testOverwrite(t *testing.T, b storage.Backend) {
+func testPutInPlace(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
 	steps := [][]byte{
 		[]byte("first"),
@@ -25,7 +25,7 @@ func testOverwrite(t *testing.T, b storage.Backend) {
 		[]byte("small again"),
 	}
 	for i, data := range steps {
-		if err := b.Overwrite(ctx, "shards/s.bin", data); err != nil {
+		if err := overwrite(ctx, b, "shards/s.bin", data); err != nil {
 			t.Fatalf("Overwrite #%d: %v", i, err)
 		}
 		wantContent(t, b, "shards/s.bin", data)
@@ -40,10 +40,10 @@ func testOverwrite(t *testing.T, b storage.Backend) {
 
 	// Over an object Put wrote, and in a new folder.
 	put(t, b, "p.txt", []byte("put by Put, longer"))
-	if err := b.Overwrite(ctx, "p.txt", []byte("overwritten")); err != nil {
+	if err := overwrite(ctx, b, "p.txt", []byte("overwritten")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Overwrite(ctx, "new/deep/o.txt", []byte("created")); err != nil {
+	if err := overwrite(ctx, b, "new/deep/o.txt", []byte("created")); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Sync(ctx); err != nil {
@@ -58,7 +58,7 @@ func testOverwrite(t *testing.T, b storage.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Overwrite(ctx, "p.txt", []byte("overwritten again")); err != nil {
+	if err := overwrite(ctx, b, "p.txt", []byte("overwritten again")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.WriteIfVersion(ctx, "p.txt", []byte("stale"), v); !errors.Is(err, storage.ErrConflict) {
@@ -85,7 +85,7 @@ func testSync(t *testing.T, b storage.Backend) {
 	}
 	for _, p := range []string{"d0/f00.txt", "o/new.txt"} {
 		want[p] = "overwritten " + p
-		if err := b.Overwrite(ctx, p, []byte(want[p])); err != nil {
+		if err := overwrite(ctx, b, p, []byte(want[p])); err != nil {
 			t.Fatalf("Overwrite %s: %v", p, err)
 		}
 	}
@@ -152,17 +152,17 @@ var (
 	}
 	noSync = casOps{
 		write: func(b storage.Backend, t *testing.T, p string, data []byte, want storage.Version) (storage.Version, error) {
-			return b.WriteIfVersionNoSync(t.Context(), p, data, want)
+			return b.WriteIfVersion(t.Context(), p, data, want, storage.DeferSync)
 		},
 		del: func(b storage.Backend, t *testing.T, p string, want storage.Version) error {
-			return b.DeleteIfVersionNoSync(t.Context(), p, want)
+			return b.DeleteIfVersion(t.Context(), p, want, storage.DeferSync)
 		},
 	}
 )
 
-// WriteIfVersionNoSync has WriteIfVersion's conditions: "" creates only,
+// WriteIfVersion with DeferSync has WriteIfVersion's conditions: "" creates only,
 // a stale version loses, and a lost write changes nothing.
-func testWriteIfVersionNoSync(t *testing.T, b storage.Backend) {
+func testWriteIfVersionDeferSync(t *testing.T, b storage.Backend) {
 	w := noSync.write
 	v1, err := w(b, t, "lock", []byte("one"), "")
 	if err != nil || v1 == "" {
@@ -196,8 +196,8 @@ func testWriteIfVersionNoSync(t *testing.T, b storage.Backend) {
 	wantPaths(t, b, "", "lock", "new/dir/lock")
 }
 
-// DeleteIfVersionNoSync has DeleteIfVersion's conditions.
-func testDeleteIfVersionNoSync(t *testing.T, b storage.Backend) {
+// DeleteIfVersion with DeferSync has DeleteIfVersion's conditions.
+func testDeleteIfVersionDeferSync(t *testing.T, b storage.Backend) {
 	testDeleteIfVersionOf(t, b, noSync)
 }
 
@@ -253,30 +253,30 @@ func testDeleteIfVersionOf(t *testing.T, b storage.Backend, ops casOps) {
 
 // The versions of both durabilities are one kind: either write's version
 // is what ReadVersion returns, and what the other takes.
-func testNoSyncVersionsAreVersions(t *testing.T, b storage.Backend) {
-	v1, err := b.WriteIfVersionNoSync(t.Context(), "x.json", []byte("one"), "")
+func testDeferSyncVersionsAreVersions(t *testing.T, b storage.Backend) {
+	v1, err := b.WriteIfVersion(t.Context(), "x.json", []byte("one"), "", storage.DeferSync)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantVersion(t, b, "x.json", []byte("one"), v1)
 	v2, err := b.WriteIfVersion(t.Context(), "x.json", []byte("two"), v1)
 	if err != nil {
-		t.Fatalf("WriteIfVersion at WriteIfVersionNoSync's version: %v", err)
+		t.Fatalf("WriteIfVersion at WriteIfVersion with DeferSync's version: %v", err)
 	}
-	v3, err := b.WriteIfVersionNoSync(t.Context(), "x.json", []byte("three"), v2)
+	v3, err := b.WriteIfVersion(t.Context(), "x.json", []byte("three"), v2, storage.DeferSync)
 	if err != nil {
-		t.Fatalf("WriteIfVersionNoSync at WriteIfVersion's version: %v", err)
+		t.Fatalf("WriteIfVersion with DeferSync at WriteIfVersion's version: %v", err)
 	}
 	wantVersion(t, b, "x.json", []byte("three"), v3)
 	if err := b.DeleteIfVersion(t.Context(), "x.json", v3); err != nil {
-		t.Fatalf("DeleteIfVersion at WriteIfVersionNoSync's version: %v", err)
+		t.Fatalf("DeleteIfVersion at WriteIfVersion with DeferSync's version: %v", err)
 	}
 	v4, err := b.WriteIfVersion(t.Context(), "x.json", []byte("four"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.DeleteIfVersionNoSync(t.Context(), "x.json", v4); err != nil {
-		t.Fatalf("DeleteIfVersionNoSync at WriteIfVersion's version: %v", err)
+	if err := b.DeleteIfVersion(t.Context(), "x.json", v4, storage.DeferSync); err != nil {
+		t.Fatalf("DeleteIfVersion with DeferSync at WriteIfVersion's version: %v", err)
 	}
 	wantMissing(t, b, "x.json")
 	if err := b.Sync(t.Context()); err != nil {

@@ -63,6 +63,10 @@ func (s *Set) checkResult(t testing.TB, subjects events.Subjects, ev *StreamEven
 		t.Fatalf("result event on subject %q, want %s.events.<type>.<destination>.<pipeline>", ev.Subject, prefix)
 	}
 	typ := parts[0]
+	if typ == events.TypeNotifyFailed {
+		s.checkNotifyFailed(t, ev, parts)
+		return
+	}
 	if err := s.Validate(t, typ+".json", ev.Data); err != nil {
 		t.Errorf("%s event on %s does not match docs/schema/%s.json:\n%s\n%v", typ, ev.Subject, typ, ev.Data, err)
 	}
@@ -89,5 +93,21 @@ func (s *Set) checkResult(t testing.TB, subjects events.Subjects, ev *StreamEven
 	}
 	if ev.MsgID != wantID || r.ID != wantID {
 		t.Errorf("%s event: id %q, Nats-Msg-Id %q, want both %q", r.Type, r.ID, ev.MsgID, wantID)
+	}
+}
+
+// checkNotifyFailed checks a notify_failed event: its schema, decoder,
+// subject and Nats-Msg-Id.
+func (s *Set) checkNotifyFailed(t testing.TB, ev *StreamEvent, parts []string) {
+	t.Helper()
+	if err := s.Validate(t, "notify_failed.json", ev.Data); err != nil {
+		t.Errorf("notify_failed event on %s does not match docs/schema/notify_failed.json:\n%s\n%v", ev.Subject, ev.Data, err)
+	}
+	n, err := events.DecodeNotifyFailed(ev.Data)
+	if err != nil {
+		t.Fatalf("event on %s does not decode: %v\n%s", ev.Subject, err, ev.Data)
+	}
+	if n.DestinationID != parts[1] || ev.MsgID != n.ID || n.ID != events.NotifyFailedID(n.ResultID, n.Target) {
+		t.Errorf("notify_failed event %s (destination %q) on %s with Nats-Msg-Id %q", n.ID, n.DestinationID, ev.Subject, ev.MsgID)
 	}
 }

@@ -1,0 +1,4 @@
+package engine
+
+// ReadIntent is readIntent, for the external tests.
+var ReadIntent = readIntent

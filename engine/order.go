@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -70,12 +71,4 @@ func sortedItems(items []planner.Item) []planner.Item {
 	return items
 }
 
-func byItemPath(a, b planner.Item) int {
-	switch {
-	case a.Path < b.Path:
-		return -1
-	case a.Path > b.Path:
-		return 1
-	}
-	return 0
-}
+func byItemPath(a, b planner.Item) int { return strings.Compare(a.Path, b.Path) }

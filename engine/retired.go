@@ -151,9 +151,15 @@ func (r *publication) retains() bool {
 // them: recorded before that commit, so that no crash leaves them in
 // storage recorded nowhere.
 func (r *publication) retire(ctx context.Context, paths []string) error {
-	recs := r.pl.st.cat.Index()
-	entries := slices.Clone(r.pl.retired.entries)
-	entries = slices.DeleteFunc(entries, func(en retiredEntry) bool { return slices.Contains(paths, en.Path) })
+	recs := map[string]catalog.Output{}
+	if r.pl.st.cat != nil {
+		recs = r.pl.st.cat.Index()
+	}
+	again := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		again[p] = true
+	}
+	entries := slices.DeleteFunc(slices.Clone(r.pl.retired.entries), func(en retiredEntry) bool { return again[en.Path] })
 	due := r.e.now().Add(r.pub.RetainPrevious)
 	retired := make([]retiredEntry, len(paths))
 	err := r.e.forEach(ctx, len(paths), func(ctx context.Context, i int) error {
@@ -213,12 +219,16 @@ func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease,
 	if cat != nil {
 		recs = cat.Index()
 	}
+	deleted := make(map[string]bool, len(gone))
+	for _, p := range gone {
+		deleted[p] = true
+	}
 	now := e.now()
 	var keep []retiredEntry
 	var remove []string
 	changed := false
 	for _, en := range rr.entries {
-		if _, managed := recs[en.Path]; managed || slices.Contains(gone, en.Path) {
+		if _, managed := recs[en.Path]; managed || deleted[en.Path] {
 			changed = true
 			continue
 		}

@@ -329,7 +329,15 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		}
 		return nil, done
 	}
-	ob := &openOnce{open: func(ctx context.Context) (*bundle.Bundle, error) { return s.OpenBundle(ctx, req) }}
+	// Once the manifest is read, the roots' lines know the version: a
+	// newer one of the same source waiting there passes over it.
+	ob := &openOnce{open: func(ctx context.Context) (*bundle.Bundle, error) {
+		b, err := s.OpenBundle(ctx, req)
+		if err == nil {
+			req.Places.note(ctx, req, b)
+		}
+		return b, err
+	}}
 	done := make([]Done, len(dests))
 	run := func(i int) {
 		d := dests[i]

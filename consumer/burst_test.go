@@ -26,11 +26,14 @@ destinations:
   - {id: live, backend: local, path: "@live@", workflow: replacement}
 `
 
-// holdRootUntil makes the first publication into a root wait, after it
-// took the root's turn, until cond holds (or 20 s pass).
-func holdRootUntil(cond func() bool) func(config.Destination, storage.Backend) storage.Backend {
+// holdRootUntil makes the first publication into destination dest's root
+// wait, after it took the root's turn, until cond holds (or 20 s pass).
+func holdRootUntil(dest string, cond func() bool) func(config.Destination, storage.Backend) storage.Backend {
 	var started atomic.Bool
-	return func(_ config.Destination, b storage.Backend) storage.Backend {
+	return func(d config.Destination, b storage.Backend) storage.Backend {
+		if d.ID != dest {
+			return b
+		}
 		return &hooked{Backend: b, read: func(ctx context.Context, _ string) error {
 			if !started.CompareAndSwap(false, true) {
 				return nil
@@ -78,7 +81,7 @@ func ownerSource(t *testing.T, root storage.Backend, owner catalog.Owner) catalo
 // TestABurstPublishesOnlyTheNewest: v1…v8 of one source are announced
 // for a replacement root while another owner's publication holds it. v8
 // is published; v1…v7 are superseded at once, while the root is still
-// held, each naming v8, and their bundles' files are never read (they
+// held, each naming a newer version, and their bundles' files are never read (they
 // are gone after their manifests were written: a read would fail with
 // bundle_missing).
 func TestABurstPublishesOnlyTheNewest(t *testing.T) {
@@ -86,7 +89,7 @@ func TestABurstPublishesOnlyTheNewest(t *testing.T) {
 	var burst []string
 	opts := fastOptions()
 	opts.Workers = 12
-	e.start(nodeConfig{opts: opts, wrap: holdRootUntil(func() bool { return e.countType(burst, events.TypeSuperseded) >= 7 })})
+	e.start(nodeConfig{opts: opts, wrap: holdRootUntil("live", func() bool { return e.countType(burst, events.TypeSuperseded) >= 7 })})
 
 	firstLoc, firstDigest := e.bundle("src.first", map[string]string{"first.md": "# first\n"})
 	first := e.announce(events.BundleReady{PipelineID: "first", Bundle: firstLoc, ManifestDigest: firstDigest})
@@ -118,13 +121,90 @@ func TestABurstPublishesOnlyTheNewest(t *testing.T) {
 			}
 			continue
 		}
-		if r.Type != events.TypeSuperseded || r.SupersededBy == nil || r.SupersededBy.Digest != newest || r.Source == nil || r.Source.ID != "src.burst" {
-			t.Fatalf("v%d: %s %s by %+v (%s), want superseded by v8 (%s)", v+1, r.Type, r.Reason, r.SupersededBy, r.Message, newest)
+		// By the newest version waiting when it was passed over.
+		if r.Type != events.TypeSuperseded || r.SupersededBy == nil || r.Source == nil || r.Source.ID != "src.burst" ||
+			r.SupersededBy.ID != "src.burst" || !r.SupersededBy.Created.After(r.Source.Created) {
+			t.Fatalf("v%d: %s %s %+v by %+v (%s), want superseded by a newer version", v+1, r.Type, r.Reason, r.Source, r.SupersededBy, r.Message)
 		}
 	}
 	root := localRoot(t, e.roots["live"])
 	if got := ownerSource(t, root, catalog.Owner{PipelineID: "burst", DestinationID: "live"}); got.Digest != newest {
 		t.Fatalf("the root holds %+v, want v8 (%s)", got, newest)
+	}
+	e.checkNoBadEvents()
+}
+
+// TestABurstOfTwoSourcesEndsAsInOrder: versions of two sources of one
+// owner, announced out of order while another owner's publication holds
+// the root, leave the root as publishing them one by one in announce
+// order does (on a twin root, each awaited): a version passes only to a
+// newer one of its own source, never across a version of the other
+// source (which replaces the owner's outputs and lets an older one
+// publish again).
+func TestABurstOfTwoSourcesEndsAsInOrder(t *testing.T) {
+	e := newEnv(t, `
+pipelines:
+  - {id: first, destinations: [live]}
+  - {id: burst, destinations: [live]}
+  - {id: inorder, destinations: [twin]}
+destinations:
+  - {id: live, backend: local, path: "@live@", workflow: replacement}
+  - {id: twin, backend: local, path: "@twin@", workflow: replacement}
+`, false)
+	type version struct{ loc, digest string }
+	made := map[string]version{}
+	for _, name := range []string{"a1", "b1", "a2", "b2", "a3", "a4"} { // created in this order
+		loc, digest := e.bundle("src."+name[:1], map[string]string{name[:1] + ".md": "# " + name + "\n"})
+		made[name] = version{loc, digest}
+	}
+	named := map[string]string{} // by digest
+	for name, v := range made {
+		named[v.digest] = name
+	}
+	newerOf := func(name, by string) bool { return by != "" && by[0] == name[0] && by[1] > name[1] }
+	order := []string{"a1", "b2", "a3", "a2", "a4", "b1"}
+	var burst []string
+	opts := fastOptions()
+	opts.Workers = 12
+	e.start(nodeConfig{opts: opts, wrap: holdRootUntil("live", func() bool { return e.countType(burst, events.TypeSuperseded) >= 3 })})
+	for _, name := range order {
+		e.announce(events.BundleReady{PipelineID: "inorder", Bundle: made[name].loc, ManifestDigest: made[name].digest, ID: "inorder-" + name})
+		e.wait("inorder-"+name, 1, 20*time.Second)
+	}
+	firstLoc, firstDigest := e.bundle("src.first", map[string]string{"first.md": "# first\n"})
+	e.announce(events.BundleReady{PipelineID: "first", Bundle: firstLoc, ManifestDigest: firstDigest})
+	for _, name := range order {
+		burst = append(burst, e.announce(events.BundleReady{PipelineID: "burst", Bundle: made[name].loc, ManifestDigest: made[name].digest, ID: "burst-" + name}))
+	}
+	e.quiet(30 * time.Second)
+
+	// a1, a3 and a2 pass to a newer a; b1 runs: a4, between it and b2,
+	// replaces the owner's outputs, and in order b1 publishes after it.
+	want := map[string]string{"a1": "a4", "b2": "", "a3": "a4", "a2": "a4", "a4": "", "b1": ""}
+	for _, name := range order {
+		rs := e.results.of("burst-" + name)
+		if len(rs) != 1 {
+			t.Fatalf("%s: %d results %+v, want one", name, len(rs), rs)
+		}
+		r := rs[0]
+		switch by := want[name]; {
+		case by == "" && r.Type != events.TypePublished:
+			t.Errorf("%s: %s %s (%s), want published", name, r.Type, r.Reason, r.Message)
+		case by != "" && (r.Type != events.TypeSuperseded || r.SupersededBy == nil || !newerOf(name, named[r.SupersededBy.Digest])):
+			t.Errorf("%s: %s by %+v (%s), want superseded by a newer version of its source (%s when known)", name, r.Type, r.SupersededBy, r.Message, by)
+		}
+	}
+	live, twin := localRoot(t, e.roots["live"]), localRoot(t, e.roots["twin"])
+	got := ownerSource(t, live, catalog.Owner{PipelineID: "burst", DestinationID: "live"})
+	inOrder := ownerSource(t, twin, catalog.Owner{PipelineID: "inorder", DestinationID: "twin"})
+	if got != inOrder || got.Digest != made["b1"].digest {
+		t.Fatalf("the burst left %+v, in order %+v (b1 is %s)", got, inOrder, made["b1"].digest)
+	}
+	liveFiles, twinFiles := files(t, live), files(t, twin)
+	for _, p := range []string{"a.md", "b.md"} {
+		if liveFiles[p] != twinFiles[p] {
+			t.Errorf("%s: %q after the burst, %q in order", p, liveFiles[p], twinFiles[p])
+		}
 	}
 	e.checkNoBadEvents()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,6 +206,61 @@ destinations:
 		if liveFiles[p] != twinFiles[p] {
 			t.Errorf("%s: %q after the burst, %q in order", p, liveFiles[p], twinFiles[p])
 		}
+	}
+	e.checkNoBadEvents()
+}
+
+// TestABurstSharedByTwoProcesses: two serve processes share a burst of
+// v1…v12 of one source to one replacement root; in each, the first
+// publication holds the root until the others it holds are passed over.
+// Every event gets exactly one result, published or superseded by a
+// newer version; each process publishes at most its first and its newest
+// version (the rest it passed over: at least 8), newest wins between the
+// processes, and the root ends holding v12.
+func TestABurstSharedByTwoProcesses(t *testing.T) {
+	e := newEnv(t, burstYAML, false)
+	const n = 12
+	var burst []string
+	passed := func() int {
+		k := 0
+		for _, id := range burst {
+			for _, r := range e.results.of(id) {
+				if r.Type == events.TypeSuperseded && strings.Contains(r.Message, "waits in this process's line") {
+					k++
+				}
+			}
+		}
+		return k
+	}
+	opts := fastOptions()
+	opts.Workers = 8
+	for _, name := range []string{"one", "two"} {
+		e.start(nodeConfig{name: name, opts: opts, wrap: holdRootUntil("live", func() bool { return passed() >= n-4 })})
+	}
+	var newest string
+	for v := 1; v <= n; v++ {
+		loc, digest := e.bundle("src.burst", map[string]string{"report.md": fmt.Sprintf("# v%d\n", v)})
+		burst = append(burst, e.announce(events.BundleReady{PipelineID: "burst", Bundle: loc, ManifestDigest: digest}))
+		newest = digest
+	}
+	e.quiet(30 * time.Second)
+	for v, id := range burst {
+		rs := e.results.of(id)
+		if len(rs) != 1 {
+			t.Fatalf("v%d: %d results %+v, want one", v+1, len(rs), rs)
+		}
+		r := rs[0]
+		ok := r.Type == events.TypePublished ||
+			r.Type == events.TypeSuperseded && r.SupersededBy != nil && r.SupersededBy.Created.After(r.Source.Created)
+		if !ok {
+			t.Fatalf("v%d: %s %s (%s)", v+1, r.Type, r.Reason, r.Message)
+		}
+	}
+	if k := passed(); k < n-4 {
+		t.Fatalf("%d of %d versions passed over, want at least %d", k, n, n-4)
+	}
+	if got := ownerSource(t, localRoot(t, e.roots["live"]), catalog.Owner{PipelineID: "burst", DestinationID: "live"}); got.Digest != newest {
+		t.Fatalf("the root holds %+v, want v%d (%s)", got, n, newest)
 	}
 	e.checkNoBadEvents()
 }

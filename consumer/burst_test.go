@@ -51,6 +51,15 @@ func holdRootUntil(dest string, cond func() bool) func(config.Destination, stora
 	}
 }
 
+// eventIDs are n new bundle event ids.
+func eventIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = events.NewEventID()
+	}
+	return ids
+}
+
 // countType counts the results of type typ among ids'.
 func (e *env) countType(ids []string, typ string) int {
 	n := 0
@@ -87,7 +96,7 @@ func ownerSource(t *testing.T, root storage.Backend, owner catalog.Owner) catalo
 // bundle_missing).
 func TestABurstPublishesOnlyTheNewest(t *testing.T) {
 	e := newEnv(t, burstYAML, false)
-	var burst []string
+	burst := eventIDs(8) // before the node reads them
 	opts := fastOptions()
 	opts.Workers = 12
 	e.start(nodeConfig{opts: opts, wrap: holdRootUntil("live", func() bool { return e.countType(burst, events.TypeSuperseded) >= 7 })})
@@ -102,7 +111,7 @@ func TestABurstPublishesOnlyTheNewest(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		burst = append(burst, e.announce(events.BundleReady{PipelineID: "burst", Bundle: loc, ManifestDigest: digest}))
+		e.announce(events.BundleReady{ID: burst[v-1], PipelineID: "burst", Bundle: loc, ManifestDigest: digest})
 		newest = digest
 	}
 	e.quiet(30 * time.Second)
@@ -165,6 +174,9 @@ destinations:
 	newerOf := func(name, by string) bool { return by != "" && by[0] == name[0] && by[1] > name[1] }
 	order := []string{"a1", "b2", "a3", "a2", "a4", "b1"}
 	var burst []string
+	for _, name := range order { // before the node reads them
+		burst = append(burst, "burst-"+name)
+	}
 	opts := fastOptions()
 	opts.Workers = 12
 	e.start(nodeConfig{opts: opts, wrap: holdRootUntil("live", func() bool { return e.countType(burst, events.TypeSuperseded) >= 3 })})
@@ -175,7 +187,7 @@ destinations:
 	firstLoc, firstDigest := e.bundle("src.first", map[string]string{"first.md": "# first\n"})
 	e.announce(events.BundleReady{PipelineID: "first", Bundle: firstLoc, ManifestDigest: firstDigest})
 	for _, name := range order {
-		burst = append(burst, e.announce(events.BundleReady{PipelineID: "burst", Bundle: made[name].loc, ManifestDigest: made[name].digest, ID: "burst-" + name}))
+		e.announce(events.BundleReady{PipelineID: "burst", Bundle: made[name].loc, ManifestDigest: made[name].digest, ID: "burst-" + name})
 	}
 	e.quiet(30 * time.Second)
 
@@ -220,7 +232,7 @@ destinations:
 func TestABurstSharedByTwoProcesses(t *testing.T) {
 	e := newEnv(t, burstYAML, false)
 	const n = 12
-	var burst []string
+	burst := eventIDs(n) // before the nodes read them
 	passed := func() int {
 		k := 0
 		for _, id := range burst {
@@ -240,7 +252,7 @@ func TestABurstSharedByTwoProcesses(t *testing.T) {
 	var newest string
 	for v := 1; v <= n; v++ {
 		loc, digest := e.bundle("src.burst", map[string]string{"report.md": fmt.Sprintf("# v%d\n", v)})
-		burst = append(burst, e.announce(events.BundleReady{PipelineID: "burst", Bundle: loc, ManifestDigest: digest}))
+		e.announce(events.BundleReady{ID: burst[v-1], PipelineID: "burst", Bundle: loc, ManifestDigest: digest})
 		newest = digest
 	}
 	e.quiet(30 * time.Second)

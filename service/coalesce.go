@@ -106,17 +106,17 @@ func (e *PassedOverError) Unwrap() error { return e.Superseded }
 
 // note records, on every place of p, the version its publication
 // publishes, b's, and lets the roots' lines pass over the places that
-// need not run. A request with operator flags is recorded but never
-// passed over.
+// need not run. A request with operator flags, or an event delivered
+// again, is recorded but never passed over.
 func (p *Places) note(ctx context.Context, req Request, b *bundle.Bundle) {
 	if p == nil {
 		return
 	}
 	src := catalog.Source{ID: b.Manifest.ID, Digest: b.Digest, Created: b.Manifest.Created.UTC()}
-	flags := req.TakeOwnership || req.AllowOlder || req.RollbackOf != ""
 	p.mu.Lock()
-	all := p.all
+	all, again := p.all, p.again
 	p.mu.Unlock()
+	flags := req.TakeOwnership || req.AllowOlder || req.RollbackOf != "" || again
 	keys := map[*rootTurns][]string{}
 	for _, s := range all {
 		v := &version{owner: catalog.Owner{PipelineID: req.PipelineID, DestinationID: s.dest.ID}, source: src,

@@ -195,6 +195,21 @@ type Places struct {
 	mu    sync.Mutex
 	seats map[string][]*seat // not yet used, by root key, in the order of the destinations
 	all   []*seat            // every place taken
+
+	// again: the event is delivered again; an earlier attempt may have
+	// published and kept its result, which only its publication recovers.
+	again bool
+}
+
+// deliveredAgain marks the places of an event delivered again: they are
+// never passed over, nor pass over others.
+func (p *Places) deliveredAgain() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.again = true
+	p.mu.Unlock()
 }
 
 // Queue takes a place for each of dests in its root's line, now, in the

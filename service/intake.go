@@ -214,6 +214,7 @@ func (l *Ledger) run(ctx context.Context, ev events.BundleReady, places *Places,
 		return []outcome{{Done: Done{Err: err}}}
 	}
 	if m.Attempt > 1 {
+		places.deliveredAgain()
 		if dests, err = l.unreported(ctx, ev, m.StoredAt, dests); err != nil {
 			return []outcome{{Done: Done{Err: err}, transient: true}}
 		}

@@ -55,7 +55,11 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 	if place == nil {
 		place = s.turns.join(d.RootKey())
 	}
-	if ok, before := place.wait(ctx, start.Add(s.LeaseWait)); !ok {
+	ok, before, by := place.wait(ctx, start.Add(s.LeaseWait))
+	if by != nil {
+		return passedOverError(place, d, *by)
+	}
+	if !ok {
 		place = nil
 		if s.LeaseWait > 0 && ctx.Err() == nil {
 			// Says what held the line up: a holder of this process, or

@@ -328,7 +328,7 @@ func (s *Service) Publish(ctx context.Context, req Request, dests []config.Desti
 		}
 		return nil, done
 	}
-	ob := &openOnce{open: func(ctx context.Context) (*bundle.Bundle, error) { return s.OpenBundle(ctx, req) }}
+	ob := &openOnce{open: s.openNoted(req)}
 	done := make([]Done, len(dests))
 	run := func(i int) {
 		d := dests[i]
@@ -398,6 +398,19 @@ func logDeadline(ctx context.Context, log zerolog.Logger) {
 	var de *DeadlineError
 	if errors.As(context.Cause(ctx), &de) {
 		log.Warn().Err(de).Msg("publication timed out; cancelling its storage calls")
+	}
+}
+
+// openNoted opens req's bundle (OpenBundle); once its manifest is read,
+// the roots' lines know its version (Places.note), and a newer one of the
+// same source waiting there may pass over it.
+func (s *Service) openNoted(req Request) func(context.Context) (*bundle.Bundle, error) {
+	return func(ctx context.Context) (*bundle.Bundle, error) {
+		b, err := s.OpenBundle(ctx, req)
+		if err == nil {
+			req.Places.note(ctx, req, b)
+		}
+		return b, err
 	}
 }
 

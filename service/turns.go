@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 )
 
@@ -31,15 +32,22 @@ type turn struct {
 }
 
 // seat is a place in a root's line; ready is closed when it holds the
-// turn. arrived (under t.mu): its publication waits for the turn, rather
+// turn. Under t.mu: arrived: its publication waits for the turn, rather
 // than its event being still on the way (opening its bundle, waiting for
-// a worker).
+// a worker); started: it took the turn; v: the version it publishes, once
+// known (Places.note); by: the newer version that passed over it, when
+// one did (passed is closed then, and it has left the line).
 type seat struct {
 	t       *rootTurns
 	key     string
+	dest    config.Destination // set by Queue
 	tu      *turn
 	ready   chan struct{}
+	passed  chan struct{}
 	arrived bool
+	started bool
+	v       *version
+	by      *catalog.Source
 }
 
 // join puts a seat at the end of key's line without waiting.
@@ -54,7 +62,7 @@ func (t *rootTurns) join(key string) *seat {
 		tu = &turn{}
 		t.q[key] = tu
 	}
-	s := &seat{t: t, key: key, tu: tu, ready: make(chan struct{})}
+	s := &seat{t: t, key: key, tu: tu, ready: make(chan struct{}), passed: make(chan struct{})}
 	if tu.line = append(tu.line, s); len(tu.line) == 1 {
 		close(s.ready)
 	}
@@ -68,14 +76,18 @@ func (t *rootTurns) join(key string) *seat {
 type ahead struct{ publishing, onTheWay int }
 
 // wait waits until the seat holds the turn, up to deadline. On false the
-// seat has left the line, and before is who was in front of it.
-func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ahead) {
+// seat has left the line, and before is who was in front of it; by, when
+// set, is the newer version that passed over the seat (then it need not
+// run).
+func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ahead, by *catalog.Source) {
 	s.t.mu.Lock()
 	s.arrived = true
 	s.t.mu.Unlock()
 	select { // the turn at once: no timer
 	case <-s.ready:
-		return true, ahead{}
+		return s.take()
+	case <-s.passed:
+		return s.take()
 	default:
 	}
 	if wait := time.Until(deadline); wait > 0 {
@@ -83,7 +95,9 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ah
 		defer timer.Stop()
 		select {
 		case <-s.ready:
-			return true, ahead{}
+			return s.take()
+		case <-s.passed:
+			return s.take()
 		case <-timer.C:
 		case <-ctx.Done():
 		}
@@ -99,9 +113,22 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ah
 			before.onTheWay++
 		}
 	}
+	by = s.by
 	s.t.mu.Unlock()
 	s.done(ctx)
-	return false, before
+	return false, before, by
+}
+
+// take takes the turn the seat holds, unless a newer version passed over
+// it: a seat passed over may have held the turn before it arrived.
+func (s *seat) take() (ok bool, before ahead, by *catalog.Source) {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	if s.by != nil {
+		return false, ahead{}, s.by
+	}
+	s.started = true
+	return true, ahead{}, nil
 }
 
 // done leaves the line: the next seat, if any, gets the turn. A lease
@@ -166,7 +193,23 @@ func (s *seat) pick() *holding {
 // publication joins its root's line when it starts.
 type Places struct {
 	mu    sync.Mutex
-	seats map[string][]*seat // by root key, in the order of the destinations
+	seats map[string][]*seat // not yet used, by root key, in the order of the destinations
+	all   []*seat            // every place taken
+
+	// again: the event is delivered again; an earlier attempt may have
+	// published and kept its result, which only its publication recovers.
+	again bool
+}
+
+// deliveredAgain marks the places of an event delivered again: they are
+// never passed over, nor pass over others.
+func (p *Places) deliveredAgain() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.again = true
+	p.mu.Unlock()
 }
 
 // Queue takes a place for each of dests in its root's line, now, in the
@@ -176,7 +219,10 @@ func (s *Service) Queue(dests []config.Destination) *Places {
 	p := &Places{seats: make(map[string][]*seat, len(dests))}
 	for _, d := range dests {
 		k := d.RootKey()
-		p.seats[k] = append(p.seats[k], s.turns.join(k))
+		st := s.turns.join(k)
+		st.dest = d
+		p.seats[k] = append(p.seats[k], st)
+		p.all = append(p.all, st)
 	}
 	return p
 }

@@ -57,9 +57,10 @@ func (a *app) notifyInline(ctx context.Context, done []service.Done, req service
 		}
 		body, err := r.Encode()
 		if err != nil {
+			a.log.Warn().Err(err).Msg("notify: not delivered")
 			continue
 		}
-		a.deliverAll(ctx, targets, r, body)
+		_ = a.deliverAll(ctx, targets, r, body) // deliverAll logs each failure
 	}
 }
 

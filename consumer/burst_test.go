@@ -1,0 +1,278 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/config"
+	"github.com/distributor/distributor/events"
+	"github.com/distributor/distributor/storage"
+)
+
+// burstYAML: pipeline burst publishes into root live by replacement;
+// pipeline first, another owner in the same root, holds the root while a
+// burst is delivered.
+const burstYAML = `
+pipelines:
+  - {id: first, destinations: [live]}
+  - {id: burst, destinations: [live]}
+destinations:
+  - {id: live, backend: local, path: "@live@", workflow: replacement}
+`
+
+// holdRootUntil makes the first publication into destination dest's root
+// wait, after it took the root's turn, until cond holds (or 20 s pass).
+func holdRootUntil(dest string, cond func() bool) func(config.Destination, storage.Backend) storage.Backend {
+	var started atomic.Bool
+	return func(d config.Destination, b storage.Backend) storage.Backend {
+		if d.ID != dest {
+			return b
+		}
+		return &hooked{Backend: b, read: func(ctx context.Context, _ string) error {
+			if !started.CompareAndSwap(false, true) {
+				return nil
+			}
+			for deadline := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(deadline); {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			return nil
+		}}
+	}
+}
+
+// eventIDs are n new bundle event ids.
+func eventIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = events.NewEventID()
+	}
+	return ids
+}
+
+// countType counts the results of type typ among ids'.
+func (e *env) countType(ids []string, typ string) int {
+	n := 0
+	for _, id := range ids {
+		for _, r := range e.results.of(id) {
+			if r.Type == typ {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// ownerSource is the source version of owner's records in the root.
+func ownerSource(t *testing.T, root storage.Backend, owner catalog.Owner) catalog.Source {
+	t.Helper()
+	var src catalog.Source
+	for _, o := range readCatalog(t, root).Outputs {
+		if o.PipelineID == owner.PipelineID && o.DestinationID == owner.DestinationID {
+			if src.ID != "" && src != o.Source {
+				t.Fatalf("%s holds two versions: %+v and %+v", owner, src, o.Source)
+			}
+			src = o.Source
+		}
+	}
+	return src
+}
+
+// TestABurstPublishesOnlyTheNewest: v1…v8 of one source are announced
+// for a replacement root while another owner's publication holds it. v8
+// is published; v1…v7 are superseded at once, while the root is still
+// held, each naming a newer version, and their bundles' files are never read (they
+// are gone after their manifests were written: a read would fail with
+// bundle_missing).
+func TestABurstPublishesOnlyTheNewest(t *testing.T) {
+	e := newEnv(t, burstYAML, false)
+	burst := eventIDs(8) // before the node reads them
+	opts := fastOptions()
+	opts.Workers = 12
+	e.start(nodeConfig{opts: opts, wrap: holdRootUntil("live", func() bool { return e.countType(burst, events.TypeSuperseded) >= 7 })})
+
+	firstLoc, firstDigest := e.bundle("src.first", map[string]string{"first.md": "# first\n"})
+	first := e.announce(events.BundleReady{PipelineID: "first", Bundle: firstLoc, ManifestDigest: firstDigest})
+	var newest string
+	for v := 1; v <= 8; v++ {
+		loc, digest := e.bundle("src.burst", map[string]string{"report.md": fmt.Sprintf("# v%d\n", v)})
+		if v < 8 {
+			if err := os.Remove(filepath.Join(loc, "report.md")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.announce(events.BundleReady{ID: burst[v-1], PipelineID: "burst", Bundle: loc, ManifestDigest: digest})
+		newest = digest
+	}
+	e.quiet(30 * time.Second)
+
+	if r := e.results.of(first); len(r) != 1 || r[0].Type != events.TypePublished {
+		t.Fatalf("the other owner's event: %+v, want one published", r)
+	}
+	for v, id := range burst {
+		rs := e.results.of(id)
+		if len(rs) != 1 {
+			t.Fatalf("v%d: %d results %+v, want one", v+1, len(rs), rs)
+		}
+		r := rs[0]
+		if v == 7 {
+			if r.Type != events.TypePublished || r.Written != 1 {
+				t.Fatalf("v8: %s %s written %d (%s), want published, 1 written", r.Type, r.Reason, r.Written, r.Message)
+			}
+			continue
+		}
+		// By the newest version waiting when it was passed over.
+		if r.Type != events.TypeSuperseded || r.SupersededBy == nil || r.Source == nil || r.Source.ID != "src.burst" ||
+			r.SupersededBy.ID != "src.burst" || !r.SupersededBy.Created.After(r.Source.Created) {
+			t.Fatalf("v%d: %s %s %+v by %+v (%s), want superseded by a newer version", v+1, r.Type, r.Reason, r.Source, r.SupersededBy, r.Message)
+		}
+	}
+	root := localRoot(t, e.roots["live"])
+	if got := ownerSource(t, root, catalog.Owner{PipelineID: "burst", DestinationID: "live"}); got.Digest != newest {
+		t.Fatalf("the root holds %+v, want v8 (%s)", got, newest)
+	}
+	e.checkNoBadEvents()
+}
+
+// TestABurstOfTwoSourcesEndsAsInOrder: versions of two sources of one
+// owner, announced out of order while another owner's publication holds
+// the root, leave the root as publishing them one by one in announce
+// order does (on a twin root, each awaited): a version passes only to a
+// newer one of its own source, never across a version of the other
+// source (which replaces the owner's outputs and lets an older one
+// publish again).
+func TestABurstOfTwoSourcesEndsAsInOrder(t *testing.T) {
+	e := newEnv(t, `
+pipelines:
+  - {id: first, destinations: [live]}
+  - {id: burst, destinations: [live]}
+  - {id: inorder, destinations: [twin]}
+destinations:
+  - {id: live, backend: local, path: "@live@", workflow: replacement}
+  - {id: twin, backend: local, path: "@twin@", workflow: replacement}
+`, false)
+	type version struct{ loc, digest string }
+	made := map[string]version{}
+	for _, name := range []string{"a1", "b1", "a2", "b2", "a3", "a4"} { // created in this order
+		loc, digest := e.bundle("src."+name[:1], map[string]string{name[:1] + ".md": "# " + name + "\n"})
+		made[name] = version{loc, digest}
+	}
+	named := map[string]string{} // by digest
+	for name, v := range made {
+		named[v.digest] = name
+	}
+	newerOf := func(name, by string) bool { return by != "" && by[0] == name[0] && by[1] > name[1] }
+	order := []string{"a1", "b2", "a3", "a2", "a4", "b1"}
+	var burst []string
+	for _, name := range order { // before the node reads them
+		burst = append(burst, "burst-"+name)
+	}
+	opts := fastOptions()
+	opts.Workers = 12
+	e.start(nodeConfig{opts: opts, wrap: holdRootUntil("live", func() bool { return e.countType(burst, events.TypeSuperseded) >= 3 })})
+	for _, name := range order {
+		e.announce(events.BundleReady{PipelineID: "inorder", Bundle: made[name].loc, ManifestDigest: made[name].digest, ID: "inorder-" + name})
+		e.wait("inorder-"+name, 1, 20*time.Second)
+	}
+	firstLoc, firstDigest := e.bundle("src.first", map[string]string{"first.md": "# first\n"})
+	e.announce(events.BundleReady{PipelineID: "first", Bundle: firstLoc, ManifestDigest: firstDigest})
+	for _, name := range order {
+		e.announce(events.BundleReady{PipelineID: "burst", Bundle: made[name].loc, ManifestDigest: made[name].digest, ID: "burst-" + name})
+	}
+	e.quiet(30 * time.Second)
+
+	// a1, a3 and a2 pass to a newer a; b1 runs: a4, between it and b2,
+	// replaces the owner's outputs, and in order b1 publishes after it.
+	want := map[string]string{"a1": "a4", "b2": "", "a3": "a4", "a2": "a4", "a4": "", "b1": ""}
+	for _, name := range order {
+		rs := e.results.of("burst-" + name)
+		if len(rs) != 1 {
+			t.Fatalf("%s: %d results %+v, want one", name, len(rs), rs)
+		}
+		r := rs[0]
+		switch by := want[name]; {
+		case by == "" && r.Type != events.TypePublished:
+			t.Errorf("%s: %s %s (%s), want published", name, r.Type, r.Reason, r.Message)
+		case by != "" && (r.Type != events.TypeSuperseded || r.SupersededBy == nil || !newerOf(name, named[r.SupersededBy.Digest])):
+			t.Errorf("%s: %s by %+v (%s), want superseded by a newer version of its source (%s when known)", name, r.Type, r.SupersededBy, r.Message, by)
+		}
+	}
+	live, twin := localRoot(t, e.roots["live"]), localRoot(t, e.roots["twin"])
+	got := ownerSource(t, live, catalog.Owner{PipelineID: "burst", DestinationID: "live"})
+	inOrder := ownerSource(t, twin, catalog.Owner{PipelineID: "inorder", DestinationID: "twin"})
+	if got != inOrder || got.Digest != made["b1"].digest {
+		t.Fatalf("the burst left %+v, in order %+v (b1 is %s)", got, inOrder, made["b1"].digest)
+	}
+	liveFiles, twinFiles := files(t, live), files(t, twin)
+	for _, p := range []string{"a.md", "b.md"} {
+		if liveFiles[p] != twinFiles[p] {
+			t.Errorf("%s: %q after the burst, %q in order", p, liveFiles[p], twinFiles[p])
+		}
+	}
+	e.checkNoBadEvents()
+}
+
+// TestABurstSharedByTwoProcesses: two serve processes share a burst of
+// v1…v12 of one source to one replacement root; in each, the first
+// publication holds the root until the others it holds are passed over.
+// Every event gets exactly one result, published or superseded by a
+// newer version; each process publishes at most its first and its newest
+// version (the rest it passed over: at least 8), newest wins between the
+// processes, and the root ends holding v12.
+func TestABurstSharedByTwoProcesses(t *testing.T) {
+	e := newEnv(t, burstYAML, false)
+	const n = 12
+	burst := eventIDs(n) // before the nodes read them
+	passed := func() int {
+		k := 0
+		for _, id := range burst {
+			for _, r := range e.results.of(id) {
+				if r.Type == events.TypeSuperseded && strings.Contains(r.Message, "waits in this process's line") {
+					k++
+				}
+			}
+		}
+		return k
+	}
+	opts := fastOptions()
+	opts.Workers = 8
+	for _, name := range []string{"one", "two"} {
+		e.start(nodeConfig{name: name, opts: opts, wrap: holdRootUntil("live", func() bool { return passed() >= n-4 })})
+	}
+	var newest string
+	for v := 1; v <= n; v++ {
+		loc, digest := e.bundle("src.burst", map[string]string{"report.md": fmt.Sprintf("# v%d\n", v)})
+		e.announce(events.BundleReady{ID: burst[v-1], PipelineID: "burst", Bundle: loc, ManifestDigest: digest})
+		newest = digest
+	}
+	e.quiet(30 * time.Second)
+	for v, id := range burst {
+		rs := e.results.of(id)
+		if len(rs) != 1 {
+			t.Fatalf("v%d: %d results %+v, want one", v+1, len(rs), rs)
+		}
+		r := rs[0]
+		ok := r.Type == events.TypePublished ||
+			r.Type == events.TypeSuperseded && r.SupersededBy != nil && r.SupersededBy.Created.After(r.Source.Created)
+		if !ok {
+			t.Fatalf("v%d: %s %s (%s)", v+1, r.Type, r.Reason, r.Message)
+		}
+	}
+	if k := passed(); k < n-4 {
+		t.Fatalf("%d of %d versions passed over, want at least %d", k, n, n-4)
+	}
+	if got := ownerSource(t, localRoot(t, e.roots["live"]), catalog.Owner{PipelineID: "burst", DestinationID: "live"}); got.Digest != newest {
+		t.Fatalf("the root holds %+v, want v%d (%s)", got, n, newest)
+	}
+	e.checkNoBadEvents()
+}

@@ -147,8 +147,10 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	res, err := e.run(ctx, root, l, pub, &spent)
 
 	// A successful result reports what earlier attempts changed: their
-	// pending report is spent. A failed attempt leaves it for the next.
-	if err == nil && spent != "" {
+	// pending report is spent, as is a superseded one's. A failed attempt
+	// leaves it for the next.
+	var superseded *SupersededError
+	if spent != "" && (err == nil || errors.As(err, &superseded)) {
 		if derr := root.Delete(context.WithoutCancel(ctx), spent); derr != nil {
 			e.Log.Debug().Err(derr).Msg("could not remove a spent pending report")
 		}

@@ -76,6 +76,7 @@ func (r *publication) run(ctx context.Context) error {
 		return nil
 	}
 	if err := r.plan(ctx); err != nil {
+		r.spendIfSuperseded(err, pending)
 		return err
 	}
 	r.carry(pending)
@@ -193,6 +194,16 @@ func (r *publication) carry(pending pendingReport) {
 	}
 	r.res.Deleted = append(r.res.Deleted, pending.Deleted...)
 	if len(pending.Written)+len(pending.Deleted) > 0 {
+		r.spent = reportPath(r.pub.BundleEventID, r.pub.Owner)
+	}
+}
+
+// spendIfSuperseded spends the pending report of a superseded version:
+// its result is the event's last, and what its earlier attempts wrote
+// belongs to the newer version now, so no attempt would ever claim it.
+func (r *publication) spendIfSuperseded(err error, pending pendingReport) {
+	var superseded *SupersededError
+	if errors.As(err, &superseded) && len(pending.Written)+len(pending.Deleted) > 0 {
 		r.spent = reportPath(r.pub.BundleEventID, r.pub.Owner)
 	}
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -219,4 +220,37 @@ func (k *keepIntent) DeleteIfVersion(ctx context.Context, p string, want storage
 		return k.hookClearIntent(ctx, want)
 	}
 	return k.Backend.DeleteIfVersion(ctx, p, want, opts...)
+}
+
+// A version superseded on its retry leaves no pending report behind: its
+// first attempt failed after a write landed, a newer version of its source
+// rolled that attempt forward (keeping the report for its retry) and
+// published, and the retry's superseded result is the event's last.
+func TestSupersededRetrySpendsItsPendingReport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	lb, _ := local.New(dir)
+	at := time.Date(2026, 6, 19, 12, 0, 0, 0, time.UTC)
+	older, newer := t.TempDir(), t.TempDir()
+	testenv.WriteBundle(t, older, "w.x", at, map[string]string{"a.txt": "old a\n", "b.txt": "old b\n"})
+	testenv.WriteBundle(t, newer, "w.x", at.Add(time.Hour), map[string]string{"a.txt": "new a\n"})
+	v1, v2 := pubFor(t, older, "d", "", ""), pubFor(t, newer, "d", "", "")
+	v1.Workflow, v2.Workflow = planner.Replacement, planner.Replacement
+	v2.BundleEventID = "ev-2"
+	e := &engine.Engine{Version: "test", Workers: 1}
+	if _, err := e.Publish(ctx, &failOncePut{Backend: lb, path: "b.txt"}, heldLease{}, v1); err == nil {
+		t.Fatal("want the first attempt to fail")
+	}
+	if _, err := e.Publish(ctx, lb, heldLease{}, v2); err != nil {
+		t.Fatal(err)
+	}
+	var superseded *engine.SupersededError
+	if _, err := e.Publish(ctx, lb, heldLease{}, v1); !errors.As(err, &superseded) {
+		t.Fatalf("retry of the older version: %v, want superseded", err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, ".distributor", "reports")); len(left) != 0 {
+		t.Fatalf("%d pending report(s) left after the superseded retry, want none", len(left))
+	}
+	wantContents(t, lb, map[string]string{"a.txt": "new a\n"})
 }

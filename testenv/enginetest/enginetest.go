@@ -489,6 +489,8 @@ func Snapshot(t *testing.T, root string) map[string]string {
 	return out
 }
 
+// Diff lists how the snapshot a (after a crash and a retry) differs from b
+// (an uninterrupted run); "" when they are equal.
 func Diff(a, b map[string]string) string {
 	var keys []string
 	seen := map[string]bool{}
@@ -507,9 +509,9 @@ func Diff(a, b map[string]string) string {
 		bv, bok := b[k]
 		switch {
 		case !aok:
-			fmt.Fprintf(&sb, "  only after crash+retry: %s\n", k)
-		case !bok:
 			fmt.Fprintf(&sb, "  only in uninterrupted run: %s\n", k)
+		case !bok:
+			fmt.Fprintf(&sb, "  only after crash+retry: %s\n", k)
 		case av != bv:
 			fmt.Fprintf(&sb, "  differs: %s\n    crash+retry: %q\n    uninterrupted: %q\n", k, av, bv)
 		}

@@ -149,22 +149,6 @@ func unlockedPausedHolder(t *testing.T, newRoot newRootFunc, atIntent bool, slip
 	}
 }
 
-// wantNoRecordOf fails when any catalog record names the version whose
-// manifest digest is digest.
-func wantNoRecordOf(t *testing.T, root storage.Backend, digest, when string) {
-	t.Helper()
-	cat, _ := readCatalog(t, root)
-	var named []string
-	for _, o := range cat.Outputs {
-		if o.Source.Digest == digest {
-			named = append(named, o.Path)
-		}
-	}
-	if len(named) > 0 {
-		t.Fatalf("%s: records of the older version %s: %v", when, digest, named)
-	}
-}
-
 // Dispatch of the contract's calls to the hooks above.
 
 func (p *stepPausing) WriteIfVersion(ctx context.Context, name string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {

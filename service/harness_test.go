@@ -40,6 +40,7 @@ var (
 	newLocalRoot           = enginetest.NewLocalRoot
 	snapshot               = enginetest.Snapshot
 	diff                   = enginetest.Diff
+	wantNoRecordOf         = enginetest.WantNoRecordOf
 	intentPending          = enginetest.IntentPending
 	named                  = enginetest.Named
 	mustRecord             = enginetest.MustRecord

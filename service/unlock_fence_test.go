@@ -130,22 +130,6 @@ func TestServeProcessUnlockedWhilePausedRecordsNothing(t *testing.T) {
 	})
 }
 
-// wantNoRecordOf fails when any catalog record names the version whose
-// manifest digest is digest.
-func wantNoRecordOf(t *testing.T, root storage.Backend, digest, when string) {
-	t.Helper()
-	cat, _ := enginetest.ReadCatalog(t, root)
-	var named []string
-	for _, o := range cat.Outputs {
-		if o.Source.Digest == digest {
-			named = append(named, o.Path)
-		}
-	}
-	if len(named) > 0 {
-		t.Fatalf("%s: records of the older version %s: %v", when, digest, named)
-	}
-}
-
 // Dispatch of the contract's calls to the hooks above.
 
 func (p *intentPausing) WriteIfVersion(ctx context.Context, name string, data []byte, want storage.Version, opts ...storage.Option) (storage.Version, error) {

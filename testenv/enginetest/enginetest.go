@@ -569,3 +569,19 @@ func WantStrings(t *testing.T, what string, got, want []string) {
 		t.Fatalf("%s = %q, want %q", what, got, want)
 	}
 }
+
+// WantNoRecordOf fails when any catalog record in root names the version
+// whose manifest digest is digest.
+func WantNoRecordOf(t *testing.T, root storage.Backend, digest, when string) {
+	t.Helper()
+	cat, _ := ReadCatalog(t, root)
+	var named []string
+	for _, o := range cat.Outputs {
+		if o.Source.Digest == digest {
+			named = append(named, o.Path)
+		}
+	}
+	if len(named) > 0 {
+		t.Fatalf("%s: records of the older version %s: %v", when, digest, named)
+	}
+}

@@ -105,6 +105,10 @@ type Publication struct {
 	// RetainPrevious keeps the paths a replacement publication drops in
 	// storage, retired, for this long (0: deleted at once).
 	RetainPrevious time.Duration
+
+	// ReadAhead, when set, is the root's catalog already being read
+	// (Engine.ReadAhead); Publish takes it over.
+	ReadAhead *ReadAhead
 }
 
 // Result says what a publication did.

@@ -100,33 +100,48 @@ type catalogRead struct {
 	err  error
 }
 
+// reading is a root's catalog being read, then parsed, in the background.
+type reading struct {
+	read   func() catalogRead
+	parsed func() parsedState
+}
+
+// readInBackground starts reading root's catalog and parsing what it
+// read.
+func readInBackground(ctx context.Context, root storage.Backend) *reading {
+	read := make(chan catalogRead, 1)
+	parsed := make(chan parsedState, 1)
+	go func() {
+		data, v, err := root.ReadVersion(ctx, catalog.FileName)
+		read <- catalogRead{data, v, err}
+		if err != nil {
+			parsed <- parsedState{err: err}
+			return
+		}
+		st, err := parseState(root, data, v)
+		parsed <- parsedState{st, err}
+	}()
+	return &reading{read: sync.OnceValue(func() catalogRead { return <-read }), parsed: sync.OnceValue(func() parsedState { return <-parsed })}
+}
+
+// wait waits until nothing runs in the background any more.
+func (r *reading) wait() { r.parsed() }
+
 // readAndFind reads the catalog and finds what is stored at the paths of
 // outs while the catalog is parsed and then whileFinding runs on the
-// state read (two cores). read, when set, gives the catalog already read
-// (or being read).
-func readAndFind(ctx context.Context, root storage.Backend, outs []Output, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
-	if read == nil {
-		read = func() catalogRead {
-			data, v, err := root.ReadVersion(ctx, catalog.FileName)
-			return catalogRead{data, v, err}
-		}
+// state read (two cores). rd, when set, is the catalog already being read;
+// readAndFind waits for it either way.
+func readAndFind(ctx context.Context, root storage.Backend, outs []Output, whileFinding func(state) error, rd *reading) (state, found, error) {
+	if rd == nil {
+		rd = readInBackground(ctx, root)
 	}
-	cr := read()
+	defer rd.wait() // nothing outlives the call
+	cr := rd.read()
 	data, v, err := cr.data, cr.v, cr.err
 	if err != nil {
 		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	ch := make(chan parsedState, 1)
-	go func() {
-		st, err := parseState(root, data, v)
-		ch <- parsedState{st, err}
-	}()
-	var once sync.Once
-	var parsed parsedState
-	wait := func() parsedState {
-		once.Do(func() { parsed = <-ch })
-		return parsed
-	}
+	wait := rd.parsed
 	var held storage.Held
 	if v != "" {
 		held = storage.Held{AtMost: catalog.MaxRecords(len(data)), Paths: func() (int, func(int) string) {
@@ -186,9 +201,8 @@ type planned struct {
 	retired retiredRead
 }
 
-// plan plans pub. read, when set, gives the catalog already read (or
-// being read).
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication, read func() catalogRead) (planned, error) {
+// plan plans pub. read, when set, is the catalog already being read.
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication, read *reading) (planned, error) {
 	var pl planned
 	var err error
 

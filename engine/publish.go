@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
@@ -48,7 +47,7 @@ type publication struct {
 
 	// catalog, when set, is the catalog read while the intent was (see
 	// run): the plan's read.
-	catalog func() catalogRead
+	catalog *reading
 }
 
 func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
@@ -59,10 +58,14 @@ func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, p
 }
 
 func (r *publication) run(ctx context.Context) error {
-	// The catalog is read beside the intent: the plan's read unless a
-	// recovery changed it.
-	early := r.readCatalog(ctx)
-	defer early() // nothing outlives the run
+	// The catalog is read beside the intent (or before the run, when the
+	// caller read ahead): the plan's read unless a recovery changed it.
+	early := r.pub.ReadAhead.reading()
+	if early == nil {
+		early = readInBackground(ctx, r.root)
+	}
+	defer early.wait()            // nothing outlives the run
+	defer r.pub.ReadAhead.Close() // taken over
 	pending, err := r.recoverFirst(ctx)
 	if err != nil {
 		return err
@@ -112,17 +115,6 @@ func (r *publication) run(ctx context.Context) error {
 		return err
 	}
 	return r.finish(ctx)
-}
-
-// readCatalog reads the root's catalog in the background; the result
-// waits for the read (and may be called again).
-func (r *publication) readCatalog(ctx context.Context) func() catalogRead {
-	read := make(chan catalogRead, 1)
-	go func() {
-		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
-		read <- catalogRead{data, v, err}
-	}()
-	return sync.OnceValue(func() catalogRead { return <-read })
 }
 
 // recoverFirst rolls an interrupted run forward, if any, and returns the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/bundle"
+	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/config"
 	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/lease"
@@ -286,6 +287,71 @@ func TestBundleOpenedDuringTheLeaseGivesTheLeaseBackWhileTheBundleHangs(t *testi
 	}
 	if len(o.res.Written) != 1 || o.res.Written[0].Path != "a.txt" {
 		t.Errorf("written %+v, want a.txt", o.res.Written)
+	}
+	wantContents(t, mustRoot(t, h, d), map[string]string{"a.txt": "a2\n"})
+}
+
+// catalogReads wraps destination stores so that each read of a root's
+// catalog is sent on reads.
+type catalogReads struct {
+	service.Stores
+	reads chan string
+}
+
+func (c catalogReads) Destination(ctx context.Context, d config.Destination) (storage.Backend, error) {
+	b, err := c.Stores.Destination(ctx, d)
+	return catalogReadsBackend{Backend: b, reads: c.reads}, err
+}
+
+type catalogReadsBackend struct {
+	storage.Backend
+	reads chan string
+}
+
+func (c catalogReadsBackend) ReadVersion(ctx context.Context, path string, opts ...storage.Option) ([]byte, storage.Version, error) {
+	if path == catalog.FileName {
+		c.reads <- path
+	}
+	return c.Backend.ReadVersion(ctx, path, opts...)
+}
+
+// Under the lease the root's catalog is read while the bundle still opens
+// (the plan's read leaves the critical path), and only once: the
+// publication uses that read.
+func TestCatalogIsReadWhileTheBundleOpens(t *testing.T) {
+	h, d, _ := openingHarness(t)
+	h.MustPublish(t1, pipeA, d.ID, "weatherreporter.today", map[string]string{"a.txt": "a\n"})
+	dir, _ := makeBundleAt(t, "weatherreporter.today", t2, map[string]string{"a.txt": "a2\n"})
+	gate := make(chan struct{})
+	reads := make(chan string, 16)
+	h.Service.Stores = catalogReads{Stores: gatedBundles{Stores: h.Service.Stores, gate: gate}, reads: reads}
+
+	type outcome struct {
+		res engine.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, _, err := h.publishWhileOpening(context.Background(), d, dir)
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-reads:
+	case <-time.After(10 * time.Second):
+		close(gate)
+		<-done
+		t.Fatal("the catalog was not read while the bundle opened")
+	}
+	close(gate)
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("publish: %v", o.err)
+	}
+	if len(o.res.Written) != 1 || o.res.Written[0].Path != "a.txt" {
+		t.Errorf("written %+v, want a.txt", o.res.Written)
+	}
+	if n := len(reads); n != 0 {
+		t.Errorf("the catalog was read %d more times, want once", n)
 	}
 	wantContents(t, mustRoot(t, h, d), map[string]string{"a.txt": "a2\n"})
 }

@@ -527,11 +527,16 @@ func (s *Service) publishOne(ctx context.Context, req Request, open func(context
 		return s.publishOn(ctx, req, root, o.pub, d)
 	}
 	err = s.withLeaseOn(lctx, d, root, req.Places, func(lctx context.Context, root storage.Backend, l lease.Lease) error {
+		// The catalog is read and parsed while the bundle finishes opening.
+		eng := s.engineFor(ctx, l)
+		ahead := eng.ReadAhead(lctx, root)
 		pub, err := o.wait(s.LeaseWait)
 		if err != nil {
+			ahead.Close()
 			return err
 		}
-		res, err = s.engineFor(ctx, l).Publish(lctx, root, l, pub)
+		pub.ReadAhead = ahead
+		res, err = eng.Publish(lctx, root, l, pub)
 		res.LeaseToken = l.Token()
 		return err
 	})

@@ -49,14 +49,9 @@ func TestTuneGCRevertsPastTheBound(t *testing.T) {
 	if tuner == nil {
 		t.Fatal("no policy with an empty environment")
 	}
-	// Below the bound the policy stays through collections.
-	for range 3 {
-		runtime.GC()
-	}
-	wantKnobs(t, "a small heap", gcSmallPercent, int64(small)*gcLimitFactor)
-	if tuner.restored.Load() {
-		t.Fatal("restored on a small heap")
-	}
+	// Until the first collection only the memory limit starts one.
+	wantKnobs(t, "before the first collection", -1, int64(small)*gcFirstFactor)
+
 	// collectUntil collects until done holds: the finalizer runs on its
 	// own goroutine after a cycle.
 	collectUntil := func(done func() bool) {
@@ -64,6 +59,15 @@ func TestTuneGCRevertsPastTheBound(t *testing.T) {
 			runtime.GC()
 			runtime.Gosched()
 		}
+	}
+	// After it, below the bound, the small policy stays through collections.
+	collectUntil(func() bool { return gcPercent() == gcSmallPercent })
+	for range 3 {
+		runtime.GC()
+	}
+	wantKnobs(t, "a small heap", gcSmallPercent, int64(small)*gcLimitFactor)
+	if tuner.restored.Load() {
+		t.Fatal("restored on a small heap")
 	}
 	live := make([][]byte, 0, 64)
 	for range 8 {

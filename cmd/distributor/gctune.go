@@ -55,10 +55,17 @@ func tuneGC(getenv func(string) string, small, medium uint64) *gcTuner {
 	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
 		return nil
 	}
+	t := startGCTuner(small, medium)
+	t.arm()
+	return t
+}
+
+// startGCTuner puts the policy until the first collection in force; until
+// arm, nothing changes it.
+func startGCTuner(small, medium uint64) *gcTuner {
 	t := &gcTuner{small: small, medium: medium, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(int64(small) * gcFirstFactor)
-	t.arm()
 	return t
 }
 

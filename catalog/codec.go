@@ -327,10 +327,12 @@ func appendRecord(b []byte, c *Catalog, i int, t *timeCache, k *int) ([]byte, er
 // parallelMin is the number of records from which MarshalTo encodes on
 // several goroutines (a republish that updates every record of a large
 // catalog is otherwise bound by one core's encoding); chunkRecords is the
-// records one goroutine encodes at a time (~0.5 MiB).
+// records one goroutine encodes at a time (~128 KiB: the buffers in flight
+// are fresh memory, and each of their pages costs a fault when first
+// written).
 const (
 	parallelMin  = 4096
-	chunkRecords = 1024
+	chunkRecords = 256
 	maxEncoders  = 4
 )
 

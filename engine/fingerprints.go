@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
@@ -127,7 +128,8 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string) error {
 	// Shards are read in parallel: on S3 each is a request, and a large
 	// republish touches most of them.
-	parsed := make([]map[string]known, len(shards))
+	parsed := make([][]fingerprintEntry, len(shards))
+	found := make([]bool, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, sh := range shards {
@@ -141,7 +143,7 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 				data = nil
 			}
 			if data != nil {
-				parsed[i] = parseFingerprints(data)
+				parsed[i], found[i] = parseFingerprints(data), true
 			}
 			return nil
 		})
@@ -151,38 +153,49 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	}
 	if len(f.entries) == 0 { // sized once: growing it rehashed every entry a few times
 		n := 0
-		for _, m := range parsed {
-			n += len(m)
+		for _, es := range parsed {
+			n += len(es)
 		}
 		f.entries = make(map[string]known, n)
 	}
 	for i, sh := range shards {
-		for p, k := range parsed[i] {
-			f.entries[p] = k
+		for _, en := range parsed[i] {
+			f.entries[en.path] = en.known
 		}
-		f.loaded[sh] = parsed[i] != nil
+		f.loaded[sh] = found[i]
 	}
 	return nil
 }
 
+// fingerprintEntry is one line of a shard: what is known of path.
+type fingerprintEntry struct {
+	path string
+	known
+}
+
 // parseFingerprints reads "sha256 TAB fingerprint TAB path" lines after the
 // header and the checksum line. A shard without the checksum line, or
-// whose sum does not match, is empty: shards are rewritten in place
+// whose sum does not match, has no entries: shards are rewritten in place
 // (storage.PutOptions.InPlace), and only the sum tells a torn copy, a
 // mix of two versions, from a whole one. Paths cannot hold tabs or
-// newlines (catalog path rules). The entries' strings share one copy of
-// data (a line each cost an allocation).
-func parseFingerprints(data []byte) map[string]known {
-	text := string(data)
+// newlines (catalog path rules). The entries' strings point into data,
+// which the caller gives up (a copy, or a string per line, cost more than
+// the parse).
+func parseFingerprints(data []byte) []fingerprintEntry {
+	if len(data) == 0 {
+		return nil
+	}
+	text := unsafe.String(unsafe.SliceData(data), len(data))
 	header, rest, ok := strings.Cut(text, "\n")
 	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader || !strings.HasPrefix(rest, fingerprintsSum) {
-		return map[string]known{}
+		return nil
 	}
 	line, rest, _ := strings.Cut(rest, "\n")
-	if sum := sha256.Sum256([]byte(rest)); line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
-		return map[string]known{} // torn (or damaged): hashed once instead
+	sum := sha256.Sum256(data[len(data)-len(rest):])
+	if line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
+		return nil // torn (or damaged): hashed once instead
 	}
-	out := make(map[string]known, strings.Count(rest, "\n"))
+	out := make([]fingerprintEntry, 0, strings.Count(rest, "\n"))
 	for rest != "" {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
@@ -190,7 +203,7 @@ func parseFingerprints(data []byte) map[string]known {
 		sha, tail, ok1 := strings.Cut(line, "\t")
 		fp, path, ok2 := strings.Cut(tail, "\t")
 		if ok1 && ok2 && sha != "" && fp != "" && path != "" {
-			out[path] = known{fingerprint: fp, sha256: sha}
+			out = append(out, fingerprintEntry{path, known{fingerprint: fp, sha256: sha}})
 		}
 	}
 	return out

@@ -11,8 +11,13 @@ import (
 // GC policy of the command. A run over many small files allocates a little
 // per file (paths, records, buffers) on a small live heap, and at the
 // default GOGC=100 the collector ran every few megabytes: 10–15 % of a
-// first publication's CPU. While the live heap is small the collector runs
-// less often (GOGC 400: the heap may grow to five times the live one, at
+// first publication's CPU. The first collection waits until the heap
+// reaches a memory limit (gcFirstFactor times the small bound): a
+// publication to a root of some thousands of outputs ends before it, and
+// a collection while it runs costs more than its scan (write barriers,
+// and the catalog's fresh records scanned before they are written, which
+// makes the kernel map each of their pages twice). After that collection,
+// while the live heap is small, the collector runs less often (GOGC 400: the heap may grow to five times the live one, at
 // most ~160 MB at the bound below). A live heap of a medium catalog
 // (100,000 records: ~50 MB once read) is collected at GOGC 200: at the
 // default, the collection that the next catalog's allocation sets off runs
@@ -25,6 +30,7 @@ import (
 // check after that collection moves on. A GOGC or GOMEMLIMIT the user set
 // is left alone.
 const (
+	gcFirstFactor   = 2 // memory limit until the first collection: this many times the small bound
 	gcSmallPercent  = 400
 	gcSmallHeap     = 32 << 20 // live heap above which the medium policy applies
 	gcMediumPercent = 200
@@ -37,7 +43,8 @@ const (
 type gcTuner struct {
 	small    uint64 // live-heap bytes above which the medium policy applies
 	medium   uint64 // live-heap bytes above which the default is restored
-	inMedium bool   // only check touches it, from the one finalizer in flight
+	inSmall  bool   // only check touches it, from the one finalizer in flight
+	inMedium bool   // likewise
 	restored atomic.Bool
 	sample   []metrics.Sample
 }
@@ -48,10 +55,17 @@ func tuneGC(getenv func(string) string, small, medium uint64) *gcTuner {
 	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
 		return nil
 	}
-	t := &gcTuner{small: small, medium: medium, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
-	debug.SetGCPercent(gcSmallPercent)
-	debug.SetMemoryLimit(int64(small) * gcLimitFactor)
+	t := startGCTuner(small, medium)
 	t.arm()
+	return t
+}
+
+// startGCTuner puts the policy until the first collection in force; until
+// arm, nothing changes it.
+func startGCTuner(small, medium uint64) *gcTuner {
+	t := &gcTuner{small: small, medium: medium, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(int64(small) * gcFirstFactor)
 	return t
 }
 
@@ -63,9 +77,10 @@ func (t *gcTuner) arm() {
 	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) { t.check() })
 }
 
-// check moves to the medium policy once the live heap passes the small bound,
-// restores the default once it passes the medium one, and
-// otherwise waits for the next collection.
+// check moves from the first collection's limit to the small policy, to
+// the medium policy once the live heap passes the small bound, restores
+// the default once it passes the medium one, and otherwise waits for the
+// next collection.
 func (t *gcTuner) check() {
 	if t.restored.Load() {
 		return
@@ -83,6 +98,10 @@ func (t *gcTuner) check() {
 		t.inMedium = true
 		debug.SetGCPercent(gcMediumPercent)
 		debug.SetMemoryLimit(int64(t.medium) * gcLimitFactor)
+	case live <= t.small && !t.inSmall && !t.inMedium:
+		t.inSmall = true
+		debug.SetGCPercent(gcSmallPercent)
+		debug.SetMemoryLimit(int64(t.small) * gcLimitFactor)
 	}
 	t.arm()
 }

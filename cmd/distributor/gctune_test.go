@@ -45,18 +45,13 @@ func TestTuneGCRevertsPastTheBound(t *testing.T) {
 	metrics.Read(s)
 	small := s[0].Value.Uint64() + 4<<20
 	medium := small + 16<<20
-	tuner := tuneGC(func(string) string { return "" }, small, medium)
-	if tuner == nil {
-		t.Fatal("no policy with an empty environment")
-	}
-	// Below the bound the policy stays through collections.
-	for range 3 {
-		runtime.GC()
-	}
-	wantKnobs(t, "a small heap", gcSmallPercent, int64(small)*gcLimitFactor)
-	if tuner.restored.Load() {
-		t.Fatal("restored on a small heap")
-	}
+	// Until the first collection only the memory limit starts one. (The
+	// knobs are read before the tuner is armed: a collection the limit
+	// sets off in this test binary would move it on meanwhile.)
+	tuner := startGCTuner(small, medium)
+	wantKnobs(t, "before the first collection", -1, int64(small)*gcFirstFactor)
+	tuner.arm()
+
 	// collectUntil collects until done holds: the finalizer runs on its
 	// own goroutine after a cycle.
 	collectUntil := func(done func() bool) {
@@ -64,6 +59,15 @@ func TestTuneGCRevertsPastTheBound(t *testing.T) {
 			runtime.GC()
 			runtime.Gosched()
 		}
+	}
+	// After it, below the bound, the small policy stays through collections.
+	collectUntil(func() bool { return gcPercent() == gcSmallPercent })
+	for range 3 {
+		runtime.GC()
+	}
+	wantKnobs(t, "a small heap", gcSmallPercent, int64(small)*gcLimitFactor)
+	if tuner.restored.Load() {
+		t.Fatal("restored on a small heap")
 	}
 	live := make([][]byte, 0, 64)
 	for range 8 {

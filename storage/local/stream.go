@@ -45,7 +45,9 @@ func piped(write func(io.Writer) error, put func(io.Reader) error) error {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		bw := bufio.NewWriterSize(pw, 1<<20)
+		// Small: it gathers the small writes; a large one (an encoder's
+		// chunk) passes through uncopied when it finds the buffer empty.
+		bw := bufio.NewWriterSize(pw, 64<<10)
 		err := write(bw)
 		if err == nil {
 			err = bw.Flush()

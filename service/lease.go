@@ -43,7 +43,8 @@ func (s *Service) WithLease(ctx context.Context, d config.Destination, fn func(r
 }
 
 // withLeaseOn is WithLease on the opened root, in the root's line at the
-// place taken in places (if any). The lease is the one the last
+// place taken in places (if any), within the places' bound on the
+// publications running at once once the turn is its own. The lease is the one the last
 // publication of this Service into the root left (HandOver), or a new one.
 // fn's context ends as soon as the lease is lost (watchLease).
 func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(ctx context.Context, root storage.Backend, l lease.Lease) error) error {
@@ -69,6 +70,14 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
 		}
 	}
+	release, err := places.run(ctx)
+	if err != nil {
+		if place != nil {
+			place.done(ctx)
+		}
+		return err
+	}
+	defer release() // after giveBack: releasing the lease is part of the publication
 	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root, Destination: d.ID}, start)
 	if err != nil {
 		if place != nil {

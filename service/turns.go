@@ -199,6 +199,36 @@ type Places struct {
 	// again: the event is delivered again; an earlier attempt may have
 	// published and kept its result, which only its publication recovers.
 	again bool
+
+	// running bounds the publications that run at once (nil: no bound).
+	running *Running
+}
+
+// Running bounds how many publications of a process run at once. A
+// publication takes a slot once its root's turn is its own (or it gave up
+// waiting for the turn) and gives it back when it ends: events waiting in
+// their roots' lines hold none, so many events of a burst can wait, and be
+// passed over, at once, while the publications running stay bounded. A nil
+// *Running has no bound.
+type Running struct{ slots chan struct{} }
+
+// NewRunning bounds the publications running at once to n (at least 1).
+func NewRunning(n int) *Running {
+	return &Running{slots: make(chan struct{}, max(n, 1))}
+}
+
+// run waits for a slot for the places' publication of one destination,
+// or for ctx to end; release gives the slot back.
+func (p *Places) run(ctx context.Context) (release func(), err error) {
+	if p == nil || p.running == nil {
+		return func() {}, nil
+	}
+	select {
+	case p.running.slots <- struct{}{}:
+		return func() { <-p.running.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // deliveredAgain marks the places of an event delivered again: they are

@@ -386,7 +386,7 @@ func holdEachRootUntil(wait time.Duration, timedOut *atomic.Int32, cond func(des
 }
 
 // TestWaitingEventsHoldNoWorkerWhilePublicationsStayBounded: with two
-// workers, another owner's publications hold roots d0 and d1 while 4
+// workers, once another owner's publications hold roots d0 and d1, 4
 // versions of one source per root and then an event for a third root d2
 // are announced. The versions wait in their roots' lines without a
 // worker, and all but the newest are passed over while the roots are
@@ -407,12 +407,16 @@ destinations:
   - {id: d2, backend: local, path: "@r2@", workflow: replacement}
 `, false)
 	burst := [][]string{eventIDs(versions), eventIDs(versions)} // before the node reads them
-	var timedOut, thirdWhileHeld atomic.Int32
+	var timedOut, thirdWhileHeld, held atomic.Int32
 	passed := func() bool {
 		return e.countType(burst[0], events.TypeSuperseded) >= versions-1 && e.countType(burst[1], events.TypeSuperseded) >= versions-1
 	}
+	var holding sync.Map
 	hold := holdEachRootUntil(10*time.Second, &timedOut, func(dest string) bool {
 		if dest != "d2" {
+			if _, again := holding.LoadOrStore(dest, true); !again {
+				held.Add(1)
+			}
 			return passed()
 		}
 		if !passed() { // d0 and d1 are still held
@@ -427,6 +431,7 @@ destinations:
 		loc, digest := e.bundle(fmt.Sprintf("src.first%d", r), map[string]string{"first.md": "# first\n"})
 		e.announce(events.BundleReady{PipelineID: fmt.Sprintf("first%d", r), Bundle: loc, ManifestDigest: digest})
 	}
+	e.waitFor(10*time.Second, func() bool { return held.Load() == 2 }, "both roots held")
 	for v := range versions {
 		for r := range 2 {
 			loc, digest := e.bundle(fmt.Sprintf("src.burst%d", r), map[string]string{"report.md": fmt.Sprintf("# v%d\n", v+1)})

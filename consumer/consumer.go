@@ -343,15 +343,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 // consumer returns what consumes from a durable: its callback hands each
 // message to a worker (work) and each error of consuming to trouble.
 func (c *Consumer) consumer(ctx, workCtx context.Context, work chan<- delivery, trouble chan<- struct{}) consumeFunc {
-	// PullMaxMessages = Workers: messages buffered by the client have no
-	// heartbeat, and their ack clocks run while every handler is busy, so
-	// a deep buffer causes duplicate deliveries of long jobs. An event
+	// PullMaxMessages = InProcess: a burst is taken in at once, so its
+	// versions wait side by side and all but the newest are passed over
+	// (a buffer of Workers took a burst in too slowly for that). An event
 	// handed to a handler waits for its root's turn with heartbeats
-	// (handle). The buffer is refilled at three quarters, not half, so
-	// that a burst keeps coming while the handlers take it in: its
-	// versions wait side by side and all but the newest are passed over.
-	// The callback sees messages in delivery order: the event takes its
-	// places in its roots' lines there, before any handler runs it.
+	// (handle). Messages still buffered by the client have none: their ack
+	// clocks run while every handler is busy, which, Workers publishing at
+	// once, lasts up to about InProcess/Workers publications' time; past
+	// AckWait a message is delivered again (and reported once). The
+	// callback sees messages in delivery order: the event takes its places
+	// in its roots' lines there, before any handler runs it.
 	return func(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
 		return cons.Consume(func(msg jetstream.Msg) {
 			d := c.deliver(msg)
@@ -365,7 +366,7 @@ func (c *Consumer) consumer(ctx, workCtx context.Context, work chan<- delivery, 
 				d.arrival.Release(workCtx)
 				_ = msg.Nak()
 			}
-		}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.PullThresholdMessages(max(c.opts.Workers*3/4, 1)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		}, jetstream.PullMaxMessages(c.opts.InProcess), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			c.opts.Log.Debug().Err(err).Msg("consume")
 			select {
 			case trouble <- struct{}{}:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,6 +274,187 @@ func TestABurstSharedByTwoProcesses(t *testing.T) {
 	}
 	if got := ownerSource(t, localRoot(t, e.roots["live"]), catalog.Owner{PipelineID: "burst", DestinationID: "live"}); got.Digest != newest {
 		t.Fatalf("the root holds %+v, want v%d (%s)", got, n, newest)
+	}
+	e.checkNoBadEvents()
+}
+
+// TestABurstWiderThanTheWorkersIsPassedOverAtOnce: with the default
+// workers (32), another owner's publication holds each of 20 roots while
+// 4 versions of one source per root are announced: 100 events, more than
+// the workers. The waiting versions hold no worker, so all of them are in
+// the process at once: in each root v1…v3 are superseded by a newer
+// version waiting in the line while the root is still held (their files
+// are gone: a read would fail with bundle_missing), and only v4 is
+// published.
+func TestABurstWiderThanTheWorkersIsPassedOverAtOnce(t *testing.T) {
+	const roots, versions = 20, 4
+	var yaml strings.Builder
+	yaml.WriteString("pipelines:\n")
+	for r := range roots {
+		fmt.Fprintf(&yaml, "  - {id: first%d, destinations: [d%d]}\n  - {id: burst%d, destinations: [d%d]}\n", r, r, r, r)
+	}
+	yaml.WriteString("destinations:\n")
+	for r := range roots {
+		fmt.Fprintf(&yaml, "  - {id: d%d, backend: local, path: \"@r%d@\", workflow: replacement}\n", r, r)
+	}
+	e := newEnv(t, yaml.String(), false)
+	burst := make([][]string, roots) // before the node reads them
+	for r := range burst {
+		burst[r] = eventIDs(versions)
+	}
+	var timedOut atomic.Int32
+	hold := holdEachRootUntil(10*time.Second, &timedOut, func(dest string) bool {
+		var r int
+		_, _ = fmt.Sscanf(dest, "d%d", &r)
+		return e.countType(burst[r], events.TypeSuperseded) >= versions-1
+	})
+	opts := fastOptions()
+	opts.Workers = 0 // the default
+	e.start(nodeConfig{opts: opts, wrap: hold})
+
+	firsts := make([]string, roots)
+	for r := range roots {
+		loc, digest := e.bundle(fmt.Sprintf("src.first%d", r), map[string]string{"first.md": "# first\n"})
+		firsts[r] = e.announce(events.BundleReady{PipelineID: fmt.Sprintf("first%d", r), Bundle: loc, ManifestDigest: digest})
+	}
+	newest := make([]string, roots)
+	for v := range versions {
+		for r := range roots {
+			loc, digest := e.bundle(fmt.Sprintf("src.burst%d", r), map[string]string{"report.md": fmt.Sprintf("# v%d\n", v+1)})
+			if v < versions-1 {
+				if err := os.Remove(filepath.Join(loc, "report.md")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.announce(events.BundleReady{ID: burst[r][v], PipelineID: fmt.Sprintf("burst%d", r), Bundle: loc, ManifestDigest: digest})
+			newest[r] = digest
+		}
+	}
+	e.quiet(60 * time.Second)
+
+	if n := timedOut.Load(); n > 0 {
+		t.Errorf("%d of %d roots were held until the hold's deadline: their burst was not passed over while they were held", n, roots)
+	}
+	for r := range roots {
+		if rs := e.results.of(firsts[r]); len(rs) != 1 || rs[0].Type != events.TypePublished {
+			t.Fatalf("d%d: the other owner's event: %+v, want one published", r, rs)
+		}
+		for v, id := range burst[r] {
+			rs := e.results.of(id)
+			if len(rs) != 1 {
+				t.Fatalf("d%d v%d: %d results %+v, want one", r, v+1, len(rs), rs)
+			}
+			switch res := rs[0]; {
+			case v == versions-1 && (res.Type != events.TypePublished || res.Written != 1):
+				t.Errorf("d%d v%d: %s %s written %d (%s), want published, 1 written", r, v+1, res.Type, res.Reason, res.Written, res.Message)
+			case v < versions-1 && (res.Type != events.TypeSuperseded || !strings.Contains(res.Message, "waits in this process's line")):
+				t.Errorf("d%d v%d: %s %s (%s), want superseded by a newer version waiting in the line", r, v+1, res.Type, res.Reason, res.Message)
+			}
+		}
+		owner := catalog.Owner{PipelineID: fmt.Sprintf("burst%d", r), DestinationID: fmt.Sprintf("d%d", r)}
+		if got := ownerSource(t, localRoot(t, e.roots[fmt.Sprintf("r%d", r)]), owner); got.Digest != newest[r] {
+			t.Errorf("d%d holds %+v, want v%d (%s)", r, got, versions, newest[r])
+		}
+	}
+	e.checkNoBadEvents()
+}
+
+// holdEachRootUntil makes the first publication into each destination's
+// root wait, after it took the root's turn, until cond(destination id)
+// holds or wait passes (counted in timedOut).
+func holdEachRootUntil(wait time.Duration, timedOut *atomic.Int32, cond func(dest string) bool) func(config.Destination, storage.Backend) storage.Backend {
+	var started sync.Map
+	return func(d config.Destination, b storage.Backend) storage.Backend {
+		return &hooked{Backend: b, read: func(ctx context.Context, _ string) error {
+			if _, again := started.LoadOrStore(d.ID, true); again {
+				return nil
+			}
+			for deadline := time.Now().Add(wait); !cond(d.ID); {
+				if !time.Now().Before(deadline) {
+					timedOut.Add(1)
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			return nil
+		}}
+	}
+}
+
+// TestWaitingEventsHoldNoWorkerWhilePublicationsStayBounded: with two
+// workers, once another owner's publications hold roots d0 and d1, 4
+// versions of one source per root and then an event for a third root d2
+// are announced. The versions wait in their roots' lines without a
+// worker, and all but the newest are passed over while the roots are
+// held; d2's publication waits for a worker until a hold ends: no more
+// than two publications run at once.
+func TestWaitingEventsHoldNoWorkerWhilePublicationsStayBounded(t *testing.T) {
+	const versions = 4
+	e := newEnv(t, `
+pipelines:
+  - {id: first0, destinations: [d0]}
+  - {id: first1, destinations: [d1]}
+  - {id: burst0, destinations: [d0]}
+  - {id: burst1, destinations: [d1]}
+  - {id: third, destinations: [d2]}
+destinations:
+  - {id: d0, backend: local, path: "@r0@", workflow: replacement}
+  - {id: d1, backend: local, path: "@r1@", workflow: replacement}
+  - {id: d2, backend: local, path: "@r2@", workflow: replacement}
+`, false)
+	burst := [][]string{eventIDs(versions), eventIDs(versions)} // before the node reads them
+	var timedOut, thirdWhileHeld, held atomic.Int32
+	passed := func() bool {
+		return e.countType(burst[0], events.TypeSuperseded) >= versions-1 && e.countType(burst[1], events.TypeSuperseded) >= versions-1
+	}
+	var holding sync.Map
+	hold := holdEachRootUntil(10*time.Second, &timedOut, func(dest string) bool {
+		if dest != "d2" {
+			if _, again := holding.LoadOrStore(dest, true); !again {
+				held.Add(1)
+			}
+			return passed()
+		}
+		if !passed() { // d0 and d1 are still held
+			thirdWhileHeld.Add(1)
+		}
+		return true
+	})
+	opts := fastOptions()
+	opts.Workers = 2
+	e.start(nodeConfig{opts: opts, wrap: hold})
+	for r := range 2 {
+		loc, digest := e.bundle(fmt.Sprintf("src.first%d", r), map[string]string{"first.md": "# first\n"})
+		e.announce(events.BundleReady{PipelineID: fmt.Sprintf("first%d", r), Bundle: loc, ManifestDigest: digest})
+	}
+	e.waitFor(10*time.Second, func() bool { return held.Load() == 2 }, "both roots held")
+	for v := range versions {
+		for r := range 2 {
+			loc, digest := e.bundle(fmt.Sprintf("src.burst%d", r), map[string]string{"report.md": fmt.Sprintf("# v%d\n", v+1)})
+			e.announce(events.BundleReady{ID: burst[r][v], PipelineID: fmt.Sprintf("burst%d", r), Bundle: loc, ManifestDigest: digest})
+		}
+	}
+	loc, digest := e.bundle("src.third", map[string]string{"third.md": "# third\n"})
+	third := e.announce(events.BundleReady{PipelineID: "third", Bundle: loc, ManifestDigest: digest})
+	e.quiet(60 * time.Second)
+
+	if n := timedOut.Load(); n > 0 {
+		t.Errorf("%d roots were held until the hold's deadline: their burst was not passed over while they were held", n)
+	}
+	if thirdWhileHeld.Load() > 0 {
+		t.Errorf("d2's publication ran while d0 and d1 were held: more publications than workers ran at once")
+	}
+	for r := range 2 {
+		if n := e.countType(burst[r], events.TypeSuperseded); n != versions-1 {
+			t.Errorf("d%d: %d versions superseded, want %d", r, n, versions-1)
+		}
+	}
+	if rs := e.results.of(third); len(rs) != 1 || rs[0].Type != events.TypePublished {
+		t.Fatalf("d2: %+v, want one published", rs)
 	}
 	e.checkNoBadEvents()
 }

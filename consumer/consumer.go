@@ -45,9 +45,18 @@ import (
 
 // Options tune the consumer. Zero values take the defaults.
 type Options struct {
-	// Workers is how many bundle events are processed at once (default
-	// DefaultWorkers).
+	// Workers is how many publications run at once (default
+	// DefaultWorkers); an event waiting for its root's turn takes none.
 	Workers int
+
+	// InProcess is how many bundle events this process holds at once,
+	// publishing or waiting for their roots' turns (default
+	// DefaultInProcessPerWorker × Workers; never fewer than Workers).
+	// Waiting events are kept ours with heartbeats, and a newer version
+	// of a source waiting beside an older one passes over it
+	// (service.PassedOverError): the more of a burst waits at once, the
+	// fewer of its versions are published.
+	InProcess int
 
 	// MaxDeliver bounds deliveries of one event (default 5).
 	MaxDeliver int
@@ -163,6 +172,13 @@ type Observation struct {
 // the lease's acquisition and release.
 const DefaultWorkers = 32
 
+// DefaultInProcessPerWorker: unless told otherwise a consumer holds four
+// events per worker. Each event waiting holds its bundle's manifest in
+// memory and a heartbeat; a burst of versions of one source spread over
+// as many roots as workers still has several of each root's versions
+// waiting at once, and all but the newest passed over.
+const DefaultInProcessPerWorker = 4
+
 // Retry is Observation.Type of a transient failure that is retried.
 const Retry = "retry"
 
@@ -177,6 +193,10 @@ func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
 		o.Workers = DefaultWorkers
 	}
+	if o.InProcess <= 0 {
+		o.InProcess = DefaultInProcessPerWorker * o.Workers
+	}
+	o.InProcess = max(o.InProcess, o.Workers)
 	if o.MaxDeliver <= 0 {
 		o.MaxDeliver = 5
 	}
@@ -234,12 +254,15 @@ type Consumer struct {
 	// the sweep for kept results leaves theirs to them.
 	runningMu sync.Mutex
 	running   map[string]int
+
+	// publishing bounds the publications running at once (Workers).
+	publishing *service.Running
 }
 
 // New returns a consumer. Streams must exist (events.Setup).
 func New(js jetstream.JetStream, subjects events.Subjects, svc *service.Service, opts Options) *Consumer {
 	opts = opts.withDefaults()
-	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts, running: map[string]int{},
+	c := &Consumer{js: js, subjects: subjects, svc: svc, opts: opts, running: map[string]int{}, publishing: service.NewRunning(opts.Workers),
 		ledger: service.NewLedger(svc, js, subjects, opts.Log, events.WithMaxResultBytes(opts.MaxResultBytes))}
 	c.maxDeliver.Store(int64(opts.MaxDeliver))
 	c.heartbeat.Store(int64(opts.Heartbeat))
@@ -264,13 +287,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
-	// Long-lived workers, not a goroutine per message: each new one grew
+	// Long-lived handlers, not a goroutine per message: each new one grew
 	// its stack again through the deep publication path, which cost more
-	// CPU per event than the hand-over. The callback waits for a free
-	// worker, as the semaphore it replaces did.
+	// CPU per event than the hand-over. There is one per event held
+	// (InProcess); at most Workers of them publish at once, the others
+	// wait for their roots' turns (service.Running). The callback waits
+	// for a free handler.
 	work, quit := make(chan delivery), make(chan struct{})
 	var wg sync.WaitGroup
-	for range c.opts.Workers {
+	for range c.opts.InProcess {
 		wg.Go(func() {
 			for {
 				select {
@@ -292,8 +317,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		wg.Wait()
 		return fmt.Errorf("consume: %w", err)
 	}
-	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int64("max_deliver", c.maxDeliver.Load()).
-		Msg("consuming bundle-ready events")
+	c.opts.Log.Info().Str("consumer", c.subjects.Durable()).Int("workers", c.opts.Workers).Int("in_process", c.opts.InProcess).
+		Int64("max_deliver", c.maxDeliver.Load()).Msg("consuming bundle-ready events")
 	swept := make(chan struct{})
 	go func() { defer close(swept); c.sweepKept(ctx) }()
 	cc = c.watch(ctx, cc, consume, trouble)
@@ -318,24 +343,30 @@ func (c *Consumer) Run(ctx context.Context) error {
 // consumer returns what consumes from a durable: its callback hands each
 // message to a worker (work) and each error of consuming to trouble.
 func (c *Consumer) consumer(ctx, workCtx context.Context, work chan<- delivery, trouble chan<- struct{}) consumeFunc {
-	// PullMaxMessages ≈ workers: buffered messages' ack clocks run while
-	// they wait, so a deep buffer causes duplicate deliveries of long jobs.
-	// The callback sees messages in delivery order: the event takes its
-	// places in its roots' lines there, before any worker runs it.
+	// PullMaxMessages = InProcess: a burst is taken in at once, so its
+	// versions wait side by side and all but the newest are passed over
+	// (a buffer of Workers took a burst in too slowly for that). An event
+	// handed to a handler waits for its root's turn with heartbeats
+	// (handle). Messages still buffered by the client have none: their ack
+	// clocks run while every handler is busy, which, Workers publishing at
+	// once, lasts up to about InProcess/Workers publications' time; past
+	// AckWait a message is delivered again (and reported once). The
+	// callback sees messages in delivery order: the event takes its places
+	// in its roots' lines there, before any handler runs it.
 	return func(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
 		return cons.Consume(func(msg jetstream.Msg) {
 			d := c.deliver(msg)
 			select {
 			case work <- d:
 			case <-ctx.Done():
-				// Delivered while stopping, or still waiting for a worker when
+				// Delivered while stopping, or still waiting for a handler when
 				// the stop came (the stop waits for this callback to return
-				// before the workers may quit): another consumer (or the
+				// before the handlers may quit): another consumer (or the
 				// restart) takes it at once.
 				d.arrival.Release(workCtx)
 				_ = msg.Nak()
 			}
-		}, jetstream.PullMaxMessages(c.opts.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		}, jetstream.PullMaxMessages(c.opts.InProcess), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			c.opts.Log.Debug().Err(err).Msg("consume")
 			select {
 			case trouble <- struct{}{}:
@@ -416,7 +447,7 @@ type delivery struct {
 // deliver takes msg's places in its roots' lines: called in delivery
 // order, it makes this process publish into each root in that order.
 func (c *Consumer) deliver(msg jetstream.Msg) delivery {
-	return delivery{msg: msg, arrival: c.ledger.Arrive(msg.Data())}
+	return delivery{msg: msg, arrival: c.ledger.Arrive(msg.Data(), c.publishing)}
 }
 
 // Handle processes one message to its end: ack, nak with delay or term.

@@ -634,3 +634,68 @@ func withoutQuorum(t *testing.T, stream string) (*testenv.Cluster, *events.Strea
 	}
 	return c, st, sjs, leader
 }
+
+// TestConcurrentPublishesOfOneResultOnAClusterLandOnce: two attempts of
+// one event may publish the same result at once (a redelivery while the
+// first attempt still runs). On an R3 events stream the server answers a
+// publish whose message id is still being stored by another with
+// "duplicate message id is in process"; PublishResult asks again until
+// the first is stored, so every publish returns, exactly one stores the
+// result and the others report a duplicate.
+func TestConcurrentPublishesOfOneResultOnAClusterLandOnce(t *testing.T) {
+	t.Parallel()
+	c := testenv.NewCluster(t)
+	js := c.JetStream(t)
+	var st *events.Streams
+	testenv.Retry(t, time.Minute, func() (err error) {
+		st, err = events.Setup(context.Background(), js, events.SetupConfig{Replicas: 3})
+		return err
+	}, "setting up the streams")
+	c.WaitStreamLeader(t, st.Subjects.EventsStream())
+	var conns []jetstream.JetStream
+	for i := range testenv.ClusterSize {
+		nc, err := nats.Connect(c.NodeURL(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		njs, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, njs)
+	}
+	for round := range 20 {
+		r := published(fmt.Sprintf("evt-race-%d", round), "archive", "weatherreporter.daily")
+		const n = 12
+		type answer struct {
+			dup bool
+			err error
+		}
+		answers := make(chan answer, n)
+		start := make(chan struct{})
+		for i := range n {
+			go func() {
+				<-start
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				dup, err := events.NewPublisher(conns[i%len(conns)], st.Subjects).PublishResult(ctx, r)
+				answers <- answer{dup, err}
+			}()
+		}
+		close(start)
+		stored := 0
+		for range n {
+			a := <-answers
+			if a.err != nil {
+				t.Fatalf("round %d: %v", round, a.err)
+			}
+			if !a.dup {
+				stored++
+			}
+		}
+		if stored != 1 {
+			t.Fatalf("round %d: %d publishes stored the result, want 1", round, stored)
+		}
+	}
+}

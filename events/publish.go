@@ -187,12 +187,35 @@ func (p *Publisher) PublishResult(ctx context.Context, r Result) (dup bool, err 
 		return false, err
 	}
 	stream := p.subjects.EventsStream()
-	ack, err := p.js.Publish(ctx, p.subjects.Result(r.Type, r.DestinationID, r.PipelineID), data,
-		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
-	if err != nil {
-		return false, p.publishErr(ctx, "publish "+r.Type+" event "+r.ID, stream, err)
+	subject := p.subjects.Result(r.Type, r.DestinationID, r.PipelineID)
+	ask := time.Now().Add(inProcessWait)
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+		ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
+		if err == nil {
+			return ack.Duplicate, nil
+		}
+		if !duplicateInProcess(err) || time.Now().Add(pause).After(ask) {
+			return false, p.publishErr(ctx, "publish "+r.Type+" event "+r.ID, stream, err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, p.publishErr(ctx, "publish "+r.Type+" event "+r.ID, stream, err)
+		case <-time.After(pause):
+		}
 	}
-	return ack.Duplicate, nil
+}
+
+// inProcessWait bounds how long PublishResult asks again while another
+// publish of the same result is being stored.
+const inProcessWait = 5 * time.Second
+
+// duplicateInProcess: a clustered stream is storing a message with the
+// same id right now (another attempt of the event publishing the same
+// result); asked again once that one is stored, it answers duplicate.
+func duplicateInProcess(err error) bool {
+	const code = 10158 // the server's JSStreamDuplicateMessageConflict
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
 }
 
 // headerRoom is what a result's headers and subject take of the server's

@@ -22,15 +22,17 @@ type Arrival struct {
 
 // Arrive decodes data, a bundle-ready message, and takes its event's
 // places: called in delivery order, it makes this process publish into
-// each root in that order. The arrival is handed to Handle, or given up
-// with Release.
-func (l *Ledger) Arrive(data []byte) *Arrival {
+// each root in that order. Its publications run within running (nil: no
+// bound), each once its root's turn comes. The arrival is handed to
+// Handle, or given up with Release.
+func (l *Ledger) Arrive(data []byte, running *Running) *Arrival {
 	a := &Arrival{}
 	if a.ev, a.err = events.DecodeBundleReady(data); a.err != nil {
 		return a
 	}
 	if dests, err := l.svc.Destinations(RequestFor(a.ev)); err == nil {
 		a.places = l.svc.Queue(dests)
+		a.places.running = running
 	}
 	return a
 }

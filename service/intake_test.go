@@ -133,7 +133,7 @@ func TestHandleAnswersWhatToAcknowledge(t *testing.T) {
 			"", " failed unknown_pipeline", "failed unknown_pipeline ocean.daily  e-unknown"},
 	} {
 		before := in.results(t)
-		a := in.ledger.Handle(in.ctx, in.ledger.Arrive(tc.data), service.Message{Subject: tc.subject, Attempt: 1, Ref: ref, RetryDelay: time.Second})
+		a := in.ledger.Handle(in.ctx, in.ledger.Arrive(tc.data, nil), service.Message{Subject: tc.subject, Attempt: 1, Ref: ref, RetryDelay: time.Second})
 		var reports []string
 		for _, r := range a.Reports {
 			reports = append(reports, strings.Join([]string{r.Destination, r.Type, r.Reason}, " "))
@@ -155,7 +155,7 @@ func TestHandleAnswersWhatToAcknowledge(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := in.results(t)
-	a := in.ledger.Handle(in.ctx, in.ledger.Arrive(encode(ev)), service.Message{Subject: in.subjects.BundleReady("weather.daily"), Attempt: 2,
+	a := in.ledger.Handle(in.ctx, in.ledger.Arrive(encode(ev), nil), service.Message{Subject: in.subjects.BundleReady("weather.daily"), Attempt: 2,
 		StoredAt: time.Now(), Ref: ref, RetryDelay: time.Second})
 	if a.Verdict != service.Ack || len(a.Reports) != 0 {
 		t.Errorf("redelivery of a reported event: verdict %d, reports %+v; want Ack and none", a.Verdict, a.Reports)

@@ -43,19 +43,22 @@ func (s *Service) WithLease(ctx context.Context, d config.Destination, fn func(r
 }
 
 // withLeaseOn is WithLease on the opened root, in the root's line at the
-// place taken in places (if any). The lease is the one the last
-// publication of this Service into the root left (HandOver), or a new one.
-// fn's context ends as soon as the lease is lost (watchLease).
+// place taken in places (if any), and within the places' bound on the
+// publications running at once once the turn is its own. The lease is the
+// one the last publication of this Service into the root left (HandOver),
+// or a new one. fn's context ends as soon as the lease is lost
+// (watchLease).
 func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root storage.Backend, places *Places, fn func(ctx context.Context, root storage.Backend, l lease.Lease) error) error {
 	start := time.Now()
 
-	// Waiting for this process's own holders counts toward LeaseWait; past
-	// it, the lease is asked for anyway and reports who holds it.
+	// The line of this process's publications into the root is waited
+	// for while it moves; when none ahead left it for LeaseWait, the lease
+	// is asked for at once and reports who holds it.
 	place := places.claim(d.RootKey())
 	if place == nil {
 		place = s.turns.join(d.RootKey())
 	}
-	ok, before, by := place.wait(ctx, start.Add(s.LeaseWait))
+	ok, before, by := place.wait(ctx, s.LeaseWait)
 	if by != nil {
 		return passedOverError(place, d, *by)
 	}
@@ -69,7 +72,22 @@ func (s *Service) withLeaseOn(ctx context.Context, d config.Destination, root st
 				Int("ahead_on_their_way", before.onTheWay).Msg("waited the lease wait for the root's turn; asking for the lease anyway")
 		}
 	}
-	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root, Destination: d.ID}, start)
+	release, err := places.run(ctx)
+	if err != nil {
+		if place != nil {
+			place.done(ctx)
+		}
+		return err
+	}
+	defer release() // after giveBack: releasing the lease is part of the publication
+
+	// Another process's holder is waited for up to LeaseWait from the
+	// turn; a publication that gave up waiting for the turn asks once.
+	deadline := time.Now()
+	if ok {
+		deadline = deadline.Add(s.LeaseWait)
+	}
+	h, err := s.hold(ctx, place, lease.Root{Key: d.RootKey(), Store: root, Destination: d.ID}, start, deadline)
 	if err != nil {
 		if place != nil {
 			place.done(ctx)
@@ -117,8 +135,9 @@ func (s *Service) watchLease(ctx context.Context, l lease.Lease, d config.Destin
 }
 
 // hold returns the lease left on the seat if it is still held, or
-// acquires one. Either way its renewal follows ctx until giveBack.
-func (s *Service) hold(ctx context.Context, place *seat, root lease.Root, start time.Time) (*holding, error) {
+// acquires one, waiting for another holder until deadline. Either way its
+// renewal follows ctx until giveBack.
+func (s *Service) hold(ctx context.Context, place *seat, root lease.Root, start, deadline time.Time) (*holding, error) {
 	if place != nil {
 		if h := place.pick(); h != nil {
 			if h.l.Err() == nil {
@@ -139,7 +158,7 @@ func (s *Service) hold(ctx context.Context, place *seat, root lease.Root, start 
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &holding{cancel: cancel}
 	h.bind(ctx)
-	l, err := s.acquire(lctx, root, start)
+	l, err := s.acquire(lctx, root, start, deadline)
 	if err != nil {
 		h.unbind()
 		cancel()
@@ -175,9 +194,9 @@ func (s *Service) mayHandOver(h *holding) bool {
 	return h.l.Err() == nil // a lost lease is never handed on
 }
 
-// acquire takes the lease, waiting up to LeaseWait while it is held.
-func (s *Service) acquire(ctx context.Context, root lease.Root, start time.Time) (lease.Lease, error) {
-	deadline := start.Add(s.LeaseWait)
+// acquire takes the lease, waiting until deadline while it is held;
+// LeaseWaited is told the time since start.
+func (s *Service) acquire(ctx context.Context, root lease.Root, start, deadline time.Time) (lease.Lease, error) {
 	pause := 50 * time.Millisecond
 	for {
 		l, err := s.Locker.Acquire(ctx, root)

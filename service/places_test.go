@@ -158,3 +158,30 @@ func TestAPlaceGivenUpPastLeaseWaitLeavesTheLine(t *testing.T) {
 		t.Fatalf("%d places in the root's line, want 0", got)
 	}
 }
+
+// TestALineThatMovesIsWaitedForPastLeaseWait: eight places ahead of a
+// publication leave the line one every 100 ms, 800 ms in all, with a
+// LeaseWait of 600 ms: the publication keeps its place while the line
+// moves, and runs only after the last place ahead left it, never out of
+// turn.
+func TestALineThatMovesIsWaitedForPastLeaseWait(t *testing.T) {
+	pr := newPlacesRoot(t)
+	r := pr.h.Service
+	r.LeaseWait = 600 * time.Millisecond
+	v1, _ := makeBundleAt(t, "weather", t0, map[string]string{"report.md": "# v1\n"})
+	var ahead []*service.Places
+	for range 8 {
+		ahead = append(ahead, r.Queue([]config.Destination{pr.live}))
+	}
+	done := pr.publishAt("p", "live", v1, r.Queue([]config.Destination{pr.live}))
+	for _, p := range ahead {
+		select {
+		case err := <-done:
+			t.Fatalf("the publication ran with %d places still ahead of it (err %v)", r.Queued(pr.live.RootKey()), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		p.Release(context.Background())
+	}
+	wantDone(t, done, "v1")
+	wantContents(t, pr.liveRoot, map[string]string{"report.md": "# v1\n"})
+}

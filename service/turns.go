@@ -44,6 +44,7 @@ type seat struct {
 	tu      *turn
 	ready   chan struct{}
 	passed  chan struct{}
+	moved   chan struct{} // the head of the line left it (buffered)
 	arrived bool
 	started bool
 	v       *version
@@ -62,7 +63,7 @@ func (t *rootTurns) join(key string) *seat {
 		tu = &turn{}
 		t.q[key] = tu
 	}
-	s := &seat{t: t, key: key, tu: tu, ready: make(chan struct{}), passed: make(chan struct{})}
+	s := &seat{t: t, key: key, tu: tu, ready: make(chan struct{}), passed: make(chan struct{}), moved: make(chan struct{}, 1)}
 	if tu.line = append(tu.line, s); len(tu.line) == 1 {
 		close(s.ready)
 	}
@@ -72,14 +73,16 @@ func (t *rootTurns) join(key string) *seat {
 // ahead is who was in front of a seat that gave up waiting: places whose
 // publication held or waited for the turn, and places whose events had
 // not reached their publication yet (opening their bundles, waiting for a
-// worker).
+// handler).
 type ahead struct{ publishing, onTheWay int }
 
-// wait waits until the seat holds the turn, up to deadline. On false the
-// seat has left the line, and before is who was in front of it; by, when
-// set, is the newer version that passed over the seat (then it need not
-// run).
-func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ahead, by *catalog.Source) {
+// wait waits until the seat holds the turn, as long as the line moves:
+// it gives up when the head of the line stayed for patience (a holder, or
+// an event on its way, that is stuck), however long the line.
+// On false the seat has left the line, and before is who was in front of
+// it; by, when set, is the newer version that passed over the seat (then
+// it need not run).
+func (s *seat) wait(ctx context.Context, patience time.Duration) (ok bool, before ahead, by *catalog.Source) {
 	s.t.mu.Lock()
 	s.arrived = true
 	s.t.mu.Unlock()
@@ -90,16 +93,23 @@ func (s *seat) wait(ctx context.Context, deadline time.Time) (ok bool, before ah
 		return s.take()
 	default:
 	}
-	if wait := time.Until(deadline); wait > 0 {
-		timer := time.NewTimer(wait)
+	if patience > 0 {
+		timer := time.NewTimer(patience)
 		defer timer.Stop()
-		select {
-		case <-s.ready:
-			return s.take()
-		case <-s.passed:
-			return s.take()
-		case <-timer.C:
-		case <-ctx.Done():
+	waiting:
+		for {
+			select {
+			case <-s.ready:
+				return s.take()
+			case <-s.passed:
+				return s.take()
+			case <-s.moved:
+				timer.Reset(patience)
+			case <-timer.C:
+				break waiting
+			case <-ctx.Done():
+				break waiting
+			}
 		}
 	}
 	s.t.mu.Lock()
@@ -146,6 +156,16 @@ func (s *seat) done(ctx context.Context) {
 	tu.line = slices.Delete(tu.line, i, i+1)
 	if i == 0 && len(tu.line) > 0 {
 		close(tu.line[0].ready)
+
+		// The line moved. A place behind that gives up waiting is no
+		// move: a stuck head keeps everyone behind it waiting patience,
+		// once.
+		for _, o := range tu.line[1:] {
+			select {
+			case o.moved <- struct{}{}:
+			default:
+			}
+		}
 	}
 	var orphan *holding
 	if len(tu.line) == 0 {
@@ -199,6 +219,36 @@ type Places struct {
 	// again: the event is delivered again; an earlier attempt may have
 	// published and kept its result, which only its publication recovers.
 	again bool
+
+	// running bounds the publications that run at once (nil: no bound).
+	running *Running
+}
+
+// Running bounds how many publications of a process run at once. A
+// publication takes a slot once its root's turn is its own (or it gave up
+// waiting for the turn) and gives it back when it ends: events waiting in
+// their roots' lines hold none, so many events of a burst can wait, and be
+// passed over, at once, while the publications running stay bounded. A nil
+// *Running has no bound.
+type Running struct{ slots chan struct{} }
+
+// NewRunning bounds the publications running at once to n (at least 1).
+func NewRunning(n int) *Running {
+	return &Running{slots: make(chan struct{}, max(n, 1))}
+}
+
+// run waits for a slot for the places' publication of one destination,
+// or for ctx to end; release gives the slot back.
+func (p *Places) run(ctx context.Context) (release func(), err error) {
+	if p == nil || p.running == nil {
+		return func() {}, nil
+	}
+	select {
+	case p.running.slots <- struct{}{}:
+		return func() { <-p.running.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // deliveredAgain marks the places of an event delivered again: they are

@@ -31,7 +31,7 @@ func TestALeaseLeftForAPlaceThatLeavesIsNotKeptForOneOnItsWay(t *testing.T) {
 	var turns rootTurns
 	a, b, c := turns.join(lr.Key), turns.join(lr.Key), turns.join(lr.Key)
 	defer c.done(ctx)
-	if ok, _, _ := a.wait(ctx, time.Now().Add(time.Minute)); !ok {
+	if ok, _, _ := a.wait(ctx, time.Minute); !ok {
 		t.Fatal("the first place did not get the turn")
 	}
 	turns.mu.Lock()

@@ -68,7 +68,7 @@ func (a *app) serveCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (default: nats.url, else an embedded server)")
-	cmd.Flags().IntVar(&workers, "workers", consumer.DefaultWorkers, "bundle events processed at once")
+	cmd.Flags().IntVar(&workers, "workers", consumer.DefaultWorkers, "publications run at once (events waiting for their root's turn take none; 4 per worker are held)")
 	cmd.Flags().StringVar(&so.httpAddr, "http-addr", "", `address of the status page (/, /status.json), /healthz, /readyz and /metrics, or "off" (default: http.listen, else `+config.DefaultHTTPListen+")")
 	cmd.Flags().Var(&so.connectTimeout, "connect-timeout", "how long to retry the first connection to nats.url and the set-up of JetStream, e.g. 2m or 1h (default: until stopped)")
 	return cmd

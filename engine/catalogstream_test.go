@@ -228,7 +228,10 @@ func TestStreamedReadRestartsOnAnotherForm(t *testing.T) {
 	if err != nil || given != 3 || restarts != 1 {
 		t.Fatalf("%d records after %d restarts, %v; want 3 after 1", given, restarts, err)
 	}
-	if !errors.Is(func() error { _, err := catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { return nil }); return err }(), catalog.ErrNotStreamed) {
+	if !errors.Is(func() error {
+		_, err := catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { return nil })
+		return err
+	}(), catalog.ErrNotStreamed) {
 		t.Fatal("the document is streamed; the test needs one that is not")
 	}
 }

@@ -21,14 +21,14 @@ type streamedHead struct {
 	updatedAt       time.Time
 }
 
-// eachCatalogRecord calls fn with each record of root's catalog in path
-// order, holding one at a time (catalog.Scan over Backend.Open): a
-// catalog of a million records is never held whole. A catalog Scan does
+// streamCatalog reads root's catalog with scan (catalog.Scan or
+// catalog.ScanTally, giving its records one at a time) over Backend.Open:
+// a catalog of a million records is never held whole. A catalog scan does
 // not stream (another form than Marshal's, legacy state, an invalid one)
-// is read whole by readState, whose answer is the reference: restart is
-// called first, since fn is then given every record again. No catalog:
-// no record and present false. fn's error ends the read and is returned.
-func eachCatalogRecord(ctx context.Context, root storage.Backend, restart func(), fn func(*catalog.Record) error) (streamedHead, error) {
+// is read whole by readState, whose answer is the reference: whole is
+// then given its records, and the caller drops what scan gave it. No
+// catalog: neither is called, and present is false.
+func streamCatalog(ctx context.Context, root storage.Backend, scan func(io.Reader) (catalog.Head, error), whole func([]catalog.Output)) (streamedHead, error) {
 	r, err := root.Open(ctx, catalog.FileName)
 	switch {
 	case errors.Is(err, storage.ErrNotExist):
@@ -36,36 +36,22 @@ func eachCatalogRecord(ctx context.Context, root storage.Backend, restart func()
 	case err != nil:
 		return streamedHead{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	var fnErr error
-	h, err := catalog.Scan(r, func(rec *catalog.Record) error {
-		fnErr = fn(rec)
-		return fnErr
-	})
+	h, err := scan(r)
 	r.Close()
 	switch {
 	case err == nil:
 		return streamedHead{present: true, updatedAt: h.UpdatedAt}, nil
-	case fnErr != nil:
-		return streamedHead{}, fnErr
 	case !errors.Is(err, catalog.ErrNotStreamed):
 		return streamedHead{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	restart()
 	st, err := readState(ctx, root)
 	if err != nil {
 		return streamedHead{}, err
 	}
 	head := streamedHead{present: st.version != "", legacy: st.legacy}
-	if st.cat == nil {
-		return head, nil
-	}
-	head.updatedAt = st.cat.UpdatedAt
-	var rec catalog.Record
-	for i := range st.cat.Outputs {
-		rec.Output = st.cat.Outputs[i]
-		if err := fn(&rec); err != nil {
-			return streamedHead{}, err
-		}
+	if st.cat != nil {
+		head.updatedAt = st.cat.UpdatedAt
+		whole(st.cat.Outputs)
 	}
 	return head, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -126,9 +127,16 @@ type catalogSummary struct {
 // up: it holds the owners and their source versions, never the records.
 func readCatalogSummary(ctx context.Context, root storage.Backend) (catalogSummary, error) {
 	var sum ownerSums
-	head, err := eachCatalogRecord(ctx, root, sum.reset, func(rec *catalog.Record) error {
-		sum.add(&rec.Output)
-		return nil
+	head, err := streamCatalog(ctx, root, func(r io.Reader) (catalog.Head, error) {
+		return catalog.ScanTally(r, func(t *catalog.Tally) error {
+			sum.add(t)
+			return nil
+		})
+	}, func(outs []catalog.Output) {
+		sum = ownerSums{}
+		for _, o := range outs {
+			sum.add(&catalog.Tally{Owner: o.Owner(), Source: o.Source, Size: o.Size, UpdatedAt: o.UpdatedAt})
+		}
 	})
 	if err != nil {
 		return catalogSummary{}, err
@@ -228,15 +236,12 @@ type ownerSum struct {
 	sources map[sourceKey]*SourceStatus
 }
 
-// reset forgets every record added.
-func (s *ownerSums) reset() { *s = ownerSums{} }
-
 // add counts one record.
-func (s *ownerSums) add(o *catalog.Output) {
-	if s.lastOwner == nil || s.lastOwner.status.Owner.PipelineID != o.PipelineID || s.lastOwner.status.Owner.DestinationID != o.DestinationID {
-		s.lastOwner = s.byOwner[o.Owner()]
+func (s *ownerSums) add(t *catalog.Tally) {
+	if s.lastOwner == nil || s.lastOwner.status.Owner != t.Owner {
+		s.lastOwner = s.byOwner[t.Owner]
 		if s.lastOwner == nil {
-			owner := catalog.Owner{PipelineID: strings.Clone(o.PipelineID), DestinationID: strings.Clone(o.DestinationID)}
+			owner := catalog.Owner{PipelineID: strings.Clone(t.Owner.PipelineID), DestinationID: strings.Clone(t.Owner.DestinationID)}
 			s.lastOwner = &ownerSum{status: OwnerStatus{Owner: owner}, sources: map[sourceKey]*SourceStatus{}}
 			if s.byOwner == nil {
 				s.byOwner = map[catalog.Owner]*ownerSum{}
@@ -245,26 +250,24 @@ func (s *ownerSums) add(o *catalog.Output) {
 		}
 		s.lastSource = nil
 	}
-	key := sourceKey{o.Source.ID, o.Source.Digest, o.Source.Created.UnixNano()}
+	key := sourceKey{t.Source.ID, t.Source.Digest, t.Source.Created.UnixNano()}
 	if s.lastSource == nil || key != s.lastKey {
 		s.lastSource = s.lastOwner.sources[key]
 		if s.lastSource == nil {
-			src := catalog.Source{ID: strings.Clone(o.Source.ID), Digest: strings.Clone(o.Source.Digest), Created: o.Source.Created}
-			key = sourceKey{src.ID, src.Digest, key.created}
+			src := catalog.Source{ID: strings.Clone(t.Source.ID), Digest: strings.Clone(t.Source.Digest), Created: t.Source.Created}
 			s.lastSource = &SourceStatus{Source: src}
-			s.lastOwner.sources[key] = s.lastSource
-		} else {
-			key = sourceKey{s.lastSource.Source.ID, s.lastSource.Source.Digest, key.created}
+			s.lastOwner.sources[sourceKey{src.ID, src.Digest, key.created}] = s.lastSource
 		}
-		s.lastKey = key
+		// The key kept holds the copies: the scan's buffer changes.
+		s.lastKey = sourceKey{s.lastSource.Source.ID, s.lastSource.Source.Digest, key.created}
 	}
 	s.lastSource.Outputs++
-	s.lastSource.Bytes += o.Size
-	if o.UpdatedAt.After(s.lastSource.UpdatedAt) {
-		s.lastSource.UpdatedAt = o.UpdatedAt
+	s.lastSource.Bytes += t.Size
+	if t.UpdatedAt.After(s.lastSource.UpdatedAt) {
+		s.lastSource.UpdatedAt = t.UpdatedAt
 	}
 	s.lastOwner.status.Outputs++
-	s.lastOwner.status.Bytes += o.Size
+	s.lastOwner.status.Bytes += t.Size
 }
 
 // owners returns the sums by pipeline, then destination, each owner's

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -16,11 +17,20 @@ import (
 // Legacy state is ErrLegacyCatalog; no catalog selects nothing.
 func verifySelection(ctx context.Context, root storage.Backend, before storage.Version, match func(catalog.Output) bool) ([]catalog.Output, error) {
 	var selected []catalog.Output
-	head, err := eachCatalogRecord(ctx, root, func() { selected = nil }, func(rec *catalog.Record) error {
-		if match(rec.Output) {
-			selected = append(selected, rec.Keep())
+	head, err := streamCatalog(ctx, root, func(r io.Reader) (catalog.Head, error) {
+		return catalog.Scan(r, func(rec *catalog.Record) error {
+			if match(rec.Output) {
+				selected = append(selected, rec.Keep())
+			}
+			return nil
+		})
+	}, func(outs []catalog.Output) {
+		selected = nil
+		for _, o := range outs {
+			if match(o) {
+				selected = append(selected, o)
+			}
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -28,7 +28,8 @@ func verifySelection(ctx context.Context, root storage.Backend, before storage.V
 		selected = nil
 		for _, o := range outs {
 			if match(o) {
-				selected = append(selected, o)
+				// Copied: the records read whole point into the document.
+				selected = append(selected, (&catalog.Record{Output: o}).Keep())
 			}
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
 )
 
@@ -252,5 +253,52 @@ func TestStreamedReadRestartsOnAnotherForm(t *testing.T) {
 	}
 	if _, err := catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { return nil }); !errors.Is(err, catalog.ErrNotStreamed) {
 		t.Fatal("the document is streamed; the test needs one that is not")
+	}
+}
+
+// noFingerprint is a root whose backend cannot tell a fingerprint.
+type noFingerprint struct{ storage.Backend }
+
+func (r noFingerprint) Stat(ctx context.Context, p string) (storage.ObjectInfo, error) {
+	fi, err := r.Backend.Stat(ctx, p)
+	fi.Fingerprint = ""
+	return fi, err
+}
+
+// Where the backend tells no fingerprint, a catalog's mark is its
+// content's: the same catalog marks the same, a replaced one otherwise,
+// none marks "".
+func TestCatalogMarkWithoutFingerprint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	plain, err := local.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := noFingerprint{plain}
+	mark := func() storage.Version {
+		t.Helper()
+		m, err := catalogMark(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := mark(); m != "" {
+		t.Fatalf("no catalog marks %q", m)
+	}
+	v, err := plain.WriteIfVersion(ctx, catalog.FileName, []byte("one"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := mark()
+	if first == "" || mark() != first {
+		t.Fatalf("one catalog marks %q, then %q", first, mark())
+	}
+	if _, err := plain.WriteIfVersion(ctx, catalog.FileName, []byte("two"), v); err != nil {
+		t.Fatal(err)
+	}
+	if mark() == first {
+		t.Fatal("a replaced catalog marks as the one before")
 	}
 }

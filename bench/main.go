@@ -46,7 +46,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.cases, "cases", "", "comma-separated cases to run (default: all but huge); see -list")
 	flag.IntVar(&o.runs, "runs", 5, "timed runs per tool and case (the median is reported)")
-	flag.BoolVar(&o.huge, "huge", false, "also run the 1,000,000-output catalog case (about 10 minutes to prepare)")
+	flag.BoolVar(&o.huge, "huge", false, "also run the 1,000,000-output catalog cases (about 10 minutes to prepare)")
 	flag.StringVar(&o.dir, "dir", "", "work folder (default: a new temp folder, removed at the end)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder")
 	flag.StringVar(&o.baseline, "baseline", "", "also time distributor built from this git revision (e.g. main), as a peer")
@@ -465,6 +465,8 @@ func allCases() []caseDef {
 		{name: "remove10", title: "replacement removing 10 % of 10,000", setup: remove10},
 		{name: "catalog100k", title: "catalog of 100,000 outputs, publish adding 10", setup: bigCatalog("catalog100k", 100_000)},
 		{name: "catalog1m", title: "catalog of 1,000,000 outputs, publish adding 10", huge: true, setup: bigCatalog("catalog1m", 1_000_000)},
+		{name: "status100k", title: "status (--no-leftovers) of the catalog100k root", setup: bigStatus("catalog100k", 100_000)},
+		{name: "status1m", title: "status (--no-leftovers) of the catalog1m root", huge: true, setup: bigStatus("catalog1m", 1_000_000)},
 	}, s3Cases()...)
 }
 
@@ -716,17 +718,6 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 			return nil, err
 		}
 
-		// The bundle of the n outputs, published untimed into each root.
-		bigSrc := filepath.Join(e.caseDir(name), "big-src")
-		if err := e.once(bigSrc, func() error {
-			if err := writeTree(bigSrc, n, 0, 1); err != nil {
-				return err
-			}
-			return e.bundleCreate(bigSrc, "bench.big", created)
-		}); err != nil {
-			return nil, err
-		}
-
 		// One fresh 10-file bundle per tool and run, under its own folder.
 		srcs := map[string][]string{}
 		tags := []string{"rsync", "cp"}
@@ -751,12 +742,8 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		var tools []tool
 		for _, d := range e.dists {
 			// Each build publishes into its own root, which it published.
-			root := filepath.Join(e.caseDir(name), "root-"+d.tag)
-			cfg, err := e.bigConfig(name+"-"+d.tag, root)
+			cfg, err := e.bigRoot(name, n, d)
 			if err != nil {
-				return nil, err
-			}
-			if err := e.publishedRoot(root, d, cfg, bigSrc); err != nil {
 				return nil, err
 			}
 			tools = append(tools, tool{name: d.name, cmd: func(i int) []string { return d.apply(cfg, srcs[d.tag][i]) }})
@@ -773,6 +760,43 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		}
 		return tools, nil
 	}
+}
+
+// bigStatus: each build's status (without the leftovers walk) of the
+// root of case name, whose catalog holds n outputs.
+func bigStatus(name string, n int) func(e *env) ([]tool, error) {
+	return func(e *env) ([]tool, error) {
+		var tools []tool
+		for _, d := range e.dists {
+			cfg, err := e.bigRoot(name, n, d)
+			if err != nil {
+				return nil, err
+			}
+			tools = append(tools, tool{name: d.name, cmd: func(int) []string { return []string{d.bin, "status", "--config", cfg, "--no-leftovers"} }})
+		}
+		return tools, nil
+	}
+}
+
+// bigRoot has build d publish the bundle of n outputs (pipeline
+// bench.big, written once) untimed into its root of case name, and
+// returns the root's configuration.
+func (e *env) bigRoot(name string, n int, d dist) (string, error) {
+	bigSrc := filepath.Join(e.caseDir(name), "big-src")
+	if err := e.once(bigSrc, func() error {
+		if err := writeTree(bigSrc, n, 0, 1); err != nil {
+			return err
+		}
+		return e.bundleCreate(bigSrc, "bench.big", created)
+	}); err != nil {
+		return "", err
+	}
+	root := filepath.Join(e.caseDir(name), "root-"+d.tag)
+	cfg, err := e.bigConfig(name+"-"+d.tag, root)
+	if err != nil {
+		return "", err
+	}
+	return cfg, e.publishedRoot(root, d, cfg, bigSrc)
 }
 
 // bigConfig writes the configuration of a big-catalog root: pipelines

@@ -1,7 +1,9 @@
 package catalog_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -143,4 +145,53 @@ type countingDiscard int
 func (d *countingDiscard) Write(p []byte) (int, error) {
 	*d += countingDiscard(len(p))
 	return len(p), nil
+}
+
+// BenchmarkScan reads a catalog record by record, as a publication to a
+// large root does, keeping none.
+func BenchmarkScan(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		data := benchCatalog(b, n)
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				seen := 0
+				_, err := catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { seen++; return nil })
+				if err != nil || seen != n {
+					b.Fatalf("scan: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMerge writes the catalog after a publication of ten new
+// records, as a publication to a large root does.
+func BenchmarkMerge(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		cur := benchCat(n)
+		data, err := catalog.Marshal(cur)
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := successorAdding10(cur)
+		var added []catalog.Output
+		for _, o := range next.Outputs {
+			if _, ok := cur.Lookup(o.Path); !ok {
+				added = append(added, o)
+			}
+		}
+		part := cur.Successor()
+		part.Outputs = added
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := catalog.Merge(io.Discard, bytes.NewReader(data), part, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -277,28 +277,17 @@ func (e *Engine) Verify(ctx context.Context, root storage.Backend, match func(ca
 	if rep.Leftovers, err = e.Leftovers(ctx, root); err != nil {
 		return rep, err
 	}
-	st, err := maintenanceState(ctx, root)
+	selected, err := verifySelection(ctx, root, before.catalog, match)
 	if err != nil {
 		return rep, err
 	}
-	if st.version != before.catalog {
-		return rep, unsettled(root)
-	}
-	if st.cat == nil {
-		return rep, nil
-	}
 	var files, total int64
-	for _, o := range st.cat.Outputs {
-		if match(o) {
-			files, total = files+1, total+o.Size
-		}
+	for _, o := range selected {
+		files, total = files+1, total+o.Size
 	}
 	progress.Start(ctx, "verifying", files, total)
 	links := map[string]bool{}
-	for _, o := range st.cat.Outputs {
-		if !match(o) {
-			continue
-		}
+	for _, o := range selected {
 		rep.Checked++
 		sum, size, err := hashAndSize(ctx, root, o.Path)
 		progress.Add(ctx, 1, size)
@@ -380,9 +369,9 @@ func stateVersions(ctx context.Context, root storage.Backend) (versions, []byte,
 	if intent == nil {
 		iv = ""
 	}
-	_, cv, err := root.ReadVersion(ctx, catalog.FileName)
+	cv, err := catalogMark(ctx, root)
 	if err != nil {
-		return versions{}, nil, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+		return versions{}, nil, err
 	}
 	return versions{catalog: cv, intent: iv}, intent, nil
 }

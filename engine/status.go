@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,23 +123,34 @@ type catalogSummary struct {
 	bytes           int64
 }
 
-// readCatalogSummary reads root's catalog and sums it up.
+// readCatalogSummary reads root's catalog record by record and sums it
+// up: it holds the owners and their source versions, never the records.
 func readCatalogSummary(ctx context.Context, root storage.Backend) (catalogSummary, error) {
-	cs, err := readState(ctx, root)
+	var sum ownerSums
+	head, err := streamCatalog(ctx, root, func(r io.Reader) (catalog.Head, error) {
+		return catalog.ScanTally(r, func(t *catalog.Tally) error {
+			sum.add(t)
+			return nil
+		})
+	}, func(outs []catalog.Output) {
+		sum = ownerSums{}
+		for _, o := range outs {
+			sum.add(&catalog.Tally{Owner: o.Owner(), Source: o.Source, Size: o.Size, UpdatedAt: o.UpdatedAt})
+		}
+	})
 	if err != nil {
 		return catalogSummary{}, err
 	}
-	sum := catalogSummary{present: cs.version != "", legacy: cs.legacy}
-	if cs.cat == nil {
-		return sum, nil
+	cs := catalogSummary{present: head.present, legacy: head.legacy, updatedAt: head.updatedAt}
+	if !head.present || head.legacy {
+		return cs, nil
 	}
-	sum.updatedAt = cs.cat.UpdatedAt
-	sum.owners = summarizeOwners(cs.cat.Outputs)
-	for _, o := range sum.owners {
-		sum.outputs += o.Outputs
-		sum.bytes += o.Bytes
+	cs.owners = sum.owners()
+	for _, o := range cs.owners {
+		cs.outputs += o.Outputs
+		cs.bytes += o.Bytes
 	}
-	return sum, nil
+	return cs, nil
 }
 
 // CatalogSummaries keeps the summary of each root's catalog (owners,
@@ -206,50 +219,64 @@ type sourceKey struct {
 	created    int64
 }
 
-// summarizeOwners sums outputs up per owner and source version in one pass.
-// Neighbouring records (path order) mostly share both, so the last ones
-// found are checked before the maps: a million records cost a pass, not a
-// million map lookups.
-func summarizeOwners(outs []catalog.Output) []OwnerStatus {
-	type ownerAgg struct {
-		status  OwnerStatus
-		sources map[sourceKey]*SourceStatus
-	}
-	owners := map[catalog.Owner]*ownerAgg{}
-	var lastOwner *ownerAgg
-	var lastSource *SourceStatus
-	var lastKey sourceKey
-	for i := range outs {
-		o := &outs[i]
-		if lastOwner == nil || lastOwner.status.Owner.PipelineID != o.PipelineID || lastOwner.status.Owner.DestinationID != o.DestinationID {
-			lastOwner = owners[o.Owner()]
-			if lastOwner == nil {
-				lastOwner = &ownerAgg{status: OwnerStatus{Owner: o.Owner()}, sources: map[sourceKey]*SourceStatus{}}
-				owners[o.Owner()] = lastOwner
+// ownerSums sums records up per owner and source version, one record at
+// a time. Neighbouring records (path order) mostly share both, so the last
+// ones found are checked before the maps: a million records cost a pass,
+// not a million map lookups. A record's strings may point into a scan's
+// buffer: what is kept of them is copied.
+type ownerSums struct {
+	byOwner    map[catalog.Owner]*ownerSum
+	lastOwner  *ownerSum
+	lastSource *SourceStatus
+	lastKey    sourceKey
+}
+
+type ownerSum struct {
+	status  OwnerStatus
+	sources map[sourceKey]*SourceStatus
+}
+
+// add counts one record.
+func (s *ownerSums) add(t *catalog.Tally) {
+	if s.lastOwner == nil || s.lastOwner.status.Owner != t.Owner {
+		s.lastOwner = s.byOwner[t.Owner]
+		if s.lastOwner == nil {
+			owner := catalog.Owner{PipelineID: strings.Clone(t.Owner.PipelineID), DestinationID: strings.Clone(t.Owner.DestinationID)}
+			s.lastOwner = &ownerSum{status: OwnerStatus{Owner: owner}, sources: map[sourceKey]*SourceStatus{}}
+			if s.byOwner == nil {
+				s.byOwner = map[catalog.Owner]*ownerSum{}
 			}
-			lastSource = nil
+			s.byOwner[owner] = s.lastOwner
 		}
-		key := sourceKey{o.Source.ID, o.Source.Digest, o.Source.Created.UnixNano()}
-		if lastSource == nil || key != lastKey {
-			lastSource = lastOwner.sources[key]
-			if lastSource == nil {
-				lastSource = &SourceStatus{Source: o.Source}
-				lastOwner.sources[key] = lastSource
-			}
-			lastKey = key
-		}
-		lastSource.Outputs++
-		lastSource.Bytes += o.Size
-		if o.UpdatedAt.After(lastSource.UpdatedAt) {
-			lastSource.UpdatedAt = o.UpdatedAt
-		}
-		lastOwner.status.Outputs++
-		lastOwner.status.Bytes += o.Size
+		s.lastSource = nil
 	}
-	out := make([]OwnerStatus, 0, len(owners))
-	for _, a := range owners {
-		for _, s := range a.sources {
-			a.status.Sources = append(a.status.Sources, *s)
+	key := sourceKey{t.Source.ID, t.Source.Digest, t.Source.Created.UnixNano()}
+	if s.lastSource == nil || key != s.lastKey {
+		s.lastSource = s.lastOwner.sources[key]
+		if s.lastSource == nil {
+			src := catalog.Source{ID: strings.Clone(t.Source.ID), Digest: strings.Clone(t.Source.Digest), Created: t.Source.Created}
+			s.lastSource = &SourceStatus{Source: src}
+			s.lastOwner.sources[sourceKey{src.ID, src.Digest, key.created}] = s.lastSource
+		}
+		// The key kept holds the copies: the scan's buffer changes.
+		s.lastKey = sourceKey{s.lastSource.Source.ID, s.lastSource.Source.Digest, key.created}
+	}
+	s.lastSource.Outputs++
+	s.lastSource.Bytes += t.Size
+	if t.UpdatedAt.After(s.lastSource.UpdatedAt) {
+		s.lastSource.UpdatedAt = t.UpdatedAt
+	}
+	s.lastOwner.status.Outputs++
+	s.lastOwner.status.Bytes += t.Size
+}
+
+// owners returns the sums by pipeline, then destination, each owner's
+// source versions newest (created) first.
+func (s *ownerSums) owners() []OwnerStatus {
+	out := make([]OwnerStatus, 0, len(s.byOwner))
+	for _, a := range s.byOwner {
+		for _, src := range a.sources {
+			a.status.Sources = append(a.status.Sources, *src)
 		}
 		sort.Slice(a.status.Sources, func(i, j int) bool {
 			x, y := a.status.Sources[i].Source, a.status.Sources[j].Source

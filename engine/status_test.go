@@ -112,6 +112,13 @@ func (c *countingRoot) hookReadVersion(ctx context.Context, p string, opts ...st
 	return c.Backend.ReadVersion(ctx, p, opts...)
 }
 
+func (c *countingRoot) Open(ctx context.Context, p string) (storage.Reader, error) {
+	if p == catalog.FileName {
+		c.reads.Add(1)
+	}
+	return c.Backend.Open(ctx, p)
+}
+
 // statusCatalog writes a catalog of n records of one owner into root,
 // replacing the one at version v ("" for none), and returns its version.
 func statusCatalog(t testing.TB, root storage.Backend, n int, v storage.Version) storage.Version {

@@ -1,0 +1,360 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/distributor/distributor/internal/jsonfast"
+)
+
+// ErrNotStreamed marks a document Scan does not read record by record:
+// one in another form than Marshal's (other whitespace, key order or
+// escapes), with records out of path order, an invalid one, or no v4
+// catalog at all. Parse reads such a document whole and decides (its
+// answer, and its message, are the reference).
+var ErrNotStreamed = errors.New("catalog is not in the form read as a stream")
+
+// Head is a catalog's own fields: everything but its records.
+type Head struct {
+	DistributorVersion string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// Record is one record as Scan reads it: its values and its bytes ("{" to
+// "}"). Both point into Scan's buffer and hold only until the callback
+// returns; Keep copies the values.
+type Record struct {
+	Output Output
+	Raw    []byte
+}
+
+// Keep returns the record's values with strings of their own.
+func (r *Record) Keep() Output {
+	o := r.Output
+	for _, s := range []*string{&o.Path, &o.PipelineID, &o.DestinationID, &o.Source.ID, &o.Source.Digest,
+		&o.Kind, &o.SourcePath, &o.Transform, &o.SHA256, &o.URL} {
+		*s = strings.Clone(*s)
+	}
+	return o
+}
+
+// Scan reads a catalog written in Marshal's form from r, one record at a
+// time in path order, and returns its head. It holds one record and a
+// read buffer, never the whole document: a catalog of a million records
+// is half a gigabyte. fn's error ends the scan and is returned. Any other
+// document ends it with ErrNotStreamed, possibly after some records: the
+// caller drops what it gathered and reads the document with Parse.
+//
+// What Scan reads, Parse reads as the same catalog.
+func Scan(r io.Reader, fn func(*Record) error) (Head, error) {
+	s := &streamScan{r: r, check: true}
+	return s.run(fn)
+}
+
+// streamScan is one Scan: a window over r.
+type streamScan struct {
+	r     io.Reader
+	buf   []byte
+	i     int // next byte to read in buf
+	eof   bool
+	// check validates each record; without it only a record's path is
+	// read where it can be (Merge copies records Scan read and checked).
+	check bool
+	times map[string]canonTime
+	enc   []byte // a record written again
+}
+
+// scanReadSize is how much one read from r asks for; scanMaxWindow bounds
+// the window a record or the head may need (a longer one is not streamed).
+const (
+	scanReadSize  = 256 << 10
+	scanMaxWindow = 64 << 20
+)
+
+// errNotStreamed is ErrNotStreamed with what ended the scan.
+func errNotStreamed(what string) error { return fmt.Errorf("%w: %s", ErrNotStreamed, what) }
+
+// fill reads more of r into the window; false at r's end.
+func (s *streamScan) fill() (bool, error) {
+	if s.eof {
+		return false, nil
+	}
+	if s.i > 0 {
+		n := copy(s.buf, s.buf[s.i:])
+		s.buf, s.i = s.buf[:n], 0
+	}
+	if len(s.buf) >= scanMaxWindow {
+		return false, errNotStreamed("a record longer than the window")
+	}
+	if cap(s.buf)-len(s.buf) < scanReadSize {
+		nb := make([]byte, len(s.buf), 2*cap(s.buf)+scanReadSize)
+		copy(nb, s.buf)
+		s.buf = nb
+	}
+	n, err := io.ReadAtLeast(s.r, s.buf[len(s.buf):cap(s.buf)], 1)
+	s.buf = s.buf[:len(s.buf)+n]
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		s.eof = true
+		return n > 0, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// upTo returns the offset in the window of the end of the first sep from
+// the read position, reading more as needed; -1 when r ends first.
+func (s *streamScan) upTo(sep string) (int, error) {
+	from := 0
+	for {
+		if j := bytes.Index(s.buf[s.i+from:], []byte(sep)); j >= 0 {
+			return s.i + from + j + len(sep), nil
+		}
+		from = max(0, len(s.buf)-s.i-len(sep)+1)
+		more, err := s.fill()
+		if err != nil || !more {
+			return -1, err
+		}
+	}
+}
+
+// canonHeadEnd is how Marshal's head ends, before the first record.
+const canonHeadEnd = ",\n  \"state\": {\n    \"mode\": \"" + ModeCatalog + "\"\n  },\n  \"outputs\": ["
+
+// head reads the document up to its first record.
+func (s *streamScan) head() (Head, error) {
+	end, err := s.upTo(canonHeadEnd)
+	if err != nil || end < 0 {
+		return Head{}, errOr(err, "no catalog head in Marshal's form")
+	}
+	d := s.buf[s.i:end]
+	c := canonScan{d: d, times: s.times}
+	var h Head
+	ok := c.lit("{\n  \"schema_version\": 4,\n  \"")
+	if ok && c.lit("distributor_version\": ") {
+		// Read loosely (escapes), checked below by writing it again.
+		to := bytes.Index(d[c.i:], []byte(",\n  \"created_at\": "))
+		ok = to >= 0 && json.Unmarshal(d[c.i:c.i+to], &h.DistributorVersion) == nil && h.DistributorVersion != ""
+		c.i += to + len(",\n  \"")
+	}
+	ok = ok && c.lit("created_at\": ") && c.time(&h.CreatedAt) &&
+		c.lit(",\n  \"updated_at\": ") && c.time(&h.UpdatedAt)
+	hc := Catalog{DistributorVersion: h.DistributorVersion, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+	if !ok || !bytes.Equal(appendHead(nil, &hc), d) {
+		return Head{}, errNotStreamed("a catalog head in another form")
+	}
+	if hc.validateHead() != nil {
+		return Head{}, errNotStreamed("an invalid catalog head")
+	}
+	s.i = end
+	return h, nil
+}
+
+func errOr(err error, what string) error {
+	if err != nil {
+		return err
+	}
+	return errNotStreamed(what)
+}
+
+// run reads the head, then each record into fn, then the end.
+func (s *streamScan) run(fn func(*Record) error) (Head, error) {
+	s.times = map[string]canonTime{}
+	h, err := s.head()
+	if err != nil {
+		return Head{}, err
+	}
+	var rec Record
+	var prev []byte
+	for n := 0; ; n++ {
+		lead := "\n    "
+		if n > 0 {
+			lead = ",\n    "
+		}
+		last, err := s.endOrNext(lead, n == 0)
+		if err != nil {
+			return Head{}, err
+		}
+		if last {
+			return h, nil
+		}
+		end, err := s.upTo("\n    }")
+		if err != nil || end < 0 {
+			return Head{}, errOr(err, "a record cut short")
+		}
+		rec.Raw = s.buf[s.i:end]
+		if !s.record(&rec) {
+			return Head{}, errNotStreamed("a record in another form")
+		}
+		if n > 0 && string(prev) >= rec.Output.Path {
+			return Head{}, errNotStreamed("records out of path order")
+		}
+		if s.check && rec.Output.Validate() != nil {
+			return Head{}, errNotStreamed("an invalid record")
+		}
+		prev = append(prev[:0], rec.Output.Path...)
+		if err := fn(&rec); err != nil {
+			return Head{}, err
+		}
+		s.i = end
+	}
+}
+
+// record reads rec.Raw into rec.Output: by the template scan, or, for a
+// record with escaped strings, by the generic reader and then checked by
+// writing it again (Marshal's form, or not streamed).
+func (s *streamScan) record(rec *Record) bool {
+	rec.Output = Output{}
+	c := canonScan{d: rec.Raw, own: true, times: s.times}
+	if !s.check && c.lit("{\n      \"path\": ") && c.str(&rec.Output.Path) {
+		return true
+	}
+	c.i = 0
+	if c.record(&rec.Output) && c.i == len(c.d) {
+		return true
+	}
+	o, ok := jsonfast.Run(rec.Raw, readOutput)
+	if !ok {
+		return false
+	}
+	var t timeCache
+	s.enc = t.appendOutput(s.enc[:0], &o)
+	rec.Output = o
+	return bytes.Equal(s.enc, rec.Raw)
+}
+
+// endOrNext reads what follows the head or a record: the document's end
+// (last), or lead before the next record.
+func (s *streamScan) endOrNext(lead string, first bool) (last bool, _ error) {
+	tail := "\n  ]\n}\n"
+	if first {
+		tail = "]\n}\n"
+	}
+	for len(s.buf)-s.i < max(len(tail), len(lead)) {
+		more, err := s.fill()
+		if err != nil {
+			return false, err
+		}
+		if !more {
+			break
+		}
+	}
+	rest := s.buf[s.i:]
+	switch {
+	case bytes.HasPrefix(rest, []byte(lead)):
+		s.i += len(lead)
+		return false, nil
+	case string(rest) == tail:
+		s.i += len(tail)
+		if more, err := s.fill(); err != nil || more {
+			return false, errOr(err, "data after the catalog")
+		}
+		return true, nil
+	}
+	return false, errNotStreamed("a catalog in another form")
+}
+
+// Merge writes to w, exactly as Marshal would write the whole of it, the
+// catalog that follows the one old holds: next's head, and old's records
+// with those at the paths of dropped (sorted) left out and next's
+// records in their places, in path order. old must be a document Scan
+// reads (ErrNotStreamed otherwise); its records kept are copied as read,
+// never held together. next's records are validated as Marshal does; one
+// at the path of a record kept from old fails with ErrInvalid. On an
+// error part of the document may have been written.
+func Merge(w io.Writer, old io.Reader, next *Catalog, dropped []string) error {
+	cp := *next
+	if !sorted(next.Outputs) {
+		cp.Outputs = append([]Output(nil), next.Outputs...)
+		cp.Sort()
+	}
+	if err := cp.validateHead(); err != nil {
+		return err
+	}
+	m := merger{w: w, b: appendHead(make([]byte, 0, flushSize+64<<10), &cp), outs: cp.Outputs}
+	s := &streamScan{r: old}
+	_, err := s.run(func(rec *Record) error {
+		p := rec.Output.Path
+		if err := m.nextBefore(p); err != nil {
+			return err
+		}
+		for len(dropped) > 0 && dropped[0] < p {
+			dropped = dropped[1:]
+		}
+		if len(dropped) > 0 && dropped[0] == p {
+			return nil
+		}
+		if len(m.outs) > 0 && m.outs[0].Path == p {
+			return fmt.Errorf("%w: outputs: duplicate path %q", ErrInvalid, p)
+		}
+		return m.add(rec.Raw, p)
+	})
+	if err == nil {
+		err = m.nextBefore("")
+	}
+	if err != nil {
+		return err
+	}
+	if m.n == 0 {
+		m.b = append(m.b, "]\n}\n"...)
+	} else {
+		m.b = append(m.b, "\n  ]\n}\n"...)
+	}
+	_, err = w.Write(m.b)
+	return err
+}
+
+// merger is Merge's output: records appended in path order, written to
+// w in flushSize pieces.
+type merger struct {
+	w    io.Writer
+	b    []byte
+	n    int      // records written
+	outs []Output // next's records not yet written
+	prev []byte
+	t    timeCache
+	enc  []byte
+}
+
+// nextBefore writes next's records that sort before p ("": all left).
+func (m *merger) nextBefore(p string) error {
+	for len(m.outs) > 0 && (p == "" || m.outs[0].Path < p) {
+		o := &m.outs[0]
+		if err := o.Validate(); err != nil {
+			return fmt.Errorf("%w: outputs: %w", ErrInvalid, err)
+		}
+		m.enc = m.t.appendOutput(m.enc[:0], o)
+		if err := m.add(m.enc, o.Path); err != nil {
+			return err
+		}
+		m.outs = m.outs[1:]
+	}
+	return nil
+}
+
+// add appends one record's bytes.
+func (m *merger) add(raw []byte, path string) error {
+	if m.n > 0 && string(m.prev) == path {
+		return fmt.Errorf("%w: outputs: duplicate path %q", ErrInvalid, path)
+	}
+	if m.n > 0 {
+		m.b = append(m.b, ',')
+	}
+	m.b = append(append(m.b, "\n    "...), raw...)
+	m.n++
+	m.prev = append(m.prev[:0], path...)
+	if len(m.b) >= flushSize {
+		if _, err := m.w.Write(m.b); err != nil {
+			return err
+		}
+		m.b = m.b[:0]
+	}
+	return nil
+}

@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 
@@ -96,10 +95,14 @@ func (b *Backend) PrepareCatalog(_ context.Context, doc storage.Document, _ int)
 	c := &pendingCatalog{b: b, path: doc.Path, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		var buf bytes.Buffer
-		if c.err = doc.Encode(&buf); c.err == nil {
-			c.data = buf.Bytes()
-			c.sum = sha256.Sum256(c.data)
+		var data pieces
+		if c.err = doc.Encode(&data); c.err == nil {
+			c.data = &data
+			h := sha256.New()
+			for _, part := range data.parts {
+				h.Write(part)
+			}
+			h.Sum(c.sum[:0])
 		}
 	}()
 	return c
@@ -110,7 +113,7 @@ type pendingCatalog struct {
 	b    *Backend
 	path string
 	done chan struct{}
-	data []byte
+	data *pieces
 	sum  [sha256.Size]byte
 	err  error
 }
@@ -120,7 +123,7 @@ func (c *pendingCatalog) Commit(ctx context.Context, want storage.Version) (stor
 	if c.err != nil {
 		return "", c.err
 	}
-	return c.b.writeIfVersion(ctx, c.path, c.data, c.sum, want)
+	return c.b.writeIfVersion(ctx, c.path, c.data.reader(), c.sum, want)
 }
 
 // Close waits for the encoding: nothing outlives the publication.

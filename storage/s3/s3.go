@@ -891,11 +891,11 @@ func readSized(r io.Reader, size int64) ([]byte, error) {
 // WriteIfVersion is a compare-and-swap PutObject: If-None-Match "*" when
 // want is "", If-Match want otherwise. A lost race is ErrConflict.
 func (b *Backend) WriteIfVersion(ctx context.Context, p string, data []byte, want storage.Version, _ ...storage.Option) (storage.Version, error) {
-	return b.writeIfVersion(ctx, p, data, sha256.Sum256(data), want)
+	return b.writeIfVersion(ctx, p, io.NewSectionReader(bytes.NewReader(data), 0, int64(len(data))), sha256.Sum256(data), want)
 }
 
 // writeIfVersion is WriteIfVersion of data whose sha256 is sum.
-func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, sum [sha256.Size]byte, want storage.Version) (storage.Version, error) {
+func (b *Backend) writeIfVersion(ctx context.Context, p string, body *io.SectionReader, sum [sha256.Size]byte, want storage.Version) (storage.Version, error) {
 	key, err := b.key(p)
 	if err != nil {
 		return "", err
@@ -903,8 +903,8 @@ func (b *Backend) writeIfVersion(ctx context.Context, p string, data []byte, sum
 	in := &s3.PutObjectInput{
 		Bucket:        &b.bucket,
 		Key:           &key,
-		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
+		Body:          body,
+		ContentLength: aws.Int64(body.Size()),
 		Metadata:      map[string]string{metaSHA256: catalog.Digest(sum[:])},
 	}
 	if ct := mime.TypeByExtension(path.Ext(p)); ct != "" {

@@ -59,10 +59,10 @@ func Scan(r io.Reader, fn func(*Record) error) (Head, error) {
 
 // streamScan is one Scan: a window over r.
 type streamScan struct {
-	r     io.Reader
-	buf   []byte
-	i     int // next byte to read in buf
-	eof   bool
+	r   io.Reader
+	buf []byte
+	i   int // next byte to read in buf
+	eof bool
 	// check validates each record; without it only a record's path is
 	// read where it can be (Merge copies records Scan read and checked).
 	check bool

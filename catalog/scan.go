@@ -125,6 +125,10 @@ func (s *streamScan) upTo(sep string) (int, error) {
 	}
 }
 
+// CanonicalStart is how a v4 catalog in Marshal's form starts: a document
+// that starts otherwise is none, or is read whole (Parse).
+const CanonicalStart = "{\n  \"schema_version\": 4,\n  \""
+
 // canonHeadEnd is how Marshal's head ends, before the first record.
 const canonHeadEnd = ",\n  \"state\": {\n    \"mode\": \"" + ModeCatalog + "\"\n  },\n  \"outputs\": ["
 
@@ -137,7 +141,7 @@ func (s *streamScan) head() (Head, error) {
 	d := s.buf[s.i:end]
 	c := canonScan{d: d, times: s.times}
 	var h Head
-	ok := c.lit("{\n  \"schema_version\": 4,\n  \"")
+	ok := c.lit(CanonicalStart)
 	if ok && c.lit("distributor_version\": ") {
 		// Read loosely (escapes), checked below by writing it again.
 		to := bytes.Index(d[c.i:], []byte(",\n  \"created_at\": "))

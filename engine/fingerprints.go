@@ -241,11 +241,11 @@ func (f *fingerprints) encode(paths []string) []byte {
 // one by one (a first publication writes all of them): a crash that loses
 // or tears one costs the same hashing, and an entry vouches only for the
 // exact version it names.
-func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
+func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat recorded) {
 	if cat == nil || l.Err() != nil {
 		return
 	}
-	if shards := FingerprintShards(len(cat.Outputs)); shards != f.shards {
+	if shards := FingerprintShards(cat.count()); shards != f.shards {
 		if err := e.relayout(ctx, root, f, shards); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not read the fingerprint index to resize it; the next publication hashes the outputs it keeps")
 			return
@@ -284,37 +284,15 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 }
 
 // managedByShard returns the loaded entries of the dirty shards that the
-// catalog records (only those are kept), by shard, in one pass: over the
-// records in path order when the index holds a good part of them (a
-// republish: no search per entry), else over the entries (a small
-// publication to a large root).
-func (f *fingerprints) managedByShard(cat *catalog.Catalog) map[string][]string {
+// catalog records (only those are kept), by shard.
+func (f *fingerprints) managedByShard(cat recorded) map[string][]string {
 	byShard := make(map[string][]string, len(f.dirty))
-	add := func(p string) {
-		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
+	for p := range f.entries {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] && cat.has(p) {
 			byShard[sh] = append(byShard[sh], p)
 		}
 	}
-	if len(cat.Outputs) <= 4*len(f.entries) {
-		for i := range cat.Outputs {
-			if p := cat.Outputs[i].Path; f.has(p) {
-				add(p)
-			}
-		}
-		return byShard
-	}
-	find := cat.Finder()
-	for p := range f.entries {
-		if _, managed := find(p); managed {
-			add(p)
-		}
-	}
 	return byShard
-}
-
-func (f *fingerprints) has(p string) bool {
-	_, ok := f.entries[p]
-	return ok
 }
 
 // allShards names every shard file of an index of the given size.

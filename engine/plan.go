@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/planner"
@@ -16,6 +15,13 @@ type state struct {
 	cat     *catalog.Catalog // nil when absent or legacy
 	legacy  bool
 	version storage.Version
+
+	// paths, when set (a publication's read: parseSelected), is every
+	// record's path, cat holding only the records the plan reads, and
+	// canon the catalog's bytes in Marshal's form, which the next
+	// catalog is merged from.
+	paths *recordPaths
+	canon []byte
 }
 
 func readState(ctx context.Context, root storage.Backend) (state, error) {
@@ -42,13 +48,16 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 // (storage.Backend.Find): what is at, above and below paths, sorted (nil:
 // every object), given what the catalog says the root holds, and which
 // of those objects are symbolic links (they are objects too: they occupy
-// their path). The map is sized for hint objects.
-func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int) (map[string]planner.Stored, []string, error) {
+// their path). The map is sized for hint objects and holds those keep
+// (nil: all) keeps; the links are all found.
+func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int, keep func(string) bool) (map[string]planner.Stored, []string, error) {
 	stored := make(map[string]planner.Stored, hint)
 	var links []string
 	err := root.Find(ctx, storage.Query{Paths: paths, Held: held}, func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
-			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			if keep == nil || keep(o.Path) {
+				stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			}
 			if o.Symlink {
 				links = append(links, o.Path)
 			}
@@ -100,11 +109,11 @@ type catalogRead struct {
 	err  error
 }
 
-// readAndFind reads the catalog and finds what is stored at the paths of
-// outs while the catalog is parsed and then whileFinding runs on the
-// state read (two cores). read, when set, gives the catalog already read
-// (or being read).
-func readAndFind(ctx context.Context, root storage.Backend, outs []Output, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
+// readAndFind reads what sel selects of the catalog (parseSelected) and
+// finds what is stored at the paths of outs while the catalog is read
+// and then whileFinding runs on the state read (two cores). read, when
+// set, gives the catalog already read (or being read).
+func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *planner.Selection, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
 	if read == nil {
 		read = func() catalogRead {
 			data, v, err := root.ReadVersion(ctx, catalog.FileName)
@@ -116,22 +125,38 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, while
 	if err != nil {
 		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
 	}
-	ch := make(chan parsedState, 1)
-	go func() {
-		st, err := parseState(root, data, v)
-		ch <- parsedState{st, err}
-	}()
-	var once sync.Once
+	parsedDone := make(chan struct{})
 	var parsed parsedState
+	go func() {
+		defer close(parsedDone)
+		parsed.st, parsed.err = parseSelected(root, data, v, sel)
+	}()
 	wait := func() parsedState {
-		once.Do(func() { parsed = <-ch })
+		<-parsedDone
 		return parsed
 	}
 	var held storage.Held
 	if v != "" {
 		held = storage.Held{AtMost: catalog.MaxRecords(len(data)), Paths: func() (int, func(int) string) {
-			return outputPaths(wait().st.cat)()
+			return wait().st.heldPaths()
 		}}
+	}
+
+	// The plan reads what is stored at what it selects and at the
+	// records it reads (a delete found needs no look for a link on its
+	// way), and on a legacy root, whose replacement clears every object,
+	// all. Until the catalog is read, every object found is kept; those
+	// not needed are dropped once it is.
+	keep := func(p string) bool {
+		if sel.Path(p) {
+			return true
+		}
+		select {
+		case <-parsedDone:
+			return parsed.st.legacy || parsed.st.cat != nil && hasRecord(parsed.st.cat, p)
+		default:
+			return true
+		}
 	}
 	paths := make([]string, len(outs))
 	for i, o := range outs {
@@ -149,7 +174,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, while
 	// them up reports little more.
 	hint := min(len(data)/512, 2*len(paths))
 	go func() {
-		stored, links, err := findStored(fctx, root, paths, held, hint)
+		stored, links, err := findStored(fctx, root, paths, held, hint, keep)
 		done <- found{stored, links, err}
 	}()
 	p := wait()
@@ -163,6 +188,11 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, while
 		return state{}, found{}, err
 	}
 	f := <-done
+	for path := range f.stored {
+		if !keep(path) {
+			delete(f.stored, path)
+		}
+	}
 	return p.st, f, f.err
 }
 
@@ -198,10 +228,7 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	// an index of one shard: it reads that shard to check the outputs it
 	// keeps or to update those it writes, after the listing otherwise.
 	preload := func(st state) error {
-		n := 0
-		if st.cat != nil {
-			n = len(st.cat.Outputs)
-		}
+		n, _ := st.heldPaths()
 		pl.fps = newFingerprints(FingerprintShards(n))
 		if pl.fps.shards > 1 && (st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards) {
 			return nil
@@ -213,16 +240,16 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	}
 	var f found
 	retired := readRetiredBeside(ctx, root, pub)
-	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, preload, read)
+	desired := make([]planner.Desired, len(pub.Outputs))
+	for i, o := range pub.Outputs {
+		desired[i] = o.Desired
+	}
+	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, planner.Select(pub.Owner, desired), preload, read)
 	if pl.retired, err = retired(err); err != nil {
 		return pl, err
 	}
 	pl.stored = f.stored
 	markRetired(pl.stored, pl.retired)
-	desired := make([]planner.Desired, len(pub.Outputs))
-	for i, o := range pub.Outputs {
-		desired[i] = o.Desired
-	}
 	in := planner.Input{
 		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
 		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),

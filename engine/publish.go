@@ -87,8 +87,8 @@ func (r *publication) run(ctx context.Context) error {
 		if err := r.root.CheckRoot(ctx); err != nil {
 			return err
 		}
-		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.cat)
-		r.sweepAfterCommit(ctx, r.pl.st.cat)
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.recordedAfter(r.pl.st.cat))
+		r.sweepAfterCommit(ctx, r.pl.st.recordedAfter(r.pl.st.cat))
 		return nil
 	}
 	r.writes, r.deletes = p.Writes(), p.Deletes()
@@ -250,7 +250,7 @@ func (r *publication) finish(ctx context.Context) error {
 	// The index's shards are written beside the barrier and the commit:
 	// facts about the versions written, true whether the commit wins or
 	// not (a failed one costs the next publication hashes, no more).
-	saved := r.saveFingerprints(ctx, p.Next)
+	saved := r.saveFingerprints(ctx, r.pl.st.recordedAfter(p.Next))
 	defer saved()
 
 	// Outputs are written with DeferSync: one flush makes them all durable
@@ -274,7 +274,7 @@ func (r *publication) finish(ctx context.Context) error {
 	if err := commitPending(ctx, r.root, r.l, r.confirmed, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
-	r.sweepAfterCommit(ctx, p.Next)
+	r.sweepAfterCommit(ctx, r.pl.st.recordedAfter(p.Next))
 
 	// The index's writes, too, are done before the intent goes.
 	saved()
@@ -321,7 +321,7 @@ func (r *publication) reportUpdated() {
 // beside the barrier and the commit (its CPU beside their waits); the
 // caller must call the result, which waits for it (and may be called
 // again).
-func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalog) (wait func()) {
+func (r *publication) saveFingerprints(ctx context.Context, next recorded) (wait func()) {
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)

@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"unsafe"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// A publication reads of the root's catalog only what its plan needs
+// (planner.Select): the records of its owner and those at, above and
+// below its paths, plus every record's path. The next catalog is merged
+// from the catalog's bytes and the plan's records (catalog.Merge), the
+// other records copied as read. A catalog of a million records then
+// costs the publication its paths, not its half a gigabyte of records
+// parsed twice (the catalog read and the one written).
+
+// recordPaths is every path a catalog records, in path order, in one
+// block: what the listing (storage.Held), the fingerprint index and the
+// retired sweep ask of the records a plan does not read.
+type recordPaths struct {
+	block []byte
+	ends  []int
+}
+
+func (rp *recordPaths) add(p string) {
+	rp.block = append(rp.block, p...)
+	rp.ends = append(rp.ends, len(rp.block))
+}
+
+func (rp *recordPaths) len() int { return len(rp.ends) }
+
+// at is the i-th path; it points into the block, which no one changes
+// once the catalog is read.
+func (rp *recordPaths) at(i int) string {
+	start := 0
+	if i > 0 {
+		start = rp.ends[i-1]
+	}
+	if start == rp.ends[i] {
+		return ""
+	}
+	return unsafe.String(&rp.block[start], rp.ends[i]-start)
+}
+
+func (rp *recordPaths) has(p string) bool {
+	i := sort.Search(rp.len(), func(i int) bool { return rp.at(i) >= p })
+	return i < rp.len() && rp.at(i) == p
+}
+
+// parseSelected reads the catalog bytes read at version v (none: v is "")
+// as a publication does: the records sel selects, every path, and the
+// bytes in Marshal's form. A catalog in another form (written by hand) is
+// parsed whole and written in Marshal's form first; what Parse refuses is
+// refused with its message.
+func parseSelected(root storage.Backend, data []byte, v storage.Version, sel *planner.Selection) (state, error) {
+	if v == "" {
+		return state{}, nil
+	}
+	st, err := scanSelected(data, sel)
+	if errors.Is(err, catalog.ErrNotStreamed) {
+		whole, legacy, perr := catalog.Parse(data)
+		if perr != nil {
+			return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, perr)
+		}
+		if legacy {
+			return state{legacy: true, version: v}, nil
+		}
+		if data, err = catalog.Marshal(whole); err == nil {
+			st, err = scanSelected(data, sel)
+		}
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	st.version = v
+	return st, nil
+}
+
+// scanSelected is parseSelected of a catalog in Marshal's form.
+func scanSelected(data []byte, sel *planner.Selection) (state, error) {
+	paths := &recordPaths{block: make([]byte, 0, len(data)/16), ends: make([]int, 0, catalog.MaxRecords(len(data))/2)}
+	var outs []catalog.Output
+	head, err := catalog.Scan(bytes.NewReader(data), func(rec *catalog.Record) error {
+		paths.add(rec.Output.Path)
+		if sel.Record(&rec.Output) {
+			outs = append(outs, rec.Keep())
+		}
+		return nil
+	})
+	if err != nil {
+		return state{}, err
+	}
+	cat := &catalog.Catalog{DistributorVersion: head.DistributorVersion, CreatedAt: head.CreatedAt, UpdatedAt: head.UpdatedAt, Outputs: outs}
+	return state{cat: cat, paths: paths, canon: data}, nil
+}
+
+// hasRecord reports whether cat (in path order) holds a record at p.
+func hasRecord(cat *catalog.Catalog, p string) bool {
+	_, ok := cat.Lookup(p)
+	return ok
+}
+
+// recorded is what the fingerprint index and the retired sweep ask of a
+// catalog: how many records it holds, and whether one is at a path.
+type recorded interface {
+	count() int
+	has(p string) bool
+}
+
+// wholeCatalog is a catalog held whole as recorded.
+type wholeCatalog struct{ cat *catalog.Catalog }
+
+func (w wholeCatalog) count() int { return len(w.cat.Outputs) }
+
+func (w wholeCatalog) has(p string) bool {
+	_, ok := w.cat.Lookup(p)
+	return ok
+}
+
+// nextCatalog is the catalog a publication commits, as recorded: the
+// records its plan leaves (next, for the records read: st.cat) and the
+// other records of the catalog read.
+type nextCatalog struct {
+	next *catalog.Catalog
+	st   state
+}
+
+func (n nextCatalog) count() int {
+	return n.st.paths.len() - len(n.st.cat.Outputs) + len(n.next.Outputs)
+}
+
+func (n nextCatalog) has(p string) bool {
+	if _, ok := n.next.Lookup(p); ok {
+		return true
+	}
+	_, read := n.st.cat.Lookup(p)
+	return !read && n.st.paths.has(p)
+}
+
+// recordedAfter is the catalog next (a plan's Next, or the catalog read)
+// as recorded; nil when there is none.
+func (st state) recordedAfter(next *catalog.Catalog) recorded {
+	switch {
+	case next == nil:
+		return nil
+	case st.paths == nil:
+		return wholeCatalog{next}
+	}
+	return nextCatalog{next: next, st: st}
+}
+
+// nextDocument is the catalog that follows st after a plan whose Next is
+// next, as a backend writes it (PrepareCatalog): merged from the bytes
+// read and next, or next whole where there was no catalog.
+func (st state) nextDocument(next *catalog.Catalog) storage.Document {
+	if st.paths == nil {
+		return catalogDocument(next)
+	}
+	read := make([]string, len(st.cat.Outputs))
+	for i := range st.cat.Outputs {
+		read[i] = st.cat.Outputs[i].Path
+	}
+	return storage.Document{Path: catalog.FileName, Records: nextCatalog{next: next, st: st}.count(),
+		Encode: func(w io.Writer) error {
+			return catalog.Merge(w, bytes.NewReader(st.canon), next, read)
+		}}
+}
+
+// heldPaths tells Find what the catalog read says the root holds.
+func (st state) heldPaths() (int, func(int) string) {
+	switch {
+	case st.paths != nil:
+		return st.paths.len(), st.paths.at
+	case st.cat != nil:
+		return outputPaths(st.cat)()
+	}
+	return 0, func(int) string { return "" }
+}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"io"
 	"fmt"
 	"slices"
 
@@ -18,10 +20,10 @@ type state struct {
 
 	// paths, when set (a publication's read: parseSelected), is every
 	// record's path, cat holding only the records the plan reads, and
-	// canon the catalog's bytes in Marshal's form, which the next
-	// catalog is merged from.
-	paths *recordPaths
-	canon []byte
+	// reread reads the catalog's bytes again in Marshal's form (the next
+	// catalog is merged from them), until the catalog read is closed.
+	paths  *recordPaths
+	reread func(context.Context) (io.ReadCloser, error)
 }
 
 func readState(ctx context.Context, root storage.Backend) (state, error) {
@@ -101,12 +103,28 @@ type found struct {
 	err    error
 }
 
-// catalogRead is the catalog's bytes and version as ReadVersion returned
-// them.
+// catalogRead is the catalog opened for a read of its bytes and version
+// (storage.Backend.OpenVersion); found is false when there is none.
 type catalogRead struct {
-	data []byte
-	v    storage.Version
-	err  error
+	vr    storage.VersionedReader
+	found bool
+	err   error
+}
+
+// openCatalog opens root's catalog for a read (catalogRead).
+func openCatalog(ctx context.Context, root storage.Backend) catalogRead {
+	vr, err := root.OpenVersion(ctx, catalog.FileName)
+	if errors.Is(err, storage.ErrNotExist) {
+		return catalogRead{}
+	}
+	return catalogRead{vr: vr, found: err == nil, err: err}
+}
+
+// close closes the catalog opened, if any (again: nothing).
+func (cr catalogRead) close() {
+	if cr.found {
+		cr.vr.Close()
+	}
 }
 
 // readAndFind reads what sel selects of the catalog (parseSelected) and
@@ -114,30 +132,30 @@ type catalogRead struct {
 // and then whileFinding runs on the state read (two cores). read, when
 // set, gives the catalog already read (or being read).
 func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *planner.Selection, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
-	if read == nil {
-		read = func() catalogRead {
-			data, v, err := root.ReadVersion(ctx, catalog.FileName)
-			return catalogRead{data, v, err}
-		}
-	}
 	cr := read()
-	data, v, err := cr.data, cr.v, cr.err
-	if err != nil {
-		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	if cr.err != nil {
+		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, cr.err)
 	}
 	parsedDone := make(chan struct{})
 	var parsed parsedState
 	go func() {
 		defer close(parsedDone)
-		parsed.st, parsed.err = parseSelected(root, data, v, sel)
+		parsed.st, parsed.err = parseSelected(ctx, root, cr, sel)
 	}()
 	wait := func() parsedState {
 		<-parsedDone
 		return parsed
 	}
 	var held storage.Held
-	if v != "" {
-		held = storage.Held{AtMost: catalog.MaxRecords(len(data)), Paths: func() (int, func(int) string) {
+	size := cr.vr.Size
+	if size < 0 {
+		size = 1 << 40 // unknown: no bound
+	}
+	if !cr.found {
+		size = 0
+	}
+	if cr.found {
+		held = storage.Held{AtMost: catalog.MaxRecords(int(size)), Paths: func() (int, func(int) string) {
 			return wait().st.heldPaths()
 		}}
 	}
@@ -172,13 +190,13 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 	// Sized for the records the catalog's bytes suggest (~550 bytes each),
 	// or for about the paths asked about, when fewer: a backend that looks
 	// them up reports little more.
-	hint := min(len(data)/512, 2*len(paths))
+	hint := min(int(size)/512, 2*len(paths))
 	go func() {
 		stored, links, err := findStored(fctx, root, paths, held, hint, keep)
 		done <- found{stored, links, err}
 	}()
 	p := wait()
-	err = p.err
+	err := p.err
 	if err == nil {
 		err = whileFinding(p.st)
 	}
@@ -198,7 +216,9 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 
 // Plan computes the publication's plan without changing anything.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	pl, err := e.plan(ctx, root, pub, nil)
+	cr := openCatalog(ctx, root)
+	defer cr.close()
+	pl, err := e.plan(ctx, root, pub, func() catalogRead { return cr })
 	return pl.Plan, err
 }
 
@@ -216,8 +236,8 @@ type planned struct {
 	retired retiredRead
 }
 
-// plan plans pub. read, when set, gives the catalog already read (or
-// being read).
+// plan plans pub. read gives the catalog opened (or being opened); the
+// caller closes it once done with the plan (its Next is merged from it).
 func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication, read func() catalogRead) (planned, error) {
 	var pl planned
 	var err error

@@ -46,8 +46,8 @@ type publication struct {
 	cat       storage.PendingCatalog
 	confirmed func() error
 
-	// catalog, when set, is the catalog read while the intent was (see
-	// run): the plan's read.
+	// catalog is the catalog opened while the intent was read (see run),
+	// or after a recovery: the plan's read.
 	catalog func() catalogRead
 }
 
@@ -62,13 +62,16 @@ func (r *publication) run(ctx context.Context) error {
 	// The catalog is read beside the intent: the plan's read unless a
 	// recovery changed it.
 	early := r.readCatalog(ctx)
-	defer early() // nothing outlives the run
+	defer func() { early().close() }() // nothing outlives the run
 	pending, err := r.recoverFirst(ctx)
 	if err != nil {
 		return err
 	}
-	if !r.res.Recovered {
-		r.catalog = early
+	r.catalog = early
+	if r.res.Recovered {
+		again := openCatalog(ctx, r.root)
+		defer again.close()
+		r.catalog = func() catalogRead { return again }
 	}
 	if pending.Result != nil {
 		// An earlier attempt finished; only its result is left to deliver.
@@ -114,14 +117,11 @@ func (r *publication) run(ctx context.Context) error {
 	return r.finish(ctx)
 }
 
-// readCatalog reads the root's catalog in the background; the result
-// waits for the read (and may be called again).
+// readCatalog opens the root's catalog in the background; the result
+// waits for it (and may be called again).
 func (r *publication) readCatalog(ctx context.Context) func() catalogRead {
 	read := make(chan catalogRead, 1)
-	go func() {
-		data, v, err := r.root.ReadVersion(ctx, catalog.FileName)
-		read <- catalogRead{data, v, err}
-	}()
+	go func() { read <- openCatalog(ctx, r.root) }()
 	return sync.OnceValue(func() catalogRead { return <-read })
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -54,40 +55,63 @@ func (rp *recordPaths) has(p string) bool {
 	return i < rp.len() && rp.at(i) == p
 }
 
-// parseSelected reads the catalog bytes read at version v (none: v is "")
-// as a publication does: the records sel selects, every path, and the
-// bytes in Marshal's form. A catalog in another form (written by hand) is
-// parsed whole and written in Marshal's form first; what Parse refuses is
-// refused with its message.
-func parseSelected(root storage.Backend, data []byte, v storage.Version, sel *planner.Selection) (state, error) {
-	if v == "" {
+// parseSelected reads the catalog cr opened as a publication does, as a
+// stream: the records sel selects, every path, and the version. A catalog
+// in another form (written by hand) or no v4 catalog at all is read again
+// whole and parsed: what Parse refuses is refused with its message, and a
+// v4 catalog is written in Marshal's form (in memory) to be read as a
+// stream.
+func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel *planner.Selection) (state, error) {
+	if !cr.found {
 		return state{}, nil
 	}
-	st, err := scanSelected(data, sel)
-	if errors.Is(err, catalog.ErrNotStreamed) {
-		whole, legacy, perr := catalog.Parse(data)
-		if perr != nil {
-			return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, perr)
-		}
-		if legacy {
-			return state{legacy: true, version: v}, nil
-		}
-		if data, err = catalog.Marshal(whole); err == nil {
-			st, err = scanSelected(data, sel)
-		}
+	st, err := scanSelected(cr.vr, sel, cr.vr.Size)
+	if err == nil {
+		st.version, err = cr.vr.Version()
+		st.reread = cr.vr.Reread
 	}
+	if errors.Is(err, catalog.ErrNotStreamed) {
+		return parseWhole(ctx, root, sel)
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	return st, nil
+}
+
+// parseWhole is parseSelected of a catalog not in Marshal's form.
+func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selection) (state, error) {
+	data, v, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil || v == "" {
+		return state{}, err
+	}
+	whole, legacy, err := catalog.Parse(data)
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	if legacy {
+		return state{legacy: true, version: v}, nil
+	}
+	canon, err := catalog.Marshal(whole)
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	st, err := scanSelected(bytes.NewReader(canon), sel, int64(len(canon)))
 	if err != nil {
 		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
 	}
 	st.version = v
+	st.reread = func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(canon)), nil }
 	return st, nil
 }
 
-// scanSelected is parseSelected of a catalog in Marshal's form.
-func scanSelected(data []byte, sel *planner.Selection) (state, error) {
-	paths := &recordPaths{block: make([]byte, 0, len(data)/16), ends: make([]int, 0, catalog.MaxRecords(len(data))/2)}
+// scanSelected is parseSelected of a catalog in Marshal's form of about
+// size bytes (-1: unknown) read from r.
+func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error) {
+	size = max(0, min(size, 1<<34))
+	paths := &recordPaths{block: make([]byte, 0, size/16), ends: make([]int, 0, catalog.MaxRecords(int(size))/2)}
 	var outs []catalog.Output
-	head, err := catalog.Scan(bytes.NewReader(data), func(rec *catalog.Record) error {
+	head, err := catalog.Scan(r, func(rec *catalog.Record) error {
 		paths.add(rec.Output.Path)
 		if sel.Record(&rec.Output) {
 			outs = append(outs, rec.Keep())
@@ -98,7 +122,7 @@ func scanSelected(data []byte, sel *planner.Selection) (state, error) {
 		return state{}, err
 	}
 	cat := &catalog.Catalog{DistributorVersion: head.DistributorVersion, CreatedAt: head.CreatedAt, UpdatedAt: head.UpdatedAt, Outputs: outs}
-	return state{cat: cat, paths: paths, canon: data}, nil
+	return state{cat: cat, paths: paths}, nil
 }
 
 // hasRecord reports whether cat (in path order) holds a record at p.
@@ -159,7 +183,7 @@ func (st state) recordedAfter(next *catalog.Catalog) recorded {
 // nextDocument is the catalog that follows st after a plan whose Next is
 // next, as a backend writes it (PrepareCatalog): merged from the bytes
 // read and next, or next whole where there was no catalog.
-func (st state) nextDocument(next *catalog.Catalog) storage.Document {
+func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage.Document {
 	if st.paths == nil {
 		return catalogDocument(next)
 	}
@@ -169,7 +193,12 @@ func (st state) nextDocument(next *catalog.Catalog) storage.Document {
 	}
 	return storage.Document{Path: catalog.FileName, Records: nextCatalog{next: next, st: st}.count(),
 		Encode: func(w io.Writer) error {
-			return catalog.Merge(w, bytes.NewReader(st.canon), next, read)
+			old, err := st.reread(ctx)
+			if err != nil {
+				return fmt.Errorf("read %s again: %w", catalog.FileName, err)
+			}
+			defer old.Close()
+			return catalog.Merge(w, old, next, read)
 		}}
 }
 

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,9 +12,10 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// OpenVersion streams the object; its version is the ETag (ReadVersion's),
-// and Reread a GET of that ETag only (If-Match), checked to be the same
-// bytes.
+// OpenVersion streams the object; its version is the ETag (ReadVersion's).
+// Reread gives the bytes kept as read of an object of up to keepMax bytes
+// (a request costs more than the memory), else a GET of that ETag only
+// (If-Match), checked to be the same bytes.
 func (b *Backend) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
 	key, err := b.key(p)
 	if err != nil {
@@ -33,7 +35,13 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (storage.VersionedR
 		size = *out.ContentLength
 	}
 	body := &objectBody{ReadCloser: out.Body, b: b, key: key}
-	tally := storage.NewTally(body)
+	var kept *bytes.Buffer
+	var r io.Reader = body
+	if size >= 0 && size <= keepMax {
+		kept = bytes.NewBuffer(make([]byte, 0, size))
+		r = io.TeeReader(body, kept)
+	}
+	tally := storage.NewTally(r)
 	version := func() (storage.Version, error) {
 		if done, _ := tally.Done(); !done {
 			return "", fmt.Errorf("version of s3://%s/%s asked before its end was read", b.bucket, key)
@@ -41,6 +49,9 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (storage.VersionedR
 		return storage.Version(etag), nil
 	}
 	reread := func(ctx context.Context) (io.ReadCloser, error) {
+		if done, _ := tally.Done(); done && kept != nil {
+			return io.NopCloser(bytes.NewReader(kept.Bytes())), nil
+		}
 		again, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key, IfMatch: aws.String(etag)})
 		if err != nil {
 			if s := httpStatus(err); s == 412 || s == 404 {
@@ -55,3 +66,6 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (storage.VersionedR
 		io.Closer
 	}{tally, body}, Size: size, Version: version, Reread: reread}, nil
 }
+
+// keepMax is the largest object OpenVersion keeps as read for Reread.
+const keepMax = 8 << 20

@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/distributor/distributor/catalog"

@@ -29,7 +29,7 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (_ storage.Versione
 	if s, ok := rc.(sizer); ok {
 		f.size = s.Size()
 	}
-	f.pre, f.preSize, f.hasPre = b.versionBeforeRead(rc, begin)
+	f.pre, f.preSize, f.hasPre = b.sys.versionBeforeRead(rc, begin)
 	var r io.Reader = rc
 	if !f.hasPre {
 		f.sha = sha256.New()
@@ -37,6 +37,12 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (_ storage.Versione
 	}
 	f.tally = storage.NewTally(r)
 	return storage.VersionedReader{ReadCloser: f, Size: f.size, Version: f.version, Reread: f.reread}, nil
+}
+
+// versionBeforeRead: the portable implementation versions every file by
+// its content.
+func (portableImpl) versionBeforeRead(io.ReadCloser, time.Time) (storage.Version, int64, bool) {
+	return "", 0, false
 }
 
 // versionedFile is one OpenVersion.

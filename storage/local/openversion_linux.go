@@ -13,7 +13,8 @@ import (
 // versionBeforeRead is the version of the opened file rc known before it
 // is read, as readOpen gives it: a stamp, or a settled stat, of a file
 // large enough for one; ok is false when only its content tells.
-func (b *Backend) versionBeforeRead(rc io.ReadCloser, begin time.Time) (_ storage.Version, size int64, ok bool) {
+func (l linuxImpl) versionBeforeRead(rc io.ReadCloser, begin time.Time) (_ storage.Version, size int64, ok bool) {
+	b := l.b
 	fd, ok := fdOf(rc)
 	if !ok {
 		return "", 0, false

@@ -5,16 +5,7 @@ package local
 import (
 	"io"
 	"os"
-	"time"
-
-	"github.com/distributor/distributor/storage"
 )
-
-// versionBeforeRead: without stamps or settled stats a file is versioned
-// by its content.
-func (b *Backend) versionBeforeRead(io.ReadCloser, time.Time) (storage.Version, int64, bool) {
-	return "", 0, false
-}
 
 // readerAt reads the opened file rc at offsets, leaving its own offset
 // alone.

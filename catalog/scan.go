@@ -189,14 +189,10 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 		if last {
 			return h, nil
 		}
-		end, err := s.upTo("\n    }")
-		if err != nil || end < 0 {
-			return Head{}, errOr(err, "a record cut short")
+		if err := s.next(&rec); err != nil {
+			return Head{}, err
 		}
-		rec.Raw = s.buf[s.i:end]
-		if !s.record(&rec) {
-			return Head{}, errNotStreamed("a record in another form")
-		}
+		end := s.i + len(rec.Raw)
 		if n > 0 && string(prev) >= rec.Output.Path {
 			return Head{}, errNotStreamed("records out of path order")
 		}
@@ -209,6 +205,37 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 		}
 		s.i = end
 	}
+}
+
+// scanAhead is how much of the document the window holds before a record
+// is read in Marshal's form, where it ends: more than almost any record.
+const scanAhead = 16 << 10
+
+// next reads the record at the read position into rec (not moving past
+// it). A record in Marshal's form with no escape, whole in the window, is
+// read where it is; any other is first delimited ("\n    }" ends it: no
+// string holds a raw newline) and then read by record.
+func (s *streamScan) next(rec *Record) error {
+	for len(s.buf)-s.i < scanAhead && !s.eof {
+		if _, err := s.fill(); err != nil {
+			return err
+		}
+	}
+	rec.Output = Output{}
+	c := canonScan{d: s.buf[s.i:], own: true, times: s.times}
+	if c.record(&rec.Output) {
+		rec.Raw = c.d[:c.i]
+		return nil
+	}
+	end, err := s.upTo("\n    }")
+	if err != nil || end < 0 {
+		return errOr(err, "a record cut short")
+	}
+	rec.Raw = s.buf[s.i:end]
+	if !s.record(rec) {
+		return errNotStreamed("a record in another form")
+	}
+	return nil
 }
 
 // record reads rec.Raw into rec.Output: by the template scan, or, for a

@@ -96,19 +96,28 @@ type fingerprints struct {
 	loaded  map[string]bool // shard files read (true: it existed)
 	dirty   map[string]bool // shard files to write back
 
+	// want, when set, are the paths whose entries a load keeps (the
+	// publication's): a root of a million outputs has a million entries,
+	// and a publication keeping a thousand reads every shard. partial are
+	// the shards loaded whose other entries were left: saving one reads
+	// it again.
+	want    map[string]bool
+	partial map[string]bool
+
 	// retired are the files of the layout the index moved away from,
 	// removed once the new layout is written.
 	retired []string
 }
 
 func newFingerprints(shards int) *fingerprints {
-	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
+	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}, partial: map[string]bool{}}
 }
 
-// load reads the shards of paths that are not loaded yet. A missing or
-// unreadable shard is empty (it only costs hashing); an unreachable
-// backend is an error.
-func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *fingerprints, paths []string) error {
+// load reads the shards of paths that are not loaded yet: whole where
+// they are about to be written (each is then read once), else only the
+// entries f wants. A missing or unreadable shard is empty (it only costs
+// hashing); an unreachable backend is an error.
+func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *fingerprints, paths []string, whole bool) error {
 	if len(f.loaded) == f.shards {
 		return nil // every shard is read (a large publication reads them up front)
 	}
@@ -120,14 +129,19 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 			shards = append(shards, sh)
 		}
 	}
-	return e.loadShards(ctx, root, f, shards)
+	return e.loadShards(ctx, root, f, shards, whole)
 }
 
 // loadShards reads the shard files named (see loadFingerprints).
-func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string) error {
+func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string, whole bool) error {
 	// Shards are read in parallel: on S3 each is a request, and a large
 	// republish touches most of them.
 	parsed := make([]map[string]known, len(shards))
+	dropped := make([]bool, len(shards))
+	var keep func(string) bool
+	if f.want != nil && !whole {
+		keep = func(p string) bool { return f.want[p] }
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, sh := range shards {
@@ -141,7 +155,7 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 				data = nil
 			}
 			if data != nil {
-				parsed[i] = parseFingerprints(data)
+				parsed[i], dropped[i] = parseFingerprints(data, keep)
 			}
 			return nil
 		})
@@ -158,9 +172,12 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	}
 	for i, sh := range shards {
 		for p, k := range parsed[i] {
-			f.entries[p] = k
+			if _, newer := f.entries[p]; !newer { // set since, or loaded whole before
+				f.entries[p] = k
+			}
 		}
 		f.loaded[sh] = parsed[i] != nil
+		f.partial[sh] = dropped[i]
 	}
 	return nil
 }
@@ -171,29 +188,41 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 // (storage.PutOptions.InPlace), and only the sum tells a torn copy, a
 // mix of two versions, from a whole one. Paths cannot hold tabs or
 // newlines (catalog path rules). The entries' strings share one copy of
-// data (a line each cost an allocation).
-func parseFingerprints(data []byte) map[string]known {
+// data (a line each cost an allocation). With keep, only the entries of
+// the paths it keeps are returned, with strings of their own, and
+// dropped says whether it left any.
+func parseFingerprints(data []byte, keep func(string) bool) (_ map[string]known, dropped bool) {
 	text := string(data)
 	header, rest, ok := strings.Cut(text, "\n")
 	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader || !strings.HasPrefix(rest, fingerprintsSum) {
-		return map[string]known{}
+		return map[string]known{}, false
 	}
 	line, rest, _ := strings.Cut(rest, "\n")
 	if sum := sha256.Sum256([]byte(rest)); line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
-		return map[string]known{} // torn (or damaged): hashed once instead
+		return map[string]known{}, false // torn (or damaged): hashed once instead
 	}
-	out := make(map[string]known, strings.Count(rest, "\n"))
+	size := strings.Count(rest, "\n")
+	if keep != nil {
+		size = 0
+	}
+	out := make(map[string]known, size)
 	for rest != "" {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
 		line = strings.TrimSuffix(line, "\r")
 		sha, tail, ok1 := strings.Cut(line, "\t")
 		fp, path, ok2 := strings.Cut(tail, "\t")
-		if ok1 && ok2 && sha != "" && fp != "" && path != "" {
+		switch {
+		case !ok1 || !ok2 || sha == "" || fp == "" || path == "":
+		case keep == nil:
 			out[path] = known{fingerprint: fp, sha256: sha}
+		case keep(path):
+			out[strings.Clone(path)] = known{fingerprint: strings.Clone(fp), sha256: strings.Clone(sha)}
+		default:
+			dropped = true
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // set records what is known of path's stored version.
@@ -211,8 +240,36 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 	return ok && k.fingerprint == stored.Fingerprint && k.sha256 == sha
 }
 
-// encode renders one shard holding paths (managed ones, of that shard).
-func (f *fingerprints) encode(paths []string) []byte {
+// encodeShard renders shard sh: the entries loaded (paths, managed, of
+// that shard) and, where the load left the shard's other entries
+// (partial), those read again now that cat still records.
+func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh string, paths []string, cat recorded) ([]byte, error) {
+	if !f.partial[sh] {
+		return f.encode(paths, f.entries), nil
+	}
+	data, _, err := root.ReadVersion(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	all, _ := parseFingerprints(data, nil)
+	for p := range all {
+		if _, loaded := f.entries[p]; loaded || !cat.has(p) {
+			delete(all, p)
+		} else {
+			paths = append(paths, p)
+		}
+	}
+	for _, p := range paths {
+		if k, ok := f.entries[p]; ok {
+			all[p] = k
+		}
+	}
+	return f.encode(paths, all), nil
+}
+
+// encode renders one shard holding paths (managed ones, of that shard)
+// with their entries.
+func (f *fingerprints) encode(paths []string, entries map[string]known) []byte {
 	if !sort.StringsAreSorted(paths) {
 		sort.Strings(paths)
 	}
@@ -223,7 +280,7 @@ func (f *fingerprints) encode(paths []string) []byte {
 	head := len(fingerprintsHeader) + 1 + len(fingerprintsSum) + 2*sha256.Size + 1
 	size := head
 	for i, p := range paths {
-		ks[i] = f.entries[p]
+		ks[i] = entries[p]
 		size += len(ks[i].sha256) + len(ks[i].fingerprint) + len(p) + 3
 	}
 	buf := make([]byte, head, size)
@@ -266,8 +323,11 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	// file and no rename on a local disk: there those cost more CPU than
 	// anything else in a small publication).
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
-		data := f.encode(byShard[shards[i]])
-		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
+		data, err := f.encodeShard(ctx, root, shards[i], byShard[shards[i]], cat)
+		if err != nil {
+			return err
+		}
+		_, err = root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
 		return err
 	})
 	if err != nil {
@@ -317,11 +377,11 @@ func loaded(f *fingerprints, sh string) bool {
 func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerprints, shards int) error {
 	var unread []string
 	for n := range uint32(f.shards) {
-		if sh := shardFile(n, f.shards); !loaded(f, sh) {
+		if sh := shardFile(n, f.shards); !loaded(f, sh) || f.partial[sh] {
 			unread = append(unread, sh)
 		}
 	}
-	if err := e.loadShards(ctx, root, f, unread); err != nil {
+	if err := e.loadShards(ctx, root, f, unread, true); err != nil {
 		return err
 	}
 	f.retired = nil
@@ -331,7 +391,7 @@ func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerpr
 		}
 	}
 	f.shards = shards
-	f.loaded, f.dirty = map[string]bool{}, map[string]bool{}
+	f.loaded, f.dirty, f.partial = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for p := range f.entries {
 		f.dirty[FingerprintsFile(p, shards)] = true
 	}
@@ -363,7 +423,7 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 	if len(paths) == 0 {
 		return nil, nil
 	}
-	if err := e.loadFingerprints(ctx, root, f, paths); err != nil {
+	if err := e.loadFingerprints(ctx, root, f, paths, false); err != nil {
 		return nil, err
 	}
 	var suspects []catalog.Output

@@ -250,10 +250,14 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	preload := func(st state) error {
 		n, _ := st.heldPaths()
 		pl.fps = newFingerprints(FingerprintShards(n))
+		pl.fps.want = make(map[string]bool, len(pub.Outputs))
+		for _, o := range pub.Outputs {
+			pl.fps.want[o.Path] = true
+		}
 		if pl.fps.shards > 1 && (st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards) {
 			return nil
 		}
-		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards)); err != nil {
+		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards), false); err != nil {
 			return fmt.Errorf("check stored outputs in %s: %w", root, err)
 		}
 		return nil

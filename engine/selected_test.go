@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/engine"
 	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 	"github.com/distributor/distributor/storage/local"
@@ -157,4 +159,74 @@ func TestPublicationToACatalogInAnotherForm(t *testing.T) {
 	if len(next.Outputs) != 32 {
 		t.Fatalf("%d records, want the 30 and the 2 published", len(next.Outputs))
 	}
+}
+
+// TestFingerprintShardRewrittenWholeAfterAPartialLoad: a publication
+// keeping one output of a large root loads only that output's entry of
+// its shard; when it vouches for it again (its stored version changed,
+// same bytes) and rewrites the shard, the shard keeps every other entry.
+func TestFingerprintShardRewrittenWholeAfterAPartialLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for i := range 1100 {
+		files[fmt.Sprintf("d%d/f%04d.txt", i%5, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	if _, err := publish(t, root, planner.Additive, files, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprintEntries(t, dir)
+	if len(before) != 1100 {
+		t.Fatalf("%d fingerprint entries after the first publication, want 1100", len(before))
+	}
+
+	// Another stored version of the same bytes: its entry no longer vouches.
+	if err := os.Remove(filepath.Join(dir, "d0", "f0000.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "d0", "f0000.txt"), []byte(files["d0/f0000.txt"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := publish(t, root, planner.Additive, map[string]string{"d0/f0000.txt": files["d0/f0000.txt"]}, fixedNow.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Written) != 0 {
+		t.Fatalf("written %v, want none (same bytes)", itemPaths(res.Written))
+	}
+	after := fingerprintEntries(t, dir)
+	if len(after) != 1100 {
+		t.Fatalf("%d fingerprint entries after the second publication, want 1100", len(after))
+	}
+	if after["d0/f0000.txt"] == before["d0/f0000.txt"] {
+		t.Fatalf("the entry of the output vouched for again was not updated")
+	}
+}
+
+// fingerprintEntries reads every entry of the root's fingerprint index:
+// path → "sha256 TAB fingerprint".
+func fingerprintEntries(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	shards, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(engine.FingerprintsDir), "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, sh := range shards {
+		data, err := os.ReadFile(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		for _, l := range lines[2:] { // the header and the sum
+			sha, rest, _ := strings.Cut(l, "\t")
+			fp, p, _ := strings.Cut(rest, "\t")
+			out[p] = sha + "\t" + fp
+		}
+	}
+	return out
 }

@@ -214,7 +214,9 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 	return p.st, f, f.err
 }
 
-// Plan computes the publication's plan without changing anything.
+// Plan computes the publication's plan without changing anything. Its
+// Next holds the records the plan read (planner.Select), as the plan
+// leaves them; the catalog's other records stay as they are.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
 	cr := openCatalog(ctx, root)
 	defer cr.close()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/distributor/distributor/internal/jsonfast"
 )
@@ -32,14 +33,53 @@ type Head struct {
 type Record struct {
 	Output Output
 	Raw    []byte
+
+	// held: the document was read whole and its bytes stay as they are,
+	// so the record holds as long as the caller keeps it.
+	held bool
 }
 
 // Keep returns the record's values with strings of their own.
 func (r *Record) Keep() Output {
+	var k Keeper
+	return k.Keep(r)
+}
+
+// Keeper keeps records (Record.Keep) by copying each one's bytes into
+// blocks of its own, its strings then pointing there: one copy a record,
+// not one a string (a republish keeps most records of its root).
+type Keeper struct {
+	block []byte
+}
+
+// keeperBlock is the size of a Keeper's blocks.
+const keeperBlock = 1 << 20
+
+// Keep is Record.Keep; a record of a document read whole is kept as it
+// is (its bytes stay).
+func (k *Keeper) Keep(r *Record) Output {
 	o := r.Output
+	if r.held {
+		return o
+	}
+	if len(k.block)+len(r.Raw) > cap(k.block) {
+		k.block = make([]byte, 0, max(keeperBlock, len(r.Raw)))
+	}
+	base := len(k.block)
+	k.block = append(k.block, r.Raw...)
 	for _, s := range []*string{&o.Path, &o.PipelineID, &o.DestinationID, &o.Source.ID, &o.Source.Digest,
 		&o.Kind, &o.SourcePath, &o.Transform, &o.SHA256, &o.URL} {
-		*s = strings.Clone(*s)
+		if len(*s) == 0 {
+			continue
+		}
+		// A string read where it lies in Raw (no escape) moves with it;
+		// one decoded elsewhere is copied.
+		off := int(uintptr(unsafe.Pointer(unsafe.StringData(*s))) - uintptr(unsafe.Pointer(unsafe.SliceData(r.Raw))))
+		if off >= 0 && off+len(*s) <= len(r.Raw) {
+			*s = unsafe.String(&k.block[base+off], len(*s))
+		} else {
+			*s = strings.Clone(*s)
+		}
 	}
 	return o
 }
@@ -47,14 +87,46 @@ func (r *Record) Keep() Output {
 // Scan reads a catalog written in Marshal's form from r, one record at a
 // time in path order, and returns its head. It holds one record and a
 // read buffer, never the whole document: a catalog of a million records
-// is half a gigabyte. fn's error ends the scan and is returned. Any other
-// document ends it with ErrNotStreamed, possibly after some records: the
-// caller drops what it gathered and reads the document with Parse.
+// is half a gigabyte. A document of up to HoldMax bytes (size: r's length
+// where known, else -1) is read whole first: records pointing into it
+// are then kept without a copy (Keeper). fn's error ends the scan and is
+// returned. Any other document ends it with ErrNotStreamed, possibly
+// after some records: the caller drops what it gathered and reads the
+// document with Parse.
 //
 // What Scan reads, Parse reads as the same catalog.
-func Scan(r io.Reader, fn func(*Record) error) (Head, error) {
+func Scan(r io.Reader, size int64, fn func(*Record) error) (Head, error) {
 	s := &streamScan{r: r, check: true}
+	if size >= 0 && size <= HoldMax {
+		if err := s.readWhole(size); err != nil {
+			return Head{}, err
+		}
+	}
 	return s.run(fn)
+}
+
+// HoldMax is the size up to which Scan reads a document whole: a small
+// root's records are then kept where they were read, as a parse keeps
+// them.
+const HoldMax = 16 << 20
+
+// readWhole reads r to its end into the window, which then never moves.
+func (s *streamScan) readWhole(size int64) error {
+	s.buf = make([]byte, 0, size+1) // +1: the read that meets the end
+	for {
+		if len(s.buf) == cap(s.buf) {
+			s.buf = append(s.buf, 0)[:len(s.buf)]
+		}
+		n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+n]
+		if err == io.EOF {
+			s.eof, s.held = true, true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // streamScan is one Scan: a window over r.
@@ -68,6 +140,7 @@ type streamScan struct {
 	check bool
 	times map[string]canonTime
 	enc   []byte // a record written again
+	held  bool   // the window is the whole document (readWhole)
 }
 
 // scanReadSize is how much one read from r asks for; scanMaxWindow bounds
@@ -175,7 +248,7 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
-	var rec Record
+	rec := Record{held: s.held}
 	var prev []byte
 	for n := 0; ; n++ {
 		lead := "\n    "

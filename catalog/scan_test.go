@@ -16,14 +16,16 @@ import (
 )
 
 // scanAll scans data through a reader that returns it in pieces of the
-// given size (0: at once) and returns the catalog read.
+// given size (0: at once, its size told: read whole) and returns the
+// catalog read.
 func scanAll(data []byte, piece int) (*catalog.Catalog, error) {
 	var r io.Reader = bytes.NewReader(data)
+	size := int64(len(data))
 	if piece > 0 {
-		r = &pieces{data: data, n: piece}
+		r, size = &pieces{data: data, n: piece}, -1
 	}
 	var outs []catalog.Output
-	h, err := catalog.Scan(r, func(rec *catalog.Record) error {
+	h, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
 		if !bytes.HasPrefix(rec.Raw, []byte("{")) || !bytes.HasSuffix(rec.Raw, []byte("}")) {
 			return errors.New("raw is not one object")
 		}
@@ -174,12 +176,12 @@ func TestScanReturnsTheCallbacksErrorAndReadErrors(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	calls := 0
-	_, err = catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { calls++; return stop })
+	_, err = catalog.Scan(bytes.NewReader(data), -1, func(*catalog.Record) error { calls++; return stop })
 	if !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("Scan = %v after %d calls, want stop after 1", err, calls)
 	}
 	broken := errors.New("disk gone")
-	_, err = catalog.Scan(io.MultiReader(bytes.NewReader(data[:100]), iotest.ErrReader(broken)), func(*catalog.Record) error { return nil })
+	_, err = catalog.Scan(io.MultiReader(bytes.NewReader(data[:100]), iotest.ErrReader(broken)), -1, func(*catalog.Record) error { return nil })
 	if !errors.Is(err, broken) {
 		t.Fatalf("Scan = %v, want the read error", err)
 	}

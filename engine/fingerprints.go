@@ -214,15 +214,23 @@ func parseFingerprints(data []byte, keep func(string) bool) (_ map[string]known,
 		fp, path, ok2 := strings.Cut(tail, "\t")
 		switch {
 		case !ok1 || !ok2 || sha == "" || fp == "" || path == "":
-		case keep == nil:
+		case keep == nil || keep(path):
 			out[path] = known{fingerprint: fp, sha256: sha}
-		case keep(path):
-			out[strings.Clone(path)] = known{fingerprint: strings.Clone(fp), sha256: strings.Clone(sha)}
 		default:
 			dropped = true
 		}
 	}
-	return out, dropped
+	if !dropped {
+		return out, false
+	}
+
+	// The entries kept get strings of their own: the shard's text is
+	// left to the collector.
+	own := make(map[string]known, len(out))
+	for p, k := range out {
+		own[strings.Clone(p)] = known{fingerprint: strings.Clone(k.fingerprint), sha256: strings.Clone(k.sha256)}
+	}
+	return own, true
 }
 
 // set records what is known of path's stored version.

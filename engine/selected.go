@@ -108,13 +108,14 @@ func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selectio
 // scanSelected is parseSelected of a catalog in Marshal's form of about
 // size bytes (-1: unknown) read from r.
 func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error) {
-	size = max(0, min(size, 1<<34))
-	paths := &recordPaths{block: make([]byte, 0, size/16), ends: make([]int, 0, catalog.MaxRecords(int(size))/2)}
-	var outs []catalog.Output
-	head, err := catalog.Scan(r, func(rec *catalog.Record) error {
+	hint := max(0, min(size, 1<<34))
+	paths := &recordPaths{block: make([]byte, 0, hint/16), ends: make([]int, 0, catalog.MaxRecords(int(hint))/2)}
+	outs := make([]catalog.Output, 0, min(sel.Desired()+64, catalog.MaxRecords(int(hint))))
+	var keeper catalog.Keeper
+	head, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
 		paths.add(rec.Output.Path)
 		if sel.Record(&rec.Output) {
-			outs = append(outs, rec.Keep())
+			outs = append(outs, keeper.Keep(rec))
 		}
 		return nil
 	})

@@ -37,6 +37,10 @@ func Select(owner catalog.Owner, desired []Desired) *Selection {
 	return s
 }
 
+// Desired is how many desired paths the selection holds: about how many
+// records a republish selects.
+func (s *Selection) Desired() int { return len(s.paths) }
+
 // Record reports whether the plan reads record o.
 func (s *Selection) Record(o *catalog.Output) bool {
 	return o.PipelineID == s.owner.PipelineID && o.DestinationID == s.owner.DestinationID || s.Path(o.Path)

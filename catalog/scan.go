@@ -39,10 +39,18 @@ type Record struct {
 	held bool
 }
 
-// Keep returns the record's values with strings of their own.
+// Keep returns the record's values with strings of their own (a Keeper
+// keeps many at less cost).
 func (r *Record) Keep() Output {
-	var k Keeper
-	return k.Keep(r)
+	o := r.Output
+	if r.held {
+		return o
+	}
+	for _, s := range []*string{&o.Path, &o.PipelineID, &o.DestinationID, &o.Source.ID, &o.Source.Digest,
+		&o.Kind, &o.SourcePath, &o.Transform, &o.SHA256, &o.URL} {
+		*s = strings.Clone(*s)
+	}
+	return o
 }
 
 // Keeper keeps records (Record.Keep) by copying each one's bytes into

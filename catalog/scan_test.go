@@ -25,11 +25,16 @@ func scanAll(data []byte, piece int) (*catalog.Catalog, error) {
 		r, size = &pieces{data: data, n: piece}, -1
 	}
 	var outs []catalog.Output
+	var keeper catalog.Keeper
 	h, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
 		if !bytes.HasPrefix(rec.Raw, []byte("{")) || !bytes.HasSuffix(rec.Raw, []byte("}")) {
 			return errors.New("raw is not one object")
 		}
-		outs = append(outs, rec.Keep())
+		if len(outs)%2 == 0 {
+			outs = append(outs, keeper.Keep(rec))
+		} else {
+			outs = append(outs, rec.Keep())
+		}
 		return nil
 	})
 	if err != nil {
@@ -249,5 +254,24 @@ func TestMergeRefusesAPathKeptAndNew(t *testing.T) {
 	}
 	if err := catalog.Merge(io.Discard, bytes.NewReader(data), next, []string{old.Outputs[0].Path}); err != nil {
 		t.Fatalf("Merge with the path dropped: %v", err)
+	}
+}
+
+// TestScanKeepsRecordsOfALongDocument: records kept while a document
+// longer than the read window streams by (Keeper, Record.Keep) hold
+// their values once the window has moved on.
+func TestScanKeepsRecordsOfALongDocument(t *testing.T) {
+	t.Parallel()
+	c := benchCat(3000) // about 1.5 MB: many windows
+	data, err := catalog.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []int{1000, 100_000} {
+		got, err := scanAll(data, piece)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSameCatalog(t, got, c)
 	}
 }

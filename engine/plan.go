@@ -51,14 +51,17 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 // every object), given what the catalog says the root holds, and which
 // of those objects are symbolic links (they are objects too: they occupy
 // their path). The map is sized for hint objects and holds those keep
-// (nil: all) keeps; the links are all found.
-func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int, keep func(string) bool) (map[string]planner.Stored, []string, error) {
+// (nil: all) keeps; others, when set, records the others found, and the
+// links are all found.
+func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int, keep func(string) bool, others *pathHashes) (map[string]planner.Stored, []string, error) {
 	stored := make(map[string]planner.Stored, hint)
 	var links []string
 	err := root.Find(ctx, storage.Query{Paths: paths, Held: held}, func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
 			if keep == nil || keep(o.Path) {
 				stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			} else {
+				others.add(o.Path)
 			}
 			if o.Symlink {
 				links = append(links, o.Path)
@@ -101,6 +104,17 @@ type found struct {
 	stored map[string]planner.Stored
 	links  []string
 	err    error
+
+	// others are the objects found that stored leaves out.
+	others *pathHashes
+}
+
+// reached reports whether Find reported an object at p.
+func (f found) reached(p string) bool {
+	if _, ok := f.stored[p]; ok {
+		return true
+	}
+	return f.others != nil && f.others.has(p)
 }
 
 // catalogRead is the catalog opened for a read of its bytes and version
@@ -160,22 +174,11 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 		}}
 	}
 
-	// The plan reads what is stored at what it selects and at the
-	// records it reads (a delete found needs no look for a link on its
-	// way), and on a legacy root, whose replacement clears every object,
-	// all. Until the catalog is read, every object found is kept; those
-	// not needed are dropped once it is.
-	keep := func(p string) bool {
-		if sel.Path(p) {
-			return true
-		}
-		select {
-		case <-parsedDone:
-			return parsed.st.legacy || parsed.st.cat != nil && hasRecord(parsed.st.cat, p)
-		default:
-			return true
-		}
-	}
+	// The plan reads what is stored at what it selects; of the other
+	// objects found only their paths' hashes are kept (a delete found
+	// needs no look for a link on its way). A legacy root, whose
+	// replacement clears every object, is found again whole.
+	others := newPathHashes()
 	paths := make([]string, len(outs))
 	for i, o := range outs {
 		paths[i] = o.Path
@@ -192,8 +195,8 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 	// them up reports little more.
 	hint := min(int(size)/512, 2*len(paths))
 	go func() {
-		stored, links, err := findStored(fctx, root, paths, held, hint, keep)
-		done <- found{stored, links, err}
+		stored, links, err := findStored(fctx, root, paths, held, hint, sel.Path, others)
+		done <- found{stored: stored, links: links, err: err, others: others}
 	}()
 	p := wait()
 	err := p.err
@@ -206,10 +209,9 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 		return state{}, found{}, err
 	}
 	f := <-done
-	for path := range f.stored {
-		if !keep(path) {
-			delete(f.stored, path)
-		}
+	if f.err == nil && p.st.legacy && others.len() > 0 {
+		f = found{}
+		f.stored, f.links, f.err = findStored(ctx, root, paths, held, hint, nil, nil)
 	}
 	return p.st, f, f.err
 }
@@ -312,5 +314,5 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", root, err)
 	}
-	return pl, refuseSymlinks(ctx, root, pl.Plan, pl.stored, f.links)
+	return pl, refuseSymlinks(ctx, root, pl.Plan, f.reached, f.links)
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -126,9 +128,30 @@ func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error
 	return state{cat: cat, paths: paths}, nil
 }
 
-// hasRecord reports whether cat (in path order) holds a record at p.
-func hasRecord(cat *catalog.Catalog, p string) bool {
-	_, ok := cat.Lookup(p)
+// pathHashes is a set of paths by 64-bit hashes, 8 bytes a path: the
+// objects a listing of a large root found that a plan does not read. A
+// collision (a 2⁻⁶⁴ chance a pair) only spares a look for a link.
+type pathHashes struct {
+	seed   maphash.Seed
+	sums   []uint64
+	sorted bool
+}
+
+func newPathHashes() *pathHashes { return &pathHashes{seed: maphash.MakeSeed()} }
+
+func (h *pathHashes) add(p string) {
+	h.sums, h.sorted = append(h.sums, maphash.String(h.seed, p)), false
+}
+
+func (h *pathHashes) len() int { return len(h.sums) }
+
+// has reports whether p was added; it is asked once the adding is done.
+func (h *pathHashes) has(p string) bool {
+	if !h.sorted {
+		slices.Sort(h.sums)
+		h.sorted = true
+	}
+	_, ok := slices.BinarySearch(h.sums, maphash.String(h.seed, p))
 	return ok
 }
 

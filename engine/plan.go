@@ -123,6 +123,11 @@ type catalogRead struct {
 	vr    storage.VersionedReader
 	found bool
 	err   error
+
+	// data is the whole catalog, read at once where it is small (as
+	// catalog.Scan would read it): the read then overlaps what runs
+	// beside the opening.
+	data []byte
 }
 
 // openCatalog opens root's catalog for a read (catalogRead).
@@ -131,7 +136,22 @@ func openCatalog(ctx context.Context, root storage.Backend) catalogRead {
 	if errors.Is(err, storage.ErrNotExist) {
 		return catalogRead{}
 	}
-	return catalogRead{vr: vr, found: err == nil, err: err}
+	cr := catalogRead{vr: vr, found: err == nil, err: err}
+	if cr.found && vr.Size >= 0 && vr.Size <= catalog.HoldMax {
+		cr.data = make([]byte, 0, vr.Size+1) // +1: the read that meets the end
+		for cr.err == nil {
+			if len(cr.data) == cap(cr.data) {
+				cr.data = append(cr.data, 0)[:len(cr.data)]
+			}
+			var n int
+			n, cr.err = vr.Read(cr.data[len(cr.data):cap(cr.data)])
+			cr.data = cr.data[:len(cr.data)+n]
+		}
+		if cr.err == io.EOF {
+			cr.err = nil
+		}
+	}
+	return cr
 }
 
 // close closes the catalog opened, if any (again: nothing).

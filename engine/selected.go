@@ -67,7 +67,11 @@ func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, se
 	if !cr.found {
 		return state{}, nil
 	}
-	st, err := scanSelected(cr.vr, sel, cr.vr.Size)
+	var r io.Reader = cr.vr
+	if cr.data != nil {
+		r = bytes.NewReader(cr.data)
+	}
+	st, err := scanSelected(r, sel, cr.vr.Size)
 	if err == nil {
 		st.version, err = cr.vr.Version()
 		st.reread = cr.vr.Reread

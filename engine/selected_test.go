@@ -230,3 +230,68 @@ func fingerprintEntries(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// TestStatusOfALargeRootHoldsNotItsCatalog: status of a root of 100,000
+// records of three owners and four source versions allocates a small
+// part of the catalog's size (it sums the records up as they stream by)
+// and reports each owner's and source's counts and bytes. Not parallel:
+// it measures allocations.
+func TestStatusOfALargeRootHoldsNotItsCatalog(t *testing.T) {
+	dir := t.TempDir()
+	root, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := largeCatalog(100_000)
+	for i := range c.Outputs {
+		o := &c.Outputs[i]
+		o.Size = int64(i % 7)
+		switch i % 4 {
+		case 1:
+			o.PipelineID = "bench.other"
+		case 2:
+			o.DestinationID = "archive"
+		case 3:
+			o.Source.ID, o.Source.Created = "bench.big.v2", o.Source.Created.Add(time.Hour)
+		}
+	}
+	data, err := catalog.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, catalog.FileName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int64{} // owner or owner+source → outputs, bytes
+	for _, o := range c.Outputs {
+		for _, k := range []string{o.Owner().String(), o.Owner().String() + " " + o.Source.ID} {
+			w := want[k]
+			want[k] = [2]int64{w[0] + 1, w[1] + o.Size}
+		}
+	}
+	size := len(data)
+	data, c = nil, nil
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	st, err := (&engine.Engine{}).Status(context.Background(), root, engine.StatusOptions{})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("status allocated %d KB; the catalog is %d KB", allocated>>10, size>>10)
+	if allocated > uint64(size/4) {
+		t.Fatalf("status allocated %d MB, more than a quarter of the catalog's %d MB", allocated>>20, size>>20)
+	}
+	got := map[string][2]int64{}
+	for _, o := range st.Owners {
+		got[o.Owner.String()] = [2]int64{int64(o.Outputs), o.Bytes}
+		for _, s := range o.Sources {
+			got[o.Owner.String()+" "+s.Source.ID] = [2]int64{int64(s.Outputs), s.Bytes}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || st.Outputs != 100_000 {
+		t.Fatalf("status owners %v (%d outputs), want %v", got, st.Outputs, want)
+	}
+}

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,23 +124,50 @@ type catalogSummary struct {
 	bytes           int64
 }
 
-// readCatalogSummary reads root's catalog and sums it up.
+// readCatalogSummary reads root's catalog as a stream (catalog.Scan) and
+// sums it up, holding the sums, not the records; a catalog in another
+// form is read whole (readState).
 func readCatalogSummary(ctx context.Context, root storage.Backend) (catalogSummary, error) {
+	cr := openCatalog(ctx, root)
+	defer cr.close()
+	if cr.err != nil {
+		return catalogSummary{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, cr.err)
+	}
+	if !cr.found {
+		return catalogSummary{}, nil
+	}
+	var r io.Reader = cr.vr
+	if cr.data != nil {
+		r = bytes.NewReader(cr.data)
+	}
+	var agg ownerSums
+	head, err := catalog.Scan(r, cr.vr.Size, func(rec *catalog.Record) error {
+		agg.add(&rec.Output)
+		return nil
+	})
+	if errors.Is(err, catalog.ErrNotStreamed) {
+		return readWholeSummary(ctx, root)
+	}
+	if err != nil {
+		return catalogSummary{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	return agg.summary(head.UpdatedAt), nil
+}
+
+// readWholeSummary is readCatalogSummary of a catalog read whole.
+func readWholeSummary(ctx context.Context, root storage.Backend) (catalogSummary, error) {
 	cs, err := readState(ctx, root)
 	if err != nil {
 		return catalogSummary{}, err
 	}
-	sum := catalogSummary{present: cs.version != "", legacy: cs.legacy}
 	if cs.cat == nil {
-		return sum, nil
+		return catalogSummary{present: cs.version != "", legacy: cs.legacy}, nil
 	}
-	sum.updatedAt = cs.cat.UpdatedAt
-	sum.owners = summarizeOwners(cs.cat.Outputs)
-	for _, o := range sum.owners {
-		sum.outputs += o.Outputs
-		sum.bytes += o.Bytes
+	var agg ownerSums
+	for i := range cs.cat.Outputs {
+		agg.add(&cs.cat.Outputs[i])
 	}
-	return sum, nil
+	return agg.summary(cs.cat.UpdatedAt), nil
 }
 
 // CatalogSummaries keeps the summary of each root's catalog (owners,
@@ -206,48 +236,72 @@ type sourceKey struct {
 	created    int64
 }
 
-// summarizeOwners sums outputs up per owner and source version in one pass.
-// Neighbouring records (path order) mostly share both, so the last ones
-// found are checked before the maps: a million records cost a pass, not a
-// million map lookups.
-func summarizeOwners(outs []catalog.Output) []OwnerStatus {
-	type ownerAgg struct {
-		status  OwnerStatus
-		sources map[sourceKey]*SourceStatus
+// ownerSums sums records up per owner and source version, one record at
+// a time, holding copies of the owners' and sources' strings only (a
+// streamed record's strings last until the next). Neighbouring records
+// (path order) mostly share both, so the last ones found are checked
+// before the maps: a million records cost a pass, not a million map
+// lookups.
+type ownerSums struct {
+	owners     map[catalog.Owner]*ownerAgg
+	lastOwner  *ownerAgg
+	lastSource *SourceStatus
+	lastKey    sourceKey
+}
+
+type ownerAgg struct {
+	status  OwnerStatus
+	sources map[sourceKey]*SourceStatus
+}
+
+func (s *ownerSums) add(o *catalog.Output) {
+	if s.owners == nil {
+		s.owners = map[catalog.Owner]*ownerAgg{}
 	}
-	owners := map[catalog.Owner]*ownerAgg{}
-	var lastOwner *ownerAgg
-	var lastSource *SourceStatus
-	var lastKey sourceKey
-	for i := range outs {
-		o := &outs[i]
-		if lastOwner == nil || lastOwner.status.Owner.PipelineID != o.PipelineID || lastOwner.status.Owner.DestinationID != o.DestinationID {
-			lastOwner = owners[o.Owner()]
-			if lastOwner == nil {
-				lastOwner = &ownerAgg{status: OwnerStatus{Owner: o.Owner()}, sources: map[sourceKey]*SourceStatus{}}
-				owners[o.Owner()] = lastOwner
-			}
-			lastSource = nil
+	if s.lastOwner == nil || s.lastOwner.status.Owner.PipelineID != o.PipelineID || s.lastOwner.status.Owner.DestinationID != o.DestinationID {
+		s.lastOwner = s.owners[o.Owner()]
+		if s.lastOwner == nil {
+			owner := catalog.Owner{PipelineID: strings.Clone(o.PipelineID), DestinationID: strings.Clone(o.DestinationID)}
+			s.lastOwner = &ownerAgg{status: OwnerStatus{Owner: owner}, sources: map[sourceKey]*SourceStatus{}}
+			s.owners[owner] = s.lastOwner
 		}
-		key := sourceKey{o.Source.ID, o.Source.Digest, o.Source.Created.UnixNano()}
-		if lastSource == nil || key != lastKey {
-			lastSource = lastOwner.sources[key]
-			if lastSource == nil {
-				lastSource = &SourceStatus{Source: o.Source}
-				lastOwner.sources[key] = lastSource
-			}
-			lastKey = key
-		}
-		lastSource.Outputs++
-		lastSource.Bytes += o.Size
-		if o.UpdatedAt.After(lastSource.UpdatedAt) {
-			lastSource.UpdatedAt = o.UpdatedAt
-		}
-		lastOwner.status.Outputs++
-		lastOwner.status.Bytes += o.Size
+		s.lastSource = nil
 	}
-	out := make([]OwnerStatus, 0, len(owners))
-	for _, a := range owners {
+	key := sourceKey{o.Source.ID, o.Source.Digest, o.Source.Created.UnixNano()}
+	if s.lastSource == nil || key != s.lastKey {
+		s.lastSource = s.lastOwner.sources[key]
+		if s.lastSource == nil {
+			src := catalog.Source{ID: strings.Clone(o.Source.ID), Digest: strings.Clone(o.Source.Digest), Created: o.Source.Created}
+			key = sourceKey{src.ID, src.Digest, key.created}
+			s.lastSource = &SourceStatus{Source: src}
+			s.lastOwner.sources[key] = s.lastSource
+		}
+		s.lastKey = sourceKey{s.lastSource.Source.ID, s.lastSource.Source.Digest, key.created}
+	}
+	s.lastSource.Outputs++
+	s.lastSource.Bytes += o.Size
+	if o.UpdatedAt.After(s.lastSource.UpdatedAt) {
+		s.lastSource.UpdatedAt = o.UpdatedAt
+	}
+	s.lastOwner.status.Outputs++
+	s.lastOwner.status.Bytes += o.Size
+}
+
+// summary is the catalog's summary: updatedAt and the sums.
+func (s *ownerSums) summary(updatedAt time.Time) catalogSummary {
+	sum := catalogSummary{present: true, updatedAt: updatedAt, owners: s.ownerList()}
+	for _, o := range sum.owners {
+		sum.outputs += o.Outputs
+		sum.bytes += o.Bytes
+	}
+	return sum
+}
+
+// ownerList is the sums per owner, in owner order, each owner's sources
+// newest first.
+func (s *ownerSums) ownerList() []OwnerStatus {
+	out := make([]OwnerStatus, 0, len(s.owners))
+	for _, a := range s.owners {
 		for _, s := range a.sources {
 			a.status.Sources = append(a.status.Sources, *s)
 		}

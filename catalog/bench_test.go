@@ -157,7 +157,7 @@ func BenchmarkScan(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				seen := 0
-				_, err := catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { seen++; return nil })
+				_, err := catalog.Scan(bytes.NewReader(data), -1, func(*catalog.Record) error { seen++; return nil })
 				if err != nil || seen != n {
 					b.Fatalf("scan: %v", err)
 				}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/distributor/distributor/internal/jsonfast"
 )
@@ -32,11 +33,19 @@ type Head struct {
 type Record struct {
 	Output Output
 	Raw    []byte
+
+	// held: the document was read whole and its bytes stay as they are,
+	// so the record holds as long as the caller keeps it.
+	held bool
 }
 
-// Keep returns the record's values with strings of their own.
+// Keep returns the record's values with strings of their own (a Keeper
+// keeps many at less cost).
 func (r *Record) Keep() Output {
 	o := r.Output
+	if r.held {
+		return o
+	}
 	for _, s := range []*string{&o.Path, &o.PipelineID, &o.DestinationID, &o.Source.ID, &o.Source.Digest,
 		&o.Kind, &o.SourcePath, &o.Transform, &o.SHA256, &o.URL} {
 		*s = strings.Clone(*s)
@@ -44,30 +53,102 @@ func (r *Record) Keep() Output {
 	return o
 }
 
+// Keeper keeps records (Record.Keep) by copying each one's bytes into
+// blocks of its own, its strings then pointing there: one copy a record,
+// not one a string (a republish keeps most records of its root).
+type Keeper struct {
+	block []byte
+}
+
+// keeperBlock is the size of a Keeper's blocks.
+const keeperBlock = 1 << 20
+
+// Keep is Record.Keep; a record of a document read whole is kept as it
+// is (its bytes stay).
+func (k *Keeper) Keep(r *Record) Output {
+	o := r.Output
+	if r.held {
+		return o
+	}
+	if len(k.block)+len(r.Raw) > cap(k.block) {
+		k.block = make([]byte, 0, max(keeperBlock, len(r.Raw)))
+	}
+	base := len(k.block)
+	k.block = append(k.block, r.Raw...)
+	for _, s := range []*string{&o.Path, &o.PipelineID, &o.DestinationID, &o.Source.ID, &o.Source.Digest,
+		&o.Kind, &o.SourcePath, &o.Transform, &o.SHA256, &o.URL} {
+		if len(*s) == 0 {
+			continue
+		}
+		// A string read where it lies in Raw (no escape) moves with it;
+		// one decoded elsewhere is copied.
+		off := int(uintptr(unsafe.Pointer(unsafe.StringData(*s))) - uintptr(unsafe.Pointer(unsafe.SliceData(r.Raw))))
+		if off >= 0 && off+len(*s) <= len(r.Raw) {
+			*s = unsafe.String(&k.block[base+off], len(*s))
+		} else {
+			*s = strings.Clone(*s)
+		}
+	}
+	return o
+}
+
 // Scan reads a catalog written in Marshal's form from r, one record at a
 // time in path order, and returns its head. It holds one record and a
 // read buffer, never the whole document: a catalog of a million records
-// is half a gigabyte. fn's error ends the scan and is returned. Any other
-// document ends it with ErrNotStreamed, possibly after some records: the
-// caller drops what it gathered and reads the document with Parse.
+// is half a gigabyte. A document of up to HoldMax bytes (size: r's length
+// where known, else -1) is read whole first: records pointing into it
+// are then kept without a copy (Keeper). fn's error ends the scan and is
+// returned. Any other document ends it with ErrNotStreamed, possibly
+// after some records: the caller drops what it gathered and reads the
+// document with Parse.
 //
 // What Scan reads, Parse reads as the same catalog.
-func Scan(r io.Reader, fn func(*Record) error) (Head, error) {
+func Scan(r io.Reader, size int64, fn func(*Record) error) (Head, error) {
 	s := &streamScan{r: r, check: true}
+	if size >= 0 && size <= HoldMax {
+		if err := s.readWhole(size); err != nil {
+			return Head{}, err
+		}
+	}
 	return s.run(fn)
+}
+
+// HoldMax is the size up to which Scan reads a document whole: a small
+// root's records are then kept where they were read, as a parse keeps
+// them.
+const HoldMax = 16 << 20
+
+// readWhole reads r to its end into the window, which then never moves.
+func (s *streamScan) readWhole(size int64) error {
+	s.buf = make([]byte, 0, size+1) // +1: the read that meets the end
+	for {
+		if len(s.buf) == cap(s.buf) {
+			s.buf = append(s.buf, 0)[:len(s.buf)]
+		}
+		n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+n]
+		if err == io.EOF {
+			s.eof, s.held = true, true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // streamScan is one Scan: a window over r.
 type streamScan struct {
-	r     io.Reader
-	buf   []byte
-	i     int // next byte to read in buf
-	eof   bool
+	r   io.Reader
+	buf []byte
+	i   int // next byte to read in buf
+	eof bool
 	// check validates each record; without it only a record's path is
 	// read where it can be (Merge copies records Scan read and checked).
 	check bool
 	times map[string]canonTime
 	enc   []byte // a record written again
+	held  bool   // the window is the whole document (readWhole)
 }
 
 // scanReadSize is how much one read from r asks for; scanMaxWindow bounds
@@ -125,6 +206,10 @@ func (s *streamScan) upTo(sep string) (int, error) {
 	}
 }
 
+// CanonicalStart is how a v4 catalog in Marshal's form starts: a document
+// that starts otherwise is none, or is read whole (Parse).
+const CanonicalStart = "{\n  \"schema_version\": 4,\n  \""
+
 // canonHeadEnd is how Marshal's head ends, before the first record.
 const canonHeadEnd = ",\n  \"state\": {\n    \"mode\": \"" + ModeCatalog + "\"\n  },\n  \"outputs\": ["
 
@@ -137,7 +222,7 @@ func (s *streamScan) head() (Head, error) {
 	d := s.buf[s.i:end]
 	c := canonScan{d: d, times: s.times}
 	var h Head
-	ok := c.lit("{\n  \"schema_version\": 4,\n  \"")
+	ok := c.lit(CanonicalStart)
 	if ok && c.lit("distributor_version\": ") {
 		// Read loosely (escapes), checked below by writing it again.
 		to := bytes.Index(d[c.i:], []byte(",\n  \"created_at\": "))
@@ -171,7 +256,7 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
-	var rec Record
+	rec := Record{held: s.held}
 	var prev []byte
 	for n := 0; ; n++ {
 		lead := "\n    "
@@ -185,14 +270,10 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 		if last {
 			return h, nil
 		}
-		end, err := s.upTo("\n    }")
-		if err != nil || end < 0 {
-			return Head{}, errOr(err, "a record cut short")
+		if err := s.next(&rec); err != nil {
+			return Head{}, err
 		}
-		rec.Raw = s.buf[s.i:end]
-		if !s.record(&rec) {
-			return Head{}, errNotStreamed("a record in another form")
-		}
+		end := s.i + len(rec.Raw)
 		if n > 0 && string(prev) >= rec.Output.Path {
 			return Head{}, errNotStreamed("records out of path order")
 		}
@@ -205,6 +286,37 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 		}
 		s.i = end
 	}
+}
+
+// scanAhead is how much of the document the window holds before a record
+// is read in Marshal's form, where it ends: more than almost any record.
+const scanAhead = 16 << 10
+
+// next reads the record at the read position into rec (not moving past
+// it). A record in Marshal's form with no escape, whole in the window, is
+// read where it is; any other is first delimited ("\n    }" ends it: no
+// string holds a raw newline) and then read by record.
+func (s *streamScan) next(rec *Record) error {
+	for len(s.buf)-s.i < scanAhead && !s.eof {
+		if _, err := s.fill(); err != nil {
+			return err
+		}
+	}
+	rec.Output = Output{}
+	c := canonScan{d: s.buf[s.i:], own: true, times: s.times}
+	if c.record(&rec.Output) {
+		rec.Raw = c.d[:c.i]
+		return nil
+	}
+	end, err := s.upTo("\n    }")
+	if err != nil || end < 0 {
+		return errOr(err, "a record cut short")
+	}
+	rec.Raw = s.buf[s.i:end]
+	if !s.record(rec) {
+		return errNotStreamed("a record in another form")
+	}
+	return nil
 }
 
 // record reads rec.Raw into rec.Output: by the template scan, or, for a

@@ -16,18 +16,25 @@ import (
 )
 
 // scanAll scans data through a reader that returns it in pieces of the
-// given size (0: at once) and returns the catalog read.
+// given size (0: at once, its size told: read whole) and returns the
+// catalog read.
 func scanAll(data []byte, piece int) (*catalog.Catalog, error) {
 	var r io.Reader = bytes.NewReader(data)
+	size := int64(len(data))
 	if piece > 0 {
-		r = &pieces{data: data, n: piece}
+		r, size = &pieces{data: data, n: piece}, -1
 	}
 	var outs []catalog.Output
-	h, err := catalog.Scan(r, func(rec *catalog.Record) error {
+	var keeper catalog.Keeper
+	h, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
 		if !bytes.HasPrefix(rec.Raw, []byte("{")) || !bytes.HasSuffix(rec.Raw, []byte("}")) {
 			return errors.New("raw is not one object")
 		}
-		outs = append(outs, rec.Keep())
+		if len(outs)%2 == 0 {
+			outs = append(outs, keeper.Keep(rec))
+		} else {
+			outs = append(outs, rec.Keep())
+		}
 		return nil
 	})
 	if err != nil {
@@ -174,12 +181,12 @@ func TestScanReturnsTheCallbacksErrorAndReadErrors(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	calls := 0
-	_, err = catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { calls++; return stop })
+	_, err = catalog.Scan(bytes.NewReader(data), -1, func(*catalog.Record) error { calls++; return stop })
 	if !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("Scan = %v after %d calls, want stop after 1", err, calls)
 	}
 	broken := errors.New("disk gone")
-	_, err = catalog.Scan(io.MultiReader(bytes.NewReader(data[:100]), iotest.ErrReader(broken)), func(*catalog.Record) error { return nil })
+	_, err = catalog.Scan(io.MultiReader(bytes.NewReader(data[:100]), iotest.ErrReader(broken)), -1, func(*catalog.Record) error { return nil })
 	if !errors.Is(err, broken) {
 		t.Fatalf("Scan = %v, want the read error", err)
 	}
@@ -247,5 +254,24 @@ func TestMergeRefusesAPathKeptAndNew(t *testing.T) {
 	}
 	if err := catalog.Merge(io.Discard, bytes.NewReader(data), next, []string{old.Outputs[0].Path}); err != nil {
 		t.Fatalf("Merge with the path dropped: %v", err)
+	}
+}
+
+// TestScanKeepsRecordsOfALongDocument: records kept while a document
+// longer than the read window streams by (Keeper, Record.Keep) hold
+// their values once the window has moved on.
+func TestScanKeepsRecordsOfALongDocument(t *testing.T) {
+	t.Parallel()
+	c := benchCat(3000) // about 1.5 MB: many windows
+	data, err := catalog.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []int{1000, 100_000} {
+		got, err := scanAll(data, piece)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSameCatalog(t, got, c)
 	}
 }

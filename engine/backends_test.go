@@ -255,3 +255,9 @@ func putInPlace(ctx context.Context, b storage.Backend, p string, data []byte) e
 	_, err := b.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
 	return err
 }
+
+// OpenVersion is a versioned read like ReadVersion: counted as one.
+func (c *countingBackend) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
+	c.record("ReadVersion", p)
+	return c.Backend.OpenVersion(ctx, p)
+}

@@ -251,7 +251,7 @@ func TestStreamedReadRestartsOnAnotherForm(t *testing.T) {
 	if err != nil || len(sel) != 3 {
 		t.Fatalf("verify selects %d records, %v; want 3", len(sel), err)
 	}
-	if _, err := catalog.Scan(bytes.NewReader(data), func(*catalog.Record) error { return nil }); !errors.Is(err, catalog.ErrNotStreamed) {
+	if _, err := catalog.Scan(bytes.NewReader(data), int64(len(data)), func(*catalog.Record) error { return nil }); !errors.Is(err, catalog.ErrNotStreamed) {
 		t.Fatal("the document is streamed; the test needs one that is not")
 	}
 }

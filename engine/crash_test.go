@@ -749,3 +749,10 @@ func (d *dyingBackend) Put(ctx context.Context, p string, body io.Reader, size i
 	}
 	return d.hookPut(ctx, p, body, size, opts)
 }
+
+func (d *dyingBackend) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
+	if err := d.read(); err != nil {
+		return storage.VersionedReader{}, err
+	}
+	return d.Backend.OpenVersion(ctx, p)
+}

@@ -21,8 +21,13 @@
 //  7. commit the catalog with a compare-and-swap on the version read in 2;
 //  8. delete the intent.
 //
-// The root writes the next catalog's bytes when it likes between 5 and 7
-// (storage.Backend.PrepareCatalog); a local root may leave the files its
+// Step 2 streams the catalog and keeps the records the plan reads and
+// every path (selected.go); the next catalog is the catalog read with the
+// plan's records merged in, read again for the merge (its Reread fails
+// where the bytes are not those read, and the compare-and-swap in 7 where
+// the catalog changed since). The root writes the next catalog's bytes
+// when it likes between 5 and 7 (storage.Backend.PrepareCatalog); a local
+// root may leave the files its
 // replacements swapped out to its stage's Close, which 8 waits for, so a
 // crash before them leaves them (temp names) under the intent.
 //

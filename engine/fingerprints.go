@@ -97,19 +97,28 @@ type fingerprints struct {
 	loaded  map[string]bool // shard files read (true: it existed)
 	dirty   map[string]bool // shard files to write back
 
+	// want, when set, are the paths whose entries a load keeps (the
+	// publication's): a root of a million outputs has a million entries,
+	// and a publication keeping a thousand reads every shard. partial are
+	// the shards loaded whose other entries were left: saving one reads
+	// it again.
+	want    map[string]bool
+	partial map[string]bool
+
 	// retired are the files of the layout the index moved away from,
 	// removed once the new layout is written.
 	retired []string
 }
 
 func newFingerprints(shards int) *fingerprints {
-	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}}
+	return &fingerprints{shards: shards, entries: map[string]known{}, loaded: map[string]bool{}, dirty: map[string]bool{}, partial: map[string]bool{}}
 }
 
-// load reads the shards of paths that are not loaded yet. A missing or
-// unreadable shard is empty (it only costs hashing); an unreachable
-// backend is an error.
-func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *fingerprints, paths []string) error {
+// load reads the shards of paths that are not loaded yet: whole where
+// they are about to be written (each is then read once), else only the
+// entries f wants. A missing or unreadable shard is empty (it only costs
+// hashing); an unreachable backend is an error.
+func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *fingerprints, paths []string, whole bool) error {
 	if len(f.loaded) == f.shards {
 		return nil // every shard is read (a large publication reads them up front)
 	}
@@ -121,15 +130,20 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 			shards = append(shards, sh)
 		}
 	}
-	return e.loadShards(ctx, root, f, shards)
+	return e.loadShards(ctx, root, f, shards, whole)
 }
 
 // loadShards reads the shard files named (see loadFingerprints).
-func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string) error {
+func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string, whole bool) error {
 	// Shards are read in parallel: on S3 each is a request, and a large
 	// republish touches most of them.
 	parsed := make([][]fingerprintEntry, len(shards))
 	found := make([]bool, len(shards))
+	dropped := make([]bool, len(shards))
+	var keep func(string) bool
+	if f.want != nil && !whole {
+		keep = func(p string) bool { return f.want[p] }
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, sh := range shards {
@@ -143,7 +157,8 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 				data = nil
 			}
 			if data != nil {
-				parsed[i], found[i] = parseFingerprints(data), true
+				parsed[i], dropped[i] = parseFingerprints(data, keep)
+				found[i] = true
 			}
 			return nil
 		})
@@ -160,9 +175,12 @@ func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *finger
 	}
 	for i, sh := range shards {
 		for _, en := range parsed[i] {
-			f.entries[en.path] = en.known
+			if _, newer := f.entries[en.path]; !newer { // set since, or loaded whole before
+				f.entries[en.path] = en.known
+			}
 		}
 		f.loaded[sh] = found[i]
+		f.partial[sh] = dropped[i]
 	}
 	return nil
 }
@@ -180,33 +198,50 @@ type fingerprintEntry struct {
 // mix of two versions, from a whole one. Paths cannot hold tabs or
 // newlines (catalog path rules). The entries' strings point into data,
 // which the caller gives up (a copy, or a string per line, cost more than
-// the parse).
-func parseFingerprints(data []byte) []fingerprintEntry {
+// the parse). With keep, only the entries of the paths it keeps are
+// returned, with strings of their own, and dropped says whether it left
+// any.
+func parseFingerprints(data []byte, keep func(string) bool) (_ []fingerprintEntry, dropped bool) {
 	if len(data) == 0 {
-		return nil
+		return nil, false
 	}
 	text := unsafe.String(unsafe.SliceData(data), len(data))
 	header, rest, ok := strings.Cut(text, "\n")
 	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader || !strings.HasPrefix(rest, fingerprintsSum) {
-		return nil
+		return nil, false
 	}
 	line, rest, _ := strings.Cut(rest, "\n")
 	sum := sha256.Sum256(data[len(data)-len(rest):])
 	if line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
-		return nil // torn (or damaged): hashed once instead
+		return nil, false // torn (or damaged): hashed once instead
 	}
-	out := make([]fingerprintEntry, 0, strings.Count(rest, "\n"))
+	size := strings.Count(rest, "\n")
+	if keep != nil {
+		size = 0
+	}
+	out := make([]fingerprintEntry, 0, size)
 	for rest != "" {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
 		line = strings.TrimSuffix(line, "\r")
 		sha, tail, ok1 := strings.Cut(line, "\t")
 		fp, path, ok2 := strings.Cut(tail, "\t")
-		if ok1 && ok2 && sha != "" && fp != "" && path != "" {
+		switch {
+		case !ok1 || !ok2 || sha == "" || fp == "" || path == "":
+		case keep == nil || keep(path):
 			out = append(out, fingerprintEntry{path, known{fingerprint: fp, sha256: sha}})
+		default:
+			dropped = true
 		}
 	}
-	return out
+	if dropped {
+		// The entries kept get strings of their own: the shard's bytes are
+		// left to the collector.
+		for i, en := range out {
+			out[i] = fingerprintEntry{strings.Clone(en.path), known{fingerprint: strings.Clone(en.fingerprint), sha256: strings.Clone(en.sha256)}}
+		}
+	}
+	return out, dropped
 }
 
 // set records what is known of path's stored version.
@@ -224,8 +259,36 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 	return ok && k.fingerprint == stored.Fingerprint && k.sha256 == sha
 }
 
-// encode renders one shard holding paths (managed ones, of that shard).
-func (f *fingerprints) encode(paths []string) []byte {
+// encodeShard renders shard sh: the entries loaded (paths, managed, of
+// that shard) and, where the load left the shard's other entries
+// (partial), those read again now that cat still records.
+func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh string, paths []string, cat recorded) ([]byte, error) {
+	if !f.partial[sh] {
+		return f.encode(paths, f.entries), nil
+	}
+	data, _, err := root.ReadVersion(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	read, _ := parseFingerprints(data, nil)
+	all := make(map[string]known, len(read)+len(paths))
+	for _, en := range read {
+		if _, loaded := f.entries[en.path]; !loaded && cat.has(en.path) {
+			all[en.path] = en.known
+			paths = append(paths, en.path)
+		}
+	}
+	for _, p := range paths {
+		if k, ok := f.entries[p]; ok {
+			all[p] = k
+		}
+	}
+	return f.encode(paths, all), nil
+}
+
+// encode renders one shard holding paths (managed ones, of that shard)
+// with their entries.
+func (f *fingerprints) encode(paths []string, entries map[string]known) []byte {
 	if !sort.StringsAreSorted(paths) {
 		sort.Strings(paths)
 	}
@@ -236,7 +299,7 @@ func (f *fingerprints) encode(paths []string) []byte {
 	head := len(fingerprintsHeader) + 1 + len(fingerprintsSum) + 2*sha256.Size + 1
 	size := head
 	for i, p := range paths {
-		ks[i] = f.entries[p]
+		ks[i] = entries[p]
 		size += len(ks[i].sha256) + len(ks[i].fingerprint) + len(p) + 3
 	}
 	buf := make([]byte, head, size)
@@ -254,11 +317,11 @@ func (f *fingerprints) encode(paths []string) []byte {
 // one by one (a first publication writes all of them): a crash that loses
 // or tears one costs the same hashing, and an entry vouches only for the
 // exact version it names.
-func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat *catalog.Catalog) {
+func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l lease.Lease, f *fingerprints, cat recorded) {
 	if cat == nil || l.Err() != nil {
 		return
 	}
-	if shards := FingerprintShards(len(cat.Outputs)); shards != f.shards {
+	if shards := FingerprintShards(cat.count()); shards != f.shards {
 		if err := e.relayout(ctx, root, f, shards); err != nil {
 			e.Log.Warn().Err(err).Str("root", root.String()).Msg("could not read the fingerprint index to resize it; the next publication hashes the outputs it keeps")
 			return
@@ -279,8 +342,11 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	// file and no rename on a local disk: there those cost more CPU than
 	// anything else in a small publication).
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
-		data := f.encode(byShard[shards[i]])
-		_, err := root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
+		data, err := f.encodeShard(ctx, root, shards[i], byShard[shards[i]], cat)
+		if err != nil {
+			return err
+		}
+		_, err = root.Put(ctx, shards[i], bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
 		return err
 	})
 	if err != nil {
@@ -297,37 +363,15 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 }
 
 // managedByShard returns the loaded entries of the dirty shards that the
-// catalog records (only those are kept), by shard, in one pass: over the
-// records in path order when the index holds a good part of them (a
-// republish: no search per entry), else over the entries (a small
-// publication to a large root).
-func (f *fingerprints) managedByShard(cat *catalog.Catalog) map[string][]string {
+// catalog records (only those are kept), by shard.
+func (f *fingerprints) managedByShard(cat recorded) map[string][]string {
 	byShard := make(map[string][]string, len(f.dirty))
-	add := func(p string) {
-		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
+	for p := range f.entries {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] && cat.has(p) {
 			byShard[sh] = append(byShard[sh], p)
 		}
 	}
-	if len(cat.Outputs) <= 4*len(f.entries) {
-		for i := range cat.Outputs {
-			if p := cat.Outputs[i].Path; f.has(p) {
-				add(p)
-			}
-		}
-		return byShard
-	}
-	find := cat.Finder()
-	for p := range f.entries {
-		if _, managed := find(p); managed {
-			add(p)
-		}
-	}
 	return byShard
-}
-
-func (f *fingerprints) has(p string) bool {
-	_, ok := f.entries[p]
-	return ok
 }
 
 // allShards names every shard file of an index of the given size.
@@ -352,11 +396,11 @@ func loaded(f *fingerprints, sh string) bool {
 func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerprints, shards int) error {
 	var unread []string
 	for n := range uint32(f.shards) {
-		if sh := shardFile(n, f.shards); !loaded(f, sh) {
+		if sh := shardFile(n, f.shards); !loaded(f, sh) || f.partial[sh] {
 			unread = append(unread, sh)
 		}
 	}
-	if err := e.loadShards(ctx, root, f, unread); err != nil {
+	if err := e.loadShards(ctx, root, f, unread, true); err != nil {
 		return err
 	}
 	f.retired = nil
@@ -366,7 +410,7 @@ func (e *Engine) relayout(ctx context.Context, root storage.Backend, f *fingerpr
 		}
 	}
 	f.shards = shards
-	f.loaded, f.dirty = map[string]bool{}, map[string]bool{}
+	f.loaded, f.dirty, f.partial = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for p := range f.entries {
 		f.dirty[FingerprintsFile(p, shards)] = true
 	}
@@ -398,7 +442,7 @@ func (e *Engine) checkKept(ctx context.Context, root storage.Backend, cat *catal
 	if len(paths) == 0 {
 		return nil, nil
 	}
-	if err := e.loadFingerprints(ctx, root, f, paths); err != nil {
+	if err := e.loadFingerprints(ctx, root, f, paths, false); err != nil {
 		return nil, err
 	}
 	var suspects []catalog.Output

@@ -159,7 +159,7 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
-	stored, links, err := findStored(ctx, root, nil, heldBy(st.cat), 0)
+	stored, links, err := findStored(ctx, root, nil, heldBy(st.cat), 0, nil, nil)
 	if err != nil {
 		return res, err
 	}

@@ -2,9 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
-	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/planner"
@@ -16,6 +17,13 @@ type state struct {
 	cat     *catalog.Catalog // nil when absent or legacy
 	legacy  bool
 	version storage.Version
+
+	// paths, when set (a publication's read: parseSelected), is every
+	// record's path, cat holding only the records the plan reads, and
+	// reread reads the catalog's bytes again in Marshal's form (the next
+	// catalog is merged from them), until the catalog read is closed.
+	paths  *recordPaths
+	reread func(context.Context) (io.ReadCloser, error)
 }
 
 func readState(ctx context.Context, root storage.Backend) (state, error) {
@@ -42,13 +50,19 @@ func parseState(root storage.Backend, data []byte, v storage.Version) (state, er
 // (storage.Backend.Find): what is at, above and below paths, sorted (nil:
 // every object), given what the catalog says the root holds, and which
 // of those objects are symbolic links (they are objects too: they occupy
-// their path). The map is sized for hint objects.
-func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int) (map[string]planner.Stored, []string, error) {
+// their path). The map is sized for hint objects and holds those keep
+// (nil: all) keeps; others, when set, records the others found, and the
+// links are all found.
+func findStored(ctx context.Context, root storage.Backend, paths []string, held storage.Held, hint int, keep func(string) bool, others *pathHashes) (map[string]planner.Stored, []string, error) {
 	stored := make(map[string]planner.Stored, hint)
 	var links []string
 	err := root.Find(ctx, storage.Query{Paths: paths, Held: held}, func(o storage.ObjectInfo) error {
 		if !catalog.IsReserved(o.Path) {
-			stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			if keep == nil || keep(o.Path) {
+				stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
+			} else {
+				others.add(o.Path)
+			}
 			if o.Symlink {
 				links = append(links, o.Path)
 			}
@@ -90,64 +104,101 @@ type found struct {
 	stored map[string]planner.Stored
 	links  []string
 	err    error
+
+	// others are the objects found that stored leaves out.
+	others *pathHashes
 }
 
-// catalogRead is the catalog's bytes and version as ReadVersion returned
-// them.
+// reached reports whether Find reported an object at p.
+func (f found) reached(p string) bool {
+	if _, ok := f.stored[p]; ok {
+		return true
+	}
+	return f.others != nil && f.others.has(p)
+}
+
+// catalogRead is the catalog opened for a read of its bytes and version
+// (storage.Backend.OpenVersion); found is false when there is none.
 type catalogRead struct {
+	vr    storage.VersionedReader
+	found bool
+	err   error
+
+	// data is the whole catalog, read at once where it is small (as
+	// catalog.Scan would read it): the read then overlaps what runs
+	// beside the opening.
 	data []byte
-	v    storage.Version
-	err  error
 }
 
-// reading is a root's catalog being read, then parsed, in the background.
-type reading struct {
-	read   func() catalogRead
-	parsed func() parsedState
-}
-
-// readInBackground starts reading root's catalog and parsing what it
-// read.
-func readInBackground(ctx context.Context, root storage.Backend) *reading {
-	read := make(chan catalogRead, 1)
-	parsed := make(chan parsedState, 1)
-	go func() {
-		data, v, err := root.ReadVersion(ctx, catalog.FileName)
-		read <- catalogRead{data, v, err}
-		if err != nil {
-			parsed <- parsedState{err: err}
-			return
+// openCatalog opens root's catalog for a read (catalogRead).
+func openCatalog(ctx context.Context, root storage.Backend) catalogRead {
+	vr, err := root.OpenVersion(ctx, catalog.FileName)
+	if errors.Is(err, storage.ErrNotExist) {
+		return catalogRead{}
+	}
+	cr := catalogRead{vr: vr, found: err == nil, err: err}
+	if cr.found && vr.Size >= 0 && vr.Size <= catalog.HoldMax {
+		cr.data = make([]byte, 0, vr.Size+1) // +1: the read that meets the end
+		for cr.err == nil {
+			if len(cr.data) == cap(cr.data) {
+				cr.data = append(cr.data, 0)[:len(cr.data)]
+			}
+			var n int
+			n, cr.err = vr.Read(cr.data[len(cr.data):cap(cr.data)])
+			cr.data = cr.data[:len(cr.data)+n]
 		}
-		st, err := parseState(root, data, v)
-		parsed <- parsedState{st, err}
-	}()
-	return &reading{read: sync.OnceValue(func() catalogRead { return <-read }), parsed: sync.OnceValue(func() parsedState { return <-parsed })}
+		if cr.err == io.EOF {
+			cr.err = nil
+		}
+	}
+	return cr
 }
 
-// wait waits until nothing runs in the background any more.
-func (r *reading) wait() { r.parsed() }
+// close closes the catalog opened, if any (again: nothing).
+func (cr catalogRead) close() {
+	if cr.found {
+		cr.vr.Close()
+	}
+}
 
-// readAndFind reads the catalog and finds what is stored at the paths of
-// outs while the catalog is parsed and then whileFinding runs on the
-// state read (two cores). rd, when set, is the catalog already being read;
-// readAndFind waits for it either way.
-func readAndFind(ctx context.Context, root storage.Backend, outs []Output, whileFinding func(state) error, rd *reading) (state, found, error) {
-	if rd == nil {
-		rd = readInBackground(ctx, root)
+// readAndFind reads what sel selects of the catalog (parseSelected) and
+// finds what is stored at the paths of outs while the catalog is read
+// and then whileFinding runs on the state read (two cores). read, when
+// set, gives the catalog already read (or being read).
+func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *planner.Selection, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
+	cr := read()
+	if cr.err != nil {
+		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, cr.err)
 	}
-	defer rd.wait() // nothing outlives the call
-	cr := rd.read()
-	data, v, err := cr.data, cr.v, cr.err
-	if err != nil {
-		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	parsedDone := make(chan struct{})
+	var parsed parsedState
+	go func() {
+		defer close(parsedDone)
+		parsed.st, parsed.err = parseSelected(ctx, root, cr, sel)
+	}()
+	wait := func() parsedState {
+		<-parsedDone
+		return parsed
 	}
-	wait := rd.parsed
 	var held storage.Held
-	if v != "" {
-		held = storage.Held{AtMost: catalog.MaxRecords(len(data)), Paths: func() (int, func(int) string) {
-			return outputPaths(wait().st.cat)()
+	size := cr.vr.Size
+	if size < 0 {
+		size = 1 << 40 // unknown: no bound
+	}
+	if !cr.found {
+		size = 0
+	}
+	if cr.found {
+		held = storage.Held{AtMost: catalog.MaxRecords(int(size)), Paths: func() (int, func(int) string) {
+			return wait().st.heldPaths()
 		}}
 	}
+
+	// The plan reads what is stored at what it selects; of the other
+	// objects found only their paths' hashes are kept (a delete found
+	// needs no look for a link on its way). A legacy root, whose
+	// replacement clears every object, is found again whole.
+	others := newPathHashes()
 	paths := make([]string, len(outs))
 	for i, o := range outs {
 		paths[i] = o.Path
@@ -162,13 +213,13 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, while
 	// Sized for the records the catalog's bytes suggest (~550 bytes each),
 	// or for about the paths asked about, when fewer: a backend that looks
 	// them up reports little more.
-	hint := min(len(data)/512, 2*len(paths))
+	hint := min(int(size)/512, 2*len(paths))
 	go func() {
-		stored, links, err := findStored(fctx, root, paths, held, hint)
-		done <- found{stored, links, err}
+		stored, links, err := findStored(fctx, root, paths, held, hint, sel.Path, others)
+		done <- found{stored: stored, links: links, err: err, others: others}
 	}()
 	p := wait()
-	err = p.err
+	err := p.err
 	if err == nil {
 		err = whileFinding(p.st)
 	}
@@ -178,12 +229,20 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, while
 		return state{}, found{}, err
 	}
 	f := <-done
+	if f.err == nil && p.st.legacy && others.len() > 0 {
+		f = found{}
+		f.stored, f.links, f.err = findStored(ctx, root, paths, held, hint, nil, nil)
+	}
 	return p.st, f, f.err
 }
 
-// Plan computes the publication's plan without changing anything.
+// Plan computes the publication's plan without changing anything. Its
+// Next holds the records the plan read (planner.Select), as the plan
+// leaves them; the catalog's other records stay as they are.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	pl, err := e.plan(ctx, root, pub, nil)
+	cr := openCatalog(ctx, root)
+	defer cr.close()
+	pl, err := e.plan(ctx, root, pub, func() catalogRead { return cr })
 	return pl.Plan, err
 }
 
@@ -201,8 +260,9 @@ type planned struct {
 	retired retiredRead
 }
 
-// plan plans pub. read, when set, is the catalog already being read.
-func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication, read *reading) (planned, error) {
+// plan plans pub. read gives the catalog opened (or being opened); the
+// caller closes it once done with the plan (its Next is merged from it).
+func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication, read func() catalogRead) (planned, error) {
 	var pl planned
 	var err error
 
@@ -212,31 +272,32 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	// an index of one shard: it reads that shard to check the outputs it
 	// keeps or to update those it writes, after the listing otherwise.
 	preload := func(st state) error {
-		n := 0
-		if st.cat != nil {
-			n = len(st.cat.Outputs)
-		}
+		n, _ := st.heldPaths()
 		pl.fps = newFingerprints(FingerprintShards(n))
+		pl.fps.want = make(map[string]bool, len(pub.Outputs))
+		for _, o := range pub.Outputs {
+			pl.fps.want[o.Path] = true
+		}
 		if pl.fps.shards > 1 && (st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards) {
 			return nil
 		}
-		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards)); err != nil {
+		if err := e.loadShards(ctx, root, pl.fps, allShards(pl.fps.shards), false); err != nil {
 			return fmt.Errorf("check stored outputs in %s: %w", root, err)
 		}
 		return nil
 	}
 	var f found
 	retired := readRetiredBeside(ctx, root, pub)
-	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, preload, read)
+	desired := make([]planner.Desired, len(pub.Outputs))
+	for i, o := range pub.Outputs {
+		desired[i] = o.Desired
+	}
+	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, planner.Select(pub.Owner, desired), preload, read)
 	if pl.retired, err = retired(err); err != nil {
 		return pl, err
 	}
 	pl.stored = f.stored
 	markRetired(pl.stored, pl.retired)
-	desired := make([]planner.Desired, len(pub.Outputs))
-	for i, o := range pub.Outputs {
-		desired[i] = o.Desired
-	}
 	in := planner.Input{
 		Owner: pub.Owner, Source: pub.Source, Workflow: pub.Workflow, Desired: desired,
 		Catalog: pl.st.cat, Legacy: pl.st.legacy, Stored: pl.stored, Now: e.now(),
@@ -273,5 +334,5 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	if err != nil {
 		return pl, fmt.Errorf("%s: %w", root, err)
 	}
-	return pl, refuseSymlinks(ctx, root, pl.Plan, pl.stored, f.links)
+	return pl, refuseSymlinks(ctx, root, pl.Plan, f.reached, f.links)
 }

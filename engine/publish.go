@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/lease"
@@ -45,9 +46,9 @@ type publication struct {
 	cat       storage.PendingCatalog
 	confirmed func() error
 
-	// catalog, when set, is the catalog read while the intent was (see
-	// run): the plan's read.
-	catalog *reading
+	// catalog is the catalog opened while the intent was read (see run),
+	// or after a recovery: the plan's read.
+	catalog func() catalogRead
 }
 
 func (e *Engine) run(ctx context.Context, root storage.Backend, l lease.Lease, pub Publication, spent *string) (Result, error) {
@@ -62,16 +63,20 @@ func (r *publication) run(ctx context.Context) error {
 	// caller read ahead): the plan's read unless a recovery changed it.
 	early := r.pub.ReadAhead.reading()
 	if early == nil {
-		early = readInBackground(ctx, r.root)
+		early = r.readCatalog(ctx)
+	} else {
+		defer r.pub.ReadAhead.cancel() // taken over: its reads end with the run
 	}
-	defer early.wait()            // nothing outlives the run
-	defer r.pub.ReadAhead.Close() // taken over
+	defer func() { early().close() }() // nothing outlives the run
 	pending, err := r.recoverFirst(ctx)
 	if err != nil {
 		return err
 	}
-	if !r.res.Recovered {
-		r.catalog = early
+	r.catalog = early
+	if r.res.Recovered {
+		again := openCatalog(ctx, r.root)
+		defer again.close()
+		r.catalog = func() catalogRead { return again }
 	}
 	if pending.Result != nil {
 		// An earlier attempt finished; only its result is left to deliver.
@@ -90,8 +95,8 @@ func (r *publication) run(ctx context.Context) error {
 		if err := r.root.CheckRoot(ctx); err != nil {
 			return err
 		}
-		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.cat)
-		r.sweepAfterCommit(ctx, r.pl.st.cat)
+		r.e.saveFingerprints(ctx, r.root, r.l, r.pl.fps, r.pl.st.recordedAfter(r.pl.st.cat))
+		r.sweepAfterCommit(ctx, r.pl.st.recordedAfter(r.pl.st.cat))
 		return nil
 	}
 	r.writes, r.deletes = p.Writes(), p.Deletes()
@@ -115,6 +120,14 @@ func (r *publication) run(ctx context.Context) error {
 		return err
 	}
 	return r.finish(ctx)
+}
+
+// readCatalog opens the root's catalog in the background; the result
+// waits for it (and may be called again).
+func (r *publication) readCatalog(ctx context.Context) func() catalogRead {
+	read := make(chan catalogRead, 1)
+	go func() { read <- openCatalog(ctx, r.root) }()
+	return sync.OnceValue(func() catalogRead { return <-read })
 }
 
 // recoverFirst rolls an interrupted run forward, if any, and returns the
@@ -242,7 +255,7 @@ func (r *publication) finish(ctx context.Context) error {
 	// The index's shards are written beside the barrier and the commit:
 	// facts about the versions written, true whether the commit wins or
 	// not (a failed one costs the next publication hashes, no more).
-	saved := r.saveFingerprints(ctx, p.Next)
+	saved := r.saveFingerprints(ctx, r.pl.st.recordedAfter(p.Next))
 	defer saved()
 
 	// Outputs are written with DeferSync: one flush makes them all durable
@@ -266,7 +279,7 @@ func (r *publication) finish(ctx context.Context) error {
 	if err := commitPending(ctx, r.root, r.l, r.confirmed, r.cat, r.pl.st.version); err != nil {
 		return err
 	}
-	r.sweepAfterCommit(ctx, p.Next)
+	r.sweepAfterCommit(ctx, r.pl.st.recordedAfter(p.Next))
 
 	// The index's writes, too, are done before the intent goes.
 	saved()
@@ -289,26 +302,17 @@ func (r *publication) deleteOrRetire(ctx context.Context, paths []string) error 
 // reportUpdated adds the records updated without a byte write to the
 // result. Items are large and a republish may update every record:
 // counted first, the report is one allocation instead of a doubling
-// series, and none when the updated items are one run of the plan's
-// (a republish of unchanged bytes): the report is that run.
+// series.
 func (r *publication) reportUpdated() {
 	items := r.pl.Plan.Items
 	updated := func(it *planner.Item) bool {
 		return it.Action == planner.Update && !it.Write && !r.seen[it.Path] // carried ones are reported as written
 	}
-	n, first, last := 0, -1, -1
+	n := 0
 	for i := range items {
 		if updated(&items[i]) {
 			n++
-			if first < 0 {
-				first = i
-			}
-			last = i
 		}
-	}
-	if n > 0 && n == last-first+1 && len(r.res.Updated) == 0 {
-		r.res.Updated = items[first : last+1 : last+1]
-		return
 	}
 	r.res.Updated = slices.Grow(r.res.Updated, n)
 	for i := range items {
@@ -322,7 +326,7 @@ func (r *publication) reportUpdated() {
 // beside the barrier and the commit (its CPU beside their waits); the
 // caller must call the result, which waits for it (and may be called
 // again).
-func (r *publication) saveFingerprints(ctx context.Context, next *catalog.Catalog) (wait func()) {
+func (r *publication) saveFingerprints(ctx context.Context, next recorded) (wait func()) {
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)

@@ -2,27 +2,29 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/distributor/distributor/storage"
 )
 
-// ReadAhead is a root's catalog being read and parsed before the
-// publication that needs it is built (Engine.ReadAhead).
+// ReadAhead is a root's catalog being read before the publication that
+// needs it is built (Engine.ReadAhead).
 type ReadAhead struct {
-	r      *reading
+	read   func() catalogRead
 	cancel context.CancelFunc
 }
 
-// ReadAhead begins reading and parsing root's catalog, the first thing a
-// publication into root needs, so that the caller can build the
-// publication (open its bundle) meanwhile. Call it under the lease the
-// publication runs under, once the lease is held: the catalog read is the
-// plan's. Publish takes over the ReadAhead handed to it in
-// Publication.ReadAhead (for the same root); one that is not handed over
-// is Closed.
+// ReadAhead begins reading root's catalog, the first thing a publication
+// into root needs, so that the caller can build the publication (open its
+// bundle) meanwhile. Call it under the lease the publication runs under,
+// once the lease is held: the catalog read is the plan's. Publish takes
+// over the ReadAhead handed to it in Publication.ReadAhead (for the same
+// root); one that is not handed over is Closed.
 func (e *Engine) ReadAhead(ctx context.Context, root storage.Backend) *ReadAhead {
 	ctx, cancel := context.WithCancel(ctx)
-	return &ReadAhead{r: readInBackground(ctx, root), cancel: cancel}
+	read := make(chan catalogRead, 1)
+	go func() { read <- openCatalog(ctx, root) }()
+	return &ReadAhead{read: sync.OnceValue(func() catalogRead { return <-read }), cancel: cancel}
 }
 
 // Close stops the reading and waits for it to end (nothing to do when a
@@ -32,13 +34,13 @@ func (a *ReadAhead) Close() {
 		return
 	}
 	a.cancel()
-	a.r.wait()
+	a.read().close()
 }
 
 // reading is what a publication takes over (nil when a is).
-func (a *ReadAhead) reading() *reading {
+func (a *ReadAhead) reading() func() catalogRead {
 	if a == nil {
 		return nil
 	}
-	return a.r
+	return a.read
 }

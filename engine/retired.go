@@ -208,17 +208,17 @@ func (e *Engine) SweepRetired(ctx context.Context, root storage.Backend, l lease
 	if err != nil {
 		return nil, err
 	}
-	return e.sweep(ctx, root, l, st.cat, rr, nil)
+	var cat recorded
+	if st.cat != nil {
+		cat = wholeCatalog{st.cat}
+	}
+	return e.sweep(ctx, root, l, cat, rr, nil)
 }
 
 // sweep is SweepRetired of the record rr, against the catalog cat; gone
 // are paths known to hold no retired bytes any more (a publication
 // deleted them in the way of its writes).
-func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease, cat *catalog.Catalog, rr retiredRead, gone []string) ([]string, error) {
-	recs := map[string]catalog.Output{}
-	if cat != nil {
-		recs = cat.Index()
-	}
+func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease, cat recorded, rr retiredRead, gone []string) ([]string, error) {
 	deleted := make(map[string]bool, len(gone))
 	for _, p := range gone {
 		deleted[p] = true
@@ -228,7 +228,7 @@ func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease,
 	var remove []string
 	changed := false
 	for _, en := range rr.entries {
-		if _, managed := recs[en.Path]; managed || deleted[en.Path] {
+		if cat != nil && cat.has(en.Path) || deleted[en.Path] {
 			changed = true
 			continue
 		}
@@ -266,7 +266,7 @@ func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease,
 // sweepAfterCommit sweeps the root's retired paths once the publication
 // committed (next is its catalog). Only space and tidiness are at stake:
 // a failure is logged and left to the next sweep.
-func (r *publication) sweepAfterCommit(ctx context.Context, next *catalog.Catalog) {
+func (r *publication) sweepAfterCommit(ctx context.Context, next recorded) {
 	if r.pl.retired.version == "" {
 		return
 	}

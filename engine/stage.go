@@ -57,7 +57,7 @@ func (r *publication) prepare(ctx context.Context) error {
 	for i, it := range r.writes {
 		writePaths[i] = it.Path
 	}
-	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths); err != nil {
+	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths, true); err != nil {
 		return fmt.Errorf("read fingerprints in %s: %w", r.root, err)
 	}
 	return nil

@@ -29,7 +29,7 @@ import (
 // report (its bytes are gone, or Find looked the written paths up and
 // never came near it) is looked up, one Stat per folder, on a root that
 // can hold links. Without links or such deletes it does no I/O.
-func refuseSymlinks(ctx context.Context, root storage.Backend, p planner.Plan, stored map[string]planner.Stored, links []string) error {
+func refuseSymlinks(ctx context.Context, root storage.Backend, p planner.Plan, reached func(string) bool, links []string) error {
 	var through, found []string
 	seen := map[string]bool{}
 	add := func(p, link string) {
@@ -65,7 +65,7 @@ func refuseSymlinks(ctx context.Context, root storage.Backend, p planner.Plan, s
 			if it.Action != planner.Delete || seen[it.Path] {
 				continue
 			}
-			if _, ok := stored[it.Path]; ok {
+			if reached(it.Path) {
 				continue // reached without a link
 			}
 			dir := path.Dir(it.Path)

@@ -18,7 +18,7 @@ import (
 func verifySelection(ctx context.Context, root storage.Backend, before storage.Version, match func(catalog.Output) bool) ([]catalog.Output, error) {
 	var selected []catalog.Output
 	head, err := streamCatalog(ctx, root, func(r io.Reader) (catalog.Head, error) {
-		return catalog.Scan(r, func(rec *catalog.Record) error {
+		return catalog.Scan(r, -1, func(rec *catalog.Record) error {
 			if match(rec.Output) {
 				selected = append(selected, rec.Keep())
 			}

@@ -28,7 +28,7 @@ func (r *publication) write(ctx context.Context) error {
 	// fit (see storage.Backend.PrepareCatalog), and the lease is confirmed
 	// for its commit beside them too: after the plan read the catalog the
 	// commit swaps against, which is all the fence needs (see confirming).
-	r.cat = r.root.PrepareCatalog(ctx, catalogDocument(r.pl.Plan.Next), len(r.writes))
+	r.cat = r.root.PrepareCatalog(ctx, r.pl.st.nextDocument(ctx, r.pl.Plan.Next), len(r.writes))
 	r.confirmed = confirming(ctx, r.l)
 	written, err := r.writeGroups(ctx)
 	r.res.Written = append(r.res.Written, written...)

@@ -36,7 +36,10 @@ type scenario struct {
 	unmanaged map[string]bool // in Stored, not in the catalog
 }
 
-func drawScenario(t *rapid.T) scenario {
+func drawScenario(t *rapid.T) scenario { return drawScenarioOf(t, universe) }
+
+// drawScenarioOf draws a scenario over the paths of universe.
+func drawScenarioOf(t *rapid.T, universe []string) scenario {
 	s := scenario{managed: map[string]catalog.Output{}, desired: map[string]planner.Desired{}, unmanaged: map[string]bool{}}
 	in := planner.Input{
 		Owner: ownerA, Source: sourceGen.Draw(t, "source"), Now: now, DistributorVersion: "v2",

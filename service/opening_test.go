@@ -308,6 +308,13 @@ type catalogReadsBackend struct {
 	reads chan string
 }
 
+func (c catalogReadsBackend) OpenVersion(ctx context.Context, path string) (storage.VersionedReader, error) {
+	if path == catalog.FileName {
+		c.reads <- path
+	}
+	return c.Backend.OpenVersion(ctx, path)
+}
+
 func (c catalogReadsBackend) ReadVersion(ctx context.Context, path string, opts ...storage.Option) ([]byte, storage.Version, error) {
 	if path == catalog.FileName {
 		c.reads <- path

@@ -198,6 +198,23 @@ type Reader struct {
 	Size int64
 }
 
+// VersionedReader is an object opened by Backend.OpenVersion.
+type VersionedReader struct {
+	io.ReadCloser
+
+	// Size is the object's size when opened (-1 when unknown).
+	Size int64
+
+	// Version is the version of the bytes read, once Read returned
+	// io.EOF; an error before that.
+	Version func() (Version, error)
+
+	// Reread opens the same bytes again from their start, until Close:
+	// its reader fails, at the latest at its end, with an error wrapping
+	// ErrConflict where they are not the bytes read (the object changed).
+	Reread func(ctx context.Context) (io.ReadCloser, error)
+}
+
 // Source opens the bytes of a write from their start. A backend may call
 // it more than once (a staged write it does not keep reads them again
 // when it names them); each reader it returns, it closes.
@@ -273,6 +290,12 @@ type Backend interface {
 	// ReadVersion returns the object's bytes and version; a missing
 	// object returns (nil, "", nil). See InPlace for opts.
 	ReadVersion(ctx context.Context, path string, opts ...Option) ([]byte, Version, error)
+
+	// OpenVersion streams the object's bytes and tells their version once
+	// read, as ReadVersion returns it, holding none of them (a catalog of
+	// half a gigabyte); ErrNotExist when missing. The caller MUST Close
+	// it.
+	OpenVersion(ctx context.Context, path string) (VersionedReader, error)
 
 	// WriteIfVersion writes data only if the object's current version is
 	// want ("" = must not exist); otherwise ErrConflict, nothing written.

@@ -61,6 +61,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -134,6 +135,11 @@ type impl interface {
 
 	// readVersion is ReadVersion.
 	readVersion(p string) ([]byte, storage.Version, error)
+
+	// versionBeforeRead is the version of rc (opened by open at begin)
+	// that readVersion would give it whole, where known before reading it
+	// (for size bytes); ok is false when only its content tells.
+	versionBeforeRead(rc io.ReadCloser, begin time.Time) (v storage.Version, size int64, ok bool)
 
 	// list calls fn for the objects under prefix below dir (prefix's
 	// folder, "." for the root), in path order.

@@ -198,3 +198,24 @@ func TestStampVersionSeesEveryChange(t *testing.T) {
 // withSettle sets how long a file must have been unchanged for a stat
 // version (tests shorten or lengthen it).
 func withSettle(d time.Duration) Option { return func(b *Backend) { b.settle = d } }
+
+// TestContentVersionOfALargeFileHoldsOnceItSettles: a large file without
+// a stamp, read before it settled, has its content's version; a write
+// against that version still lands once the file has settled (its
+// version would now be its stat): the version read names the content.
+func TestContentVersionOfALargeFileHoldsOnceItSettles(t *testing.T) {
+	t.Parallel()
+	b := testImpl{opts: []Option{withSettle(time.Minute)}}.new(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), statVersionMin/16+1)
+	must(t, os.WriteFile(filepath.Join(b.root, catalog.FileName), data, 0o644))
+	_, v, err := b.ReadVersion(t.Context(), catalog.FileName)
+	must(t, err)
+	if !strings.HasPrefix(string(v), "sha256:") {
+		t.Fatalf("ReadVersion of a file just written without a stamp = %q, want its content's version", v)
+	}
+	b = testImpl{opts: []Option{withSettle(50 * time.Millisecond)}}.at(t, b.root)
+	waitSettled(t, b, catalog.FileName)
+	if _, err := b.WriteIfVersion(t.Context(), catalog.FileName, []byte("next"), v); err != nil {
+		t.Fatalf("WriteIfVersion against the content's version once settled: %v", err)
+	}
+}

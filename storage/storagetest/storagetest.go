@@ -96,6 +96,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"WriteIfVersionDeferSync", testWriteIfVersionDeferSync},
 		{"DeleteIfVersionDeferSync", testDeleteIfVersionDeferSync},
 		{"DeferSyncVersionsAreVersions", testDeferSyncVersionsAreVersions},
+		{"OpenVersion", testOpenVersion},
 		// Put InPlace, Sync, CheckRoot.
 		{"PutInPlace", testPutInPlace},
 		{"Sync", testSync},

@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"slices"
+	"sort"
+	"unsafe"
+
+	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/planner"
+	"github.com/distributor/distributor/storage"
+)
+
+// A publication reads of the root's catalog only what its plan needs
+// (planner.Select): the records of its owner and those at, above and
+// below its paths, plus every record's path. The next catalog is merged
+// from the catalog's bytes and the plan's records (catalog.Merge), the
+// other records copied as read. A catalog of a million records then
+// costs the publication its paths, not its half a gigabyte of records
+// parsed twice (the catalog read and the one written).
+
+// recordPaths is every path a catalog records, in path order, in one
+// block: what the listing (storage.Held), the fingerprint index and the
+// retired sweep ask of the records a plan does not read.
+type recordPaths struct {
+	block []byte
+	ends  []int
+}
+
+func (rp *recordPaths) add(p string) {
+	rp.block = append(rp.block, p...)
+	rp.ends = append(rp.ends, len(rp.block))
+}
+
+func (rp *recordPaths) len() int { return len(rp.ends) }
+
+// at is the i-th path; it points into the block, which no one changes
+// once the catalog is read.
+func (rp *recordPaths) at(i int) string {
+	start := 0
+	if i > 0 {
+		start = rp.ends[i-1]
+	}
+	if start == rp.ends[i] {
+		return ""
+	}
+	return unsafe.String(&rp.block[start], rp.ends[i]-start)
+}
+
+func (rp *recordPaths) has(p string) bool {
+	i := sort.Search(rp.len(), func(i int) bool { return rp.at(i) >= p })
+	return i < rp.len() && rp.at(i) == p
+}
+
+// parseSelected reads the catalog cr opened as a publication does, as a
+// stream: the records sel selects, every path, and the version. A catalog
+// in another form (written by hand) or no v4 catalog at all is read again
+// whole and parsed: what Parse refuses is refused with its message, and a
+// v4 catalog is written in Marshal's form (in memory) to be read as a
+// stream.
+func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel *planner.Selection) (state, error) {
+	if !cr.found {
+		return state{}, nil
+	}
+	var r io.Reader = cr.vr
+	if cr.data != nil {
+		r = bytes.NewReader(cr.data)
+	}
+	st, err := scanSelected(r, sel, cr.vr.Size)
+	if err == nil {
+		st.version, err = cr.vr.Version()
+		st.reread = cr.vr.Reread
+	}
+	if errors.Is(err, catalog.ErrNotStreamed) {
+		return parseWhole(ctx, root, sel)
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+	}
+	return st, nil
+}
+
+// parseWhole is parseSelected of a catalog not in Marshal's form.
+func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selection) (state, error) {
+	data, v, err := root.ReadVersion(ctx, catalog.FileName)
+	if err != nil || v == "" {
+		return state{}, err
+	}
+	whole, legacy, err := catalog.Parse(data)
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	if legacy {
+		return state{legacy: true, version: v}, nil
+	}
+	canon, err := catalog.Marshal(whole)
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	st, err := scanSelected(bytes.NewReader(canon), sel, int64(len(canon)))
+	if err != nil {
+		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
+	}
+	st.version = v
+	st.reread = func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(canon)), nil }
+	return st, nil
+}
+
+// scanSelected is parseSelected of a catalog in Marshal's form of about
+// size bytes (-1: unknown) read from r.
+func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error) {
+	hint := max(0, min(size, 1<<34))
+	paths := &recordPaths{block: make([]byte, 0, hint/16), ends: make([]int, 0, catalog.MaxRecords(int(hint))/2)}
+	outs := make([]catalog.Output, 0, min(sel.Desired()+64, catalog.MaxRecords(int(hint))))
+	var keeper catalog.Keeper
+	head, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
+		paths.add(rec.Output.Path)
+		if sel.Record(&rec.Output) {
+			outs = append(outs, keeper.Keep(rec))
+		}
+		return nil
+	})
+	if err != nil {
+		return state{}, err
+	}
+	cat := &catalog.Catalog{DistributorVersion: head.DistributorVersion, CreatedAt: head.CreatedAt, UpdatedAt: head.UpdatedAt, Outputs: outs}
+	return state{cat: cat, paths: paths}, nil
+}
+
+// pathHashes is a set of paths by 64-bit hashes, 8 bytes a path: the
+// objects a listing of a large root found that a plan does not read. A
+// collision (a 2⁻⁶⁴ chance a pair) only spares a look for a link.
+type pathHashes struct {
+	seed   maphash.Seed
+	sums   []uint64
+	sorted bool
+}
+
+func newPathHashes() *pathHashes { return &pathHashes{seed: maphash.MakeSeed()} }
+
+func (h *pathHashes) add(p string) {
+	h.sums, h.sorted = append(h.sums, maphash.String(h.seed, p)), false
+}
+
+func (h *pathHashes) len() int { return len(h.sums) }
+
+// has reports whether p was added; it is asked once the adding is done.
+func (h *pathHashes) has(p string) bool {
+	if !h.sorted {
+		slices.Sort(h.sums)
+		h.sorted = true
+	}
+	_, ok := slices.BinarySearch(h.sums, maphash.String(h.seed, p))
+	return ok
+}
+
+// recorded is what the fingerprint index and the retired sweep ask of a
+// catalog: how many records it holds, and whether one is at a path.
+type recorded interface {
+	count() int
+	has(p string) bool
+}
+
+// wholeCatalog is a catalog held whole as recorded.
+type wholeCatalog struct{ cat *catalog.Catalog }
+
+func (w wholeCatalog) count() int { return len(w.cat.Outputs) }
+
+func (w wholeCatalog) has(p string) bool {
+	_, ok := w.cat.Lookup(p)
+	return ok
+}
+
+// nextCatalog is the catalog a publication commits, as recorded: the
+// records its plan leaves (next, for the records read: st.cat) and the
+// other records of the catalog read.
+type nextCatalog struct {
+	next *catalog.Catalog
+	st   state
+}
+
+func (n nextCatalog) count() int {
+	return n.st.paths.len() - len(n.st.cat.Outputs) + len(n.next.Outputs)
+}
+
+func (n nextCatalog) has(p string) bool {
+	if _, ok := n.next.Lookup(p); ok {
+		return true
+	}
+	_, read := n.st.cat.Lookup(p)
+	return !read && n.st.paths.has(p)
+}
+
+// recordedAfter is the catalog next (a plan's Next, or the catalog read)
+// as recorded; nil when there is none.
+func (st state) recordedAfter(next *catalog.Catalog) recorded {
+	switch {
+	case next == nil:
+		return nil
+	case st.paths == nil:
+		return wholeCatalog{next}
+	}
+	return nextCatalog{next: next, st: st}
+}
+
+// nextDocument is the catalog that follows st after a plan whose Next is
+// next, as a backend writes it (PrepareCatalog): merged from the bytes
+// read and next, or next whole where there was no catalog.
+func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage.Document {
+	if st.paths == nil {
+		return catalogDocument(next)
+	}
+	read := make([]string, len(st.cat.Outputs))
+	for i := range st.cat.Outputs {
+		read[i] = st.cat.Outputs[i].Path
+	}
+	return storage.Document{Path: catalog.FileName, Records: nextCatalog{next: next, st: st}.count(),
+		Encode: func(w io.Writer) error {
+			old, err := st.reread(ctx)
+			if err != nil {
+				return fmt.Errorf("read %s again: %w", catalog.FileName, err)
+			}
+			defer old.Close()
+			return catalog.Merge(w, old, next, read)
+		}}
+}
+
+// heldPaths tells Find what the catalog read says the root holds.
+func (st state) heldPaths() (int, func(int) string) {
+	switch {
+	case st.paths != nil:
+		return st.paths.len(), st.paths.at
+	case st.cat != nil:
+		return outputPaths(st.cat)()
+	}
+	return 0, func(int) string { return "" }
+}

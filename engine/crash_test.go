@@ -285,6 +285,10 @@ type scenario struct {
 	// publication encodes its catalog as it writes it (local.WithStreamMinOutputs).
 	streamMin int
 
+	// streamed: the publication streams the catalog and plans with what
+	// its plan selects, as into a large root (engine.Engine.WholeCatalog).
+	streamed bool
+
 	// publishLast and retain are the destination's publish_last and
 	// retain_previous.
 	publishLast []string
@@ -294,7 +298,7 @@ type scenario struct {
 // publish runs the scenario's publication on root.
 func (sc scenario) publish(t *testing.T, root storage.Backend) (engine.Result, error) {
 	t.Helper()
-	return runPublication(t, root, heldLease{}, publicationSpec{workflow: sc.workflow, html: true, eventID: "ev-1", streamMin: sc.streamMin,
+	return runPublication(t, root, heldLease{}, publicationSpec{workflow: sc.workflow, html: true, eventID: "ev-1", streamMin: sc.streamMin, streamed: sc.streamed,
 		publishLast: sc.publishLast, retain: sc.retain}, sc.files, fixedNow)
 }
 
@@ -312,8 +316,9 @@ type publicationSpec struct {
 	workflow planner.Workflow
 	html     bool
 	eventID  string
-	// streamMin, publishLast, retain: see scenario.
+	// streamMin, streamed, publishLast, retain: see scenario.
 	streamMin   int
+	streamed    bool
 	publishLast []string
 	retain      time.Duration
 }
@@ -348,6 +353,9 @@ func runPublication(t *testing.T, root storage.Backend, l lease.Lease, spec publ
 		BundleEventID: spec.eventID, Outputs: outs, Bundle: b, PublishLast: spec.publishLast, RetainPrevious: spec.retain,
 	}
 	e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
+	if spec.streamed {
+		e.WholeCatalog = -1
+	}
 	if lb, ok := root.(*local.Backend); ok && spec.streamMin > 0 {
 		// The same root, taking a large catalog's path.
 		if root, err = local.New(lb.String(), local.WithStreamMinOutputs(spec.streamMin)); err != nil {
@@ -521,7 +529,15 @@ func publishedBefore(wf planner.Workflow, files map[string]string) func(t *testi
 func TestCrashAtEveryStepConverges(t *testing.T) {
 	t.Parallel()
 	wrap := func(d *dyingBackend) storage.Backend { return d }
+	// Each publication plans with the whole catalog (a small root's way)
+	// and with what its plan selects of a streamed one (a large root's).
+	var scenarios []scenario
 	for _, sc := range crashScenarios {
+		streamed := sc
+		streamed.name, streamed.streamed = sc.name+"/streamed", true
+		scenarios = append(scenarios, sc, streamed)
+	}
+	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			prepare := func() string {

@@ -70,6 +70,20 @@ type Engine struct {
 	// (default DefaultLeftoverAge; see Leftovers in the package doc).
 	LeftoverAge time.Duration
 	Log         zerolog.Logger
+
+	// WholeCatalog is the size (bytes) up to which a publication parses
+	// the root's catalog whole as soon as it is read, plans with all of
+	// it and writes the next one whole; a larger one is read as a stream,
+	// of which the plan holds only what it selects (planner.Select). 0:
+	// catalog.HoldMax; negative: every catalog is streamed.
+	WholeCatalog int64
+}
+
+func (e *Engine) wholeCatalog() int64 {
+	if e.WholeCatalog == 0 {
+		return catalog.HoldMax
+	}
+	return e.WholeCatalog
 }
 
 // Output is one desired output and where its bytes come from.

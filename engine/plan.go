@@ -128,10 +128,14 @@ type catalogRead struct {
 	// catalog.Scan would read it): the read then overlaps what runs
 	// beside the opening.
 	data []byte
+
+	// whole, when set, is that catalog parsed whole (Engine.WholeCatalog).
+	whole *parsedState
 }
 
-// openCatalog opens root's catalog for a read (catalogRead).
-func openCatalog(ctx context.Context, root storage.Backend) catalogRead {
+// openCatalog opens root's catalog for a read (catalogRead), and parses
+// one of at most wholeMax bytes (negative: none) whole.
+func openCatalog(ctx context.Context, root storage.Backend, wholeMax int64) catalogRead {
 	vr, err := root.OpenVersion(ctx, catalog.FileName)
 	if errors.Is(err, storage.ErrNotExist) {
 		return catalogRead{}
@@ -150,6 +154,15 @@ func openCatalog(ctx context.Context, root storage.Backend) catalogRead {
 		if cr.err == io.EOF {
 			cr.err = nil
 		}
+	}
+	if cr.err == nil && cr.data != nil && int64(len(cr.data)) <= wholeMax {
+		var p parsedState
+		if v, err := vr.Version(); err != nil {
+			p.err = fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+		} else {
+			p.st, p.err = parseState(root, cr.data, v)
+		}
+		cr.whole = &p
 	}
 	return cr
 }
@@ -198,7 +211,10 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 	// objects found only their paths' hashes are kept (a delete found
 	// needs no look for a link on its way). A legacy root, whose
 	// replacement clears every object, is found again whole.
-	others := newPathHashes()
+	keep, others := sel.Path, newPathHashes()
+	if cr.whole != nil {
+		keep, others = nil, nil // planned whole: every object is kept
+	}
 	paths := make([]string, len(outs))
 	for i, o := range outs {
 		paths[i] = o.Path
@@ -215,7 +231,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 	// them up reports little more.
 	hint := min(int(size)/512, 2*len(paths))
 	go func() {
-		stored, links, err := findStored(fctx, root, paths, held, hint, sel.Path, others)
+		stored, links, err := findStored(fctx, root, paths, held, hint, keep, others)
 		done <- found{stored: stored, links: links, err: err, others: others}
 	}()
 	p := wait()
@@ -229,7 +245,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 		return state{}, found{}, err
 	}
 	f := <-done
-	if f.err == nil && p.st.legacy && others.len() > 0 {
+	if f.err == nil && p.st.legacy && others != nil && others.len() > 0 {
 		f = found{}
 		f.stored, f.links, f.err = findStored(ctx, root, paths, held, hint, nil, nil)
 	}
@@ -240,7 +256,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 // Next holds the records the plan read (planner.Select), as the plan
 // leaves them; the catalog's other records stay as they are.
 func (e *Engine) Plan(ctx context.Context, root storage.Backend, pub Publication) (planner.Plan, error) {
-	cr := openCatalog(ctx, root)
+	cr := openCatalog(ctx, root, e.wholeCatalog())
 	defer cr.close()
 	pl, err := e.plan(ctx, root, pub, func() catalogRead { return cr })
 	return pl.Plan, err

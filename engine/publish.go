@@ -74,7 +74,7 @@ func (r *publication) run(ctx context.Context) error {
 	}
 	r.catalog = early
 	if r.res.Recovered {
-		again := openCatalog(ctx, r.root)
+		again := openCatalog(ctx, r.root, r.e.wholeCatalog())
 		defer again.close()
 		r.catalog = func() catalogRead { return again }
 	}
@@ -126,7 +126,7 @@ func (r *publication) run(ctx context.Context) error {
 // waits for it (and may be called again).
 func (r *publication) readCatalog(ctx context.Context) func() catalogRead {
 	read := make(chan catalogRead, 1)
-	go func() { read <- openCatalog(ctx, r.root) }()
+	go func() { read <- openCatalog(ctx, r.root, r.e.wholeCatalog()) }()
 	return sync.OnceValue(func() catalogRead { return <-read })
 }
 

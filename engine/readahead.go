@@ -14,8 +14,8 @@ type ReadAhead struct {
 	cancel context.CancelFunc
 }
 
-// ReadAhead begins reading root's catalog, the first thing a publication
-// into root needs, so that the caller can build the publication (open its
+// ReadAhead begins reading (and, when small, parsing) root's catalog, the
+// first thing a publication into root needs, so that the caller can build the publication (open its
 // bundle) meanwhile. Call it under the lease the publication runs under,
 // once the lease is held: the catalog read is the plan's. Publish takes
 // over the ReadAhead handed to it in Publication.ReadAhead (for the same
@@ -23,7 +23,7 @@ type ReadAhead struct {
 func (e *Engine) ReadAhead(ctx context.Context, root storage.Backend) *ReadAhead {
 	ctx, cancel := context.WithCancel(ctx)
 	read := make(chan catalogRead, 1)
-	go func() { read <- openCatalog(ctx, root) }()
+	go func() { read <- openCatalog(ctx, root, e.wholeCatalog()) }()
 	return &ReadAhead{read: sync.OnceValue(func() catalogRead { return <-read }), cancel: cancel}
 }
 

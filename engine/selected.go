@@ -67,6 +67,9 @@ func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, se
 	if !cr.found {
 		return state{}, nil
 	}
+	if cr.whole != nil {
+		return cr.whole.st, cr.whole.err
+	}
 	var r io.Reader = cr.vr
 	if cr.data != nil {
 		r = bytes.NewReader(cr.data)

@@ -94,7 +94,10 @@ func TestEnginePlanIsThePlannersOfTheWholeRoot(t *testing.T) {
 		pub.TakeOwnership = rapid.Bool().Draw(rt, "take ownership")
 		pub.MaxDeletes = rapid.IntRange(0, 3).Draw(rt, "max deletes")
 
-		e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1}
+		// Small catalogs are planned whole, large ones from what the plan
+		// selects: both ways, whatever the size.
+		whole := rapid.SampledFrom([]int64{-1, 0}).Draw(rt, "whole catalog")
+		e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 1, WholeCatalog: whole}
 		got, gerr := e.Plan(ctx, root, pub)
 
 		stored := map[string]planner.Stored{}

@@ -366,9 +366,25 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 // catalog records (only those are kept), by shard.
 func (f *fingerprints) managedByShard(cat recorded) map[string][]string {
 	byShard := make(map[string][]string, len(f.dirty))
-	for p := range f.entries {
-		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] && cat.has(p) {
+	add := func(p string) {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] {
 			byShard[sh] = append(byShard[sh], p)
+		}
+	}
+	if w, ok := cat.(wholeCatalog); ok && len(w.cat.Outputs) <= 4*len(f.entries) {
+		// A catalog held whole and about the index's size is walked in
+		// path order: each shard's paths come sorted, no lookups.
+		for i := range w.cat.Outputs {
+			p := w.cat.Outputs[i].Path
+			if _, ok := f.entries[p]; ok {
+				add(p)
+			}
+		}
+		return byShard
+	}
+	for p := range f.entries {
+		if cat.has(p) {
+			add(p)
 		}
 	}
 	return byShard

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/planner"
@@ -129,8 +130,9 @@ type catalogRead struct {
 	// beside the opening.
 	data []byte
 
-	// whole, when set, is that catalog parsed whole (Engine.WholeCatalog).
-	whole *parsedState
+	// whole, when set, waits for that catalog parsed whole, which runs
+	// beside the listing (Engine.WholeCatalog).
+	whole func() parsedState
 }
 
 // openCatalog opens root's catalog for a read (catalogRead), and parses
@@ -156,19 +158,26 @@ func openCatalog(ctx context.Context, root storage.Backend, wholeMax int64) cata
 		}
 	}
 	if cr.err == nil && cr.data != nil && int64(len(cr.data)) <= wholeMax {
-		var p parsedState
-		if v, err := vr.Version(); err != nil {
-			p.err = fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
-		} else {
-			p.st, p.err = parseState(root, cr.data, v)
-		}
-		cr.whole = &p
+		parsed := make(chan parsedState, 1)
+		go func() {
+			var p parsedState
+			if v, err := vr.Version(); err != nil {
+				p.err = fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
+			} else {
+				p.st, p.err = parseState(root, cr.data, v)
+			}
+			parsed <- p
+		}()
+		cr.whole = sync.OnceValue(func() parsedState { return <-parsed })
 	}
 	return cr
 }
 
 // close closes the catalog opened, if any (again: nothing).
 func (cr catalogRead) close() {
+	if cr.whole != nil {
+		cr.whole() // nothing outlives the read
+	}
 	if cr.found {
 		cr.vr.Close()
 	}

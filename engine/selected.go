@@ -68,7 +68,8 @@ func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, se
 		return state{}, nil
 	}
 	if cr.whole != nil {
-		return cr.whole.st, cr.whole.err
+		p := cr.whole()
+		return p.st, p.err
 	}
 	var r io.Reader = cr.vr
 	if cr.data != nil {

@@ -22,7 +22,7 @@ func testOpenVersion(t *testing.T, b storage.Backend) {
 	for _, size := range []int{0, 100, 3 << 20} {
 		p := "versioned.json"
 		data := make([]byte, size)
-		rand.NewChaCha8([32]byte{byte(size)}).Read(data)
+		_, _ = rand.NewChaCha8([32]byte{byte(size)}).Read(data) // never fails
 		_ = b.Delete(ctx, p)
 		if _, err := b.WriteIfVersion(ctx, p, data, ""); err != nil {
 			t.Fatal(err)

@@ -25,7 +25,10 @@
 // every path (selected.go); the next catalog is the catalog read with the
 // plan's records merged in, read again for the merge (its Reread fails
 // where the bytes are not those read, and the compare-and-swap in 7 where
-// the catalog changed since). The root writes the next catalog's bytes
+// the catalog changed since). A catalog of up to Engine.WholeCatalog bytes
+// is parsed whole as soon as it is read and written whole: the same plan
+// (the planner's on the whole catalog is the reference), cheaper where the
+// catalog is small. The root writes the next catalog's bytes
 // when it likes between 5 and 7 (storage.Backend.PrepareCatalog); a local
 // root may leave the files its
 // replacements swapped out to its stage's Close, which 8 waits for, so a

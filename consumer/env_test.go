@@ -385,19 +385,19 @@ func (s *testStores) Bundle(ctx context.Context, location string) (storage.Backe
 // instead of the call.
 type hooked struct {
 	storage.Backend
-	read    func(ctx context.Context, path string) error // before every ReadVersion and OpenVersion
+	read    func(ctx context.Context, path string) error // before every ReadVersion and versioned Open
 	put     func(ctx context.Context, path string) error
 	commit  func(ctx context.Context) error
 	commits *atomic.Int32 // successful catalog writes
 }
 
-func (h *hooked) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
-	if h.read != nil {
+func (h *hooked) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
+	if h.read != nil && storage.HasOption(opts, storage.Versioned) {
 		if err := h.read(ctx, p); err != nil {
-			return storage.VersionedReader{}, err
+			return storage.Reader{}, err
 		}
 	}
-	return h.Backend.OpenVersion(ctx, p)
+	return h.Backend.Open(ctx, p, opts...)
 }
 
 func (h *hooked) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {

@@ -79,9 +79,14 @@ func (c *countingBackend) Stat(ctx context.Context, p string) (storage.ObjectInf
 	return c.Backend.Stat(ctx, p)
 }
 
-func (c *countingBackend) Open(ctx context.Context, p string) (storage.Reader, error) {
-	c.record("Open", p)
-	return c.Backend.Open(ctx, p)
+// Open counts a versioned open as a ReadVersion: a versioned read.
+func (c *countingBackend) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
+	if storage.HasOption(opts, storage.Versioned) {
+		c.record("ReadVersion", p)
+	} else {
+		c.record("Open", p)
+	}
+	return c.Backend.Open(ctx, p, opts...)
 }
 
 func (c *countingBackend) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
@@ -254,10 +259,4 @@ func (c *countingBackend) Put(ctx context.Context, p string, body io.Reader, siz
 func putInPlace(ctx context.Context, b storage.Backend, p string, data []byte) error {
 	_, err := b.Put(ctx, p, bytes.NewReader(data), int64(len(data)), storage.PutOptions{ContentType: "text/plain", DeferSync: true, InPlace: true})
 	return err
-}
-
-// OpenVersion is a versioned read like ReadVersion: counted as one.
-func (c *countingBackend) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
-	c.record("ReadVersion", p)
-	return c.Backend.OpenVersion(ctx, p)
 }

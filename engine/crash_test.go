@@ -123,11 +123,11 @@ func (d *dyingBackend) Stat(ctx context.Context, p string) (storage.ObjectInfo, 
 	return d.Backend.Stat(ctx, p)
 }
 
-func (d *dyingBackend) Open(ctx context.Context, p string) (storage.Reader, error) {
+func (d *dyingBackend) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
 	if err := d.read(); err != nil {
 		return storage.Reader{}, err
 	}
-	return d.Backend.Open(ctx, p)
+	return d.Backend.Open(ctx, p, opts...)
 }
 
 func (d *dyingBackend) hookReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
@@ -764,11 +764,4 @@ func (d *dyingBackend) Put(ctx context.Context, p string, body io.Reader, size i
 		return storage.ObjectInfo{Path: p, Size: int64(len(data))}, d.hookOverwrite(ctx, p, data)
 	}
 	return d.hookPut(ctx, p, body, size, opts)
-}
-
-func (d *dyingBackend) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
-	if err := d.read(); err != nil {
-		return storage.VersionedReader{}, err
-	}
-	return d.Backend.OpenVersion(ctx, p)
 }

@@ -119,9 +119,9 @@ func (f found) reached(p string) bool {
 }
 
 // catalogRead is the catalog opened for a read of its bytes and version
-// (storage.Backend.OpenVersion); found is false when there is none.
+// (storage.Backend.Open, Versioned); found is false when there is none.
 type catalogRead struct {
-	vr    storage.VersionedReader
+	vr    storage.Reader
 	found bool
 	err   error
 
@@ -138,7 +138,7 @@ type catalogRead struct {
 // openCatalog opens root's catalog for a read (catalogRead), and parses
 // one of at most wholeMax bytes (negative: none) whole.
 func openCatalog(ctx context.Context, root storage.Backend, wholeMax int64) catalogRead {
-	vr, err := root.OpenVersion(ctx, catalog.FileName)
+	vr, err := root.Open(ctx, catalog.FileName, storage.Versioned)
 	if errors.Is(err, storage.ErrNotExist) {
 		return catalogRead{}
 	}

@@ -112,11 +112,11 @@ func (c *countingRoot) hookReadVersion(ctx context.Context, p string, opts ...st
 	return c.Backend.ReadVersion(ctx, p, opts...)
 }
 
-func (c *countingRoot) Open(ctx context.Context, p string) (storage.Reader, error) {
+func (c *countingRoot) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
 	if p == catalog.FileName {
 		c.reads.Add(1)
 	}
-	return c.Backend.Open(ctx, p)
+	return c.Backend.Open(ctx, p, opts...)
 }
 
 // statusCatalog writes a catalog of n records of one owner into root,
@@ -248,12 +248,4 @@ func BenchmarkStatusLargeCatalog(b *testing.B) {
 func (c *countingRoot) ReadVersion(ctx context.Context, p string, opts ...storage.Option) ([]byte, storage.Version, error) {
 
 	return c.hookReadVersion(ctx, p, opts...)
-}
-
-// OpenVersion is a read of the catalog like ReadVersion: counted as one.
-func (c *countingRoot) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
-	if p == catalog.FileName {
-		c.reads.Add(1)
-	}
-	return c.Backend.OpenVersion(ctx, p)
 }

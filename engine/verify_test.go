@@ -164,11 +164,11 @@ type racingRoot struct {
 	race func()
 }
 
-func (r *racingRoot) Open(ctx context.Context, p string) (storage.Reader, error) {
+func (r *racingRoot) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
 	if r.once.CompareAndSwap(false, true) {
 		r.race()
 	}
-	return r.Backend.Open(ctx, p)
+	return r.Backend.Open(ctx, p, opts...)
 }
 
 // TestVerifyDuringPublicationAsksToRunAgain: verify takes no lease, so a

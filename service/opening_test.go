@@ -212,13 +212,13 @@ type gatedBackend struct {
 	gate chan struct{}
 }
 
-func (g gatedBackend) Open(ctx context.Context, path string) (storage.Reader, error) {
+func (g gatedBackend) Open(ctx context.Context, path string, opts ...storage.Option) (storage.Reader, error) {
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
 		return storage.Reader{}, ctx.Err()
 	}
-	return g.Backend.Open(ctx, path)
+	return g.Backend.Open(ctx, path, opts...)
 }
 
 // A publication that takes a root's lease while its bundle opens gives the
@@ -308,11 +308,11 @@ type catalogReadsBackend struct {
 	reads chan string
 }
 
-func (c catalogReadsBackend) OpenVersion(ctx context.Context, path string) (storage.VersionedReader, error) {
-	if path == catalog.FileName {
+func (c catalogReadsBackend) Open(ctx context.Context, path string, opts ...storage.Option) (storage.Reader, error) {
+	if path == catalog.FileName && storage.HasOption(opts, storage.Versioned) {
 		c.reads <- path
 	}
-	return c.Backend.OpenVersion(ctx, path)
+	return c.Backend.Open(ctx, path, opts...)
 }
 
 func (c catalogReadsBackend) ReadVersion(ctx context.Context, path string, opts ...storage.Option) ([]byte, storage.Version, error) {

@@ -32,9 +32,9 @@ type stuckReads struct {
 	reading chan struct{}
 }
 
-func (s *stuckReads) Open(ctx context.Context, p string) (storage.Reader, error) {
+func (s *stuckReads) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
 	if p == bundle.ManifestName {
-		return s.Backend.Open(ctx, p)
+		return s.Backend.Open(ctx, p, opts...)
 	}
 	s.once.Do(func() { close(s.reading) })
 	<-ctx.Done()

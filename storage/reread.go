@@ -11,7 +11,7 @@ import (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Tally counts and checksums the bytes read through it (CRC-32C): what a
-// backend's VersionedReader.Reread checks a second read against.
+// backend's Reader.Reread checks a second read against.
 type Tally struct {
 	r   io.Reader
 	sum hash.Hash32

@@ -157,9 +157,10 @@ type Properties struct {
 	HeldFolder fs.FileInfo
 }
 
-// Option tunes WriteIfVersion, DeleteIfVersion and ReadVersion. A backend
-// honours it where that costs less, and ignores it otherwise (S3 ignores
-// both: every request is durable and whole on return).
+// Option tunes Open, WriteIfVersion, DeleteIfVersion and ReadVersion. A
+// backend honours DeferSync and InPlace where that costs less, and ignores
+// them otherwise (S3 ignores both: every request is durable and whole on
+// return); every backend honours Versioned.
 type Option uint8
 
 const (
@@ -178,6 +179,12 @@ const (
 	// InPlace. Versions of such an object are those ReadVersion returns
 	// under InPlace.
 	InPlace
+
+	// Versioned (Open) asks for the version of the bytes read and for a
+	// second read of them (Reader.Version, Reader.Reread): what a reader
+	// of a document it will replace by compare-and-swap needs. It costs a
+	// checksum of the bytes as they pass.
+	Versioned
 )
 
 // HasOption reports whether opts hold o.
@@ -192,21 +199,14 @@ func HasOption(opts []Option, o Option) bool {
 
 // Reader is an opened object: its bytes, and its size as it was when
 // opened (-1 when unknown), so a reader of the whole object sizes its
-// buffer once.
+// buffer once. Opened with Versioned, it also tells their version and
+// reads them again; those are nil otherwise.
 type Reader struct {
 	io.ReadCloser
 	Size int64
-}
 
-// VersionedReader is an object opened by Backend.OpenVersion.
-type VersionedReader struct {
-	io.ReadCloser
-
-	// Size is the object's size when opened (-1 when unknown).
-	Size int64
-
-	// Version is the version of the bytes read, once Read returned
-	// io.EOF; an error before that.
+	// Version is the version of the bytes read, as ReadVersion returns
+	// it, once Read returned io.EOF; an error before that.
 	Version func() (Version, error)
 
 	// Reread opens the same bytes again from their start, until Close:
@@ -245,8 +245,11 @@ type Backend interface {
 	// Stat returns the object's info or an error wrapping ErrNotExist.
 	Stat(ctx context.Context, path string) (ObjectInfo, error)
 
-	// Open streams the object's bytes; ErrNotExist when missing.
-	Open(ctx context.Context, path string) (Reader, error)
+	// Open streams the object's bytes; ErrNotExist when missing. With
+	// Versioned the reader also tells their version once read and reads
+	// them again (Reader.Version, Reader.Reread), holding none of them (a
+	// catalog of half a gigabyte). The caller MUST Close it.
+	Open(ctx context.Context, path string, opts ...Option) (Reader, error)
 
 	// List calls fn for every object under prefix ("" for all), in path
 	// order, recursively. Folders, leftovers of interrupted writes and
@@ -290,12 +293,6 @@ type Backend interface {
 	// ReadVersion returns the object's bytes and version; a missing
 	// object returns (nil, "", nil). See InPlace for opts.
 	ReadVersion(ctx context.Context, path string, opts ...Option) ([]byte, Version, error)
-
-	// OpenVersion streams the object's bytes and tells their version once
-	// read, as ReadVersion returns it, holding none of them (a catalog of
-	// half a gigabyte); ErrNotExist when missing. The caller MUST Close
-	// it.
-	OpenVersion(ctx context.Context, path string) (VersionedReader, error)
 
 	// WriteIfVersion writes data only if the object's current version is
 	// want ("" = must not exist); otherwise ErrConflict, nothing written.

@@ -376,8 +376,11 @@ func (b *Backend) Stat(ctx context.Context, p string) (_ storage.ObjectInfo, err
 }
 
 // Open streams the object's bytes, with the size the file had when
-// opened.
-func (b *Backend) Open(ctx context.Context, p string) (_ storage.Reader, err error) {
+// opened (with Versioned: openVersion).
+func (b *Backend) Open(ctx context.Context, p string, opts ...storage.Option) (_ storage.Reader, err error) {
+	if storage.HasOption(opts, storage.Versioned) {
+		return b.openVersion(ctx, p)
+	}
 	defer b.classifyTo(&err)
 	rc, err := b.sys.open(p)
 	if err != nil {

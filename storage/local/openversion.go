@@ -13,17 +13,17 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// OpenVersion streams p's bytes and gives their version once read, as
+// openVersion (Open with Versioned) streams p's bytes and gives their version once read, as
 // ReadVersion would: a stamp or a settled stat of a large file where the
 // system allows it (known before the read), else the content's digest
 // (hashed as read). Reread reads the opened file again (the same file,
 // whatever replaced p since), checked to be the same bytes.
-func (b *Backend) OpenVersion(ctx context.Context, p string) (_ storage.VersionedReader, err error) {
+func (b *Backend) openVersion(ctx context.Context, p string) (_ storage.Reader, err error) {
 	defer b.classifyTo(&err)
 	begin := time.Now()
 	rc, err := b.sys.open(p)
 	if err != nil {
-		return storage.VersionedReader{}, err
+		return storage.Reader{}, err
 	}
 	f := &versionedFile{b: b, p: p, rc: rc, size: -1}
 	if s, ok := rc.(sizer); ok {
@@ -36,7 +36,7 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (_ storage.Versione
 		r = io.TeeReader(rc, f.sha)
 	}
 	f.tally = storage.NewTally(r)
-	return storage.VersionedReader{ReadCloser: f, Size: f.size, Version: f.version, Reread: f.reread}, nil
+	return storage.Reader{ReadCloser: f, Size: f.size, Version: f.version, Reread: f.reread}, nil
 }
 
 // versionBeforeRead: the portable implementation versions every file by
@@ -45,7 +45,7 @@ func (portableImpl) versionBeforeRead(io.ReadCloser, time.Time) (storage.Version
 	return "", 0, false
 }
 
-// versionedFile is one OpenVersion.
+// versionedFile is one openVersion.
 type versionedFile struct {
 	b     *Backend
 	p     string

@@ -12,23 +12,23 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// OpenVersion streams the object; its version is the ETag (ReadVersion's).
+// openVersion (Open with Versioned) streams the object; its version is the ETag (ReadVersion's).
 // Reread gives the bytes kept as read of an object of up to keepMax bytes
 // (a request costs more than the memory), else a GET of that ETag only
 // (If-Match), checked to be the same bytes.
-func (b *Backend) OpenVersion(ctx context.Context, p string) (storage.VersionedReader, error) {
+func (b *Backend) openVersion(ctx context.Context, p string) (storage.Reader, error) {
 	key, err := b.key(p)
 	if err != nil {
-		return storage.VersionedReader{}, err
+		return storage.Reader{}, err
 	}
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key})
 	if err != nil {
-		return storage.VersionedReader{}, b.wrap("open", key, err)
+		return storage.Reader{}, b.wrap("open", key, err)
 	}
 	etag := aws.ToString(out.ETag)
 	if etag == "" {
 		out.Body.Close()
-		return storage.VersionedReader{}, fmt.Errorf("s3 read s3://%s/%s: the server returned no ETag, which compare-and-swap needs", b.bucket, key)
+		return storage.Reader{}, fmt.Errorf("s3 read s3://%s/%s: the server returned no ETag, which compare-and-swap needs", b.bucket, key)
 	}
 	size := int64(-1)
 	if out.ContentLength != nil {
@@ -61,11 +61,11 @@ func (b *Backend) OpenVersion(ctx context.Context, p string) (storage.VersionedR
 		}
 		return tally.Same(&objectBody{ReadCloser: again.Body, b: b, key: key}, "s3://"+b.bucket+"/"+key), nil
 	}
-	return storage.VersionedReader{ReadCloser: struct {
+	return storage.Reader{ReadCloser: struct {
 		io.Reader
 		io.Closer
 	}{tally, body}, Size: size, Version: version, Reread: reread}, nil
 }
 
-// keepMax is the largest object OpenVersion keeps as read for Reread.
+// keepMax is the largest object openVersion keeps as read for Reread.
 const keepMax = 8 << 20

@@ -366,8 +366,12 @@ func metaValue(m map[string]string, k string) string {
 	return ""
 }
 
-// Open streams the object's bytes (GetObject).
-func (b *Backend) Open(ctx context.Context, p string) (storage.Reader, error) {
+// Open streams the object's bytes (GetObject; with Versioned:
+// openVersion).
+func (b *Backend) Open(ctx context.Context, p string, opts ...storage.Option) (storage.Reader, error) {
+	if storage.HasOption(opts, storage.Versioned) {
+		return b.openVersion(ctx, p)
+	}
 	key, err := b.key(p)
 	if err != nil {
 		return storage.Reader{}, err

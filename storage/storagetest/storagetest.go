@@ -96,7 +96,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"WriteIfVersionDeferSync", testWriteIfVersionDeferSync},
 		{"DeleteIfVersionDeferSync", testDeleteIfVersionDeferSync},
 		{"DeferSyncVersionsAreVersions", testDeferSyncVersionsAreVersions},
-		{"OpenVersion", testOpenVersion},
+		{"OpenVersioned", testOpenVersioned},
 		// Put InPlace, Sync, CheckRoot.
 		{"PutInPlace", testPutInPlace},
 		{"Sync", testSync},

@@ -10,14 +10,14 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// testOpenVersion: OpenVersion streams what ReadVersion returns, with a
+// testOpenVersioned: Open with Versioned streams what ReadVersion returns, with a
 // version the compare-and-swap takes (ReadVersion's own for the same
 // bytes), known only once the bytes are read; Reread gives the same
 // bytes again, never another version's; a missing object is ErrNotExist.
-func testOpenVersion(t *testing.T, b storage.Backend) {
+func testOpenVersioned(t *testing.T, b storage.Backend) {
 	ctx := t.Context()
-	if _, err := b.OpenVersion(ctx, "missing.json"); !errors.Is(err, storage.ErrNotExist) {
-		t.Fatalf("OpenVersion of a missing object = %v, want ErrNotExist", err)
+	if _, err := b.Open(ctx, "missing.json", storage.Versioned); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Open with Versioned of a missing object = %v, want ErrNotExist", err)
 	}
 	for _, size := range []int{0, 100, 3 << 20} {
 		p := "versioned.json"
@@ -31,16 +31,16 @@ func testOpenVersion(t *testing.T, b storage.Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		vr, err := b.OpenVersion(ctx, p)
+		vr, err := b.Open(ctx, p, storage.Versioned)
 		if err != nil {
-			t.Fatalf("OpenVersion (%d bytes): %v", size, err)
+			t.Fatalf("Open with Versioned (%d bytes): %v", size, err)
 		}
 		if _, err := vr.Version(); err == nil && size > 0 {
 			t.Fatalf("Version before the read ended: no error")
 		}
 		got, err := io.ReadAll(vr)
 		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("OpenVersion read %d bytes, %v; want the %d written", len(got), err, size)
+			t.Fatalf("Open with Versioned read %d bytes, %v; want the %d written", len(got), err, size)
 		}
 		v, err := vr.Version()
 		if err != nil || v == "" {
@@ -61,7 +61,7 @@ func testOpenVersion(t *testing.T, b storage.Backend) {
 		// Replaced since: a reread is the bytes read or a conflict.
 		next, err := b.WriteIfVersion(ctx, p, append(bytes.Clone(data), "more"...), v)
 		if err != nil {
-			t.Fatalf("WriteIfVersion with OpenVersion's version: %v", err)
+			t.Fatalf("WriteIfVersion with Open with Versioned's version: %v", err)
 		}
 		if again, err := vr.Reread(ctx); err == nil {
 			got, err := io.ReadAll(again)

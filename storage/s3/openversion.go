@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,10 +11,10 @@ import (
 	"github.com/distributor/distributor/storage"
 )
 
-// openVersion (Open with Versioned) streams the object; its version is the ETag (ReadVersion's).
-// Reread gives the bytes kept as read of an object of up to keepMax bytes
-// (a request costs more than the memory), else a GET of that ETag only
-// (If-Match), checked to be the same bytes.
+// openVersion (Open with Versioned) streams the object; its version is
+// the ETag (ReadVersion's). Reread is a GET of that ETag only (If-Match),
+// checked to be the same bytes: a reader that keeps what it read (a small
+// catalog) never asks for it, so nothing is kept here.
 func (b *Backend) openVersion(ctx context.Context, p string) (storage.Reader, error) {
 	key, err := b.key(p)
 	if err != nil {
@@ -35,13 +34,7 @@ func (b *Backend) openVersion(ctx context.Context, p string) (storage.Reader, er
 		size = *out.ContentLength
 	}
 	body := &objectBody{ReadCloser: out.Body, b: b, key: key}
-	var kept *bytes.Buffer
-	var r io.Reader = body
-	if size >= 0 && size <= keepMax {
-		kept = bytes.NewBuffer(make([]byte, 0, size))
-		r = io.TeeReader(body, kept)
-	}
-	tally := storage.NewTally(r)
+	tally := storage.NewTally(body)
 	version := func() (storage.Version, error) {
 		if done, _ := tally.Done(); !done {
 			return "", fmt.Errorf("version of s3://%s/%s asked before its end was read", b.bucket, key)
@@ -49,9 +42,6 @@ func (b *Backend) openVersion(ctx context.Context, p string) (storage.Reader, er
 		return storage.Version(etag), nil
 	}
 	reread := func(ctx context.Context) (io.ReadCloser, error) {
-		if done, _ := tally.Done(); done && kept != nil {
-			return io.NopCloser(bytes.NewReader(kept.Bytes())), nil
-		}
 		again, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key, IfMatch: aws.String(etag)})
 		if err != nil {
 			if s := httpStatus(err); s == 412 || s == 404 {
@@ -66,6 +56,3 @@ func (b *Backend) openVersion(ctx context.Context, p string) (storage.Reader, er
 		io.Closer
 	}{tally, body}, Size: size, Version: version, Reread: reread}, nil
 }
-
-// keepMax is the largest object openVersion keeps as read for Reread.
-const keepMax = 8 << 20

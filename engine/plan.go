@@ -61,7 +61,7 @@ func findStored(ctx context.Context, root storage.Backend, paths []string, held 
 		if !catalog.IsReserved(o.Path) {
 			if keep == nil || keep(o.Path) {
 				stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
-			} else {
+			} else if others != nil {
 				others.add(o.Path)
 			}
 			if o.Symlink {
@@ -74,14 +74,6 @@ func findStored(ctx context.Context, root storage.Backend, paths []string, held 
 		return nil, nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	return stored, links, nil
-}
-
-// heldBy tells Find what cat (nil: none) says the root holds.
-func heldBy(cat *catalog.Catalog) storage.Held {
-	if cat == nil {
-		return storage.Held{}
-	}
-	return storage.Held{AtMost: len(cat.Outputs), Paths: outputPaths(cat)}
 }
 
 // outputPaths returns cat's records' paths as storage.Held takes them.

@@ -19,8 +19,9 @@ type state struct {
 	legacy  bool
 	version storage.Version
 
-	// paths, when set (a publication's read: parseSelected), is every
-	// record's path, cat holding only the records the plan reads, and
+	// paths, when set (a streamed read: parseSelected), is every
+	// record's path (or, for a read that needs no other, their number),
+	// cat holding only the records the plan reads, and
 	// reread reads the catalog's bytes again in Marshal's form (the next
 	// catalog is merged from them), until the catalog read is closed.
 	paths  *recordPaths

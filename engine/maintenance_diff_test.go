@@ -97,8 +97,40 @@ func drawMaintenanceRoot(t *testing.T, rt *rapid.T, owners []catalog.Owner, now 
 			m.files[p] = body
 		}
 	}
+
+	// Padding: records of an owner no command here selects, no bytes
+	// stored, enough for a backend to look the selected paths up one by
+	// one rather than list the root.
+	if rapid.IntRange(0, 3).Draw(rt, "padding") == 0 {
+		src := catalog.Source{ID: "src.pad", Digest: fmt.Sprintf("sha256:%064x", 99), Created: now.Add(-time.Hour)}
+		for i := range 8000 {
+			m.cat.Outputs = append(m.cat.Outputs, catalog.Output{Path: fmt.Sprintf("pad/%05d", i), PipelineID: "pad", DestinationID: "elsewhere", Source: src,
+				Kind: catalog.KindSource, SHA256: src.Digest, Size: 1, CreatedAt: src.Created, UpdatedAt: src.Created})
+		}
+	}
 	m.cat.Sort()
 	return m
+}
+
+// reconcileReference is reconcile-state's plan for sel of the whole
+// catalog of m against a listing of the whole root (written in dir): a
+// record at a symbolic link or below one is missing.
+func reconcileReference(t *testing.T, m maintenanceRoot, dir string, sel planner.Selector, now time.Time, maxDeletes int) (planner.MaintenancePlan, error) {
+	m.write(t, dir)
+	root, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]planner.Stored{}
+	if err := root.List(context.Background(), "", func(o storage.ObjectInfo) error {
+		if !catalog.IsReserved(o.Path) && !o.Symlink {
+			stored[o.Path] = planner.Stored{Size: o.Size}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return planner.Reconcile(m.cat, sel, stored, now, maxDeletes)
 }
 
 // maintenanceOutcome is what a maintenance command did to a root.
@@ -123,6 +155,7 @@ func TestStreamedMaintenanceIsTheWholeCatalogs(t *testing.T) {
 		maxDeletes := rapid.IntRange(0, 3).Draw(rt, "max deletes")
 		dryRun := rapid.Bool().Draw(rt, "dry run")
 		var op func(e *engine.Engine, root storage.Backend) (engine.MaintenanceResult, error)
+		check := func(maintenanceOutcome) {} // against a reference, where there is one
 		if rapid.Bool().Draw(rt, "prune") {
 			cutoff := now.Add(-time.Duration(rapid.IntRange(0, 130).Draw(rt, "cutoff")) * time.Minute)
 			op = func(e *engine.Engine, root storage.Backend) (engine.MaintenanceResult, error) {
@@ -137,6 +170,20 @@ func TestStreamedMaintenanceIsTheWholeCatalogs(t *testing.T) {
 				sel = planner.Selector{AllOwners: true, DestinationID: "site"}
 			}
 			refresh := rapid.Bool().Draw(rt, "refresh")
+			dir, err := os.MkdirTemp(t.TempDir(), "reference")
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want, werr := reconcileReference(t, m, dir, sel, now, maxDeletes)
+			check = func(got maintenanceOutcome) {
+				if (werr == nil) != (got.err == "") {
+					rt.Fatalf("reconcile-state's error %q; the planner's of the whole root %v", got.err, werr)
+				}
+				if werr == nil && (!reflect.DeepEqual(paths(got.res.Plan.Removed), paths(want.Removed)) || !reflect.DeepEqual(got.res.Plan.SizeMismatches, want.SizeMismatches)) {
+					rt.Fatalf("reconcile-state removed %v, size mismatches %v; the planner's of the whole root %v, %v",
+						paths(got.res.Plan.Removed), got.res.Plan.SizeMismatches, paths(want.Removed), want.SizeMismatches)
+				}
+			}
 			op = func(e *engine.Engine, root storage.Backend) (engine.MaintenanceResult, error) {
 				return e.Reconcile(context.Background(), root, heldLease{}, sel, engine.ReconcileOptions{Refresh: refresh, MaxDeletes: maxDeletes, DryRun: dryRun})
 			}
@@ -171,6 +218,7 @@ func TestStreamedMaintenanceIsTheWholeCatalogs(t *testing.T) {
 			return out
 		}
 		whole, streamed := run(0), run(-1)
+		check(whole)
 		if !reflect.DeepEqual(streamed, whole) {
 			rt.Fatalf("streamed:\n%+v\n%s\nwhole:\n%+v\n%s", streamed.res, streamed.catalog, whole.res, whole.catalog)
 		}
@@ -189,4 +237,12 @@ func (w *wholeReads) ReadVersion(ctx context.Context, p string, opts ...storage.
 		w.n++
 	}
 	return w.Backend.ReadVersion(ctx, p, opts...)
+}
+
+func paths(outs []catalog.Output) []string {
+	var ps []string
+	for _, o := range outs {
+		ps = append(ps, o.Path)
+	}
+	return ps
 }

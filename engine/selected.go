@@ -103,11 +103,11 @@ func keepsPaths(sel recordSelection) bool {
 }
 
 // parseSelected reads the catalog cr opened as a publication does, as a
-// stream: the records sel selects, every path, and the version. A catalog
-// in another form (written by hand) or no v4 catalog at all is read again
-// whole and parsed: what Parse refuses is refused with its message, and a
-// v4 catalog is written in Marshal's form (in memory) to be read as a
-// stream.
+// stream: the records sel selects, every path (or their number:
+// keepsPaths), and the version. A catalog in another form (written by
+// hand) or no v4 catalog at all is read again whole and parsed: what
+// Parse refuses is refused with its message, and a v4 catalog is written
+// in Marshal's form (in memory) to be read as a stream.
 func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel recordSelection) (state, error) {
 	if !cr.found {
 		return state{}, nil

@@ -176,15 +176,16 @@ func (e *Engine) Publish(ctx context.Context, root storage.Backend, l lease.Leas
 	return res, err
 }
 
-// commit writes next as the root's catalog if the catalog is still at
-// version (a compare-and-swap) and the lease holds: confirmed with the
-// lease's store before the swap (lease.Lease.Confirm), so a holder
-// whose lease was broken or taken while it was paused commits nothing,
-// its recovery's commits included.
-func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, next *catalog.Catalog, version storage.Version) error {
-	pc := root.PrepareCatalog(ctx, catalogDocument(next), 0)
+// commit writes the catalog that follows st after a plan whose Next is
+// next (state.nextDocument) as the root's catalog if the catalog is still
+// at st's version (a compare-and-swap) and the lease holds: confirmed
+// with the lease's store before the swap (lease.Lease.Confirm), so a
+// holder whose lease was broken or taken while it was paused commits
+// nothing, its recovery's commits included.
+func (e *Engine) commit(ctx context.Context, root storage.Backend, l lease.Lease, st state, next *catalog.Catalog) error {
+	pc := root.PrepareCatalog(ctx, st.nextDocument(ctx, next), 0)
 	defer pc.Close()
-	return commitPending(ctx, root, l, confirming(ctx, l), pc, version)
+	return commitPending(ctx, root, l, confirming(ctx, l), pc, st.version)
 }
 
 // confirming starts l.Confirm in the background and returns its wait: a

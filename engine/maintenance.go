@@ -38,29 +38,24 @@ type MaintenanceResult struct {
 	Swept []string
 }
 
-// maintenanceState reads the root for a maintenance command: legacy state is
-// an error, no catalog is an empty plan (nil catalog).
-func maintenanceState(ctx context.Context, root storage.Backend) (state, error) {
-	st, err := readState(ctx, root)
-	if err != nil {
-		return st, err
-	}
-	if st.legacy {
-		return st, fmt.Errorf("%s: %w", root, ErrLegacyCatalog)
-	}
-	return st, nil
-}
-
 // startMaintenance is how prune and reconcile-state begin: roll an
 // interrupted run forward (a dry run changes nothing, so it plans against
-// the root as it is), then read the catalog to plan against.
-func (e *Engine) startMaintenance(ctx context.Context, root storage.Backend, l lease.Lease, dryRun bool) (state, error) {
+// the root as it is), then read the catalog to plan against, of a large
+// one the records sel selects (readSelected). Legacy state is an error,
+// no catalog is an empty plan (nil catalog). done ends the read once the
+// next catalog is committed.
+func (e *Engine) startMaintenance(ctx context.Context, root storage.Backend, l lease.Lease, dryRun bool, sel recordSelection) (state, func(), error) {
 	if !dryRun {
 		if _, err := e.Recover(ctx, root, l); err != nil {
-			return state{}, err
+			return state{}, func() {}, err
 		}
 	}
-	return maintenanceState(ctx, root)
+	st, done, err := e.readSelected(ctx, root, sel)
+	if err == nil && st.legacy {
+		done()
+		err = fmt.Errorf("%s: %w", root, ErrLegacyCatalog)
+	}
+	return st, done, err
 }
 
 // PruneOptions say what Prune removes and whether it only plans.
@@ -79,10 +74,13 @@ type PruneOptions struct {
 // opts.Cutoff (bytes, then records).
 func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease, owner catalog.Owner, opts PruneOptions) (MaintenanceResult, error) {
 	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
-	st, err := e.startMaintenance(ctx, root, l, opts.DryRun)
+	st, done, err := e.startMaintenance(ctx, root, l, opts.DryRun, recordRule{match: func(o *catalog.Output) bool {
+		return planner.PruneRemoves(owner, opts.Cutoff, o)
+	}})
 	if err != nil {
 		return res, err
 	}
+	defer done()
 	p, err := planner.Prune(st.cat, owner, opts.Cutoff, e.now(), opts.MaxDeletes)
 	res.Plan = p
 	if err != nil {
@@ -120,7 +118,7 @@ func (e *Engine) Prune(ctx context.Context, root storage.Backend, l lease.Lease,
 		return res, fmt.Errorf("delete in %s: %w", root, err)
 	}
 	progress.Add(ctx, int64(len(paths)), size)
-	if err := e.commit(ctx, root, l, p.Next, st.version); err != nil {
+	if err := e.commit(ctx, root, l, st, p.Next); err != nil {
 		return res, err
 	}
 	e.dropIntent(ctx, root, l, wrote)
@@ -145,10 +143,11 @@ type ReconcileOptions struct {
 // files.
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {
 	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
-	st, err := e.startMaintenance(ctx, root, l, opts.DryRun)
+	st, done, err := e.startMaintenance(ctx, root, l, opts.DryRun, recordRule{match: func(o *catalog.Output) bool { return sel.Matches(*o) }, listed: true})
 	if err != nil {
 		return res, err
 	}
+	defer done()
 
 	// The whole root's, whatever the selection: they belong to no record.
 	if opts.DryRun {
@@ -159,15 +158,9 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err != nil {
 		return res, err
 	}
-	stored, links, err := findStored(ctx, root, nil, heldBy(st.cat), 0, nil, nil)
+	stored, err := storedSelected(ctx, root, st, sel)
 	if err != nil {
 		return res, err
-	}
-
-	// A record at a link is missing like those below one (never listed):
-	// its output is not in the root.
-	for _, l := range links {
-		delete(stored, l)
 	}
 	now := e.now()
 	p, err := planner.Reconcile(st.cat, sel, stored, now, opts.MaxDeletes)
@@ -207,7 +200,44 @@ func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Le
 	if err := root.Sync(ctx); err != nil {
 		return res, fmt.Errorf("sync %s: %w", root, err)
 	}
-	return res, e.commit(ctx, root, l, next, st.version)
+	return res, e.commit(ctx, root, l, st, next)
+}
+
+// storedSelected is what is stored at the paths of the records sel
+// matches of those st read (the whole catalog, or what sel selects of a
+// large one): Find asked about those paths alone, which a backend looks
+// up one by one when they are few against what the root holds. A record
+// at a link is missing like those below one (never listed): its output
+// is not in the root.
+func storedSelected(ctx context.Context, root storage.Backend, st state, sel planner.Selector) (map[string]planner.Stored, error) {
+	var paths []string
+	if st.cat != nil {
+		for i := range st.cat.Outputs {
+			if o := &st.cat.Outputs[i]; sel.Matches(*o) {
+				paths = append(paths, o.Path)
+			}
+		}
+	}
+	if len(paths) == 0 {
+		return map[string]planner.Stored{}, nil
+	}
+	slices.Sort(paths)
+	held := storage.Held{AtMost: len(st.cat.Outputs), Paths: st.heldPaths}
+	if st.paths != nil {
+		held.AtMost = st.paths.len()
+	}
+	keep := func(p string) bool {
+		_, ok := slices.BinarySearch(paths, p)
+		return ok
+	}
+	stored, links, err := findStored(ctx, root, paths, held, len(paths), keep, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		delete(stored, l)
+	}
+	return stored, nil
 }
 
 // VerifyReport lists what verify found.

@@ -374,56 +374,66 @@ func TestPruneKilledAtEveryStepConverges(t *testing.T) {
 	rerunLocker := lease.NewStorageLocker("rerun", time.Minute, lease.WithProcess(host, os.Getpid(), func(pid int) bool { return pid != deadPID }))
 	pruneAt, cutoff := t2.Add(time.Hour), t2
 
+	// Each prune (and each recovery of a killed one) reads the whole
+	// catalog (a small root's way) and what it selects of a streamed one
+	// (a large root's: engine.Engine.WholeCatalog).
 	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
-		// setup: ownerA has a, b, c (old) and d (at the cutoff); ownerB has e (old).
-		setup := func(t *testing.T) (*harness, storage.Backend, config.Destination) {
-			h, root, _ := twoOwners(t, newRoot)
-			h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "x/c.txt": "c"})
-			h.MustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"d.txt": "d"})
-			h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"e.txt": "e"})
-			d, _ := h.Config.Destination("latest")
-			return h, root, d
-		}
-		snapshot := func(t *testing.T, root storage.Backend) map[string]string {
-			s := contents(t, root)
-			s[catalog.FileName] = mustRead(t, root, catalog.FileName)
-			return s
-		}
+		for _, streamed := range []bool{false, true} {
+			t.Run(map[bool]string{false: "whole", true: "streamed"}[streamed], func(t *testing.T) {
+				// setup: ownerA has a, b, c (old) and d (at the cutoff); ownerB has e (old).
+				setup := func(t *testing.T) (*harness, storage.Backend, config.Destination) {
+					h, root, _ := twoOwners(t, newRoot)
+					if streamed {
+						h.Service.Engine.WholeCatalog = -1
+					}
+					h.MustPublish(t1, pipeA, "latest", "weatherreporter.today", map[string]string{"a.txt": "a", "b.txt": "b", "x/c.txt": "c"})
+					h.MustPublish(t2, pipeA, "latest", "weatherreporter.tomorrow", map[string]string{"d.txt": "d"})
+					h.MustPublish(t1, pipeB, "tides", "tides.now", map[string]string{"e.txt": "e"})
+					d, _ := h.Config.Destination("latest")
+					return h, root, d
+				}
+				snapshot := func(t *testing.T, root storage.Backend) map[string]string {
+					s := contents(t, root)
+					s[catalog.FileName] = mustRead(t, root, catalog.FileName)
+					return s
+				}
 
-		// The uninterrupted run, counting its mutating calls.
-		h, root, d := setup(t)
-		counter := &dyingBackend{Backend: root}
-		h.Stores.Add(d, counter)
-		res, err := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantStrings(t, "removed", removedPaths(res.Plan), []string{"a.txt", "b.txt", "x/c.txt"})
-		want := snapshot(t, root)
-		steps := counter.calls
-		if steps < 7 { // lock, intent, 3 deletes, catalog, intent removal, unlock
-			t.Fatalf("uninterrupted prune made %d mutating calls", steps)
-		}
+				// The uninterrupted run, counting its mutating calls.
+				h, root, d := setup(t)
+				counter := &dyingBackend{Backend: root}
+				h.Stores.Add(d, counter)
+				res, err := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantStrings(t, "removed", removedPaths(res.Plan), []string{"a.txt", "b.txt", "x/c.txt"})
+				want := snapshot(t, root)
+				steps := counter.calls
+				if steps < 7 { // lock, intent, 3 deletes, catalog, intent removal, unlock
+					t.Fatalf("uninterrupted prune made %d mutating calls", steps)
+				}
 
-		for n := 1; n <= steps; n++ {
-			h, root, d := setup(t)
-			h.Stores.Add(d, &dyingBackend{Backend: root, killAt: n})
-			h.Service.Locker = killedLocker
-			_, killErr := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false)
+				for n := 1; n <= steps; n++ {
+					h, root, d := setup(t)
+					h.Stores.Add(d, &dyingBackend{Backend: root, killAt: n})
+					h.Service.Locker = killedLocker
+					_, killErr := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false)
 
-			h.Stores.Add(d, root)
-			h.Service.Locker = rerunLocker
-			if _, err := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false); err != nil {
-				t.Fatalf("killed at call %d (%v), rerun: %v", n, killErr, err)
-			}
-			if got := snapshot(t, root); !equalMaps(got, want) {
-				t.Fatalf("killed at call %d (%v), after the rerun:\n%v\nwant\n%v", n, killErr, got, want)
-			}
-			assertDescribesStorage(t, root)
-			if _, err := root.Stat(context.Background(), lease.LockPath); !errors.Is(err, storage.ErrNotExist) {
-				t.Fatalf("killed at call %d: lock object left after the rerun: %v", n, err)
-			}
+					h.Stores.Add(d, root)
+					h.Service.Locker = rerunLocker
+					if _, err := h.prune(pruneAt, "latest", ownerA, cutoff, 0, false); err != nil {
+						t.Fatalf("killed at call %d (%v), rerun: %v", n, killErr, err)
+					}
+					if got := snapshot(t, root); !equalMaps(got, want) {
+						t.Fatalf("killed at call %d (%v), after the rerun:\n%v\nwant\n%v", n, killErr, got, want)
+					}
+					assertDescribesStorage(t, root)
+					if _, err := root.Stat(context.Background(), lease.LockPath); !errors.Is(err, storage.ErrNotExist) {
+						t.Fatalf("killed at call %d: lock object left after the rerun: %v", n, err)
+					}
+				}
+				t.Logf("killed at each of %d mutating calls; every rerun converged", steps)
+			})
 		}
-		t.Logf("killed at each of %d mutating calls; every rerun converged", steps)
 	})
 }

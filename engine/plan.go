@@ -19,8 +19,9 @@ type state struct {
 	legacy  bool
 	version storage.Version
 
-	// paths, when set (a publication's read: parseSelected), is every
-	// record's path, cat holding only the records the plan reads, and
+	// paths, when set (a streamed read: parseSelected), is every
+	// record's path (or, for a read that needs no other, their number),
+	// cat holding only the records the plan reads, and
 	// reread reads the catalog's bytes again in Marshal's form (the next
 	// catalog is merged from them), until the catalog read is closed.
 	paths  *recordPaths
@@ -61,7 +62,7 @@ func findStored(ctx context.Context, root storage.Backend, paths []string, held 
 		if !catalog.IsReserved(o.Path) {
 			if keep == nil || keep(o.Path) {
 				stored[o.Path] = planner.Stored{Size: o.Size, Fingerprint: o.Fingerprint}
-			} else {
+			} else if others != nil {
 				others.add(o.Path)
 			}
 			if o.Symlink {
@@ -74,14 +75,6 @@ func findStored(ctx context.Context, root storage.Backend, paths []string, held 
 		return nil, nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	return stored, links, nil
-}
-
-// heldBy tells Find what cat (nil: none) says the root holds.
-func heldBy(cat *catalog.Catalog) storage.Held {
-	if cat == nil {
-		return storage.Held{}
-	}
-	return storage.Held{AtMost: len(cat.Outputs), Paths: outputPaths(cat)}
 }
 
 // outputPaths returns cat's records' paths as storage.Held takes them.

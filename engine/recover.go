@@ -81,10 +81,19 @@ func (e *Engine) recoverFrom(ctx context.Context, root storage.Backend, l lease.
 // whose bytes landed and drops the records of intended deletes that are
 // gone. A legacy catalog is left as it is.
 func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l lease.Lease, doc intentDoc, out *recovery) error {
-	st, err := readState(ctx, root)
+	// Of a large catalog, the records at the paths the intent names.
+	named := make(map[string]bool, len(doc.Writes)+len(doc.Deletes))
+	for _, rec := range doc.Writes {
+		named[rec.Path] = true
+	}
+	for _, p := range doc.Deletes {
+		named[p] = true
+	}
+	st, done, err := e.readSelected(ctx, root, recordRule{match: func(o *catalog.Output) bool { return named[o.Path] }, hint: len(named)})
 	if err != nil {
 		return err
 	}
+	defer done()
 	if st.legacy {
 		return nil
 	}
@@ -146,7 +155,7 @@ func (e *Engine) rollIntentForward(ctx context.Context, root storage.Backend, l 
 	if err := root.Sync(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", root, err)
 	}
-	return e.commit(ctx, root, l, next, st.version)
+	return e.commit(ctx, root, l, st, next)
 }
 
 // supersedes reports whether the record old is of a newer version of the

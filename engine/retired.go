@@ -204,15 +204,18 @@ func (e *Engine) SweepRetired(ctx context.Context, root storage.Backend, l lease
 	if err != nil || rr.version == "" {
 		return nil, err
 	}
-	st, err := readState(ctx, root)
+	// Of a large catalog, the records at the retired paths: the only
+	// paths the sweep asks about.
+	retired := make(map[string]bool, len(rr.entries))
+	for _, en := range rr.entries {
+		retired[en.Path] = true
+	}
+	st, done, err := e.readSelected(ctx, root, recordRule{match: func(o *catalog.Output) bool { return retired[o.Path] }, hint: len(retired)})
 	if err != nil {
 		return nil, err
 	}
-	var cat recorded
-	if st.cat != nil {
-		cat = wholeCatalog{st.cat}
-	}
-	return e.sweep(ctx, root, l, cat, rr, nil)
+	defer done()
+	return e.sweep(ctx, root, l, st.recordedAfter(st.cat), rr, nil)
 }
 
 // sweep is SweepRetired of the record rr, against the catalog cat; gone

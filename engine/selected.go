@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/distributor/distributor/catalog"
-	"github.com/distributor/distributor/planner"
 	"github.com/distributor/distributor/storage"
 )
 
@@ -30,14 +29,29 @@ import (
 type recordPaths struct {
 	block []byte
 	ends  []int
+
+	// counted: only their number n is kept, for a read that neither
+	// lists the root nor asks about a record it did not select (prune,
+	// the roll forward of an intent); has then knows no path.
+	counted bool
+	n       int
 }
 
 func (rp *recordPaths) add(p string) {
+	if rp.counted {
+		rp.n++
+		return
+	}
 	rp.block = append(rp.block, p...)
 	rp.ends = append(rp.ends, len(rp.block))
 }
 
-func (rp *recordPaths) len() int { return len(rp.ends) }
+func (rp *recordPaths) len() int {
+	if rp.counted {
+		return rp.n
+	}
+	return len(rp.ends)
+}
 
 // at is the i-th path; it points into the block, which no one changes
 // once the catalog is read.
@@ -53,17 +67,48 @@ func (rp *recordPaths) at(i int) string {
 }
 
 func (rp *recordPaths) has(p string) bool {
+	if rp.counted {
+		return false
+	}
 	i := sort.Search(rp.len(), func(i int) bool { return rp.at(i) >= p })
 	return i < rp.len() && rp.at(i) == p
 }
 
+// recordSelection is what a streamed read keeps of a catalog's records:
+// those Record selects, about Desired of them (planner.Selection, or a
+// maintenance command's rule: recordRule).
+type recordSelection interface {
+	Record(o *catalog.Output) bool
+	Desired() int
+}
+
+// recordRule selects the records match selects, about hint of them; with
+// listed, every record's path is kept too (the root is listed against
+// them), else only their number.
+type recordRule struct {
+	match  func(*catalog.Output) bool
+	hint   int
+	listed bool
+}
+
+func (r recordRule) Record(o *catalog.Output) bool { return r.match(o) }
+func (r recordRule) Desired() int                  { return r.hint }
+
+// keepsPaths reports whether a streamed read for sel keeps every
+// record's path: a publication's does (it lists the root against them,
+// and its fingerprint index and retired sweep ask about any path).
+func keepsPaths(sel recordSelection) bool {
+	r, ok := sel.(recordRule)
+	return !ok || r.listed
+}
+
 // parseSelected reads the catalog cr opened as a publication does, as a
-// stream: the records sel selects, every path, and the version. A catalog
-// in another form (written by hand) or no v4 catalog at all is read again
-// whole and parsed: what Parse refuses is refused with its message, and a
-// v4 catalog is written in Marshal's form (in memory) to be read as a
-// stream.
-func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel *planner.Selection) (state, error) {
+// stream: the records sel selects, every path (or their number:
+// keepsPaths), and the version. A catalog in another form (written by
+// hand) or no v4 catalog at all is read again whole and parsed: what
+// Parse refuses is refused with its message, and a v4 catalog is written
+// in Marshal's form (in memory) to be read as a stream.
+func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel recordSelection) (state, error) {
 	if !cr.found {
 		return state{}, nil
 	}
@@ -89,8 +134,25 @@ func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, se
 	return st, nil
 }
 
+// readSelected reads root's catalog as a publication does (openCatalog,
+// parseSelected): whole up to Engine.WholeCatalog bytes, else the records
+// sel selects. done ends the read, once the next catalog is committed:
+// that is merged from it (nextDocument).
+func (e *Engine) readSelected(ctx context.Context, root storage.Backend, sel recordSelection) (st state, done func(), err error) {
+	cr := openCatalog(ctx, root, e.wholeCatalog())
+	if cr.err != nil {
+		cr.close()
+		return state{}, func() {}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, cr.err)
+	}
+	if st, err = parseSelected(ctx, root, cr, sel); err != nil {
+		cr.close()
+		return state{}, func() {}, err
+	}
+	return st, cr.close, nil
+}
+
 // parseWhole is parseSelected of a catalog not in Marshal's form.
-func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selection) (state, error) {
+func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection) (state, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil || v == "" {
 		return state{}, err
@@ -117,9 +179,12 @@ func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selectio
 
 // scanSelected is parseSelected of a catalog in Marshal's form of about
 // size bytes (-1: unknown) read from r.
-func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error) {
+func scanSelected(r io.Reader, sel recordSelection, size int64) (state, error) {
 	hint := max(0, min(size, 1<<34))
-	paths := &recordPaths{block: make([]byte, 0, hint/16), ends: make([]int, 0, catalog.MaxRecords(int(hint))/2)}
+	paths := &recordPaths{counted: true}
+	if keepsPaths(sel) {
+		paths = &recordPaths{block: make([]byte, 0, hint/16), ends: make([]int, 0, catalog.MaxRecords(int(hint))/2)}
+	}
 	outs := make([]catalog.Output, 0, min(sel.Desired()+64, catalog.MaxRecords(int(hint))))
 	var keeper catalog.Keeper
 	head, err := catalog.Scan(r, size, func(rec *catalog.Record) error {

@@ -75,14 +75,23 @@ func Prune(cat *catalog.Catalog, owner catalog.Owner, cutoff time.Time, now time
 			catalog.FormatTime(cutoff), catalog.FormatTime(now))
 	}
 	return removeRecords(cat, now, maxDeletes, func(o catalog.Output) bool {
-		return o.Owner() == owner && o.UpdatedAt.Before(cutoff)
+		return PruneRemoves(owner, cutoff, &o)
 	})
+}
+
+// PruneRemoves reports whether Prune of owner at cutoff removes record o.
+// A prune planned with a catalog holding only such records (and the
+// catalog's own fields) is the prune of the whole catalog, but that its
+// Next holds none of the others: they stay as they are.
+func PruneRemoves(owner catalog.Owner, cutoff time.Time, o *catalog.Output) bool {
+	return o.PipelineID == owner.PipelineID && o.DestinationID == owner.DestinationID && o.UpdatedAt.Before(cutoff)
 }
 
 // Reconcile removes the selected records whose bytes are missing from stored
 // and reports those whose stored size differs. It never adds a record:
 // unmanaged content stays unmanaged. stored must list every selected path
-// that exists.
+// that exists. A catalog holding only the records sel matches gives the
+// plan of the whole catalog, but that Next holds only those records.
 func Reconcile(cat *catalog.Catalog, sel Selector, stored map[string]Stored, now time.Time, maxDeletes int) (MaintenancePlan, error) {
 	if err := sel.Validate(); err != nil {
 		return MaintenancePlan{}, err

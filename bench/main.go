@@ -16,8 +16,9 @@
 // server that every tool shares (gofakes3, memory backend, in a process of
 // its own on a loopback port: bench/s3server). Every timed run gets a
 // bucket created before the timed runs; first publishes drop theirs right
-// after the run (the server holds objects in memory, and dropping costs
-// nothing the next run would pay).
+// after the run (the server holds objects in memory). Before each timed
+// run the server collects its garbage and returns the memory freed, so
+// that no run pays for what an earlier one left there.
 package main
 
 import (
@@ -90,6 +91,10 @@ type tool struct {
 
 	// prepare makes the target of timed run i (untimed, before any run).
 	prepare func(i int) error
+
+	// before runs untimed right before run i (settling what earlier runs
+	// left behind).
+	before func(i int) error
 
 	// cmd is the timed command of run i.
 	cmd func(i int) []string
@@ -264,6 +269,11 @@ func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
 			// syncfs (and a "; sync") would otherwise pay for the previous
 			// tools' writes, and whoever runs first in a round would lose.
 			syncAll()
+			if t.before != nil {
+				if err := t.before(i); err != nil {
+					return row{}, fmt.Errorf("%s: before %s run %d: %w", c.name, t.name, i+1, err)
+				}
+			}
 			secs, rss, err := timed(ctx, t.cmd(i))
 			if err != nil {
 				return row{}, fmt.Errorf("%s: %s run %d: %w", c.name, t.name, i+1, err)

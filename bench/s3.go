@@ -62,7 +62,8 @@ func startS3(e *env) (*s3Server, error) {
 	return &s3Server{url: strings.TrimSpace(line), stdin: stdin}, nil
 }
 
-// admin creates (op "create") or drops (op "drop", with its objects) a bucket.
+// admin creates (op "create") or drops (op "drop", with its objects) a
+// bucket, or collects the server's garbage (op "gc", no bucket).
 func (s *s3Server) admin(op, bucket string) error {
 	resp, err := http.Post(s.url+"/_bench/"+op+"?bucket="+bucket, "text/plain", nil)
 	if err != nil {
@@ -75,6 +76,13 @@ func (s *s3Server) admin(op, bucket string) error {
 	}
 	return nil
 }
+
+// settle has the server collect the garbage of earlier runs and return the
+// memory freed (POST /_bench/gc) before a timed run: the server's
+// collections, sweeps and returns of memory otherwise land in whichever
+// run comes along, and with runs in a fixed rotation the same tool keeps
+// paying for another's garbage.
+func (s *s3Server) settle(int) error { return s.admin("gc", "") }
 
 // s3Setup starts the case's server, or says why the case is skipped (nil).
 func s3Setup(e *env, name string) *s3Server {
@@ -143,11 +151,11 @@ func s3First(name string, n, size int) func(e *env) ([]tool, error) {
 				}
 				cfgs = append(cfgs, cfg)
 			}
-			tools = append(tools, tool{name: d.name, prepare: mk(d.tag), after: drop(d.tag),
+			tools = append(tools, tool{name: d.name, prepare: mk(d.tag), after: drop(d.tag), before: s.settle,
 				cmd: func(i int) []string { return s.env(d.apply(cfgs[i], src)) }})
 		}
 		if p, ok := e.peers["rclone"]; ok {
-			tools = append(tools, tool{name: "rclone copy", prepare: mk("rclone"), after: drop("rclone"),
+			tools = append(tools, tool{name: "rclone copy", prepare: mk("rclone"), after: drop("rclone"), before: s.settle,
 				cmd: func(i int) []string {
 					return s.env(rclone(p, "copy", src, rcloneRemote+":"+bucket("rclone", i)))
 				}})
@@ -213,13 +221,13 @@ func s3Republish(name string, step int) func(e *env) ([]tool, error) {
 			if err != nil {
 				return nil, err
 			}
-			tools = append(tools, tool{name: d.name, prepare: seed(bucket, d.apply(cfg, a)),
+			tools = append(tools, tool{name: d.name, prepare: seed(bucket, d.apply(cfg, a)), before: s.settle,
 				// --allow-older: going back to A is a roll back.
 				cmd: func(i int) []string { return s.env(append(d.apply(cfg, from(i)), "--allow-older")) }})
 		}
 		if p, ok := e.peers["rclone"]; ok {
 			dst := rcloneRemote + ":" + name + "-rclonec"
-			tools = append(tools, tool{name: "rclone sync --checksum",
+			tools = append(tools, tool{name: "rclone sync --checksum", before: s.settle,
 				prepare: seed(name+"-rclonec", rclone(p, "copy", a, dst)),
 				cmd:     func(i int) []string { return s.env(rclone(p, "sync", from(i), dst, "--checksum")) }})
 		}

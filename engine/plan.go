@@ -179,17 +179,22 @@ func (cr catalogRead) close() {
 // readAndFind reads what sel selects of the catalog (parseSelected) and
 // finds what is stored at the paths of outs while the catalog is read
 // and then whileFinding runs on the state read (two cores). read, when
-// set, gives the catalog already read (or being read).
-func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *planner.Selection, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
+// set, gives the catalog already read (or being read). A catalog parsed
+// whole needs no selection: sel is asked for only by a streamed one.
+func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel func() *planner.Selection, whileFinding func(state) error, read func() catalogRead) (state, found, error) {
 	cr := read()
 	if cr.err != nil {
 		return state{}, found{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, cr.err)
+	}
+	var selection *planner.Selection
+	if cr.whole == nil {
+		selection = sel()
 	}
 	parsedDone := make(chan struct{})
 	var parsed parsedState
 	go func() {
 		defer close(parsedDone)
-		parsed.st, parsed.err = parseSelected(ctx, root, cr, sel)
+		parsed.st, parsed.err = parseSelected(ctx, root, cr, selection)
 	}()
 	wait := func() parsedState {
 		<-parsedDone
@@ -213,9 +218,10 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel *
 	// objects found only their paths' hashes are kept (a delete found
 	// needs no look for a link on its way). A legacy root, whose
 	// replacement clears every object, is found again whole.
-	keep, others := sel.Path, newPathHashes()
-	if cr.whole != nil {
-		keep, others = nil, nil // planned whole: every object is kept
+	var keep func(string) bool
+	var others *pathHashes
+	if selection != nil { // planned whole: every object is kept
+		keep, others = selection.Path, newPathHashes()
 	}
 	paths := make([]string, len(outs))
 	for i, o := range outs {
@@ -289,12 +295,17 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	// it reads them while the root is listed. So does any publication to
 	// an index of one shard: it reads that shard to check the outputs it
 	// keeps or to update those it writes, after the listing otherwise.
+	// The index is held as the catalog is: whole where the catalog is
+	// (a small root), else only the publication's entries (a streamed
+	// catalog's root can hold millions).
 	preload := func(st state) error {
 		n, _ := st.heldPaths()
 		pl.fps = newFingerprints(FingerprintShards(n))
-		pl.fps.want = make(map[string]bool, len(pub.Outputs))
-		for _, o := range pub.Outputs {
-			pl.fps.want[o.Path] = true
+		if st.paths != nil {
+			pl.fps.want = make(map[string]bool, len(pub.Outputs))
+			for _, o := range pub.Outputs {
+				pl.fps.want[o.Path] = true
+			}
 		}
 		if pl.fps.shards > 1 && (st.cat == nil || len(pub.Outputs) < 4*pl.fps.shards) {
 			return nil
@@ -310,7 +321,8 @@ func (e *Engine) plan(ctx context.Context, root storage.Backend, pub Publication
 	for i, o := range pub.Outputs {
 		desired[i] = o.Desired
 	}
-	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, planner.Select(pub.Owner, desired), preload, read)
+	sel := func() *planner.Selection { return planner.Select(pub.Owner, desired) }
+	pl.st, f, err = readAndFind(ctx, root, pub.Outputs, sel, preload, read)
 	if pl.retired, err = retired(err); err != nil {
 		return pl, err
 	}

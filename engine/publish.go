@@ -302,17 +302,26 @@ func (r *publication) deleteOrRetire(ctx context.Context, paths []string) error 
 // reportUpdated adds the records updated without a byte write to the
 // result. Items are large and a republish may update every record:
 // counted first, the report is one allocation instead of a doubling
-// series.
+// series, and none when the updated items are one run of the plan's (a
+// republish of unchanged bytes): the report is that run.
 func (r *publication) reportUpdated() {
 	items := r.pl.Plan.Items
 	updated := func(it *planner.Item) bool {
 		return it.Action == planner.Update && !it.Write && !r.seen[it.Path] // carried ones are reported as written
 	}
-	n := 0
+	n, first, last := 0, -1, -1
 	for i := range items {
 		if updated(&items[i]) {
 			n++
+			if first < 0 {
+				first = i
+			}
+			last = i
 		}
+	}
+	if n > 0 && n == last-first+1 && len(r.res.Updated) == 0 {
+		r.res.Updated = items[first : last+1 : last+1]
+		return
 	}
 	r.res.Updated = slices.Grow(r.res.Updated, n)
 	for i := range items {

@@ -20,6 +20,19 @@ import (
 // (writes run in parallel), the pending report's name generalized, and
 // the changed paths.
 func s3RepublishRequests(t *testing.T, n, step int) (requests, changed []string) {
+	return s3RepublishChanging(t, n, func(files map[string]string) []string {
+		for i := 0; step > 0 && i < n; i += step {
+			p := fmt.Sprintf("d%02d/f%04d.txt", i%10, i)
+			files[p] = fmt.Sprintf("file %d, changed\n", i)
+			changed = append(changed, p)
+		}
+		return changed
+	})
+}
+
+// s3RepublishChanging is s3RepublishRequests with the files of the
+// republish changed by change, which returns the paths it wrote.
+func s3RepublishChanging(t *testing.T, n int, change func(files map[string]string) []string) (requests, changed []string) {
 	srv := testenv.NewS3(t)
 	bucket := srv.Bucket(t)
 	root, reqs := srv.CountedBackend(t, bucket, s3Prefix)
@@ -32,11 +45,7 @@ func s3RepublishRequests(t *testing.T, n, step int) (requests, changed []string)
 		files[fmt.Sprintf("d%02d/f%04d.txt", i%10, i)] = fmt.Sprintf("file %d\n", i)
 	}
 	h.MustPublish(t1, pipeA, "archive", "weatherreporter.today", files)
-	for i := 0; step > 0 && i < n; i += step {
-		p := fmt.Sprintf("d%02d/f%04d.txt", i%10, i)
-		files[p] = fmt.Sprintf("file %d, changed\n", i)
-		changed = append(changed, p)
-	}
+	changed = change(files)
 	dir, _ := makeBundle(t, "weatherreporter.today", files)
 	reqs.Reset()
 	res, err := h.Publish(t2, pipeA, "archive", dir)
@@ -99,6 +108,29 @@ func TestS3RepublishRequestsAreTheChangePlusAConstant(t *testing.T) {
 		// The records change (a new bundle), the objects do not.
 		got, _ := s3RepublishRequests(t, n, 0)
 		want := append([]string(nil), fixed...)
+		sort.Strings(want)
+		wantStrings(t, "requests", got, want)
+	})
+	t.Run("outputs changed and removed", func(t *testing.T) {
+		t.Parallel()
+		// The shard is read once, whole, and rewritten without the
+		// entries of the outputs the replacement removes: none is left
+		// to read again.
+		got, changed := s3RepublishChanging(t, n, func(files map[string]string) (written []string) {
+			for i := 0; i < n; i += 100 {
+				delete(files, fmt.Sprintf("d%02d/f%04d.txt", i%10, i))
+				p := fmt.Sprintf("d%02d/f%04d.txt", (i+50)%10, i+50)
+				files[p] = fmt.Sprintf("file %d, changed\n", i+50)
+				written = append(written, p)
+			}
+			return written
+		})
+		want := append(fixed, "PUT "+s3Prefix+engine.IntentPath+" if-none-match",
+			"HEAD "+s3Prefix+engine.IntentPath, "DELETE "+s3Prefix+engine.IntentPath+" if-match",
+			"PUT "+shard, "DELETE-BATCH") // the removed outputs, in one request
+		for _, p := range changed {
+			want = append(want, "PUT "+s3Prefix+p+" if-match")
+		}
 		sort.Strings(want)
 		wantStrings(t, "requests", got, want)
 	})

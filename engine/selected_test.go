@@ -162,9 +162,10 @@ func TestPublicationToACatalogInAnotherForm(t *testing.T) {
 }
 
 // TestFingerprintShardRewrittenWholeAfterAPartialLoad: a publication
-// keeping one output of a large root loads only that output's entry of
-// its shard; when it vouches for it again (its stored version changed,
-// same bytes) and rewrites the shard, the shard keeps every other entry.
+// keeping one output of a large root (its catalog streamed) loads only
+// that output's entry of its shard; when it vouches for it again (its
+// stored version changed, same bytes) and rewrites the shard, the shard
+// keeps every other entry.
 func TestFingerprintShardRewrittenWholeAfterAPartialLoad(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -191,7 +192,8 @@ func TestFingerprintShardRewrittenWholeAfterAPartialLoad(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "d0", "f0000.txt"), []byte(files["d0/f0000.txt"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := publish(t, root, planner.Additive, map[string]string{"d0/f0000.txt": files["d0/f0000.txt"]}, fixedNow.Add(time.Hour))
+	res, err := runPublication(t, root, heldLease{}, publicationSpec{workflow: planner.Additive, html: true, eventID: "ev-1", streamed: true},
+		map[string]string{"d0/f0000.txt": files["d0/f0000.txt"]}, fixedNow.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

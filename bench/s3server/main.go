@@ -8,7 +8,9 @@
 // stops it. It prints
 // its URL and serves until its stdin closes. Besides S3 it answers
 // POST /_bench/create?bucket=NAME and POST /_bench/drop?bucket=NAME (the
-// bucket with all its objects), which the harness calls between runs.
+// bucket with all its objects), which the harness calls between runs, and
+// POST /_bench/gc, which collects the garbage earlier runs left and
+// returns the memory freed to the system, before each timed run.
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -142,6 +145,11 @@ func admin(mem *s3mem.Backend, prof *profiler, w http.ResponseWriter, r *http.Re
 	switch r.URL.Path {
 	case "/_bench/cpuprofile":
 		err = prof.control(r.URL.Query().Get("file"))
+	case "/_bench/gc":
+		// A run starts with nothing of earlier runs left to collect,
+		// sweep or return to the system: which run would pay for that
+		// depends on the order of the runs, not on the tool.
+		debug.FreeOSMemory()
 	case "/_bench/create":
 		err = mem.CreateBucket(bucket)
 	case "/_bench/drop":

@@ -20,10 +20,10 @@ type state struct {
 	version storage.Version
 
 	// paths, when set (a publication's read: parseSelected), is every
-	// record's path, cat holding only the records the plan reads, and
+	// record's path and place in the catalog's bytes, cat holding only the records the plan reads, and
 	// reread reads the catalog's bytes again in Marshal's form (the next
 	// catalog is merged from them), until the catalog read is closed.
-	paths  *recordPaths
+	paths  *catalog.Layout
 	reread func(context.Context) (io.ReadCloser, error)
 }
 

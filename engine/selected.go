@@ -8,8 +8,6 @@ import (
 	"hash/maphash"
 	"io"
 	"slices"
-	"sort"
-	"unsafe"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/planner"
@@ -18,44 +16,12 @@ import (
 
 // A publication reads of the root's catalog only what its plan needs
 // (planner.Select): the records of its owner and those at, above and
-// below its paths, plus every record's path. The next catalog is merged
-// from the catalog's bytes and the plan's records (catalog.Merge), the
-// other records copied as read. A catalog of a million records then
-// costs the publication its paths, not its half a gigabyte of records
-// parsed twice (the catalog read and the one written).
-
-// recordPaths is every path a catalog records, in path order, in one
-// block: what the listing (storage.Held), the fingerprint index and the
-// retired sweep ask of the records a plan does not read.
-type recordPaths struct {
-	block []byte
-	ends  []int
-}
-
-func (rp *recordPaths) add(p string) {
-	rp.block = append(rp.block, p...)
-	rp.ends = append(rp.ends, len(rp.block))
-}
-
-func (rp *recordPaths) len() int { return len(rp.ends) }
-
-// at is the i-th path; it points into the block, which no one changes
-// once the catalog is read.
-func (rp *recordPaths) at(i int) string {
-	start := 0
-	if i > 0 {
-		start = rp.ends[i-1]
-	}
-	if start == rp.ends[i] {
-		return ""
-	}
-	return unsafe.String(&rp.block[start], rp.ends[i]-start)
-}
-
-func (rp *recordPaths) has(p string) bool {
-	i := sort.Search(rp.len(), func(i int) bool { return rp.at(i) >= p })
-	return i < rp.len() && rp.at(i) == p
-}
+// below its paths, plus every record's path and place (catalog.Layout).
+// The next catalog is merged from the catalog's bytes and the plan's
+// records (catalog.Merge), the runs of other records copied as bytes,
+// unparsed. A catalog of a million records then costs the publication
+// its paths, not its half a gigabyte of records parsed twice (the catalog
+// read and the one written).
 
 // parseSelected reads the catalog cr opened as a publication does, as a
 // stream: the records sel selects, every path, and the version. A catalog
@@ -119,11 +85,11 @@ func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selectio
 // size bytes (-1: unknown) read from r.
 func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error) {
 	hint := max(0, min(size, 1<<34))
-	paths := &recordPaths{block: make([]byte, 0, hint/16), ends: make([]int, 0, catalog.MaxRecords(int(hint))/2)}
+	paths := catalog.NewLayout(size)
 	outs := make([]catalog.Output, 0, min(sel.Desired()+64, catalog.MaxRecords(int(hint))))
 	var keeper catalog.Keeper
 	head, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
-		paths.add(rec.Output.Path)
+		paths.Add(rec)
 		if sel.Record(&rec.Output) {
 			outs = append(outs, keeper.Keep(rec))
 		}
@@ -189,7 +155,7 @@ type nextCatalog struct {
 }
 
 func (n nextCatalog) count() int {
-	return n.st.paths.len() - len(n.st.cat.Outputs) + len(n.next.Outputs)
+	return n.st.paths.Len() - len(n.st.cat.Outputs) + len(n.next.Outputs)
 }
 
 func (n nextCatalog) has(p string) bool {
@@ -197,7 +163,7 @@ func (n nextCatalog) has(p string) bool {
 		return true
 	}
 	_, read := n.st.cat.Lookup(p)
-	return !read && n.st.paths.has(p)
+	return !read && n.st.paths.Has(p)
 }
 
 // recordedAfter is the catalog next (a plan's Next, or the catalog read)
@@ -230,7 +196,7 @@ func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage
 				return fmt.Errorf("read %s again: %w", catalog.FileName, err)
 			}
 			defer old.Close()
-			return catalog.Merge(w, old, next, read)
+			return catalog.Merge(w, old, st.paths, next, read)
 		}}
 }
 
@@ -238,7 +204,7 @@ func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage
 func (st state) heldPaths() (int, func(int) string) {
 	switch {
 	case st.paths != nil:
-		return st.paths.len(), st.paths.at
+		return st.paths.Len(), st.paths.Path
 	case st.cat != nil:
 		return outputPaths(st.cat)()
 	}

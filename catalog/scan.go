@@ -142,7 +142,7 @@ func (s *streamScan) readWhole(size int64) error {
 
 // streamScan is one Scan: a window over r.
 type streamScan struct {
-	r   io.Reader
+	r    io.Reader
 	buf  []byte
 	i    int   // next byte to read in buf
 	base int64 // the document's offset of buf[0]

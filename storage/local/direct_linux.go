@@ -29,37 +29,61 @@ const (
 
 // copyDirect is copy for a file written directly: a file system that
 // refuses direct writes (of the file, or of a chunk) gets the bytes, or
-// the rest of them, written as usual.
+// the rest of them, written as usual. Two buffers take turns: one is
+// filled from src while the disk writes the other.
 func (b *Backend) copyDirect(ctx context.Context, f *fdFile, src io.Reader) (int64, error) {
-	dw := directWriter{f: f}
+	dw := &directWriter{f: f}
 	if !dw.start() {
 		return b.copy(ctx, f, src, -1, true)
 	}
-	buf := alignedBuffer(directChunk)
-	r := ctxio.Reader(ctx, src)
-	var total int64
-	for {
-		n, rerr := io.ReadFull(r, buf)
-		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return total, rerr
-		}
-		if n == len(buf) {
-			if err := dw.write(buf); err != nil {
-				return total, err
+	free := make(chan []byte, 2)
+	free <- alignedBuffer(directChunk)
+	free <- alignedBuffer(directChunk)
+	full := make(chan []byte)
+	werr := make(chan error, 1)
+	go func() {
+		var err error
+		for p := range full {
+			if err == nil {
+				err = dw.write(p)
 			}
-			total += int64(n)
-			continue
+			free <- p[:cap(p)]
 		}
-		// The last chunk: its aligned part directly, the rest as usual.
-		whole := n &^ (directAlign - 1)
-		if err := dw.write(buf[:whole]); err != nil {
-			return total, err
+		werr <- err
+	}()
+	n, last, err := fillChunks(ctxio.Reader(ctx, src), free, full)
+	close(full)
+	if wErr := <-werr; err == nil {
+		err = wErr
+	}
+	if err != nil {
+		return 0, err
+	}
+	dw.stop()
+	if _, err := f.Write(last); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// fillChunks reads r into the free buffers, handing each full one on,
+// until r ends: the last chunk's aligned part is handed on too, and the
+// rest (shorter than directAlign) returned. n counts every byte read.
+func fillChunks(r io.Reader, free <-chan []byte, full chan<- []byte) (n int64, last []byte, _ error) {
+	for {
+		buf := <-free
+		k, err := io.ReadFull(r, buf)
+		n += int64(k)
+		switch {
+		case err == nil:
+			full <- buf
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			whole := k &^ (directAlign - 1)
+			full <- buf[:whole]
+			return n, buf[whole:k], nil
+		default:
+			return n, nil, err
 		}
-		dw.stop()
-		if _, err := f.Write(buf[whole:n]); err != nil {
-			return total + int64(whole), err
-		}
-		return total + int64(n), nil
 	}
 }
 

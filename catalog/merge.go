@@ -35,6 +35,25 @@ func (l *Layout) Add(rec *Record) {
 	l.end = rec.Offset + int64(len(rec.Raw))
 }
 
+// join appends the layout of the records that follow (read in a block of
+// their own).
+func (l *Layout) join(next *Layout) {
+	base := len(l.block)
+	l.block = append(l.block, next.block...)
+	for _, e := range next.ends {
+		l.ends = append(l.ends, base+e)
+	}
+	l.offs = append(l.offs, next.offs...)
+	if next.Len() > 0 {
+		l.end = next.end
+	}
+}
+
+// reset empties the layout, keeping its room.
+func (l Layout) reset() Layout {
+	return Layout{block: l.block[:0], ends: l.ends[:0], offs: l.offs[:0]}
+}
+
 // Len is how many records the layout holds.
 func (l *Layout) Len() int { return len(l.ends) }
 

@@ -2,9 +2,14 @@ package catalog_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
+
+	"pgregory.net/rapid"
 
 	"github.com/distributor/distributor/catalog"
 )
@@ -65,5 +70,79 @@ func TestMergeRefusesALayoutOfOtherBytes(t *testing.T) {
 	var got bytes.Buffer
 	if err := catalog.Merge(&got, bytes.NewReader(data), lay, old.Successor(), nil); err != nil {
 		t.Fatalf("Merge of the bytes read: %v", err)
+	}
+}
+
+// laidOut is what ScanLayout gave: the layout's paths and offsets, the
+// records picked, the head, and how it ended.
+type laidOut struct {
+	head   catalog.Head
+	paths  []string
+	offs   []int64
+	end    int64
+	picked []catalog.Output
+	err    error
+}
+
+func layOut(scan func(lay *catalog.Layout, pick func(*catalog.Output) bool) (catalog.Head, []catalog.Output, error)) laidOut {
+	var l laidOut
+	lay := catalog.NewLayout(-1)
+	pick := func(o *catalog.Output) bool { return strings.Contains(o.Path, "a") }
+	l.head, l.picked, l.err = scan(lay, pick)
+	for i := range lay.Len() {
+		l.paths = append(l.paths, lay.Path(i))
+	}
+	l.offs, l.end = lay.Offsets()
+	return l
+}
+
+// TestScanInBlocksReadsAsOneScan: a document read in blocks of whole
+// records, parsed beside each other, lays out and picks what one scan of
+// it does, in the same order, and ends the same way, however small the
+// blocks and whatever damage the document took.
+func TestScanInBlocksReadsAsOneScan(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		c := catalogGen.Draw(t, "catalog")
+		data, err := catalog.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rapid.Bool().Draw(t, "damaged") {
+			i := rapid.IntRange(0, len(data)-1).Draw(t, "at")
+			data[i] = rapid.SampledFrom([]byte(" \n\"{}[],:0a\\")).Draw(t, "replacement")
+		}
+		block := rapid.IntRange(1, 4096).Draw(t, "block")
+		one := layOut(func(lay *catalog.Layout, pick func(*catalog.Output) bool) (catalog.Head, []catalog.Output, error) {
+			return catalog.ScanLayout(&pieces{data: data, n: 7}, -1, lay, pick)
+		})
+		blocks := layOut(func(lay *catalog.Layout, pick func(*catalog.Output) bool) (catalog.Head, []catalog.Output, error) {
+			return catalog.ScanBlocks(&pieces{data: data, n: 1000}, block, lay, pick)
+		})
+		if (one.err == nil) != (blocks.err == nil) || errors.Is(one.err, catalog.ErrNotStreamed) != errors.Is(blocks.err, catalog.ErrNotStreamed) {
+			t.Fatalf("one scan ended with %v, in blocks of %d with %v", one.err, block, blocks.err)
+		}
+		if one.err != nil {
+			return
+		}
+		if !reflect.DeepEqual(one, blocks) {
+			t.Fatalf("one scan laid out %d records, in blocks of %d %d:\n%+v\n%+v", len(one.paths), block, len(blocks.paths), one, blocks)
+		}
+	})
+}
+
+// TestScanInBlocksReturnsReadErrors: a read error ends a scan in blocks
+// and is returned.
+func TestScanInBlocksReturnsReadErrors(t *testing.T) {
+	t.Parallel()
+	data, err := catalog.Marshal(benchCat(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := errors.New("broken disk")
+	r := io.MultiReader(bytes.NewReader(data[:100_000]), iotest.ErrReader(broken))
+	_, _, err = catalog.ScanBlocks(r, 4096, catalog.NewLayout(-1), func(*catalog.Output) bool { return true })
+	if !errors.Is(err, broken) {
+		t.Fatalf("ScanBlocks = %v, want the read error", err)
 	}
 }

@@ -261,36 +261,46 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
+	if err := s.records(0, true, fn); err != nil {
+		return Head{}, err
+	}
+	return h, nil
+}
+
+// records reads each record from the read position into fn: from the
+// document's first (n 0) or a later one, to the document's end (last),
+// or, in a block of whole records (scanBlocks), to the window's end.
+func (s *streamScan) records(n int, last bool, fn func(*Record) error) error {
 	rec := Record{held: s.held}
 	var prev []byte
-	for n := 0; ; n++ {
+	for first := n; ; n++ {
+		if !last && n > first && s.i == len(s.buf) {
+			return nil
+		}
 		lead := "\n    "
 		if n > 0 {
 			lead = ",\n    "
 		}
-		last, err := s.endOrNext(lead, n == 0)
-		if err != nil {
-			return Head{}, err
-		}
-		if last {
-			return h, nil
+		end, err := s.endOrNext(lead, n == 0)
+		if err != nil || end {
+			return err
 		}
 		if err := s.next(&rec); err != nil {
-			return Head{}, err
+			return err
 		}
 		rec.Offset = s.base + int64(s.i)
-		end := s.i + len(rec.Raw)
-		if n > 0 && string(prev) >= rec.Output.Path {
-			return Head{}, errNotStreamed("records out of path order")
+		to := s.i + len(rec.Raw)
+		if n > first && string(prev) >= rec.Output.Path {
+			return errNotStreamed("records out of path order")
 		}
 		if s.check && rec.Output.Validate() != nil {
-			return Head{}, errNotStreamed("an invalid record")
+			return errNotStreamed("an invalid record")
 		}
 		prev = append(prev[:0], rec.Output.Path...)
 		if err := fn(&rec); err != nil {
-			return Head{}, err
+			return err
 		}
-		s.i = end
+		s.i = to
 	}
 }
 

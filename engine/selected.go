@@ -84,17 +84,8 @@ func parseWhole(ctx context.Context, root storage.Backend, sel *planner.Selectio
 // scanSelected is parseSelected of a catalog in Marshal's form of about
 // size bytes (-1: unknown) read from r.
 func scanSelected(r io.Reader, sel *planner.Selection, size int64) (state, error) {
-	hint := max(0, min(size, 1<<34))
 	paths := catalog.NewLayout(size)
-	outs := make([]catalog.Output, 0, min(sel.Desired()+64, catalog.MaxRecords(int(hint))))
-	var keeper catalog.Keeper
-	head, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
-		paths.Add(rec)
-		if sel.Record(&rec.Output) {
-			outs = append(outs, keeper.Keep(rec))
-		}
-		return nil
-	})
+	head, outs, err := catalog.ScanLayout(r, size, paths, sel.Record)
 	if err != nil {
 		return state{}, err
 	}

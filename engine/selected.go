@@ -121,10 +121,12 @@ func (h *pathHashes) has(p string) bool {
 }
 
 // recorded is what the fingerprint index and the retired sweep ask of a
-// catalog: how many records it holds, and whether one is at a path.
+// catalog: how many records it holds, whether one is at a path, and
+// each record's path in path order.
 type recorded interface {
 	count() int
 	has(p string) bool
+	walk(fn func(p string))
 }
 
 // wholeCatalog is a catalog held whole as recorded.
@@ -135,6 +137,12 @@ func (w wholeCatalog) count() int { return len(w.cat.Outputs) }
 func (w wholeCatalog) has(p string) bool {
 	_, ok := w.cat.Lookup(p)
 	return ok
+}
+
+func (w wholeCatalog) walk(fn func(p string)) {
+	for i := range w.cat.Outputs {
+		fn(w.cat.Outputs[i].Path)
+	}
 }
 
 // nextCatalog is the catalog a publication commits, as recorded: the
@@ -155,6 +163,34 @@ func (n nextCatalog) has(p string) bool {
 	}
 	_, read := n.st.cat.Lookup(p)
 	return !read && n.st.paths.Has(p)
+}
+
+// walk merges the paths of the catalog read, but those the plan read
+// (sorted, as read), with next's.
+func (n nextCatalog) walk(fn func(p string)) {
+	next := make([]string, len(n.next.Outputs))
+	for i := range n.next.Outputs {
+		next[i] = n.next.Outputs[i].Path
+	}
+	slices.Sort(next)
+	read := n.st.cat.Outputs
+	for i := range n.st.paths.Len() {
+		p := n.st.paths.Path(i)
+		for len(next) > 0 && next[0] < p {
+			fn(next[0])
+			next = next[1:]
+		}
+		for len(read) > 0 && read[0].Path < p {
+			read = read[1:]
+		}
+		if len(read) > 0 && read[0].Path == p {
+			continue // the plan's records say whether it stays: next
+		}
+		fn(p)
+	}
+	for _, p := range next {
+		fn(p)
+	}
 }
 
 // recordedAfter is the catalog next (a plan's Next, or the catalog read)

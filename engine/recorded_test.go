@@ -23,7 +23,7 @@ func TestNextCatalogWalksWhatItHas(t *testing.T) {
 		rec := func(p, pipeline string) catalog.Output {
 			return catalog.Output{Path: p, PipelineID: pipeline, DestinationID: "site",
 				Source: catalog.Source{ID: "s", Digest: fmt.Sprintf("sha256:%064x", 1), Created: at},
-				Kind: catalog.KindSource, SHA256: fmt.Sprintf("sha256:%064x", 2), CreatedAt: at, UpdatedAt: at}
+				Kind:   catalog.KindSource, SHA256: fmt.Sprintf("sha256:%064x", 2), CreatedAt: at, UpdatedAt: at}
 		}
 		name := rapid.StringMatching(`[a-e]{1,3}`)
 		old := &catalog.Catalog{DistributorVersion: "test", CreatedAt: at, UpdatedAt: at}

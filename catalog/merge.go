@@ -3,8 +3,10 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"sort"
+	"sync"
 	"unsafe"
 )
 
@@ -17,6 +19,10 @@ type Layout struct {
 	ends  []int  // where each path ends in block
 	offs  []int64
 	end   int64 // where the last record ends
+
+	// index finds a path for Has without a search, made at its first
+	// call (nil: Has searches).
+	index *pathIndex
 }
 
 // NewLayout is a Layout with room for the records of a document of about
@@ -24,7 +30,7 @@ type Layout struct {
 func NewLayout(size int64) *Layout {
 	hint := max(0, min(size, 1<<34))
 	n := MaxRecords(int(hint)) / 2
-	return &Layout{block: make([]byte, 0, hint/16), ends: make([]int, 0, n), offs: make([]int64, 0, n)}
+	return &Layout{block: make([]byte, 0, hint/16), ends: make([]int, 0, n), offs: make([]int64, 0, n), index: &pathIndex{}}
 }
 
 // Add records rec, the next record Scan read.
@@ -70,10 +76,59 @@ func (l *Layout) Path(i int) string {
 	return unsafe.String(&l.block[start], l.ends[i]-start)
 }
 
-// Has reports whether a record is at p.
+// Has reports whether a record is at p. It is asked once the layout is
+// complete, from any number of goroutines; a layout of many records
+// answers from a hash table made at the first call (a root's million
+// paths each asked of a sorted million cost a second).
 func (l *Layout) Has(p string) bool {
-	i := l.search(p)
-	return i < l.Len() && l.Path(i) == p
+	if l.index == nil || l.Len() < indexMin {
+		i := l.search(p)
+		return i < l.Len() && l.Path(i) == p
+	}
+	return l.index.has(l, p)
+}
+
+// indexMin is the number of records from which Has answers from a table.
+const indexMin = 4096
+
+// pathIndex is a layout's paths in an open-addressing table: each slot
+// holds a record's index plus one (0: empty) under the high half of its
+// path's hash, so that a probe compares only the paths whose hashes
+// agree.
+type pathIndex struct {
+	once  sync.Once
+	seed  maphash.Seed
+	slots []uint64
+}
+
+func (x *pathIndex) has(l *Layout, p string) bool {
+	x.once.Do(func() { x.build(l) })
+	h := maphash.String(x.seed, p)
+	tag, mask := h>>32<<32, uint64(len(x.slots)-1)
+	for i := h & mask; x.slots[i] != 0; i = (i + 1) & mask {
+		if s := x.slots[i]; s&^(1<<32-1) == tag && l.Path(int(uint32(s)-1)) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// build fills the table, at most half full.
+func (x *pathIndex) build(l *Layout) {
+	n := 1
+	for n < 2*l.Len() {
+		n *= 2
+	}
+	x.seed, x.slots = maphash.MakeSeed(), make([]uint64, n)
+	mask := uint64(n - 1)
+	for r := range l.Len() {
+		h := maphash.String(x.seed, l.Path(r))
+		i := h & mask
+		for x.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		x.slots[i] = h>>32<<32 | uint64(r+1)
+	}
 }
 
 // search is the index of the first record at or after p.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -77,25 +78,25 @@ func (l *Layout) Path(i int) string {
 }
 
 // Has reports whether a record is at p. It is asked once the layout is
-// complete, from any number of goroutines; a layout of many records
-// answers from a hash table made at the first call (a root's million
-// paths each asked of a sorted million cost a second).
+// complete, from any number of goroutines. A layout asked about more
+// paths than an eighth of its records answers the rest from a hash table
+// made then (a root's million paths each searched in a million cost a
+// second; the table costs a tenth of that to make, more than the
+// searches of a few thousand).
 func (l *Layout) Has(p string) bool {
-	if l.index == nil || l.Len() < indexMin {
+	if l.index == nil || l.index.asked.Add(1) <= int64(l.Len()/8) {
 		i := l.search(p)
 		return i < l.Len() && l.Path(i) == p
 	}
 	return l.index.has(l, p)
 }
 
-// indexMin is the number of records from which Has answers from a table.
-const indexMin = 4096
-
 // pathIndex is a layout's paths in an open-addressing table: each slot
 // holds a record's index plus one (0: empty) under the high half of its
 // path's hash, so that a probe compares only the paths whose hashes
 // agree.
 type pathIndex struct {
+	asked atomic.Int64 // calls of Has
 	once  sync.Once
 	seed  maphash.Seed
 	slots []uint64

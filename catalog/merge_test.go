@@ -146,3 +146,28 @@ func TestScanInBlocksReturnsReadErrors(t *testing.T) {
 		t.Fatalf("ScanBlocks = %v, want the read error", err)
 	}
 }
+
+// TestLayoutHasWhatItHolds: Has finds each path a layout holds and none
+// other, whether it searches (a few calls) or, asked about many paths,
+// answers from its table.
+func TestLayoutHasWhatItHolds(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{10, 10_000} {
+		data, err := catalog.Marshal(benchCat(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lay := layoutOf(t, data)
+		for round := range 2 { // the second round past the searches
+			for i := range lay.Len() {
+				p := lay.Path(i)
+				if !lay.Has(p) || lay.Has(p+"x") || lay.Has(p[:len(p)-1]) {
+					t.Fatalf("%d records, round %d: Has(%q) false, or true of a path beside it", n, round, p)
+				}
+			}
+		}
+		if lay.Has("") || lay.Has("nowhere") {
+			t.Fatalf("%d records: Has finds a path not held", n)
+		}
+	}
+}

@@ -46,7 +46,8 @@ func cached(fd int, size int64) bool {
 
 // directFile reads a file directly, in aligned chunks of directChunk
 // copied out: its reads in order (Read, through seq) and a reread at
-// offsets (ReadAt, through at: the merge's, in order too).
+// offsets (ReadAt, through at: the merge's, in order too). Each window
+// reads the chunk after the one it holds ahead, while it is copied out.
 type directFile struct {
 	f   *fdFile
 	pos int64 // Read's offset
@@ -72,29 +73,44 @@ func (d *directFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func (d *directFile) Close() error { return d.f.Close() }
+// Close waits for the reads ahead (they use the descriptor), then closes
+// the file.
+func (d *directFile) Close() error {
+	d.seq.settle()
+	d.at.settle()
+	return d.f.Close()
+}
 
 // Size is the file's size when it was opened.
 func (d *directFile) Size() int64 { return d.f.size }
 
-// directWindow is a chunk of a file read directly.
+// directWindow is a chunk of a file read directly, and the read of the
+// next one under way.
 type directWindow struct {
-	buf []byte // aligned
-	off int64  // the file's offset of buf[0]
-	n   int    // bytes of buf read
+	buf   []byte // aligned
+	off   int64  // the file's offset of buf[0]
+	n     int    // bytes of buf read
+	spare []byte // a buffer for the next read ahead
+
+	ahead    chan directRead // the read ahead, nil when none
+	aheadOff int64
 }
 
-// readAt copies into p what lies at off, reading the aligned chunk that
+// directRead is a read ahead's result.
+type directRead struct {
+	buf []byte
+	n   int
+	err error
+}
+
+// readAt copies into p what lies at off, loading the aligned chunk that
 // holds it first if the window does not; io.EOF past the file's end.
 func (w *directWindow) readAt(f *fdFile, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if off < w.off || off >= w.off+int64(w.n) {
-		start := off &^ (directAlign - 1)
-		n, err := preadDirect(f, w.buf, start)
-		w.off, w.n = start, n
-		if err != nil {
+		if err := w.load(f, off&^(directAlign-1)); err != nil {
 			return 0, err
 		}
 		if off >= w.off+int64(w.n) {
@@ -102,6 +118,45 @@ func (w *directWindow) readAt(f *fdFile, p []byte, off int64) (int, error) {
 		}
 	}
 	return copy(p, w.buf[off-w.off:w.n]), nil
+}
+
+// load fills the window with the chunk at start (the read ahead's, when
+// it is that one) and, unless it is the file's last, starts reading the
+// next.
+func (w *directWindow) load(f *fdFile, start int64) error {
+	var n int
+	var err error
+	if w.ahead != nil && w.aheadOff == start {
+		r := <-w.ahead
+		w.ahead, w.spare, w.buf = nil, w.buf, r.buf
+		n, err = r.n, r.err
+	} else {
+		w.settle()
+		n, err = preadDirect(f, w.buf, start)
+	}
+	w.off, w.n = start, n
+	if err != nil || n < len(w.buf) {
+		return err
+	}
+	next, buf := start+int64(n), w.spare
+	if buf == nil {
+		buf = alignedBuffer(len(w.buf))
+	}
+	ch := make(chan directRead, 1)
+	w.ahead, w.aheadOff, w.spare = ch, next, nil
+	go func() {
+		n, err := preadDirect(f, buf, next)
+		ch <- directRead{buf, n, err}
+	}()
+	return nil
+}
+
+// settle waits for the read ahead, if any, and keeps its buffer.
+func (w *directWindow) settle() {
+	if w.ahead != nil {
+		w.spare = (<-w.ahead).buf
+		w.ahead = nil
+	}
 }
 
 // preadDirect fills buf from the file at off (aligned), short only at

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -22,8 +23,8 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// fileCached reports whether the page cache holds any of the file's
-// bytes at its start, middle or end (cached).
+// fileCached reports whether the page cache holds the file's bytes at
+// its start, middle and end, asking without reading (RWF_NOWAIT).
 func fileCached(t *testing.T, p string) bool {
 	t.Helper()
 	f, err := os.Open(p)
@@ -35,7 +36,13 @@ func fileCached(t *testing.T, p string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cached(int(f.Fd()), st.Size())
+	var b [1]byte
+	for _, off := range []int64{0, st.Size() / 2, st.Size() - 1} {
+		if _, err := unix.Preadv2(int(f.Fd()), [][]byte{b[:]}, off, unix.RWF_NOWAIT); errors.Is(err, unix.EAGAIN) {
+			return false
+		}
+	}
+	return true
 }
 
 // supportsDirect reports whether the file system of dir takes direct
@@ -93,59 +100,6 @@ func TestPreparedStreamIsWrittenPastThePageCache(t *testing.T) {
 			if fileCached(t, p2) {
 				t.Fatalf("%d bytes written directly: the page cache holds them", n)
 			}
-		}
-	}
-}
-
-// A versioned read of a large file the page cache does not hold reads it
-// directly: the same bytes, read again the same by Reread, and the
-// cache still does not hold it. One the cache holds is read from there.
-func TestVersionedReadOfAnUncachedFileReadsPastThePageCache(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	b := newBackend(t)
-	if !supportsDirect(t, b.root) {
-		t.Skip("the file system takes no direct writes")
-	}
-	want := randomBytes(directReadMin + 3*directAlign + 5)
-	pv, err := b.prepareStream(ctx, "cat.json", func(w io.Writer) error { _, err := w.Write(want); return err })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pv.CommitIfVersion(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	must(t, pv.Close())
-	p := filepath.Join(b.root, "cat.json")
-	for _, uncached := range []bool{true, false} {
-		r, err := b.openVersion(ctx, "cat.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(io.LimitReader(r, 7777)) // a read not on a chunk's edge first
-		if err == nil {
-			var rest []byte
-			rest, err = io.ReadAll(r)
-			got = append(got, rest...)
-		}
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("uncached %v: read %d bytes (%v), not the file's", uncached, len(got), err)
-		}
-		again, err := r.Reread(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err = io.ReadAll(again)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("uncached %v: reread %d bytes (%v), not the file's", uncached, len(got), err)
-		}
-		again.Close()
-		r.Close()
-		if uncached && fileCached(t, p) {
-			t.Fatal("a direct read left the file in the page cache")
-		}
-		if _, err := os.ReadFile(p); err != nil { // now the cache holds it
-			t.Fatal(err)
 		}
 	}
 }

@@ -30,8 +30,6 @@ func (b *Backend) openVersion(ctx context.Context, p string) (_ storage.Reader, 
 		f.size = s.Size()
 	}
 	f.pre, f.preSize, f.hasPre = b.sys.versionBeforeRead(rc, begin)
-	rc = readUncachedDirectly(rc)
-	f.rc = rc
 	var r io.Reader = rc
 	if !f.hasPre {
 		f.sha = sha256.New()

@@ -51,8 +51,6 @@ func readerAt(rc io.ReadCloser) (io.ReaderAt, bool) {
 	switch f := rc.(type) {
 	case *fdFile:
 		return preader{f}, true
-	case *directFile:
-		return f, true
 	case sizedFile:
 		return f.File, true
 	case *os.File:

@@ -18,6 +18,3 @@ func readerAt(rc io.ReadCloser) (io.ReaderAt, bool) {
 	}
 	return nil, false
 }
-
-// readUncachedDirectly: other systems read through their cache.
-func readUncachedDirectly(rc io.ReadCloser) io.ReadCloser { return rc }

@@ -184,11 +184,12 @@ func BenchmarkMerge(b *testing.B) {
 		}
 		part := cur.Successor()
 		part.Outputs = added
+		lay := layoutOf(b, data)
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := catalog.Merge(io.Discard, bytes.NewReader(data), part, nil); err != nil {
+				if err := catalog.Merge(io.Discard, bytes.NewReader(data), lay, part, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 )
 
 // ParseReference is Parse through encoding/json only.
@@ -78,3 +79,13 @@ func MarshalReference(c *Catalog) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// ScanBlocks is ScanLayout of a document in blocks of about blockSize
+// bytes, whatever its size.
+func ScanBlocks(r io.Reader, blockSize int, lay *Layout, pick func(*Output) bool) (Head, []Output, error) {
+	return scanBlocks(r, blockSize, lay, pick)
+}
+
+// Offsets is where each record of the layout starts, and where the last
+// one ends.
+func (l *Layout) Offsets() ([]int64, int64) { return l.offs, l.end }

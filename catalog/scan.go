@@ -34,6 +34,9 @@ type Record struct {
 	Output Output
 	Raw    []byte
 
+	// Offset is where Raw starts in the document.
+	Offset int64
+
 	// held: the document was read whole and its bytes stay as they are,
 	// so the record holds as long as the caller keeps it.
 	held bool
@@ -139,10 +142,11 @@ func (s *streamScan) readWhole(size int64) error {
 
 // streamScan is one Scan: a window over r.
 type streamScan struct {
-	r   io.Reader
-	buf []byte
-	i   int // next byte to read in buf
-	eof bool
+	r    io.Reader
+	buf  []byte
+	i    int   // next byte to read in buf
+	base int64 // the document's offset of buf[0]
+	eof  bool
 	// check validates each record; without it only a record's path is
 	// read where it can be (Merge copies records Scan read and checked).
 	check bool
@@ -168,6 +172,7 @@ func (s *streamScan) fill() (bool, error) {
 	}
 	if s.i > 0 {
 		n := copy(s.buf, s.buf[s.i:])
+		s.base += int64(s.i)
 		s.buf, s.i = s.buf[:n], 0
 	}
 	if len(s.buf) >= scanMaxWindow {
@@ -256,35 +261,46 @@ func (s *streamScan) run(fn func(*Record) error) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
+	if err := s.records(0, true, fn); err != nil {
+		return Head{}, err
+	}
+	return h, nil
+}
+
+// records reads each record from the read position into fn: from the
+// document's first (n 0) or a later one, to the document's end (last),
+// or, in a block of whole records (scanBlocks), to the window's end.
+func (s *streamScan) records(n int, last bool, fn func(*Record) error) error {
 	rec := Record{held: s.held}
 	var prev []byte
-	for n := 0; ; n++ {
+	for first := n; ; n++ {
+		if !last && n > first && s.i == len(s.buf) {
+			return nil
+		}
 		lead := "\n    "
 		if n > 0 {
 			lead = ",\n    "
 		}
-		last, err := s.endOrNext(lead, n == 0)
-		if err != nil {
-			return Head{}, err
-		}
-		if last {
-			return h, nil
+		end, err := s.endOrNext(lead, n == 0)
+		if err != nil || end {
+			return err
 		}
 		if err := s.next(&rec); err != nil {
-			return Head{}, err
+			return err
 		}
-		end := s.i + len(rec.Raw)
-		if n > 0 && string(prev) >= rec.Output.Path {
-			return Head{}, errNotStreamed("records out of path order")
+		rec.Offset = s.base + int64(s.i)
+		to := s.i + len(rec.Raw)
+		if n > first && string(prev) >= rec.Output.Path {
+			return errNotStreamed("records out of path order")
 		}
 		if s.check && rec.Output.Validate() != nil {
-			return Head{}, errNotStreamed("an invalid record")
+			return errNotStreamed("an invalid record")
 		}
 		prev = append(prev[:0], rec.Output.Path...)
 		if err := fn(&rec); err != nil {
-			return Head{}, err
+			return err
 		}
-		s.i = end
+		s.i = to
 	}
 }
 
@@ -371,102 +387,4 @@ func (s *streamScan) endOrNext(lead string, first bool) (last bool, _ error) {
 		return true, nil
 	}
 	return false, errNotStreamed("a catalog in another form")
-}
-
-// Merge writes to w, exactly as Marshal would write the whole of it, the
-// catalog that follows the one old holds: next's head, and old's records
-// with those at the paths of dropped (sorted) left out and next's
-// records in their places, in path order. old must be a document Scan
-// reads (ErrNotStreamed otherwise); its records kept are copied as read,
-// never held together. next's records are validated as Marshal does; one
-// at the path of a record kept from old fails with ErrInvalid. On an
-// error part of the document may have been written.
-func Merge(w io.Writer, old io.Reader, next *Catalog, dropped []string) error {
-	cp := *next
-	if !sorted(next.Outputs) {
-		cp.Outputs = append([]Output(nil), next.Outputs...)
-		cp.Sort()
-	}
-	if err := cp.validateHead(); err != nil {
-		return err
-	}
-	m := merger{w: w, b: appendHead(make([]byte, 0, flushSize+64<<10), &cp), outs: cp.Outputs}
-	s := &streamScan{r: old}
-	_, err := s.run(func(rec *Record) error {
-		p := rec.Output.Path
-		if err := m.nextBefore(p); err != nil {
-			return err
-		}
-		for len(dropped) > 0 && dropped[0] < p {
-			dropped = dropped[1:]
-		}
-		if len(dropped) > 0 && dropped[0] == p {
-			return nil
-		}
-		if len(m.outs) > 0 && m.outs[0].Path == p {
-			return fmt.Errorf("%w: outputs: duplicate path %q", ErrInvalid, p)
-		}
-		return m.add(rec.Raw, p)
-	})
-	if err == nil {
-		err = m.nextBefore("")
-	}
-	if err != nil {
-		return err
-	}
-	if m.n == 0 {
-		m.b = append(m.b, "]\n}\n"...)
-	} else {
-		m.b = append(m.b, "\n  ]\n}\n"...)
-	}
-	_, err = w.Write(m.b)
-	return err
-}
-
-// merger is Merge's output: records appended in path order, written to
-// w in flushSize pieces.
-type merger struct {
-	w    io.Writer
-	b    []byte
-	n    int      // records written
-	outs []Output // next's records not yet written
-	prev []byte
-	t    timeCache
-	enc  []byte
-}
-
-// nextBefore writes next's records that sort before p ("": all left).
-func (m *merger) nextBefore(p string) error {
-	for len(m.outs) > 0 && (p == "" || m.outs[0].Path < p) {
-		o := &m.outs[0]
-		if err := o.Validate(); err != nil {
-			return fmt.Errorf("%w: outputs: %w", ErrInvalid, err)
-		}
-		m.enc = m.t.appendOutput(m.enc[:0], o)
-		if err := m.add(m.enc, o.Path); err != nil {
-			return err
-		}
-		m.outs = m.outs[1:]
-	}
-	return nil
-}
-
-// add appends one record's bytes.
-func (m *merger) add(raw []byte, path string) error {
-	if m.n > 0 && string(m.prev) == path {
-		return fmt.Errorf("%w: outputs: duplicate path %q", ErrInvalid, path)
-	}
-	if m.n > 0 {
-		m.b = append(m.b, ',')
-	}
-	m.b = append(append(m.b, "\n    "...), raw...)
-	m.n++
-	m.prev = append(m.prev[:0], path...)
-	if len(m.b) >= flushSize {
-		if _, err := m.w.Write(m.b); err != nil {
-			return err
-		}
-		m.b = m.b[:0]
-	}
-	return nil
 }

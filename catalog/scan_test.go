@@ -15,6 +15,15 @@ import (
 	"github.com/distributor/distributor/catalog"
 )
 
+// layoutOf is the layout of data as Scan reads it, for Merge.
+func layoutOf(t interface{ Fatal(...any) }, data []byte) *catalog.Layout {
+	lay := catalog.NewLayout(int64(len(data)))
+	if _, err := catalog.Scan(bytes.NewReader(data), -1, func(r *catalog.Record) error { lay.Add(r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return lay
+}
+
 // scanAll scans data through a reader that returns it in pieces of the
 // given size (0: at once, its size told: read whole) and returns the
 // catalog read.
@@ -228,7 +237,7 @@ func TestMergeIsMarshalOfTheWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bytes.Buffer
-		if err := catalog.Merge(&got, &pieces{data: data, n: rapid.IntRange(1, 64).Draw(t, "piece")}, next, dropped); err != nil {
+		if err := catalog.Merge(&got, &pieces{data: data, n: rapid.IntRange(1, 64).Draw(t, "piece")}, layoutOf(t, data), next, dropped); err != nil {
 			t.Fatalf("Merge: %v", err)
 		}
 		if !bytes.Equal(got.Bytes(), want) {
@@ -248,11 +257,11 @@ func TestMergeRefusesAPathKeptAndNew(t *testing.T) {
 	}
 	next := old.Successor()
 	next.Outputs = []catalog.Output{old.Outputs[0]}
-	err = catalog.Merge(io.Discard, bytes.NewReader(data), next, nil)
+	err = catalog.Merge(io.Discard, bytes.NewReader(data), layoutOf(t, data), next, nil)
 	if !errors.Is(err, catalog.ErrInvalid) || !strings.Contains(err.Error(), "duplicate path") {
 		t.Fatalf("Merge = %v, want a duplicate path", err)
 	}
-	if err := catalog.Merge(io.Discard, bytes.NewReader(data), next, []string{old.Outputs[0].Path}); err != nil {
+	if err := catalog.Merge(io.Discard, bytes.NewReader(data), layoutOf(t, data), next, []string{old.Outputs[0].Path}); err != nil {
 		t.Fatalf("Merge with the path dropped: %v", err)
 	}
 }

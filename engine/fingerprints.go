@@ -371,15 +371,14 @@ func (f *fingerprints) managedByShard(cat recorded) map[string][]string {
 			byShard[sh] = append(byShard[sh], p)
 		}
 	}
-	if w, ok := cat.(wholeCatalog); ok && len(w.cat.Outputs) <= 4*len(f.entries) {
-		// A catalog held whole and about the index's size is walked in
-		// path order: each shard's paths come sorted, no lookups.
-		for i := range w.cat.Outputs {
-			p := w.cat.Outputs[i].Path
+	if cat.count() <= 4*len(f.entries) {
+		// A catalog about the index's size is walked in path order: each
+		// shard's paths come sorted, no search in the catalog.
+		cat.walk(func(p string) {
 			if _, ok := f.entries[p]; ok {
 				add(p)
 			}
-		}
+		})
 		return byShard
 	}
 	for p := range f.entries {

@@ -143,7 +143,7 @@ type ReconcileOptions struct {
 // files.
 func (e *Engine) Reconcile(ctx context.Context, root storage.Backend, l lease.Lease, sel planner.Selector, opts ReconcileOptions) (MaintenanceResult, error) {
 	res := MaintenanceResult{Root: root.String(), DryRun: opts.DryRun}
-	st, done, err := e.startMaintenance(ctx, root, l, opts.DryRun, recordRule{match: func(o *catalog.Output) bool { return sel.Matches(*o) }, listed: true})
+	st, done, err := e.startMaintenance(ctx, root, l, opts.DryRun, recordRule{match: func(o *catalog.Output) bool { return sel.Matches(*o) }})
 	if err != nil {
 		return res, err
 	}
@@ -224,7 +224,7 @@ func storedSelected(ctx context.Context, root storage.Backend, st state, sel pla
 	slices.Sort(paths)
 	held := storage.Held{AtMost: len(st.cat.Outputs), Paths: st.heldPaths}
 	if st.paths != nil {
-		held.AtMost = st.paths.len()
+		held.AtMost = st.paths.Len()
 	}
 	keep := func(p string) bool {
 		_, ok := slices.BinarySearch(paths, p)

@@ -20,11 +20,11 @@ type state struct {
 	version storage.Version
 
 	// paths, when set (a streamed read: parseSelected), is every
-	// record's path (or, for a read that needs no other, their number),
-	// cat holding only the records the plan reads, and
+	// record's path and place in the catalog's bytes, cat holding only
+	// the records the plan reads, and
 	// reread reads the catalog's bytes again in Marshal's form (the next
 	// catalog is merged from them), until the catalog read is closed.
-	paths  *recordPaths
+	paths  *catalog.Layout
 	reread func(context.Context) (io.ReadCloser, error)
 }
 

@@ -8,8 +8,6 @@ import (
 	"hash/maphash"
 	"io"
 	"slices"
-	"sort"
-	"unsafe"
 
 	"github.com/distributor/distributor/catalog"
 	"github.com/distributor/distributor/storage"
@@ -17,62 +15,12 @@ import (
 
 // A publication reads of the root's catalog only what its plan needs
 // (planner.Select): the records of its owner and those at, above and
-// below its paths, plus every record's path. The next catalog is merged
-// from the catalog's bytes and the plan's records (catalog.Merge), the
-// other records copied as read. A catalog of a million records then
-// costs the publication its paths, not its half a gigabyte of records
-// parsed twice (the catalog read and the one written).
-
-// recordPaths is every path a catalog records, in path order, in one
-// block: what the listing (storage.Held), the fingerprint index and the
-// retired sweep ask of the records a plan does not read.
-type recordPaths struct {
-	block []byte
-	ends  []int
-
-	// counted: only their number n is kept, for a read that neither
-	// lists the root nor asks about a record it did not select (prune,
-	// the roll forward of an intent); has then knows no path.
-	counted bool
-	n       int
-}
-
-func (rp *recordPaths) add(p string) {
-	if rp.counted {
-		rp.n++
-		return
-	}
-	rp.block = append(rp.block, p...)
-	rp.ends = append(rp.ends, len(rp.block))
-}
-
-func (rp *recordPaths) len() int {
-	if rp.counted {
-		return rp.n
-	}
-	return len(rp.ends)
-}
-
-// at is the i-th path; it points into the block, which no one changes
-// once the catalog is read.
-func (rp *recordPaths) at(i int) string {
-	start := 0
-	if i > 0 {
-		start = rp.ends[i-1]
-	}
-	if start == rp.ends[i] {
-		return ""
-	}
-	return unsafe.String(&rp.block[start], rp.ends[i]-start)
-}
-
-func (rp *recordPaths) has(p string) bool {
-	if rp.counted {
-		return false
-	}
-	i := sort.Search(rp.len(), func(i int) bool { return rp.at(i) >= p })
-	return i < rp.len() && rp.at(i) == p
-}
+// below its paths, plus every record's path and place (catalog.Layout).
+// The next catalog is merged from the catalog's bytes and the plan's
+// records (catalog.Merge), the runs of other records copied as bytes,
+// unparsed. A catalog of a million records then costs the publication
+// its paths, not its half a gigabyte of records parsed twice (the catalog
+// read and the one written).
 
 // recordSelection is what a streamed read keeps of a catalog's records:
 // those Record selects, about Desired of them (planner.Selection, or a
@@ -82,29 +30,18 @@ type recordSelection interface {
 	Desired() int
 }
 
-// recordRule selects the records match selects, about hint of them; with
-// listed, every record's path is kept too (the root is listed against
-// them), else only their number.
+// recordRule selects the records match selects, about hint of them.
 type recordRule struct {
-	match  func(*catalog.Output) bool
-	hint   int
-	listed bool
+	match func(*catalog.Output) bool
+	hint  int
 }
 
 func (r recordRule) Record(o *catalog.Output) bool { return r.match(o) }
 func (r recordRule) Desired() int                  { return r.hint }
 
-// keepsPaths reports whether a streamed read for sel keeps every
-// record's path: a publication's does (it lists the root against them,
-// and its fingerprint index and retired sweep ask about any path).
-func keepsPaths(sel recordSelection) bool {
-	r, ok := sel.(recordRule)
-	return !ok || r.listed
-}
-
 // parseSelected reads the catalog cr opened as a publication does, as a
-// stream: the records sel selects, every path (or their number:
-// keepsPaths), and the version. A catalog in another form (written by
+// stream: the records sel selects, every record's path and place
+// (catalog.Layout), and the version. A catalog in another form (written by
 // hand) or no v4 catalog at all is read again whole and parsed: what
 // Parse refuses is refused with its message, and a v4 catalog is written
 // in Marshal's form (in memory) to be read as a stream.
@@ -180,20 +117,8 @@ func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection) 
 // scanSelected is parseSelected of a catalog in Marshal's form of about
 // size bytes (-1: unknown) read from r.
 func scanSelected(r io.Reader, sel recordSelection, size int64) (state, error) {
-	hint := max(0, min(size, 1<<34))
-	paths := &recordPaths{counted: true}
-	if keepsPaths(sel) {
-		paths = &recordPaths{block: make([]byte, 0, hint/16), ends: make([]int, 0, catalog.MaxRecords(int(hint))/2)}
-	}
-	outs := make([]catalog.Output, 0, min(sel.Desired()+64, catalog.MaxRecords(int(hint))))
-	var keeper catalog.Keeper
-	head, err := catalog.Scan(r, size, func(rec *catalog.Record) error {
-		paths.add(rec.Output.Path)
-		if sel.Record(&rec.Output) {
-			outs = append(outs, keeper.Keep(rec))
-		}
-		return nil
-	})
+	paths := catalog.NewLayout(size)
+	head, outs, err := catalog.ScanLayout(r, size, paths, sel.Record)
 	if err != nil {
 		return state{}, err
 	}
@@ -229,10 +154,12 @@ func (h *pathHashes) has(p string) bool {
 }
 
 // recorded is what the fingerprint index and the retired sweep ask of a
-// catalog: how many records it holds, and whether one is at a path.
+// catalog: how many records it holds, whether one is at a path, and
+// each record's path in path order.
 type recorded interface {
 	count() int
 	has(p string) bool
+	walk(fn func(p string))
 }
 
 // wholeCatalog is a catalog held whole as recorded.
@@ -245,6 +172,12 @@ func (w wholeCatalog) has(p string) bool {
 	return ok
 }
 
+func (w wholeCatalog) walk(fn func(p string)) {
+	for i := range w.cat.Outputs {
+		fn(w.cat.Outputs[i].Path)
+	}
+}
+
 // nextCatalog is the catalog a publication commits, as recorded: the
 // records its plan leaves (next, for the records read: st.cat) and the
 // other records of the catalog read.
@@ -254,7 +187,7 @@ type nextCatalog struct {
 }
 
 func (n nextCatalog) count() int {
-	return n.st.paths.len() - len(n.st.cat.Outputs) + len(n.next.Outputs)
+	return n.st.paths.Len() - len(n.st.cat.Outputs) + len(n.next.Outputs)
 }
 
 func (n nextCatalog) has(p string) bool {
@@ -262,7 +195,35 @@ func (n nextCatalog) has(p string) bool {
 		return true
 	}
 	_, read := n.st.cat.Lookup(p)
-	return !read && n.st.paths.has(p)
+	return !read && n.st.paths.Has(p)
+}
+
+// walk merges the paths of the catalog read, but those the plan read
+// (sorted, as read), with next's.
+func (n nextCatalog) walk(fn func(p string)) {
+	next := make([]string, len(n.next.Outputs))
+	for i := range n.next.Outputs {
+		next[i] = n.next.Outputs[i].Path
+	}
+	slices.Sort(next)
+	read := n.st.cat.Outputs
+	for i := range n.st.paths.Len() {
+		p := n.st.paths.Path(i)
+		for len(next) > 0 && next[0] < p {
+			fn(next[0])
+			next = next[1:]
+		}
+		for len(read) > 0 && read[0].Path < p {
+			read = read[1:]
+		}
+		if len(read) > 0 && read[0].Path == p {
+			continue // the plan's records say whether it stays: next
+		}
+		fn(p)
+	}
+	for _, p := range next {
+		fn(p)
+	}
 }
 
 // recordedAfter is the catalog next (a plan's Next, or the catalog read)
@@ -295,7 +256,7 @@ func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage
 				return fmt.Errorf("read %s again: %w", catalog.FileName, err)
 			}
 			defer old.Close()
-			return catalog.Merge(w, old, next, read)
+			return catalog.Merge(w, old, st.paths, next, read)
 		}}
 }
 
@@ -303,7 +264,7 @@ func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage
 func (st state) heldPaths() (int, func(int) string) {
 	switch {
 	case st.paths != nil:
-		return st.paths.len(), st.paths.at
+		return st.paths.Len(), st.paths.Path
 	case st.cat != nil:
 		return outputPaths(st.cat)()
 	}

@@ -52,12 +52,15 @@ func (r *publication) prepare(ctx context.Context) error {
 	}
 
 	// The index shards of the paths about to be written are rewritten
-	// afterwards: load their other entries first.
+	// afterwards: load their other entries first. Not those of a large
+	// root's shards: a thousand writes there touch every shard, a million
+	// entries; each shard is read again when it is rewritten (partial).
 	writePaths := make([]string, len(r.writes))
 	for i, it := range r.writes {
 		writePaths[i] = it.Path
 	}
-	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths, true); err != nil {
+	whole := r.pl.st.paths == nil
+	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths, whole); err != nil {
 		return fmt.Errorf("read fingerprints in %s: %w", r.root, err)
 	}
 	return nil

@@ -81,8 +81,12 @@ func TestPlanOfTheSelectionIsThePlanOfTheWhole(t *testing.T) {
 		} else if old, err = catalog.Marshal(&catalog.Catalog{CreatedAt: now, UpdatedAt: now}); err != nil {
 			t.Fatal(err)
 		}
+		lay := catalog.NewLayout(int64(len(old)))
+		if _, err := catalog.Scan(bytes.NewReader(old), int64(len(old)), func(r *catalog.Record) error { lay.Add(r); return nil }); err != nil {
+			t.Fatal(err)
+		}
 		var merged bytes.Buffer
-		if err := catalog.Merge(&merged, bytes.NewReader(old), got.Next, dropped); err != nil {
+		if err := catalog.Merge(&merged, bytes.NewReader(old), lay, got.Next, dropped); err != nil {
 			t.Fatalf("Merge: %v", err)
 		}
 		if !bytes.Equal(merged.Bytes(), want) {

@@ -29,8 +29,9 @@ func (b *Backend) prepareVersionFrom(ctx context.Context, p string, write func(i
 
 	// Written unnamed (a publication prepares a large catalog before its
 	// intent), swapped in, and the old version's removal started at once,
-	// beside the commit's flush (Close waits).
-	s.displace, s.unnamed, s.displaced.min = true, true, 1
+	// beside the commit's flush (Close waits). Written directly: no one
+	// reads it before the next publication.
+	s.displace, s.unnamed, s.displaced.min, s.direct = true, true, 1, true
 	if err := piped(write, func(src io.Reader) error {
 		_, err := s.put(ctx, p, src, -1, storage.PutOptions{DeferSync: true})
 		return err

@@ -37,6 +37,9 @@ type stage struct {
 	// only when placed (nameTemp): a prepared catalog written before the
 	// publication's intent leaves nothing if the process dies meanwhile.
 	unnamed bool
+
+	// direct: files are written past the page cache (copyDirect).
+	direct bool
 }
 
 // staged is one written, not yet visible, object.
@@ -202,7 +205,12 @@ func (s *stage) write(ctx context.Context, st *staged, d int, src io.Reader, siz
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	n, err := s.b.copy(ctx, f, src, size, !st.durable)
+	var n int64
+	if s.direct {
+		n, err = s.b.copyDirect(ctx, f, src)
+	} else {
+		n, err = s.b.copy(ctx, f, src, size, !st.durable)
+	}
 	if err == nil && size >= 0 && n != size {
 		err = fmt.Errorf("the source gave %d bytes, expected %d", n, size)
 	}

@@ -375,7 +375,12 @@ func warm(dir string) {
 
 // buildBaseline builds distributor from a git revision.
 func (e *env) buildBaseline(ctx context.Context, rev string) error {
+	// A kept work folder may hold another revision's tree: files it has
+	// and rev has not would break the build.
 	src := filepath.Join(e.work, "baseline-src")
+	if err := os.RemoveAll(src); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return err
 	}

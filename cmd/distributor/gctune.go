@@ -13,7 +13,8 @@ import (
 // default GOGC=100 the collector ran every few megabytes: 10–15 % of a
 // first publication's CPU. The first collection waits until the heap
 // reaches a memory limit (gcFirstFactor times the small bound): a
-// publication to a root of some thousands of outputs ends before it, and
+// publication to a root of some thousands of outputs, local or S3 (whose
+// client and encoded catalog take some 20 MB more), ends before it, and
 // a collection while it runs costs more than its scan (write barriers,
 // and the catalog's fresh records scanned before they are written, which
 // makes the kernel map each of their pages twice). After that collection,
@@ -30,7 +31,7 @@ import (
 // check after that collection moves on. A GOGC or GOMEMLIMIT the user set
 // is left alone.
 const (
-	gcFirstFactor   = 2 // memory limit until the first collection: this many times the small bound
+	gcFirstFactor   = 3 // memory limit until the first collection: this many times the small bound
 	gcSmallPercent  = 400
 	gcSmallHeap     = 32 << 20 // live heap above which the medium policy applies
 	gcMediumPercent = 200

@@ -290,13 +290,12 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 
 // encodeShard renders shard sh: the entries loaded (paths, managed, of
 // that shard) and, where the load left the shard's other entries
-// (partial), those read again now that cat still records. Those are
-// spliced in as the stored shard holds them (drop: the paths, sorted,
-// whose stored lines go), unless the catalog does not say which paths it
-// no longer records or the shard holds more lines than its share of the
-// catalog (entries of paths that maintenance dropped): then every entry
-// read is checked against the catalog.
-func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh string, paths, drop []string, cat recorded) ([]byte, error) {
+// (partial), those read again now that cat still records. With drops
+// (dropsByShard), those are spliced in as the stored shard holds them,
+// unless the shard holds more lines than its share of the catalog
+// (entries of paths that maintenance dropped): then, as without drops,
+// every entry read is checked against the catalog.
+func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh string, paths []string, drops map[string][]string, cat recorded) ([]byte, error) {
 	if !f.partial[sh] {
 		return f.encode(paths, f.entries), nil
 	}
@@ -304,9 +303,9 @@ func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh
 	if err != nil {
 		return nil, err
 	}
-	if _, exact := cat.removed(); exact {
+	if drops != nil {
 		share := cat.count() / f.shards
-		if out, kept, ok := spliceShard(data, drop, paths, f.entries); ok && kept <= share+share/4+64 {
+		if out, kept, ok := spliceShard(data, drops[sh], paths, f.entries); ok && kept <= share+share/4+64 {
 			return out, nil
 		}
 	}
@@ -457,7 +456,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	// file and no rename on a local disk: there those cost more CPU than
 	// anything else in a small publication).
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
-		data, err := f.encodeShard(ctx, root, shards[i], byShard[shards[i]], drops[shards[i]], cat)
+		data, err := f.encodeShard(ctx, root, shards[i], byShard[shards[i]], drops, cat)
 		if err != nil {
 			return err
 		}
@@ -507,12 +506,16 @@ func (f *fingerprints) managedByShard(cat recorded) map[string][]string {
 // dropsByShard returns, for the dirty shards left partial, the paths
 // (sorted) whose stored lines a rewrite drops: those of the entries
 // loaded (rendered again where managed) and those the catalog read
-// recorded and cat does not.
+// recorded and cat does not. Nil when cat does not know the latter.
 func (f *fingerprints) dropsByShard(cat recorded) map[string][]string {
-	out := map[string][]string{}
 	if len(f.partial) == 0 {
-		return out
+		return nil // none spliced
 	}
+	removed, exact := cat.removed()
+	if !exact {
+		return nil
+	}
+	out := map[string][]string{}
 	add := func(p string) {
 		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] && f.partial[sh] {
 			out[sh] = append(out[sh], p)
@@ -521,7 +524,6 @@ func (f *fingerprints) dropsByShard(cat recorded) map[string][]string {
 	for p := range f.entries {
 		add(p)
 	}
-	removed, _ := cat.removed()
 	for _, p := range removed {
 		add(p)
 	}

@@ -328,15 +328,18 @@ func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh
 // spliceShard renders a shard from the bytes of its stored version (data)
 // as encode would from its entries, without parsing the lines it keeps:
 // the runs of lines between the changed ones are copied as they lie. The
-// lines of the paths of drop and add (each sorted) go; add's are rendered
-// from entries. A stored shard that is missing,
-// torn or damaged keeps no line. ok is false for one not in encode's
+// lines of the paths of drop (sorted) and add (sorted here) go; add's are
+// rendered from entries. A stored shard that is missing, torn or damaged
+// keeps no line. ok is false for one not in encode's
 // form (lines out of path order, or one parseFingerprints skips or
 // trims); kept is how many lines were copied.
 func spliceShard(data []byte, drop, add []string, entries map[string]known) (_ []byte, kept int, ok bool) {
 	body, summed := shardBody(data)
 	if !summed {
 		body = ""
+	}
+	if !sort.StringsAreSorted(add) {
+		sort.Strings(add)
 	}
 	head := len(fingerprintsHeader) + 1 + len(fingerprintsSum) + 2*sha256.Size + 1
 	size := head + len(body)

@@ -168,3 +168,44 @@ func wantShardsInEncodedForm(t *testing.T, dir string) {
 		}
 	}
 }
+
+// A shard torn or damaged when a publication to a large root rewrites it
+// is not spliced under a fresh sum: its lines go, and the shard holds only
+// the entries the publication wrote (the others cost a hash later).
+func TestStreamedPublicationCopiesNoLineOfADamagedShard(t *testing.T) {
+	h := newHarness(t)
+	h.Service.Engine.WholeCatalog = -1
+	plain, base := newLocalRoot(t)
+	h.AddDest(named(base, "site", planner.Additive), plain, pipeA)
+	h.AddDest(named(base, "other", planner.Replacement), plain, pipeB)
+	files := map[string]string{}
+	for i := range 1100 {
+		files[fmt.Sprintf("d%d/f%04d.txt", i%5, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	h.MustPublish(t1, pipeA, "site", "weatherreporter.v", files)
+	h.MustPublish(t1, pipeB, "other", "tides.v", map[string]string{"x/b1.txt": "1"})
+
+	// One byte of another entry changed, the sum left: the shard no longer
+	// matches its sum.
+	shard := filepath.Join(base.Path, filepath.FromSlash(engine.FingerprintsFile("x/b1.txt", 2)))
+	data, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(data), "\td")
+	data[i+1] = 'e' // d0/… → e0/…
+	if err := os.WriteFile(shard, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	h.MustPublish(t2, pipeB, "other", "tides.v", map[string]string{"x/b1.txt": "one"})
+	got, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")[2:]
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], "\tx/b1.txt") {
+		t.Fatalf("the damaged shard was rewritten with %d lines, want only x/b1.txt's:\n%s", len(lines), got)
+	}
+	wantShardsInEncodedForm(t, base.Path)
+}

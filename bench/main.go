@@ -480,6 +480,7 @@ func allCases() []caseDef {
 		{name: "remove10", title: "replacement removing 10 % of 10,000", setup: remove10},
 		{name: "catalog100k", title: "catalog of 100,000 outputs, publish adding 10", setup: bigCatalog("catalog100k", 100_000)},
 		{name: "catalog1m", title: "catalog of 1,000,000 outputs, publish adding 10", huge: true, setup: bigCatalog("catalog1m", 1_000_000)},
+		{name: "catalog1m-rep1k", title: "catalog of 1,000,000 outputs, replacement republish of one owner's 1,000 (all changed)", huge: true, setup: bigReplace("catalog1m", 1_000_000, 1_000)},
 		{name: "status100k", title: "status (--no-leftovers) of the catalog100k root", setup: bigStatus("catalog100k", 100_000)},
 		{name: "status1m", title: "status (--no-leftovers) of the catalog1m root", huge: true, setup: bigStatus("catalog1m", 1_000_000)},
 	}, s3Cases()...)
@@ -775,6 +776,57 @@ func bigCatalog(name string, n int) func(e *env) ([]tool, error) {
 		}
 		return tools, nil
 	}
+}
+
+// bigReplace: in the root of case name (n outputs of pipeline bench.big),
+// pipeline bench.r republishes its m outputs with replacement, every one
+// changed: bundles A and B (the same paths, other bytes) alternate, A
+// published untimed first.
+func bigReplace(name string, n, m int) func(e *env) ([]tool, error) {
+	return func(e *env) ([]tool, error) {
+		var srcs [2]string
+		for k := range srcs {
+			srcs[k] = filepath.Join(e.caseDir(name), fmt.Sprintf("rep-%c", 'a'+k))
+			if err := e.once(srcs[k], func() error {
+				if err := writeTree(filepath.Join(srcs[k], "rep"), m, 4<<10, uint64(10+k)); err != nil {
+					return err
+				}
+				return e.bundleCreate(srcs[k], "bench.rep", created.Add(time.Duration(k)*time.Hour))
+			}); err != nil {
+				return nil, err
+			}
+		}
+		var tools []tool
+		for _, d := range e.dists {
+			if _, err := e.bigRoot(name, n, d); err != nil {
+				return nil, err
+			}
+			cfg, err := e.replaceConfig(name+"-rep-"+d.tag, filepath.Join(e.caseDir(name), "root-"+d.tag))
+			if err != nil {
+				return nil, err
+			}
+			apply := func(src string) []string {
+				return []string{d.bin, "apply", "--config", cfg, "--pipeline", "bench.r", "--bundle", src, "--allow-older"}
+			}
+			tools = append(tools, tool{name: d.name,
+				prepare: onceAt0(func() error { _, _, err := timed(context.Background(), apply(srcs[0])); return err }),
+				cmd:     func(i int) []string { return apply(srcs[(i+1)%2]) }})
+		}
+		return tools, nil
+	}
+}
+
+// replaceConfig writes the configuration of bigReplace: pipeline bench.r
+// publishes to destination site at root with replacement (bench.big's
+// records there are another owner's).
+func (e *env) replaceConfig(name, root string) (string, error) {
+	p := filepath.Join(e.work, "configs", name+".yaml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	yaml := fmt.Sprintf("pipelines:\n  - id: bench.r\n    destinations: [site]\n"+
+		"destinations:\n  - id: site\n    backend: local\n    path: %s\n    workflow: replacement\n", root)
+	return p, os.WriteFile(p, []byte(yaml), 0o644)
 }
 
 // bigStatus: each build's status (without the leftovers walk) of the

@@ -145,6 +145,16 @@
 // because a republish of most outputs touches every shard, and on S3 each
 // is a request: a root of 1000 outputs keeps one shard, not 256.
 //
+// A publication to a large root (its catalog streamed) holds of the index
+// only its own paths' entries. A shard it rewrites is read once, then, and
+// spliced: its other lines are copied as they lie (their order and form
+// checked, each not looked up in the catalog), and only the lines of the
+// paths it wrote, checked again or dropped from the catalog change. Lines
+// of paths that maintenance dropped from the catalog stay until a shard
+// holds a quarter more lines than its share of the catalog; then each of
+// its lines is checked. Like any entry, they vouch only for the exact
+// versions they name.
+//
 // # Leftovers
 //
 // A process killed inside a write leaves what the backend was writing: a

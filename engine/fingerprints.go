@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,6 +134,23 @@ func (e *Engine) loadFingerprints(ctx context.Context, root storage.Backend, f *
 	return e.loadShards(ctx, root, f, shards, whole)
 }
 
+// loadForRewrite readies the shards of paths, about to be written, for
+// their rewrite: loaded whole now where the index is held whole (whole,
+// or no want), else marked partial, unread: a thousand writes to a large
+// root touch every shard, and each is read once, when it is rewritten,
+// its other entries spliced in (encodeShard).
+func (e *Engine) loadForRewrite(ctx context.Context, root storage.Backend, f *fingerprints, paths []string, whole bool) error {
+	if whole || f.want == nil {
+		return e.loadFingerprints(ctx, root, f, paths, true)
+	}
+	for _, p := range paths {
+		if sh := FingerprintsFile(p, f.shards); !loaded(f, sh) {
+			f.partial[sh] = true
+		}
+	}
+	return nil
+}
+
 // loadShards reads the shard files named (see loadFingerprints).
 func (e *Engine) loadShards(ctx context.Context, root storage.Backend, f *fingerprints, shards []string, whole bool) error {
 	// Shards are read in parallel: on S3 each is a request, and a large
@@ -202,17 +220,8 @@ type fingerprintEntry struct {
 // returned, with strings of their own, and dropped says whether it left
 // any.
 func parseFingerprints(data []byte, keep func(string) bool) (_ []fingerprintEntry, dropped bool) {
-	if len(data) == 0 {
-		return nil, false
-	}
-	text := unsafe.String(unsafe.SliceData(data), len(data))
-	header, rest, ok := strings.Cut(text, "\n")
-	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader || !strings.HasPrefix(rest, fingerprintsSum) {
-		return nil, false
-	}
-	line, rest, _ := strings.Cut(rest, "\n")
-	sum := sha256.Sum256(data[len(data)-len(rest):])
-	if line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
+	rest, ok := shardBody(data)
+	if !ok {
 		return nil, false // torn (or damaged): hashed once instead
 	}
 	size := strings.Count(rest, "\n")
@@ -244,6 +253,26 @@ func parseFingerprints(data []byte, keep func(string) bool) (_ []fingerprintEntr
 	return out, dropped
 }
 
+// shardBody is the entry lines of a shard (pointing into data), after the
+// header and the checksum line; ok is false for a shard without the sum
+// line or whose sum does not match (torn or damaged), and for none.
+func shardBody(data []byte) (_ string, ok bool) {
+	if len(data) == 0 {
+		return "", false
+	}
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	header, rest, ok := strings.Cut(text, "\n")
+	if !ok || strings.TrimSuffix(header, "\r") != fingerprintsHeader || !strings.HasPrefix(rest, fingerprintsSum) {
+		return "", false
+	}
+	line, rest, _ := strings.Cut(rest, "\n")
+	sum := sha256.Sum256(data[len(data)-len(rest):])
+	if line[len(fingerprintsSum):] != hex.EncodeToString(sum[:]) {
+		return "", false
+	}
+	return rest, true
+}
+
 // set records what is known of path's stored version.
 func (f *fingerprints) set(path string, k known) {
 	f.mu.Lock()
@@ -261,14 +290,24 @@ func (f *fingerprints) vouches(path string, stored planner.Stored, sha string) b
 
 // encodeShard renders shard sh: the entries loaded (paths, managed, of
 // that shard) and, where the load left the shard's other entries
-// (partial), those read again now that cat still records.
-func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh string, paths []string, cat recorded) ([]byte, error) {
+// (partial), those read again now that cat still records. With drops
+// (dropsByShard), those are spliced in as the stored shard holds them,
+// unless the shard holds more lines than its share of the catalog
+// (entries of paths that maintenance dropped): then, as without drops,
+// every entry read is checked against the catalog.
+func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh string, paths []string, drops map[string][]string, cat recorded) ([]byte, error) {
 	if !f.partial[sh] {
 		return f.encode(paths, f.entries), nil
 	}
 	data, _, err := root.ReadVersion(ctx, sh)
 	if err != nil {
 		return nil, err
+	}
+	if drops != nil {
+		share := cat.count() / f.shards
+		if out, kept, ok := spliceShard(data, drops[sh], paths, f.entries); ok && kept <= share+share/4+64 {
+			return out, nil
+		}
 	}
 	read, _ := parseFingerprints(data, nil)
 	all := make(map[string]known, len(read)+len(paths))
@@ -284,6 +323,87 @@ func (f *fingerprints) encodeShard(ctx context.Context, root storage.Backend, sh
 		}
 	}
 	return f.encode(paths, all), nil
+}
+
+// spliceShard renders a shard from the bytes of its stored version (data)
+// as encode would from its entries, without parsing the lines it keeps:
+// the runs of lines between the changed ones are copied as they lie. The
+// lines of the paths of drop (sorted) and add (sorted here) go; add's are
+// rendered from entries. A stored shard that is missing, torn or damaged
+// keeps no line. ok is false for one not in encode's
+// form (lines out of path order, or one parseFingerprints skips or
+// trims); kept is how many lines were copied.
+func spliceShard(data []byte, drop, add []string, entries map[string]known) (_ []byte, kept int, ok bool) {
+	body, summed := shardBody(data)
+	if !summed {
+		body = ""
+	}
+	if !sort.StringsAreSorted(add) {
+		sort.Strings(add)
+	}
+	head := len(fingerprintsHeader) + 1 + len(fingerprintsSum) + 2*sha256.Size + 1
+	size := head + len(body)
+	for _, p := range add {
+		size += len(entries[p].sha256) + len(entries[p].fingerprint) + len(p) + 3
+	}
+	buf := make([]byte, head, size)
+	run, prev := 0, "" // run: where the lines not yet copied start
+	for pos := 0; pos < len(body); {
+		n := strings.IndexByte(body[pos:], '\n')
+		if n < 0 {
+			return nil, 0, false
+		}
+		p, valid := linePath(body[pos : pos+n])
+		if !valid || (pos > 0 && p <= prev) {
+			return nil, 0, false
+		}
+		prev = p
+		for len(add) > 0 && add[0] < p {
+			buf = appendLine(append(buf, body[run:pos]...), add[0], entries[add[0]])
+			run, add = pos, add[1:]
+		}
+		for len(drop) > 0 && drop[0] < p {
+			drop = drop[1:]
+		}
+		start := pos
+		pos += n + 1
+		if (len(drop) > 0 && drop[0] == p) || (len(add) > 0 && add[0] == p) {
+			buf = append(buf, body[run:start]...)
+			run = pos // add's line, if any, goes in before the next one
+			continue
+		}
+		kept++
+	}
+	buf = append(buf, body[run:]...)
+	for _, p := range add {
+		buf = appendLine(buf, p, entries[p])
+	}
+	return sumShard(buf, head), kept, true
+}
+
+// linePath is the path of one entry line as encode writes it; valid is
+// false for a line parseFingerprints skips or reads otherwise.
+func linePath(line string) (_ string, valid bool) {
+	sha, tail, ok1 := strings.Cut(line, "\t")
+	fp, path, ok2 := strings.Cut(tail, "\t")
+	if !ok1 || !ok2 || sha == "" || fp == "" || path == "" || strings.HasSuffix(line, "\r") {
+		return "", false
+	}
+	return path, true
+}
+
+// appendLine appends path's entry line.
+func appendLine(buf []byte, path string, k known) []byte {
+	return append(append(append(append(append(append(buf, k.sha256...), '\t'), k.fingerprint...), '\t'), path...), '\n')
+}
+
+// sumShard fills the head of a shard whose entry lines follow head bytes
+// of room: the header and the sum of the lines.
+func sumShard(buf []byte, head int) []byte {
+	sum := sha256.Sum256(buf[head:])
+	line := append(append([]byte(fingerprintsHeader+"\n"), fingerprintsSum...), hex.EncodeToString(sum[:])...)
+	copy(buf, append(line, '\n'))
+	return buf
 }
 
 // encode renders one shard holding paths (managed ones, of that shard)
@@ -304,12 +424,9 @@ func (f *fingerprints) encode(paths []string, entries map[string]known) []byte {
 	}
 	buf := make([]byte, head, size)
 	for i, p := range paths {
-		buf = append(append(append(append(append(append(buf, ks[i].sha256...), '\t'), ks[i].fingerprint...), '\t'), p...), '\n')
+		buf = appendLine(buf, p, ks[i])
 	}
-	sum := sha256.Sum256(buf[head:])
-	line := append(append([]byte(fingerprintsHeader+"\n"), fingerprintsSum...), hex.EncodeToString(sum[:])...)
-	copy(buf, append(line, '\n'))
-	return buf
+	return sumShard(buf, head)
 }
 
 // saveFingerprints writes the changed shards back. The index is advisory:
@@ -330,7 +447,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	if len(f.dirty) == 0 {
 		return
 	}
-	byShard := f.managedByShard(cat)
+	byShard, drops := f.managedByShard(cat), f.dropsByShard(cat)
 	shards := make([]string, 0, len(f.dirty))
 	for sh := range f.dirty {
 		shards = append(shards, sh)
@@ -342,7 +459,7 @@ func (e *Engine) saveFingerprints(ctx context.Context, root storage.Backend, l l
 	// file and no rename on a local disk: there those cost more CPU than
 	// anything else in a small publication).
 	err := e.forEach(ctx, len(shards), func(ctx context.Context, i int) error {
-		data, err := f.encodeShard(ctx, root, shards[i], byShard[shards[i]], cat)
+		data, err := f.encodeShard(ctx, root, shards[i], byShard[shards[i]], drops, cat)
 		if err != nil {
 			return err
 		}
@@ -387,6 +504,37 @@ func (f *fingerprints) managedByShard(cat recorded) map[string][]string {
 		}
 	}
 	return byShard
+}
+
+// dropsByShard returns, for the dirty shards left partial, the paths
+// (sorted) whose stored lines a rewrite drops: those of the entries
+// loaded (rendered again where managed) and those the catalog read
+// recorded and cat does not. Nil when cat does not know the latter.
+func (f *fingerprints) dropsByShard(cat recorded) map[string][]string {
+	if len(f.partial) == 0 {
+		return nil // none spliced
+	}
+	removed, exact := cat.removed()
+	if !exact {
+		return nil
+	}
+	out := map[string][]string{}
+	add := func(p string) {
+		if sh := FingerprintsFile(p, f.shards); f.dirty[sh] && f.partial[sh] {
+			out[sh] = append(out[sh], p)
+		}
+	}
+	for p := range f.entries {
+		add(p)
+	}
+	for _, p := range removed {
+		add(p)
+	}
+	for sh, ps := range out {
+		slices.Sort(ps)
+		out[sh] = slices.Compact(ps)
+	}
+	return out
 }
 
 // allShards names every shard file of an index of the given size.

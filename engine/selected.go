@@ -154,12 +154,14 @@ func (h *pathHashes) has(p string) bool {
 }
 
 // recorded is what the fingerprint index and the retired sweep ask of a
-// catalog: how many records it holds, whether one is at a path, and
-// each record's path in path order.
+// catalog: how many records it holds, whether one is at a path, each
+// record's path in path order, and the paths (sorted) the catalog read
+// recorded and this one does not (exact: false when it does not know).
 type recorded interface {
 	count() int
 	has(p string) bool
 	walk(fn func(p string))
+	removed() (paths []string, exact bool)
 }
 
 // wholeCatalog is a catalog held whole as recorded.
@@ -177,6 +179,8 @@ func (w wholeCatalog) walk(fn func(p string)) {
 		fn(w.cat.Outputs[i].Path)
 	}
 }
+
+func (w wholeCatalog) removed() ([]string, bool) { return nil, false }
 
 // nextCatalog is the catalog a publication commits, as recorded: the
 // records its plan leaves (next, for the records read: st.cat) and the
@@ -196,6 +200,25 @@ func (n nextCatalog) has(p string) bool {
 	}
 	_, read := n.st.cat.Lookup(p)
 	return !read && n.st.paths.Has(p)
+}
+
+// removed is the paths of the records the plan read that next leaves out:
+// the catalog's other records stay.
+func (n nextCatalog) removed() ([]string, bool) {
+	find := n.next.Finder()
+	var out []string
+	for i := range n.st.cat.Outputs {
+		if p := n.st.cat.Outputs[i].Path; !hasRecord(find, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out) // read in path order: sorted already, but for a catalog parsed whole
+	return out, true
+}
+
+func hasRecord(find func(string) (catalog.Output, bool), p string) bool {
+	_, ok := find(p)
+	return ok
 }
 
 // walk merges the paths of the catalog read, but those the plan read

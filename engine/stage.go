@@ -52,15 +52,13 @@ func (r *publication) prepare(ctx context.Context) error {
 	}
 
 	// The index shards of the paths about to be written are rewritten
-	// afterwards: load their other entries first. Not those of a large
-	// root's shards: a thousand writes there touch every shard, a million
-	// entries; each shard is read again when it is rewritten (partial).
+	// afterwards: their other entries are kept (loadForRewrite).
 	writePaths := make([]string, len(r.writes))
 	for i, it := range r.writes {
 		writePaths[i] = it.Path
 	}
 	whole := r.pl.st.paths == nil
-	if err := r.e.loadFingerprints(ctx, r.root, r.pl.fps, writePaths, whole); err != nil {
+	if err := r.e.loadForRewrite(ctx, r.root, r.pl.fps, writePaths, whole); err != nil {
 		return fmt.Errorf("read fingerprints in %s: %w", r.root, err)
 	}
 	return nil

@@ -236,43 +236,156 @@ func (l linuxImpl) writable(p string, read bool, fn func(f rwFile, cur []byte) e
 // walk lists dir (its handle opened, or -1 to open it here; walk closes
 // it) and the folders below it in path order.
 func (b *Backend) walk(ctx context.Context, r *os.Root, dir, prefix string, fn func(storage.ObjectInfo) error, opened int) error {
-	fd, closeDir, err := opened, func() { unix.Close(opened) }, error(nil)
-	if opened < 0 {
-		fd, closeDir, err = b.listedDir(r, dir)
-	}
-	if isMissing(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("list %q in %s: %w", dir, b.root, err)
-	}
-	keep, err := b.listDir(fd, dir, prefix)
-	closeDir()
-	if errors.Is(err, syscall.ENOTDIR) {
-		return nil // the prefix names a file's "folder"
-	}
+	keep, err := b.listSorted(r, dir, prefix, opened)
 	if err != nil {
 		return err
 	}
+	w := &walker{b: b, r: r, prefix: prefix, fn: fn, slots: make(chan struct{}, listAhead)}
+	return w.emit(ctx, keep)
+}
 
-	// Sorting with folders as "name/" gives whole-path byte order.
-	slices.SortFunc(keep, func(a, b dirEntry) int { return strings.Compare(a.key, b.key) })
+// listAhead is how many folders a walk lists ahead of the one it
+// reports from: a folder's stats are system calls, and while the walk
+// sorts and reports one folder (or waits on the kernel) the next ones
+// are listed on the other cores.
+const listAhead = 2
+
+// walker is one walk: fn is called from the walk's goroutine only, in
+// path order, while up to listAhead folders are listed ahead.
+type walker struct {
+	b      *Backend
+	r      *os.Root
+	prefix string
+	fn     func(storage.ObjectInfo) error
+	slots  chan struct{} // a folder listed ahead holds one
+}
+
+// emit reports the entries of one folder, sorted, and those of the
+// folders below it.
+func (w *walker) emit(ctx context.Context, keep []dirEntry) error {
+	ahead := w.ahead(keep)
+	defer ahead.wait() // nothing outlives the walk
 	for i := range keep {
 		e := &keep[i]
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if e.dir {
-			if err := b.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, fn, -1); err != nil {
+			sub, err := ahead.take()
+			if err != nil {
+				return err
+			}
+			if err := w.emit(ctx, sub); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := fn(statInfo(e.key, e.st)); err != nil {
+		if err := w.fn(statInfo(e.key, e.st)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// listing is a folder's sorted entries, listed ahead.
+type listing struct {
+	entries []dirEntry
+	err     error
+}
+
+// folders are the folders among a folder's entries, taken in order, each
+// listed ahead while a slot is free or else when taken.
+type folders struct {
+	w       *walker
+	dirs    []*dirEntry
+	started []chan listing // per folder; nil until listed ahead
+	taken   int            // dirs[:taken] are taken
+	next    int            // dirs[next:] are not started
+}
+
+func (w *walker) ahead(keep []dirEntry) *folders {
+	f := &folders{w: w}
+	for i := range keep {
+		if keep[i].dir {
+			f.dirs = append(f.dirs, &keep[i])
+		}
+	}
+	f.started = make([]chan listing, len(f.dirs))
+	f.fill()
+	return f
+}
+
+// fill starts listing the next folders while slots are free.
+func (f *folders) fill() {
+	for f.next < len(f.dirs) {
+		select {
+		case f.w.slots <- struct{}{}:
+		default:
+			return
+		}
+		c := make(chan listing, 1)
+		f.started[f.next] = c
+		dir := strings.TrimSuffix(f.dirs[f.next].key, "/")
+		f.next++
+		go func() {
+			entries, err := f.w.b.listSorted(f.w.r, dir, f.w.prefix, -1)
+			<-f.w.slots
+			c <- listing{entries, err}
+		}()
+	}
+}
+
+// take returns the next folder's listing.
+func (f *folders) take() ([]dirEntry, error) {
+	i := f.taken
+	f.taken++
+	if c := f.started[i]; c != nil {
+		f.started[i] = nil
+		got := <-c
+		f.fill()
+		return got.entries, got.err
+	}
+	f.next = i + 1 // listed here, the ones after it meanwhile
+	f.fill()
+	return f.w.b.listSorted(f.w.r, strings.TrimSuffix(f.dirs[i].key, "/"), f.w.prefix, -1)
+}
+
+// wait waits for the folders listed ahead and not taken.
+func (f *folders) wait() {
+	for i, c := range f.started {
+		if c != nil {
+			<-c
+			f.started[i] = nil
+		}
+	}
+}
+
+// listSorted lists dir (opened, or -1 to open it here; it is closed) as
+// walk reports it: its entries in path order; none when it is missing or
+// not a folder.
+func (b *Backend) listSorted(r *os.Root, dir, prefix string, opened int) ([]dirEntry, error) {
+	fd, closeDir, err := opened, func() { unix.Close(opened) }, error(nil)
+	if opened < 0 {
+		fd, closeDir, err = b.listedDir(r, dir)
+	}
+	if isMissing(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %q in %s: %w", dir, b.root, err)
+	}
+	keep, err := b.listDir(fd, dir, prefix)
+	closeDir()
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil // the prefix names a file's "folder"
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	// Sorting with folders as "name/" gives whole-path byte order.
+	slices.SortFunc(keep, func(a, b dirEntry) int { return strings.Compare(a.key, b.key) })
+	return keep, nil
 }
 
 // dirEntry is one entry of a listed folder: its path (with '/' appended

@@ -139,6 +139,11 @@ func (f *fdFile) Close() error {
 
 // statInfo is the object info of the file st describes, stored at p.
 func statInfo(p string, st *unix.Stat_t) storage.ObjectInfo {
-	return storage.ObjectInfo{Path: p, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix()), Fingerprint: statFingerprint(st),
+	return fingerprinted(p, st, statFingerprint(st))
+}
+
+// fingerprinted is statInfo with st's fingerprint made beforehand.
+func fingerprinted(p string, st *unix.Stat_t, fp string) storage.ObjectInfo {
+	return storage.ObjectInfo{Path: p, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix()), Fingerprint: fp,
 		Symlink: st.Mode&unix.S_IFMT == unix.S_IFLNK}
 }

@@ -280,7 +280,7 @@ func (w *walker) emit(ctx context.Context, keep []dirEntry) error {
 			}
 			continue
 		}
-		if err := w.fn(statInfo(e.key, e.st)); err != nil {
+		if err := w.fn(fingerprinted(e.key, e.st, e.fp)); err != nil {
 			return err
 		}
 	}
@@ -389,11 +389,14 @@ func (b *Backend) listSorted(r *os.Root, dir, prefix string, opened int) ([]dirE
 }
 
 // dirEntry is one entry of a listed folder: its path (with '/' appended
-// for folders) and its lstat.
+// for folders), its lstat and, for a file, its fingerprint, made where
+// the folder is listed (ahead, on another core) rather than where it is
+// reported.
 type dirEntry struct {
 	key string
 	dir bool
 	st  *unix.Stat_t // in a slice of the folder's: entries stay small to sort
+	fp  string
 }
 
 // listDir returns the entries of folder d (at dir) that a listing of
@@ -423,6 +426,8 @@ func (b *Backend) listDir(fd int, dir, prefix string) ([]dirEntry, error) {
 		}
 		if e.dir = e.st.Mode&unix.S_IFMT == unix.S_IFDIR; e.dir {
 			e.key += "/"
+		} else {
+			e.fp = statFingerprint(e.st)
 		}
 		if listed(name, e.key, e.dir, prefix) {
 			keep = append(keep, e)

@@ -18,6 +18,9 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"schema_version":1,"id":"x","id":"y","created":"2026-06-19T12:00:00Z","files":[]}`))
 	f.Add([]byte(`{"schema_version":1,"id":"x","created":"2026-06-19T12:00:00Z","files":[{"path":"a","PATH":"b","sha256":"sha256:90f8ec5669cd34183b9b0fdf8b94f5efb4c3672876330f4aa76088c2b4ad17be","size":8}]}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte("{\n  \"schema_version\": 1,\n          \"id\": \"x\",\t\r\n \"created\":\"2026-06-19T12:00:00Z\",\n\n        \t  \"files\": [ {\"path\": \"r\u00e9/\xc3\xbc.txt\", \"sha256\": \"sha256:90f8ec5669cd34183b9b0fdf8b94f5efb4c3672876330f4aa76088c2b4ad17be\", \"size\": 8}]}       "))
+	f.Add([]byte("{\"schema_version\":1,\"id\":\"\xff\xfe\",\"created\":\"2026-06-19T12:00:00Z\",\"files\":[]}"))
+	f.Add([]byte("{\"schema_version\":1,\"id\":\"a\x01b\",\"created\":\"2026-06-19T12:00:00Z\",\"files\":[]}"))
 	f.Add([]byte(`{"schema_version":1,"id":"x","created":"2026-06-19T12:00:00Z","files":[{"path":"b","sha256":"sha256:90f8ec5669cd34183b9b0fdf8b94f5efb4c3672876330f4aa76088c2b4ad17be","size":8},{"path":"a","sha256":"sha256:90f8ec5669cd34183b9b0fdf8b94f5efb4c3672876330f4aa76088c2b4ad17be","size":8}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data)

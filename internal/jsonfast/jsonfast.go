@@ -8,7 +8,9 @@
 package jsonfast
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -71,13 +73,28 @@ func (k *Keys) Once(i uint) {
 func (p *Parser) ws() {
 	for p.i < len(p.data) {
 		switch p.data[p.i] {
-		case ' ', '\t', '\n', '\r':
+		case ' ':
+			// Indentation: a run of spaces is skipped eight bytes at a
+			// time (the first byte is a space, so a step is never zero).
+			if p.i+8 <= len(p.data) {
+				if x := binary.LittleEndian.Uint64(p.data[p.i:]) ^ spaces; x != 0 {
+					p.i += bits.TrailingZeros64(x) / 8
+				} else {
+					p.i += 8
+				}
+				continue
+			}
+			p.i++
+		case '\t', '\n', '\r':
 			p.i++
 		default:
 			return
 		}
 	}
 }
+
+// spaces is eight spaces read as one word.
+const spaces = ' ' * lows
 
 // expect consumes c after optional whitespace.
 func (p *Parser) Expect(c byte) {
@@ -219,11 +236,12 @@ func (p *Parser) tryRaw() ([]byte, bool) {
 		Fallback() // not a string at all (a time written without quotes)
 	}
 	start := p.i + 1
-	for j := start; j < len(p.data); j++ {
+	ascii := true
+	for j := start + PlainPrefix(p.data[start:]); j < len(p.data); j++ {
 		switch c := p.data[j]; {
 		case c == '"':
 			s := p.data[start:j]
-			if !utf8.Valid(s) {
+			if !ascii && !utf8.Valid(s) {
 				Fallback()
 			}
 			p.i = j + 1
@@ -232,6 +250,8 @@ func (p *Parser) tryRaw() ([]byte, bool) {
 			return nil, false
 		case c < 0x20:
 			Fallback()
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 	}
 	Fallback()

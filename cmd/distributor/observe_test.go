@@ -341,7 +341,7 @@ func TestServeWaitsForNATS(t *testing.T) {
 // TestServeConnectTimeout: --connect-timeout bounds the retries.
 func TestServeConnectTimeout(t *testing.T) {
 	t.Parallel()
-	addr := testenv.FreeAddr(t)
+	addr := testenv.RefusedAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+addr+"\n")
 	start := time.Now()
 	code, _, stderr := e.cmd(t, "serve", "--http-addr", "off", "--connect-timeout", "600ms", "--log-level", "error")

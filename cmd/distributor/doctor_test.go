@@ -73,9 +73,9 @@ func TestDoctorClockSkew(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("doctor exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	// The server's Date header has whole seconds, read at some point of
-	// the request: the skew seen is 10 min within a second and the
-	// request's duration (one more second on a loaded machine).
+	// The server's Date header has whole seconds, stamped at some point
+	// of the request: the skew seen is 10 min within a second plus the
+	// request's duration, which a loaded machine stretches.
 	m := regexp.MustCompile(`\n  ✖ clock: the server's clock is (\S+) from this host's, over max_clock_skew 5m0s: lease expiry`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no ✖ clock line:\n%s", out)

@@ -15,6 +15,34 @@ func FreeAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", FreePorts(t, 1)[0])
 }
 
+// RefusedAddr returns a 127.0.0.1 address that refuses connections until
+// the test ends, for a test of what a client says when nothing listens.
+// A port from FreeAddr is free only when chosen: a server or port probe
+// of a parallel test (of any process) may listen on it meanwhile, and a
+// connection it takes and drops is reset, not refused. This port is held
+// by a connected socket (bound, not listening), so nothing can listen on
+// it.
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testenv: refused address: %v", err)
+	}
+
+	// The listener stays open: closing it would reset the connection in
+	// its queue and free the port.
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		l.Close()
+		t.Fatalf("testenv: refused address: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		l.Close()
+	})
+	return c.LocalAddr().String()
+}
+
 // FreePorts returns n distinct TCP ports that nothing listens on at
 // 127.0.0.1. They are chosen below the kernel's ephemeral range: a port
 // from Listen(":0") is one the kernel also gives outgoing connections, and

@@ -1,9 +1,11 @@
 package testenv_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/distributor/distributor/testenv"
@@ -38,5 +40,31 @@ func TestFreePortsAreDistinctAndOutsideTheEphemeralRange(t *testing.T) {
 	}
 	if addr := testenv.FreeAddr(t); len(addr) < len("127.0.0.1:1") || addr[:10] != "127.0.0.1:" {
 		t.Errorf("FreeAddr = %q, want 127.0.0.1:port", addr)
+	}
+}
+
+// RefusedAddr refuses connections, and no listener of this or another
+// process can take its port until the test ends.
+func TestRefusedAddrRefusesUntilTheTestEnds(t *testing.T) {
+	t.Parallel()
+	addr := testenv.RefusedAddr(t)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{addr, ":" + port} {
+		if l, err := net.Listen("tcp", a); err == nil {
+			l.Close()
+			t.Fatalf("listened on %s, the port of RefusedAddr %s", a, addr)
+		}
+	}
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial %s: %v, want connection refused", addr, err)
+		}
 	}
 }

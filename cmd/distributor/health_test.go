@@ -61,7 +61,7 @@ func TestHealthProbe(t *testing.T) {
 // TestHealthProbeNothingListening names the address and the flag to check.
 func TestHealthProbeNothingListening(t *testing.T) {
 	t.Parallel()
-	addr := testenv.FreeAddr(t)
+	addr := testenv.RefusedAddr(t)
 	_, stderr, code := runCLI(t, "health", "--addr", addr)
 	if code != 1 || !strings.HasPrefix(stderr, "distributor: health check http://"+addr+"/healthz: ") ||
 		!strings.HasSuffix(stderr, "connection refused (is serve running with its HTTP listener on this address? see serve --http-addr)\n") {

@@ -143,6 +143,12 @@ type serveHandle struct {
 	exited bool
 }
 
+// serveStartWait bounds startServe's wait for serve to consume: a
+// set-up attempt waits up to setupAttemptTimeout for JetStream (a
+// request a cluster electing a stream leader leaves unanswered), then
+// serve retries.
+const serveStartWait = 4 * setupAttemptTimeout
+
 // startServe runs `serve --config cfg` in a goroutine until stopServe (or
 // the end of the test) cancels its context, as SIGINT does.
 func startServe(t *testing.T, cfg string, extra ...string) *serveHandle {
@@ -154,7 +160,7 @@ func startServe(t *testing.T, cfg string, extra ...string) *serveHandle {
 	args := append([]string{"serve", "--config", cfg, "--http-addr", "127.0.0.1:0"}, extra...)
 	go func() { s.done <- run(ctx, args, &testenv.SyncBuffer{}, s.stderr) }()
 	t.Cleanup(func() { s.stop(t) })
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(serveStartWait)
 	for !strings.Contains(s.stderr.String(), "consuming bundle-ready events") {
 		select {
 		case code := <-s.done:
@@ -163,7 +169,7 @@ func startServe(t *testing.T, cfg string, extra ...string) *serveHandle {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve not consuming after 10s: %s", s.stderr.String())
+			t.Fatalf("serve not consuming after %s: %s", serveStartWait, s.stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

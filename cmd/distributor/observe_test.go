@@ -341,7 +341,7 @@ func TestServeWaitsForNATS(t *testing.T) {
 // TestServeConnectTimeout: --connect-timeout bounds the retries.
 func TestServeConnectTimeout(t *testing.T) {
 	t.Parallel()
-	addr := testenv.FreeAddr(t)
+	addr := testenv.RefusedAddr(t)
 	e := writeNATSConfig(t, "  url: nats://"+addr+"\n")
 	start := time.Now()
 	code, _, stderr := e.cmd(t, "serve", "--http-addr", "off", "--connect-timeout", "600ms", "--log-level", "error")
@@ -396,8 +396,8 @@ func TestServeHTTPAddr(t *testing.T) {
 }
 
 // TestMetricsDuringANATSOutage: while its NATS server is down (killed),
-// serve's /metrics answers within 100 ms, says distributor_nats_connected
-// 0 and keeps the consumer's backlog as last asked, with the time of that
+// serve's /metrics answers without waiting for NATS, says
+// distributor_nats_connected 0 and keeps the consumer's backlog as last asked, with the time of that
 // answer, so that a backlog alert does not go quiet.
 func TestMetricsDuringANATSOutage(t *testing.T) {
 	t.Parallel()
@@ -431,10 +431,12 @@ func TestMetricsDuringANATSOutage(t *testing.T) {
 	for range 6 {
 		start := time.Now()
 		code, body := httpGet(t, url)
-		// Waiting for NATS takes its request timeout (2 s); a loaded
-		// machine with -race takes up to a few hundred ms for a scrape.
-		if took := time.Since(start); code != http.StatusOK || took > time.Second {
-			t.Errorf("a scrape during the outage: %d after %s, want 200 within 1 s", code, took)
+		// A scrape that waits for NATS takes at least its request
+		// timeout: no sooner does a request to a killed server end. One
+		// that does not wait is far quicker, but a loaded machine may
+		// hold it up: the bound is that timeout.
+		if took := time.Since(start); code != http.StatusOK || took >= readyCheckTimeout {
+			t.Errorf("a scrape during the outage: %d after %s, want 200 before a NATS request's timeout (%s)", code, took, readyCheckTimeout)
 		}
 		if got := backlog.FindStringSubmatch(body); got == nil || got[1] != want[1] || got[2] != want[2] {
 			t.Errorf("backlog during the outage %v, want the last values %q", got, want[1:])

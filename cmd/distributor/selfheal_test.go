@@ -125,7 +125,9 @@ func TestServeRecreatesWhatARestartedNATSLost(t *testing.T) {
 
 // TestServeRecreatesADeletedLeaseBucket: a lease acquisition that finds
 // the lease bucket gone recreates it and publishes at once, rather than
-// failing the delivery until the bucket is back.
+// failing the delivery until the bucket is back. The consumer's own
+// look-up (periodic, or after an error of consuming) may find the bucket
+// gone too and announce it as well: one line at least.
 func TestServeRecreatesADeletedLeaseBucket(t *testing.T) {
 	t.Parallel()
 	e := newNATSEnv(t)
@@ -145,8 +147,8 @@ func TestServeRecreatesADeletedLeaseBucket(t *testing.T) {
 	if _, err := js.KeyValue(context.Background(), bucket); err != nil {
 		t.Errorf("lease bucket after the publication: %v", err)
 	}
-	if got := strings.Count(s.stderr.String(), "key-value bucket "+bucket+" does not exist on NATS"); got != 1 {
-		t.Errorf("%d lines announcing the recreation of the bucket, want 1:\n%s", got, s.stderr.String())
+	if got := strings.Count(s.stderr.String(), "key-value bucket "+bucket+" does not exist on NATS"); got < 1 {
+		t.Errorf("no line announces the recreation of the bucket:\n%s", s.stderr.String())
 	}
 }
 

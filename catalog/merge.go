@@ -182,7 +182,8 @@ const recordSep = ",\n    "
 // records in their places, in path order. old must be the bytes a Scan
 // read into lay; the runs of records kept between those left out and
 // next's are copied as they lie there, never parsed again nor held
-// together. old is read to its end. next's records are validated as
+// together (by a sparse layout, a run of records that holds one left out
+// or next's is read again, record by record). old is read to its end. next's records are validated as
 // Marshal does; one at the path of a record kept from old fails with
 // ErrInvalid. On an error part of the document may have been written.
 func Merge(w io.Writer, old io.Reader, lay *Layout, next *Catalog, dropped []string) error {

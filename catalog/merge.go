@@ -331,6 +331,8 @@ type merger struct {
 	t    timeCache
 	enc  []byte
 	run  []byte // a run of old's records read again (mergeRuns)
+	// times are the times read in the runs read again.
+	times map[string]canonTime
 }
 
 // nextBefore writes next's records that sort before p ("": all left).

@@ -170,7 +170,10 @@ func (m *merger) rereadRun(src *oldDoc, lay *Layout, k int, dropped *[]string) e
 	}
 	n := 0
 	var bad error // the bytes are not of the layout
-	err = readRun(data, r.start, func(rec *Record) error {
+	if m.times == nil {
+		m.times = map[string]canonTime{}
+	}
+	err = readRun(data, r.start, m.times, func(rec *Record) error {
 		p := rec.Output.Path
 		if n == 0 && p != r.first || !before(p, bound) {
 			bad = fmt.Errorf("a record at %q", p)
@@ -205,9 +208,10 @@ func (m *merger) rereadRun(src *oldDoc, lay *Layout, k int, dropped *[]string) e
 
 // readRun reads data, records one after another as Marshal writes them
 // (recordSep between two), starting at the document's offset base, into
-// fn; fn's error ends the read and is returned.
-func readRun(data []byte, base int64, fn func(*Record) error) error {
-	s := &streamScan{buf: data, base: base, eof: true, times: map[string]canonTime{}}
+// fn (times: the times read so far); fn's error ends the read and is
+// returned.
+func readRun(data []byte, base int64, times map[string]canonTime, fn func(*Record) error) error {
+	s := &streamScan{buf: data, base: base, eof: true, times: times}
 	var rec Record
 	for {
 		if err := s.next(&rec); err != nil {

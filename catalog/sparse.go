@@ -168,18 +168,18 @@ func (m *merger) rereadRun(src *oldDoc, lay *Layout, k int, dropped *[]string) e
 	if err != nil {
 		return err
 	}
-	n := 0
-	var bad error // the bytes are not of the layout
+	n, last := 0, "" // the records read, and the last one's path (in data)
+	var bad error    // the bytes are not of the layout
 	if m.times == nil {
 		m.times = map[string]canonTime{}
 	}
 	err = readRun(data, r.start, m.times, func(rec *Record) error {
 		p := rec.Output.Path
-		if n == 0 && p != r.first || !before(p, bound) {
+		if n == 0 && p != r.first || n > 0 && p <= last || !before(p, bound) {
 			bad = fmt.Errorf("a record at %q", p)
 			return bad
 		}
-		n++
+		n, last = n+1, p
 		if err := m.nextBefore(p); err != nil {
 			return err
 		}

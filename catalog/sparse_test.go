@@ -2,6 +2,8 @@ package catalog_test
 
 import (
 	"bytes"
+	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -161,4 +163,47 @@ func recordEnd(t *rapid.T, data []byte, i int) int {
 		t.Fatalf("record %d: %v", i, err)
 	}
 	return end
+}
+
+// TestSparseScanInBlocksEndsAsOneScan: a document read in blocks into a
+// sparse layout picks what one scan of it does, counts its records, and
+// ends the same way, whatever damage the document took (records out of
+// path order across two blocks included).
+func TestSparseScanInBlocksEndsAsOneScan(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		c := manyRecordsGen.Draw(t, "catalog")
+		data, err := catalog.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch rapid.IntRange(0, 2).Draw(t, "damage") {
+		case 1:
+			i := rapid.IntRange(0, len(data)-1).Draw(t, "at")
+			data[i] = rapid.SampledFrom([]byte(" \n\"{}[],:0a\\")).Draw(t, "replacement")
+		case 2: // two records swapped: out of path order
+			if len(c.Outputs) > 1 {
+				i := rapid.IntRange(0, len(c.Outputs)-2).Draw(t, "swapped")
+				a, b := recordEnd(t, data, i), recordEnd(t, data, i+1)
+				start := bytes.LastIndex(data[:a], []byte("\n    {")) + len("\n    ")
+				first, second := slices.Clone(data[start:a]), slices.Clone(data[a+len(",\n    "):b])
+				data = slices.Concat(data[:start], second, []byte(",\n    "), first, data[b:])
+			}
+		}
+		pick := func(o *catalog.Output) bool { return strings.Contains(o.Path, "a") }
+		one := catalog.NewLayout(-1)
+		h1, picked1, err1 := catalog.ScanLayout(&pieces{data: data, n: 7}, -1, one, pick)
+		block := rapid.IntRange(1, 4096).Draw(t, "block")
+		sparse := catalog.NewSparseLayoutOf(rapid.Int64Range(1, 4096).Draw(t, "run bytes"))
+		h2, picked2, err2 := catalog.ScanBlocks(&pieces{data: data, n: 1000}, block, sparse, pick)
+		if (err1 == nil) != (err2 == nil) || errors.Is(err1, catalog.ErrNotStreamed) != errors.Is(err2, catalog.ErrNotStreamed) {
+			t.Fatalf("one scan ended with %v, in blocks of %d into a sparse layout with %v", err1, block, err2)
+		}
+		if err1 != nil {
+			return
+		}
+		if h1 != h2 || !reflect.DeepEqual(picked1, picked2) || one.Len() != sparse.Len() {
+			t.Fatalf("one scan read %d records, in blocks into a sparse layout %d", one.Len(), sparse.Len())
+		}
+	})
 }

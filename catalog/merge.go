@@ -394,10 +394,10 @@ func (m *merger) copyRun(src *oldDoc, lay *Layout, i, k int) error {
 	return m.flush(mergeChunk)
 }
 
-// copyBytes appends the n records old holds from offset start to end,
-// read from src straight into the output as one run of bytes, checking
-// that the run starts and ends as a record does.
-func (m *merger) copyBytes(src *oldDoc, start, end int64, n int) error {
+// copyBytes appends the records (how many) old holds from offset start
+// to end, read from src straight into the output as one run of bytes,
+// checking that the run starts and ends as a record does.
+func (m *merger) copyBytes(src *oldDoc, start, end int64, records int) error {
 	if err := src.skipTo(start); err != nil {
 		return err
 	}
@@ -427,6 +427,6 @@ func (m *merger) copyBytes(src *oldDoc, start, end int64, n int) error {
 	if len(m.b) == 0 || m.b[len(m.b)-1] != '}' {
 		return fmt.Errorf("the catalog merged has no record ending at byte %d", end)
 	}
-	m.n += n
+	m.n += records
 	return nil
 }

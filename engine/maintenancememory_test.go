@@ -116,7 +116,7 @@ func TestMaintenanceHoldsNotTheCatalogOfALargeRoot(t *testing.T) {
 	few, many := maintenanceHeld(t, 40_000), maintenanceHeld(t, 160_000)
 	t.Logf("held at the commit, at 40,000 records (%d MB) and at 160,000 (%d MB): reconcile-state %d KB, %d KB; recovery %d KB, %d KB; prune %d KB, %d KB",
 		few.size>>20, many.size>>20, few.reconcile>>10, many.reconcile>>10, few.recovery>>10, many.recovery>>10, few.prune>>10, many.prune>>10)
-	const bound = 1 << 20 // a path and an offset a record would be 2 MB more; the runs are a few hundred
+	const bound = 1 << 20 // a path and an offset a record are 5 MB more; the runs, a few hundred, far less
 	for _, c := range []struct {
 		name      string
 		few, many int64

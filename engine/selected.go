@@ -44,10 +44,10 @@ func (r recordRule) Desired() int                  { return r.hint }
 // parseSelected reads the catalog cr opened as a publication does, as a
 // stream: the records sel selects, every record's path and place
 // (catalog.Layout; sparse: runs of records, catalog.NewSparseLayout), and
-// the version. A catalog in another form (written by
-// hand) or no v4 catalog at all is read again whole and parsed: what
-// Parse refuses is refused with its message, and a v4 catalog is written
-// in Marshal's form (in memory) to be read as a stream.
+// the version. A catalog in another form (written by hand) or no v4
+// catalog at all is read again whole and parsed: what Parse refuses is
+// refused with its message, and a v4 catalog is written in Marshal's form
+// (in memory) to be read as a stream.
 func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel recordSelection, sparse bool) (state, error) {
 	if !cr.found {
 		return state{}, nil

@@ -121,9 +121,11 @@ func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection, 
 // scanSelected is parseSelected of a catalog in Marshal's form of about
 // size bytes (-1: unknown) read from r.
 func scanSelected(r io.Reader, sel recordSelection, size int64, sparse bool) (state, error) {
-	paths := catalog.NewLayout(size)
+	var paths *catalog.Layout
 	if sparse {
 		paths = catalog.NewSparseLayout()
+	} else {
+		paths = catalog.NewLayout(size)
 	}
 	head, outs, err := catalog.ScanLayout(r, size, paths, sel.Record)
 	if err != nil {

@@ -89,3 +89,6 @@ func ScanBlocks(r io.Reader, blockSize int, lay *Layout, pick func(*Output) bool
 // Offsets is where each record of the layout starts, and where the last
 // one ends.
 func (l *Layout) Offsets() ([]int64, int64) { return l.offs, l.end }
+
+// NewSparseLayoutOf is NewSparseLayout with runs of about runBytes.
+func NewSparseLayoutOf(runBytes int64) *Layout { return newSparseLayout(runBytes) }

@@ -14,7 +14,8 @@ import (
 // Layout is where the records of a document lie, as Scan read them
 // (Add each Record in turn): every record's path, in path order, and its
 // offset. Merge copies the records it keeps by their offsets, as runs of
-// bytes, without reading them again record by record.
+// bytes, without reading them again record by record. A sparse layout
+// (NewSparseLayout) notes runs of records instead, not each record.
 type Layout struct {
 	block []byte // the paths, one after another
 	ends  []int  // where each path ends in block
@@ -24,6 +25,14 @@ type Layout struct {
 	// index finds a path for Has without a search, made at its first
 	// call (nil: Has searches).
 	index *pathIndex
+
+	// runs, in a sparse layout (runBytes > 0), take the place of the
+	// paths and offsets: n records in runs of about runBytes bytes,
+	// last the last record's path.
+	runs     []recordRun
+	runBytes int64
+	n        int
+	last     []byte
 }
 
 // NewLayout is a Layout with room for the records of a document of about
@@ -36,6 +45,10 @@ func NewLayout(size int64) *Layout {
 
 // Add records rec, the next record Scan read.
 func (l *Layout) Add(rec *Record) {
+	if l.runBytes > 0 {
+		l.addToRun(rec)
+		return
+	}
 	l.block = append(l.block, rec.Output.Path...)
 	l.ends = append(l.ends, len(l.block))
 	l.offs = append(l.offs, rec.Offset)
@@ -45,6 +58,10 @@ func (l *Layout) Add(rec *Record) {
 // join appends the layout of the records that follow (read in a block of
 // their own).
 func (l *Layout) join(next *Layout) {
+	if l.runBytes > 0 {
+		l.joinRuns(next)
+		return
+	}
 	base := len(l.block)
 	l.block = append(l.block, next.block...)
 	for _, e := range next.ends {
@@ -58,15 +75,23 @@ func (l *Layout) join(next *Layout) {
 
 // reset empties the layout, keeping its room.
 func (l Layout) reset() Layout {
-	return Layout{block: l.block[:0], ends: l.ends[:0], offs: l.offs[:0]}
+	return Layout{block: l.block[:0], ends: l.ends[:0], offs: l.offs[:0], runs: l.runs[:0], runBytes: l.runBytes, last: l.last[:0]}
 }
 
 // Len is how many records the layout holds.
-func (l *Layout) Len() int { return len(l.ends) }
+func (l *Layout) Len() int {
+	if l.runBytes > 0 {
+		return l.n
+	}
+	return len(l.ends)
+}
 
 // Path is the i-th record's path; it points into the layout, which no one
-// changes once the document is read.
+// changes once the document is read. A sparse layout has none (Near).
 func (l *Layout) Path(i int) string {
+	if l.runBytes > 0 {
+		panic("catalog: Path of a sparse layout")
+	}
 	start := 0
 	if i > 0 {
 		start = l.ends[i-1]
@@ -82,8 +107,11 @@ func (l *Layout) Path(i int) string {
 // paths than an eighth of its records answers the rest from a hash table
 // made then (a root's million paths each searched in a million cost a
 // second; the table costs a tenth of that to make, more than the
-// searches of a few thousand).
+// searches of a few thousand). A sparse layout cannot tell.
 func (l *Layout) Has(p string) bool {
+	if l.runBytes > 0 {
+		panic("catalog: Has of a sparse layout")
+	}
 	if l.index == nil || l.index.asked.Add(1) <= int64(l.Len()/8) {
 		i := l.search(p)
 		return i < l.Len() && l.Path(i) == p
@@ -154,7 +182,8 @@ const recordSep = ",\n    "
 // records in their places, in path order. old must be the bytes a Scan
 // read into lay; the runs of records kept between those left out and
 // next's are copied as they lie there, never parsed again nor held
-// together. old is read to its end. next's records are validated as
+// together (by a sparse layout, a run of records that holds one left out
+// or next's is read again, record by record). old is read to its end. next's records are validated as
 // Marshal does; one at the path of a record kept from old fails with
 // ErrInvalid. On an error part of the document may have been written.
 func Merge(w io.Writer, old io.Reader, lay *Layout, next *Catalog, dropped []string) error {
@@ -168,23 +197,12 @@ func Merge(w io.Writer, old io.Reader, lay *Layout, next *Catalog, dropped []str
 	}
 	m := merger{w: w, b: appendHead(make([]byte, 0, mergeChunk+64<<10), &cp), outs: cp.Outputs}
 	src := oldDoc{r: old}
-	drops := lay.indexes(dropped)
-	for i := 0; i < lay.Len(); {
-		if err := m.nextBefore(lay.Path(i)); err != nil {
-			return err
-		}
-		if len(drops) > 0 && drops[0] == i {
-			drops, i = drops[1:], i+1
-			continue
-		}
-		k := lay.runEnd(i, drops, m.outs)
-		if k == i {
-			return fmt.Errorf("%w: outputs: duplicate path %q", ErrInvalid, lay.Path(i))
-		}
-		if err := m.copyRun(&src, lay, i, k); err != nil {
-			return err
-		}
-		i = k
+	merge := m.mergeRecords
+	if lay.runBytes > 0 {
+		merge = m.mergeRuns
+	}
+	if err := merge(&src, lay, dropped); err != nil {
+		return err
 	}
 	if err := m.nextBefore(""); err != nil {
 		return err
@@ -199,6 +217,31 @@ func Merge(w io.Writer, old io.Reader, lay *Layout, next *Catalog, dropped []str
 	}
 	_, err := w.Write(m.b)
 	return err
+}
+
+// mergeRecords is Merge's copy of old's records by a layout of each
+// record: the runs of records kept between those dropped and next's are
+// copied as bytes.
+func (m *merger) mergeRecords(src *oldDoc, lay *Layout, dropped []string) error {
+	drops := lay.indexes(dropped)
+	for i := 0; i < lay.Len(); {
+		if err := m.nextBefore(lay.Path(i)); err != nil {
+			return err
+		}
+		if len(drops) > 0 && drops[0] == i {
+			drops, i = drops[1:], i+1
+			continue
+		}
+		k := lay.runEnd(i, drops, m.outs)
+		if k == i {
+			return fmt.Errorf("%w: outputs: duplicate path %q", ErrInvalid, lay.Path(i))
+		}
+		if err := m.copyRun(src, lay, i, k); err != nil {
+			return err
+		}
+		i = k
+	}
+	return nil
 }
 
 // indexes is the sorted indexes of the records at paths (sorted); a path
@@ -287,6 +330,9 @@ type merger struct {
 	prev []byte
 	t    timeCache
 	enc  []byte
+	run  []byte // a run of old's records read again (mergeRuns)
+	// times are the times read in the runs read again.
+	times map[string]canonTime
 }
 
 // nextBefore writes next's records that sort before p ("": all left).
@@ -341,6 +387,17 @@ func (m *merger) flush(at int) error {
 func (m *merger) copyRun(src *oldDoc, lay *Layout, i, k int) error {
 	start, _ := lay.span(i)
 	_, end := lay.span(k - 1)
+	if err := m.copyBytes(src, start, end, k-i); err != nil {
+		return err
+	}
+	m.prev = append(m.prev[:0], lay.Path(k-1)...)
+	return m.flush(mergeChunk)
+}
+
+// copyBytes appends the records (how many) old holds from offset start
+// to end, read from src straight into the output as one run of bytes,
+// checking that the run starts and ends as a record does.
+func (m *merger) copyBytes(src *oldDoc, start, end int64, records int) error {
 	if err := src.skipTo(start); err != nil {
 		return err
 	}
@@ -370,7 +427,6 @@ func (m *merger) copyRun(src *oldDoc, lay *Layout, i, k int) error {
 	if len(m.b) == 0 || m.b[len(m.b)-1] != '}' {
 		return fmt.Errorf("the catalog merged has no record ending at byte %d", end)
 	}
-	m.n += k - i
-	m.prev = append(m.prev[:0], lay.Path(k-1)...)
-	return m.flush(mergeChunk)
+	m.n += records
+	return nil
 }

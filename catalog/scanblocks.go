@@ -46,8 +46,8 @@ type scanBlock struct {
 }
 
 // ScanLayout reads a catalog in Marshal's form from r (size bytes, -1
-// if unknown) as Scan does, noting every record's path and offset in lay,
-// and returns its head and the records pick picks, kept (Keeper), in path
+// if unknown) as Scan does, noting every record's path and offset in lay
+// (of a sparse layout, its runs of records), and returns its head and the records pick picks, kept (Keeper), in path
 // order. A large document is read in blocks beside each other: pick is
 // then called from several goroutines at once. Its errors are Scan's.
 func ScanLayout(r io.Reader, size int64, lay *Layout, pick func(*Output) bool) (Head, []Output, error) {
@@ -71,7 +71,7 @@ func scanBlocks(r io.Reader, blockSize int, lay *Layout, pick func(*Output) bool
 	quit := make(chan struct{})
 	free := make(chan *scanBlock, scanInFlight)
 	for range scanInFlight {
-		free <- &scanBlock{}
+		free <- &scanBlock{lay: Layout{runBytes: lay.runBytes}} // as lay: sparse or not
 	}
 	jobs := make(chan *scanBlock, scanInFlight)
 	order := make(chan *scanBlock, scanInFlight)
@@ -115,7 +115,7 @@ func joinBlocks(order <-chan *scanBlock, free chan<- *scanBlock, lay *Layout) (H
 		if b.first {
 			h = b.head
 		}
-		if n := lay.Len(); n > 0 && b.lay.Len() > 0 && lay.Path(n-1) >= b.lay.Path(0) {
+		if lay.Len() > 0 && b.lay.Len() > 0 && lay.lastPath() >= b.lay.firstPath() {
 			return Head{}, nil, errNotStreamed("records out of path order")
 		}
 		lay.join(&b.lay)

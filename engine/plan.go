@@ -20,8 +20,9 @@ type state struct {
 	version storage.Version
 
 	// paths, when set (a streamed read: parseSelected), is every
-	// record's path and place in the catalog's bytes, cat holding only
-	// the records the plan reads, and
+	// record's path and place in the catalog's bytes (a maintenance
+	// command's: where runs of records lie), cat holding only the
+	// records the plan reads, and
 	// reread reads the catalog's bytes again in Marshal's form (the next
 	// catalog is merged from them), until the catalog read is closed.
 	paths  *catalog.Layout
@@ -194,7 +195,7 @@ func readAndFind(ctx context.Context, root storage.Backend, outs []Output, sel f
 	var parsed parsedState
 	go func() {
 		defer close(parsedDone)
-		parsed.st, parsed.err = parseSelected(ctx, root, cr, selection)
+		parsed.st, parsed.err = parseSelected(ctx, root, cr, selection, false)
 	}()
 	wait := func() parsedState {
 		<-parsedDone

@@ -36,7 +36,7 @@ func TestNextCatalogWalksWhatItHas(t *testing.T) {
 			t.Fatal(err)
 		}
 		sel := planner.Select(catalog.Owner{PipelineID: "mine", DestinationID: "site"}, nil)
-		st, err := scanSelected(bytes.NewReader(data), sel, int64(len(data)))
+		st, err := scanSelected(bytes.NewReader(data), sel, int64(len(data)), false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -205,7 +205,7 @@ func (e *Engine) SweepRetired(ctx context.Context, root storage.Backend, l lease
 		return nil, err
 	}
 	// Of a large catalog, the records at the retired paths: the only
-	// paths the sweep asks about.
+	// paths the sweep asks about, so those read say which are recorded.
 	retired := make(map[string]bool, len(rr.entries))
 	for _, en := range rr.entries {
 		retired[en.Path] = true
@@ -215,13 +215,18 @@ func (e *Engine) SweepRetired(ctx context.Context, root storage.Backend, l lease
 		return nil, err
 	}
 	defer done()
-	return e.sweep(ctx, root, l, st.recordedAfter(st.cat), rr, nil)
+	var recordedAt func(string) bool
+	if st.cat != nil {
+		recordedAt = wholeCatalog{st.cat}.has
+	}
+	return e.sweep(ctx, root, l, recordedAt, rr, nil)
 }
 
-// sweep is SweepRetired of the record rr, against the catalog cat; gone
-// are paths known to hold no retired bytes any more (a publication
-// deleted them in the way of its writes).
-func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease, cat recorded, rr retiredRead, gone []string) ([]string, error) {
+// sweep is SweepRetired of the record rr, against the catalog whose
+// records recordedAt finds (nil: none); gone are paths known to hold no
+// retired bytes any more (a publication deleted them in the way of its
+// writes).
+func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease, recordedAt func(string) bool, rr retiredRead, gone []string) ([]string, error) {
 	deleted := make(map[string]bool, len(gone))
 	for _, p := range gone {
 		deleted[p] = true
@@ -231,7 +236,7 @@ func (e *Engine) sweep(ctx context.Context, root storage.Backend, l lease.Lease,
 	var remove []string
 	changed := false
 	for _, en := range rr.entries {
-		if cat != nil && cat.has(en.Path) || deleted[en.Path] {
+		if recordedAt != nil && recordedAt(en.Path) || deleted[en.Path] {
 			changed = true
 			continue
 		}
@@ -273,7 +278,11 @@ func (r *publication) sweepAfterCommit(ctx context.Context, next recorded) {
 	if r.pl.retired.version == "" {
 		return
 	}
-	if _, err := r.e.sweep(ctx, r.root, r.l, next, r.pl.retired, r.displaced); err != nil {
+	var recordedAt func(string) bool
+	if next != nil {
+		recordedAt = next.has
+	}
+	if _, err := r.e.sweep(ctx, r.root, r.l, recordedAt, r.pl.retired, r.displaced); err != nil {
 		r.e.Log.Warn().Err(err).Str("root", r.root.String()).Msg("could not remove due retired paths; the next sweep does")
 	}
 }

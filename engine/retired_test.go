@@ -208,3 +208,35 @@ func TestRetiredPathInTheWayIsDisplaced(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepOfAStreamedCatalog: the sweep of a root whose catalog is read
+// as a stream (a large root's way) reads only the records at the retired
+// paths, and with them removes a due retired path that no record names,
+// as a sweep that reads the catalog whole does.
+func TestSweepOfAStreamedCatalog(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newRoot newRootFunc) {
+		root, _ := newRoot(t)
+		ctx := context.Background()
+		now := fixedNow
+		e := &engine.Engine{Now: func() time.Time { return now }, Version: "test", Workers: 4, WholeCatalog: -1}
+		for v, files := range []map[string]string{{"index.html": "1", "app.1.js": "js1"}, {"index.html": "2", "app.2.js": "js2"}} {
+			pub := generated(files, v+1, fixedNow.Add(time.Duration(v+1)*time.Minute-time.Hour), planner.Replacement)
+			pub.RetainPrevious = 10 * time.Second
+			if _, err := e.Publish(ctx, root, heldLease{}, pub); err != nil {
+				t.Fatalf("publication %d: %v", v+1, err)
+			}
+			now = now.Add(time.Second)
+		}
+		wantStrings(t, "retired", retiredPaths(t, root), []string{"app.1.js"})
+		now = now.Add(10 * time.Second)
+		swept, err := e.SweepRetired(ctx, root, heldLease{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStrings(t, "swept", swept, []string{"app.1.js"})
+		wantContents(t, root, map[string]string{"index.html": "2", "app.2.js": "js2"})
+		if got := retiredPaths(t, root); got != nil {
+			t.Fatalf("record left after the sweep: %q", got)
+		}
+	})
+}

@@ -20,7 +20,9 @@ import (
 // records (catalog.Merge), the runs of other records copied as bytes,
 // unparsed. A catalog of a million records then costs the publication
 // its paths, not its half a gigabyte of records parsed twice (the catalog
-// read and the one written).
+// read and the one written). A maintenance command (readSelected) asks
+// no path of the records it does not read: it keeps where runs of them
+// lie (catalog.NewSparseLayout), not each one's path.
 
 // recordSelection is what a streamed read keeps of a catalog's records:
 // those Record selects, about Desired of them (planner.Selection, or a
@@ -41,11 +43,12 @@ func (r recordRule) Desired() int                  { return r.hint }
 
 // parseSelected reads the catalog cr opened as a publication does, as a
 // stream: the records sel selects, every record's path and place
-// (catalog.Layout), and the version. A catalog in another form (written by
-// hand) or no v4 catalog at all is read again whole and parsed: what
-// Parse refuses is refused with its message, and a v4 catalog is written
-// in Marshal's form (in memory) to be read as a stream.
-func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel recordSelection) (state, error) {
+// (catalog.Layout; sparse: runs of records, catalog.NewSparseLayout), and
+// the version. A catalog in another form (written by hand) or no v4
+// catalog at all is read again whole and parsed: what Parse refuses is
+// refused with its message, and a v4 catalog is written in Marshal's form
+// (in memory) to be read as a stream.
+func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, sel recordSelection, sparse bool) (state, error) {
 	if !cr.found {
 		return state{}, nil
 	}
@@ -57,13 +60,13 @@ func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, se
 	if cr.data != nil {
 		r = bytes.NewReader(cr.data)
 	}
-	st, err := scanSelected(r, sel, cr.vr.Size)
+	st, err := scanSelected(r, sel, cr.vr.Size, sparse)
 	if err == nil {
 		st.version, err = cr.vr.Version()
 		st.reread = cr.vr.Reread
 	}
 	if errors.Is(err, catalog.ErrNotStreamed) {
-		return parseWhole(ctx, root, sel)
+		return parseWhole(ctx, root, sel, sparse)
 	}
 	if err != nil {
 		return state{}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, err)
@@ -73,15 +76,16 @@ func parseSelected(ctx context.Context, root storage.Backend, cr catalogRead, se
 
 // readSelected reads root's catalog as a publication does (openCatalog,
 // parseSelected): whole up to Engine.WholeCatalog bytes, else the records
-// sel selects. done ends the read, once the next catalog is committed:
-// that is merged from it (nextDocument).
+// sel selects and where runs of the others lie (sparse). done ends the
+// read, once the next catalog is committed: that is merged from it
+// (nextDocument).
 func (e *Engine) readSelected(ctx context.Context, root storage.Backend, sel recordSelection) (st state, done func(), err error) {
 	cr := openCatalog(ctx, root, e.wholeCatalog())
 	if cr.err != nil {
 		cr.close()
 		return state{}, func() {}, fmt.Errorf("read %s in %s: %w", catalog.FileName, root, cr.err)
 	}
-	if st, err = parseSelected(ctx, root, cr, sel); err != nil {
+	if st, err = parseSelected(ctx, root, cr, sel, true); err != nil {
 		cr.close()
 		return state{}, func() {}, err
 	}
@@ -89,7 +93,7 @@ func (e *Engine) readSelected(ctx context.Context, root storage.Backend, sel rec
 }
 
 // parseWhole is parseSelected of a catalog not in Marshal's form.
-func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection) (state, error) {
+func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection, sparse bool) (state, error) {
 	data, v, err := root.ReadVersion(ctx, catalog.FileName)
 	if err != nil || v == "" {
 		return state{}, err
@@ -105,7 +109,7 @@ func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection) 
 	if err != nil {
 		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
 	}
-	st, err := scanSelected(bytes.NewReader(canon), sel, int64(len(canon)))
+	st, err := scanSelected(bytes.NewReader(canon), sel, int64(len(canon)), sparse)
 	if err != nil {
 		return state{}, fmt.Errorf("%s in %s: %w", catalog.FileName, root, err)
 	}
@@ -116,8 +120,13 @@ func parseWhole(ctx context.Context, root storage.Backend, sel recordSelection) 
 
 // scanSelected is parseSelected of a catalog in Marshal's form of about
 // size bytes (-1: unknown) read from r.
-func scanSelected(r io.Reader, sel recordSelection, size int64) (state, error) {
-	paths := catalog.NewLayout(size)
+func scanSelected(r io.Reader, sel recordSelection, size int64, sparse bool) (state, error) {
+	var paths *catalog.Layout
+	if sparse {
+		paths = catalog.NewSparseLayout()
+	} else {
+		paths = catalog.NewLayout(size)
+	}
 	head, outs, err := catalog.ScanLayout(r, size, paths, sel.Record)
 	if err != nil {
 		return state{}, err
@@ -283,11 +292,13 @@ func (st state) nextDocument(ctx context.Context, next *catalog.Catalog) storage
 		}}
 }
 
-// heldPaths tells Find what the catalog read says the root holds.
+// heldPaths tells Find what the catalog read says the root holds: of a
+// sparse layout, the first path of the run of each record (where a
+// listing may be split).
 func (st state) heldPaths() (int, func(int) string) {
 	switch {
 	case st.paths != nil:
-		return st.paths.Len(), st.paths.Path
+		return st.paths.Len(), st.paths.Near
 	case st.cat != nil:
 		return outputPaths(st.cat)()
 	}

@@ -134,9 +134,11 @@ type Held struct {
 	// returns (from the catalog's size in bytes).
 	AtMost int
 
-	// Paths returns their number and the i-th path, in increasing order.
-	// It may block until they are known (a catalog still being parsed);
-	// nil when there is no catalog.
+	// Paths returns their number and the i-th path, in increasing order,
+	// or where only some are known (a catalog read in runs of records),
+	// the nearest known path at or before it. It may block until they
+	// are known (a catalog still being parsed); nil when there is no
+	// catalog.
 	Paths func() (n int, path func(i int) string)
 }
 

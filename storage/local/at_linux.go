@@ -180,10 +180,35 @@ func (b *Backend) currentIsAt(p string, want storage.Version) (same, ok bool, _ 
 		}
 		return statVersionOf(&st) == want, true, nil
 	}
-	// A content's version: the content now, whichever version a read
-	// would give it now (a large file settles into a stat version).
-	data, cur, ok, err := b.readVersionAt(p)
-	return ok && cur != "" && (cur == want || Version(data) == want), ok, err
+	// A content's version: the digest of the content now (neither a
+	// stamp nor a stat version is one), hashed as it streams by, so that
+	// a large catalog is not held to be checked.
+	return b.contentIsAt(p, want)
+}
+
+// contentIsAt reports whether the content at p has the digest want
+// (Version); ok is false when the general path must decide.
+func (b *Backend) contentIsAt(p string, want storage.Version) (same, ok bool, _ error) {
+	if catalog.ValidatePath(p) != nil {
+		return false, false, nil
+	}
+
+	// O_NONBLOCK: a FIFO must not block the open (refused below).
+	fd, err := b.at(p, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	switch {
+	case plainMissing(err):
+		return false, true, nil
+	case err != nil:
+		return false, false, nil
+	}
+	f := newFdFile(fd, path.Join(b.root, p))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, false, nil
+	}
+	v, err := contentVersion(f, st.Size)
+	return err == nil && v == want, true, err
 }
 
 // openLockAt opens .distributor/cas.lock for the compare-and-swap lock in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -137,5 +138,39 @@ func TestPublicationOperationsTakeNoGeneralPath(t *testing.T) {
 	}
 	if got := l.take(); !slices.Equal(got, []string{"check out/x"}) {
 		t.Fatalf("through a link: general path %q, want [check out/x]", got)
+	}
+}
+
+// A compare-and-swap against the content version of a large file that
+// has neither a stamp nor a settled stat (just copied in, or on a file
+// system without extended attributes) checks the file as it streams by:
+// the check does not hold the file (a catalog of a million records is
+// half a gigabyte).
+func TestContentVersionCheckHoldsNotTheFile(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
+	b := testImpls[0].new(t)
+	old := make([]byte, 32<<20)
+	for i := range old {
+		old[i] = byte(i % 251)
+	}
+	must(t, os.WriteFile(filepath.Join(b.root, "big.json"), old, 0o644))
+	want := Version(old)
+	next := []byte("small")
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := b.WriteIfVersion(t.Context(), "big.json", next, want); err != nil {
+		t.Fatalf("WriteIfVersion at the file's content version: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Errorf("the check allocated %d MB for a %d MB file", got>>20, len(old)>>20)
+	}
+	if data, err := os.ReadFile(filepath.Join(b.root, "big.json")); err != nil || string(data) != "small" {
+		t.Fatalf("after the write: %q, %v", data, err)
+	}
+	if _, err := b.WriteIfVersion(t.Context(), "big.json", []byte("again"), want); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("a write at the replaced content's version: %v, want ErrConflict", err)
 	}
 }

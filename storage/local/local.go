@@ -599,6 +599,43 @@ func Version(data []byte) storage.Version {
 // cost as much as planning.
 const statVersionMin = 1 << 20
 
+// versionByContent is the content version (or "" when missing), the
+// digest made as the bytes stream by: a large file is not held for it.
+func (b *Backend) versionByContent(r *os.Root, p string) (storage.Version, error) {
+	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	f, err := r.Open(p)
+	if isMissing(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+	}
+	v, err := contentVersion(f, fi.Size())
+	if err != nil {
+		return "", fmt.Errorf("read %q in %s: %w", p, b.root, err)
+	}
+	return v, nil
+}
+
+// contentVersion is Version of what r holds (about size bytes), read in
+// pieces of at most 256 KiB.
+func contentVersion(r io.Reader, size int64) (storage.Version, error) {
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, r, make([]byte, min(max(size, 0)+1, 256<<10))); err != nil {
+		return "", err
+	}
+	return storage.Version(catalog.Digest(h.Sum(nil))), nil
+}
+
 // readVersionByContent is the content version (or "" when missing).
 func (b *Backend) readVersionByContent(r *os.Root, p string) ([]byte, storage.Version, error) {
 	if _, err := b.regular(r, p); errors.Is(err, storage.ErrNotExist) {

@@ -572,7 +572,7 @@ func (b *Backend) currentIs(r *os.Root, p string, want storage.Version) (bool, e
 		v, _ := statVersion(fi)
 		return v == want, nil
 	}
-	_, cur, err := b.readVersionByContent(r, p)
+	cur, err := b.versionByContent(r, p)
 	if err != nil {
 		return false, err
 	}

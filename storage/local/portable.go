@@ -224,7 +224,7 @@ func (s portableImpl) currentIs(p string, want storage.Version) (bool, error) {
 		}
 		return false, err
 	}
-	_, cur, err := b.readVersionByContent(r, p)
+	cur, err := b.versionByContent(r, p)
 	return err == nil && cur == want, err
 }
 
@@ -684,7 +684,7 @@ func (pv *portablePrepared) CommitIfVersion(ctx context.Context, want storage.Ve
 		return "", fmt.Errorf("write %q in %s: %w", pv.p, b.root, err)
 	}
 	if pv.streamed {
-		_, v, err := b.readVersionByContent(b.r, pv.p)
+		v, err := b.versionByContent(b.r, pv.p)
 		return v, err
 	}
 	return Version(pv.data), nil

@@ -109,7 +109,7 @@ func (pv *prepared) CommitIfVersion(ctx context.Context, want storage.Version) (
 		}
 	}
 	if pv.streamed {
-		_, v, err := b.readVersionByContent(r, pv.p)
+		v, err := b.versionByContent(r, pv.p)
 		return v, err
 	}
 	return Version(pv.data), nil

@@ -34,7 +34,7 @@ func (b *Backend) writeIfVersionFrom(ctx context.Context, p string, write func(i
 	if v, ok := b.sys.stamp(p); ok {
 		return v, nil
 	}
-	_, v, err := b.readVersionByContent(b.r, p)
+	v, err := b.versionByContent(b.r, p)
 	return v, err
 }
 

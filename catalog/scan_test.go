@@ -213,29 +213,7 @@ func TestMergeIsMarshalOfTheWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := catalogGen.Draw(t, "next") // head, and records at new paths
-		next.Outputs = slices.DeleteFunc(next.Outputs, func(o catalog.Output) bool {
-			_, found := old.Lookup(o.Path)
-			return found
-		})
-		var dropped []string
-		var kept []catalog.Output
-		for _, o := range old.Outputs {
-			if rapid.Bool().Draw(t, "dropped") {
-				dropped = append(dropped, o.Path)
-				if rapid.Bool().Draw(t, "replaced") {
-					next.Outputs = append(next.Outputs, outputGen(o.Path).Draw(t, "replacement"))
-				}
-				continue
-			}
-			kept = append(kept, o)
-		}
-		whole := &catalog.Catalog{DistributorVersion: next.DistributorVersion, CreatedAt: next.CreatedAt, UpdatedAt: next.UpdatedAt,
-			Outputs: append(slices.Clone(kept), next.Outputs...)}
-		want, err := catalog.Marshal(whole)
-		if err != nil {
-			t.Fatal(err)
-		}
+		next, dropped, want := drawMerge(t, old, nil)
 		var got bytes.Buffer
 		if err := catalog.Merge(&got, &pieces{data: data, n: rapid.IntRange(1, 64).Draw(t, "piece")}, layoutOf(t, data), next, dropped); err != nil {
 			t.Fatalf("Merge: %v", err)
@@ -244,6 +222,37 @@ func TestMergeIsMarshalOfTheWhole(t *testing.T) {
 			t.Fatalf("Merge wrote\n%s\nMarshal of the whole\n%s", got.Bytes(), want)
 		}
 	})
+}
+
+// drawMerge draws what a plan leaves of the sorted catalog old: next (a
+// head, records at new paths, replacements of records dropped), the
+// paths dropped (those given, where no record need be, and the records
+// drawn to go), sorted, and Marshal of the whole catalog that follows.
+func drawMerge(t *rapid.T, old *catalog.Catalog, dropped []string) (*catalog.Catalog, []string, []byte) {
+	next := catalogGen.Draw(t, "next")
+	next.Outputs = slices.DeleteFunc(next.Outputs, func(o catalog.Output) bool {
+		_, found := old.Lookup(o.Path)
+		return found
+	})
+	var kept []catalog.Output
+	for _, o := range old.Outputs {
+		if rapid.Bool().Draw(t, "dropped") {
+			dropped = append(dropped, o.Path)
+			if rapid.Bool().Draw(t, "replaced") {
+				next.Outputs = append(next.Outputs, outputGen(o.Path).Draw(t, "replacement"))
+			}
+			continue
+		}
+		kept = append(kept, o)
+	}
+	slices.Sort(dropped)
+	whole := &catalog.Catalog{DistributorVersion: next.DistributorVersion, CreatedAt: next.CreatedAt, UpdatedAt: next.UpdatedAt,
+		Outputs: append(slices.Clone(kept), next.Outputs...)}
+	want, err := catalog.Marshal(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next, dropped, want
 }
 
 // TestMergeRefusesAPathKeptAndNew: a record of next at the path of an old

@@ -58,32 +58,10 @@ func TestSparseMergeIsMarshalOfTheWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := catalogGen.Draw(t, "next") // head, and records at new paths
-		next.Outputs = slices.DeleteFunc(next.Outputs, func(o catalog.Output) bool {
-			_, found := old.Lookup(o.Path)
-			return found
-		})
-		dropped := rapid.SliceOfDistinct(pathGen, rapid.ID[string]).Filter(func(ps []string) bool {
+		nowhere := rapid.SliceOfDistinct(pathGen, rapid.ID[string]).Filter(func(ps []string) bool {
 			return !slices.ContainsFunc(ps, func(p string) bool { _, found := old.Lookup(p); return found })
 		}).Draw(t, "dropped where no record is")
-		var kept []catalog.Output
-		for _, o := range old.Outputs {
-			if rapid.Bool().Draw(t, "dropped") {
-				dropped = append(dropped, o.Path)
-				if rapid.Bool().Draw(t, "replaced") {
-					next.Outputs = append(next.Outputs, outputGen(o.Path).Draw(t, "replacement"))
-				}
-				continue
-			}
-			kept = append(kept, o)
-		}
-		slices.Sort(dropped)
-		whole := &catalog.Catalog{DistributorVersion: next.DistributorVersion, CreatedAt: next.CreatedAt, UpdatedAt: next.UpdatedAt,
-			Outputs: append(slices.Clone(kept), next.Outputs...)}
-		want, err := catalog.Marshal(whole)
-		if err != nil {
-			t.Fatal(err)
-		}
+		next, dropped, want := drawMerge(t, old, nowhere)
 		lay := drawLayout(t, data, true)
 		if lay.Len() != len(old.Outputs) {
 			t.Fatalf("the sparse layout counts %d records, the catalog holds %d", lay.Len(), len(old.Outputs))

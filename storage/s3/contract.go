@@ -2,7 +2,6 @@ package s3
 
 import (
 	"context"
-	"crypto/sha256"
 
 	"github.com/distributor/distributor/storage"
 )
@@ -90,20 +89,13 @@ func listSplits(n int, path func(int) string) []string {
 
 // PrepareCatalog encodes next and takes its sha256 (which signs the
 // request and is stored with it) in the background, while the caller
-// writes; Commit sends it in one conditional request.
+// writes; Commit sends it in one conditional request. The bytes wait in
+// a spool: a large catalog in a temporary file, not in memory.
 func (b *Backend) PrepareCatalog(_ context.Context, doc storage.Document, _ int) storage.PendingCatalog {
-	c := &pendingCatalog{b: b, path: doc.Path, done: make(chan struct{})}
+	c := &pendingCatalog{b: b, path: doc.Path, data: newSpool(b.catalogInMemory, ""), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		var data pieces
-		if c.err = doc.Encode(&data); c.err == nil {
-			c.data = &data
-			h := sha256.New()
-			for _, part := range data.parts {
-				h.Write(part)
-			}
-			h.Sum(c.sum[:0])
-		}
+		c.err = doc.Encode(c.data)
 	}()
 	return c
 }
@@ -113,8 +105,7 @@ type pendingCatalog struct {
 	b    *Backend
 	path string
 	done chan struct{}
-	data *pieces
-	sum  [sha256.Size]byte
+	data *spool
 	err  error
 }
 
@@ -123,11 +114,12 @@ func (c *pendingCatalog) Commit(ctx context.Context, want storage.Version) (stor
 	if c.err != nil {
 		return "", c.err
 	}
-	return c.b.writeIfVersion(ctx, c.path, c.data.reader(), c.sum, want)
+	return c.b.writeIfVersion(ctx, c.path, c.data.reader(), c.data.sum(), want)
 }
 
-// Close waits for the encoding: nothing outlives the publication.
+// Close waits for the encoding and drops its bytes: nothing outlives the
+// publication.
 func (c *pendingCatalog) Close() error {
 	<-c.done
-	return nil
+	return c.data.Close()
 }

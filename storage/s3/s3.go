@@ -42,6 +42,9 @@ const (
 	defaultConcurrency = 4
 	defaultPartSize    = 8 << 20
 
+	// defaultCatalogInMemory: see Options.CatalogInMemory.
+	defaultCatalogInMemory = 8 << 20
+
 	// defaultMemoryBudget bounds the upload buffers of one Backend (one
 	// destination root); see Options.MemoryBudget.
 	defaultMemoryBudget = 64 << 20
@@ -121,6 +124,12 @@ type Options struct {
 	// 5 GiB; negative: never). Larger objects go multipart.
 	SinglePutMax int64
 
+	// CatalogInMemory: a catalog of up to this many bytes waits for its
+	// commit in memory; a larger one in a temporary file (in TMPDIR, or
+	// in memory where none can be made). Default 8 MiB; negative: always
+	// in memory.
+	CatalogInMemory int64
+
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).
 	Timeouts Timeouts
@@ -143,6 +152,9 @@ type Backend struct {
 
 	// singlePutMax: see Options.SinglePutMax.
 	singlePutMax int64
+
+	// catalogInMemory: see Options.CatalogInMemory.
+	catalogInMemory int64
 
 	// concurrency is the parts in flight per multipart Put; mem is the
 	// upload memory budget (Options.Budget), budget its size in bytes.
@@ -237,6 +249,9 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		opts.SinglePutMax = defaultSinglePutMax
 	}
 	opts.SinglePutMax = min(opts.SinglePutMax, maxSinglePut)
+	if opts.CatalogInMemory == 0 {
+		opts.CatalogInMemory = defaultCatalogInMemory
+	}
 	if opts.Budget != nil {
 		opts.MemoryBudget = opts.Budget.Size()
 	}
@@ -264,7 +279,7 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		o.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
 	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize, singlePutMax: opts.SinglePutMax,
-		concurrency: opts.Concurrency, budget: opts.MemoryBudget, mem: mem, endpoint: endpoint}, nil
+		catalogInMemory: opts.CatalogInMemory, concurrency: opts.Concurrency, budget: opts.MemoryBudget, mem: mem, endpoint: endpoint}, nil
 }
 
 // cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".

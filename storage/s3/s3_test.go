@@ -172,6 +172,8 @@ var contractVariants = []struct {
 	opts s3store.Options
 }{
 	{"default", s3store.Options{}},
+	// Every catalog past its first bytes waits for its commit in a file.
+	{"spooled", s3store.Options{CatalogInMemory: 1}},
 }
 
 // ifMatchRaces are the contract cases that need If-Match to be atomic

@@ -1,0 +1,126 @@
+package s3
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"slices"
+)
+
+// spool holds a document's bytes for a request body, which the SDK may
+// read more than once (it rewinds the body to retry): in memory up to
+// inMemory bytes, past that in a temporary file, so that a catalog of
+// hundreds of megabytes is not held by the process while it is sent. It
+// takes the bytes' sha256 as they are written. Where no temporary file
+// can be made (no writable temporary folder), the bytes stay in memory.
+type spool struct {
+	inMemory int64  // bytes held in memory at most; negative: no limit
+	dir      string // where the file goes ("" = os.TempDir())
+
+	parts [][]byte // in memory: the pieces as written, never copied to grow
+	ends  []int64  // ends[i]: offset just past parts[i]
+
+	file     *os.File // past inMemory: all the bytes
+	unlinked bool     // the file's name is gone already (removed while open)
+
+	size int64
+	hash hash.Hash
+}
+
+func newSpool(inMemory int64, dir string) *spool {
+	return &spool{inMemory: inMemory, dir: dir, hash: sha256.New()}
+}
+
+func (s *spool) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if s.file == nil && s.inMemory >= 0 && s.size+int64(len(b)) > s.inMemory {
+		if err := s.spill(); err != nil {
+			return 0, err
+		}
+	}
+	if s.file != nil {
+		if _, err := s.file.Write(b); err != nil {
+			return 0, fmt.Errorf("spooling the catalog to %s (set TMPDIR to a folder with room): %w", s.file.Name(), err)
+		}
+	} else {
+		s.parts = append(s.parts, slices.Clone(b)) // the writer may reuse b
+		s.ends = append(s.ends, s.size+int64(len(b)))
+	}
+	s.size += int64(len(b))
+	s.hash.Write(b)
+	return len(b), nil
+}
+
+// spill moves the bytes held so far into a new temporary file, which
+// takes every later write. Without one, the bytes stay in memory.
+func (s *spool) spill() error {
+	f, err := os.CreateTemp(s.dir, "distributor-catalog-*")
+	if err != nil {
+		s.inMemory = -1
+		return nil
+	}
+	// Removed at once where an open file may lose its name (not on
+	// Windows): a process killed now leaves nothing behind.
+	s.unlinked = os.Remove(f.Name()) == nil
+	for _, p := range s.parts {
+		if _, err := f.Write(p); err != nil {
+			s.discard(f)
+			return fmt.Errorf("spooling the catalog to %s (set TMPDIR to a folder with room): %w", f.Name(), err)
+		}
+	}
+	s.file, s.parts, s.ends = f, nil, nil
+	return nil
+}
+
+func (s *spool) ReadAt(b []byte, off int64) (int, error) {
+	if s.file != nil {
+		return s.file.ReadAt(b, off)
+	}
+	// The first piece ending past off holds it.
+	i, _ := slices.BinarySearch(s.ends, off+1)
+	n := 0
+	for n < len(b) && i < len(s.parts) {
+		start := s.ends[i] - int64(len(s.parts[i]))
+		n += copy(b[n:], s.parts[i][off+int64(n)-start:])
+		i++
+	}
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// reader reads the bytes from their start.
+func (s *spool) reader() *io.SectionReader { return io.NewSectionReader(s, 0, s.size) }
+
+// sum is the sha256 of the bytes written.
+func (s *spool) sum() (sum [sha256.Size]byte) {
+	s.hash.Sum(sum[:0])
+	return sum
+}
+
+// Close drops the bytes: the file and its name.
+func (s *spool) Close() error {
+	s.parts, s.ends = nil, nil
+	if s.file == nil {
+		return nil
+	}
+	f := s.file
+	s.file = nil
+	return s.discard(f)
+}
+
+func (s *spool) discard(f *os.File) error {
+	err := f.Close()
+	if !s.unlinked {
+		if rerr := os.Remove(f.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}

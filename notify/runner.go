@@ -190,7 +190,12 @@ func (c *targetConsumer) handle(ctx context.Context, msg jetstream.Msg) {
 		observe(c.r.Observer, t, OutcomeDelivered, time.Since(res.Time))
 		actx, cancel := context.WithTimeout(ctx, publishWait)
 		defer cancel()
-		_ = msg.DoubleAck(actx) // lost: the result is delivered again, with the same id
+		if err := msg.DoubleAck(actx); err != nil {
+			// NATS may still have the acknowledgement; if not, the
+			// message comes back after ackWait and the call repeats.
+			log.Warn().Err(err).Str("result", res.ID).Int("attempt", attempt).
+				Msgf("notify: delivered, but NATS did not confirm it; the target may be called again with the same %s in up to %s", HeaderEventID, ackWait)
+		}
 	case t.Expired(res, time.Now()):
 		c.giveUp(ctx, msg, res, attempt, err)
 	default:

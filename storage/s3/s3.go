@@ -125,9 +125,9 @@ type Options struct {
 	SinglePutMax int64
 
 	// CatalogInMemory: a catalog of up to this many bytes waits for its
-	// commit in memory; a larger one in a temporary file (in TMPDIR, or
-	// in memory where none can be made). Default 8 MiB; negative: always
-	// in memory.
+	// commit in memory; a larger one in a temporary file (in TMPDIR; in
+	// memory where none can be made or it runs out of room). Default
+	// 8 MiB; negative: always in memory.
 	CatalogInMemory int64
 
 	// Timeouts bound each request (New only; NewFromClient keeps the

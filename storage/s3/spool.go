@@ -15,7 +15,8 @@ import (
 // inMemory bytes, past that in a temporary file, so that a catalog of
 // hundreds of megabytes is not held by the process while it is sent. It
 // takes the bytes' sha256 as they are written. Where no temporary file
-// can be made (no writable temporary folder), the bytes stay in memory.
+// can be made (no writable temporary folder) or it runs out of room, the
+// bytes stay in memory, as many as they are.
 type spool struct {
 	inMemory int64  // bytes held in memory at most; negative: no limit
 	dir      string // where the file goes ("" = os.TempDir())
@@ -23,31 +24,45 @@ type spool struct {
 	parts [][]byte // in memory: the pieces as written, never copied to grow
 	ends  []int64  // ends[i]: offset just past parts[i]
 
-	file     *os.File // past inMemory: all the bytes
-	unlinked bool     // the file's name is gone already (removed while open)
+	file     spoolFile // past inMemory: all the bytes
+	unlinked bool      // the file's name is gone already (removed while open)
+
+	// create makes the file (os.CreateTemp; tests make files that fail).
+	create func(dir, pattern string) (spoolFile, error)
 
 	size int64
 	hash hash.Hash
 }
 
-func newSpool(inMemory int64, dir string) *spool {
-	return &spool{inMemory: inMemory, dir: dir, hash: sha256.New()}
+// spoolFile is the file a spool writes past its memory.
+type spoolFile interface {
+	io.Writer
+	io.ReaderAt
+	Close() error
+	Name() string
 }
+
+func newSpool(inMemory int64, dir string) *spool {
+	return &spool{inMemory: inMemory, dir: dir, hash: sha256.New(), create: createTemp}
+}
+
+func createTemp(dir, pattern string) (spoolFile, error) { return os.CreateTemp(dir, pattern) }
 
 func (s *spool) Write(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	if s.file == nil && s.inMemory >= 0 && s.size+int64(len(b)) > s.inMemory {
-		if err := s.spill(); err != nil {
-			return 0, err
-		}
+		s.spill()
 	}
 	if s.file != nil {
 		if _, err := s.file.Write(b); err != nil {
-			return 0, fmt.Errorf("spooling the catalog to %s (set TMPDIR to a folder with room): %w", s.file.Name(), err)
+			if err := s.unspill(); err != nil {
+				return 0, err
+			}
 		}
-	} else {
+	}
+	if s.file == nil {
 		s.parts = append(s.parts, slices.Clone(b)) // the writer may reuse b
 		s.ends = append(s.ends, s.size+int64(len(b)))
 	}
@@ -58,11 +73,11 @@ func (s *spool) Write(b []byte) (int, error) {
 
 // spill moves the bytes held so far into a new temporary file, which
 // takes every later write. Without one, the bytes stay in memory.
-func (s *spool) spill() error {
-	f, err := os.CreateTemp(s.dir, "distributor-catalog-*")
+func (s *spool) spill() {
+	f, err := s.create(s.dir, "distributor-catalog-*")
 	if err != nil {
 		s.inMemory = -1
-		return nil
+		return
 	}
 	// Removed at once where an open file may lose its name (not on
 	// Windows): a process killed now leaves nothing behind.
@@ -70,10 +85,25 @@ func (s *spool) spill() error {
 	for _, p := range s.parts {
 		if _, err := f.Write(p); err != nil {
 			s.discard(f)
-			return fmt.Errorf("spooling the catalog to %s (set TMPDIR to a folder with room): %w", f.Name(), err)
+			s.inMemory = -1
+			return
 		}
 	}
 	s.file, s.parts, s.ends = f, nil, nil
+}
+
+// unspill brings the bytes in the file back into memory, which takes
+// every later write: the file could not take more.
+func (s *spool) unspill() error {
+	data := make([]byte, s.size)
+	if _, err := s.file.ReadAt(data, 0); err != nil {
+		return fmt.Errorf("reading the catalog back from %s: %w", s.file.Name(), err)
+	}
+	s.discard(s.file)
+	s.file, s.inMemory = nil, -1
+	if s.size > 0 {
+		s.parts, s.ends = [][]byte{data}, []int64{s.size}
+	}
 	return nil
 }
 
@@ -115,7 +145,7 @@ func (s *spool) Close() error {
 	return s.discard(f)
 }
 
-func (s *spool) discard(f *os.File) error {
+func (s *spool) discard(f spoolFile) error {
 	err := f.Close()
 	if !s.unlinked {
 		if rerr := os.Remove(f.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {

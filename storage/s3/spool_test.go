@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"testing/iotest"
 )
@@ -102,5 +103,66 @@ func TestSpoolWithoutATemporaryFolderKeepsTheBytes(t *testing.T) {
 	got, err := io.ReadAll(s.reader())
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read %d bytes, %v; want the %d written", len(got), err, len(want))
+	}
+}
+
+// fullFile is a temporary file that takes room bytes and then fails, as
+// a full disk does; a write that does not fit writes what fits.
+type fullFile struct {
+	*os.File
+	room int
+}
+
+func (f *fullFile) Write(b []byte) (int, error) {
+	n := min(len(b), f.room)
+	n, err := f.File.Write(b[:n])
+	f.room -= n
+	if err == nil && n < len(b) {
+		err = syscall.ENOSPC
+	}
+	return n, err
+}
+
+// A temporary file that runs out of room, while the bytes move into it or
+// later, hands them back to memory: the document reads back whole and
+// nothing is left in the folder.
+func TestSpoolOutOfRoomKeepsTheBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	dir := t.TempDir()
+	for round := range 200 {
+		room := rng.IntN(300)
+		s := newSpool(int64(rng.IntN(100)), dir)
+		s.create = func(dir, pattern string) (spoolFile, error) {
+			f, err := os.CreateTemp(dir, pattern)
+			return &fullFile{File: f, room: room}, err
+		}
+		var want []byte
+		for range rng.IntN(20) {
+			b := make([]byte, rng.IntN(50))
+			for i := range b {
+				b[i] = byte(rng.IntN(256))
+			}
+			want = append(want, b...)
+			if n, err := s.Write(b); n != len(b) || err != nil {
+				t.Fatalf("round %d: Write = %d, %v", round, n, err)
+			}
+			clear(b)
+		}
+		got, err := io.ReadAll(s.reader())
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("round %d (room %d): read %d bytes, %v; want the %d written", round, room, len(got), err, len(want))
+		}
+		if s.sum() != sha256.Sum256(want) {
+			t.Fatalf("round %d: the sum is not the bytes' sha256", round)
+		}
+		if s.file != nil && len(want) > room {
+			t.Fatalf("round %d: %d bytes in a file of room %d", round, len(want), room)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Fatalf("round %d: closed, the spool left %v", round, left)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync/atomic"
 )
 
 // spool holds a document's bytes for a request body, which the SDK may
@@ -26,6 +27,7 @@ type spool struct {
 
 	file     spoolFile // past inMemory: all the bytes
 	unlinked bool      // the file's name is gone already (removed while open)
+	closed   atomic.Bool
 
 	// create makes the file (os.CreateTemp; tests make files that fail).
 	create func(dir, pattern string) (spoolFile, error)
@@ -134,15 +136,15 @@ func (s *spool) sum() (sum [sha256.Size]byte) {
 	return sum
 }
 
-// Close drops the bytes: the file and its name.
+// Close drops the file and its name; closing again does nothing. It
+// leaves the fields as they are: a request body may still be read after
+// its request returned (the HTTP transport closes it in a goroutine of
+// its own), and then reads an error.
 func (s *spool) Close() error {
-	s.parts, s.ends = nil, nil
-	if s.file == nil {
+	if s.file == nil || !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	f := s.file
-	s.file = nil
-	return s.discard(f)
+	return s.discard(s.file)
 }
 
 func (s *spool) discard(f spoolFile) error {

@@ -86,7 +86,7 @@ func (s *spool) spill() {
 	s.unlinked = os.Remove(f.Name()) == nil
 	for _, p := range s.parts {
 		if _, err := f.Write(p); err != nil {
-			s.discard(f)
+			_ = s.discard(f) // the bytes stay in memory whatever becomes of it
 			s.inMemory = -1
 			return
 		}
@@ -101,7 +101,7 @@ func (s *spool) unspill() error {
 	if _, err := s.file.ReadAt(data, 0); err != nil {
 		return fmt.Errorf("reading the catalog back from %s: %w", s.file.Name(), err)
 	}
-	s.discard(s.file)
+	_ = s.discard(s.file) // the bytes are in memory now whatever becomes of it
 	s.file, s.inMemory = nil, -1
 	if s.size > 0 {
 		s.parts, s.ends = [][]byte{data}, []int64{s.size}

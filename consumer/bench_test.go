@@ -94,6 +94,55 @@ func BenchmarkLatency(b *testing.B) {
 	reportLatencies(b, lat)
 }
 
+// BenchmarkLatencyNothingChanged measures announce → published for a new
+// version of a 10,000-file bundle whose bytes all stay the same, one
+// event at a time: serve's "nothing changed" (every record is rewritten
+// with the new source, no file is). Two versions alternate, announced by
+// an operator with allow_older, after an untimed first publication.
+func BenchmarkLatencyNothingChanged(b *testing.B) {
+	if testing.Short() {
+		b.Skip("measurement")
+	}
+	e := newEnv(b, archiveYAML, false)
+	e.start(nodeConfig{opts: fastOptions()})
+	w := e.publishedWaiter(b)
+	files := make(map[string]string, 10_000)
+	body := strings.Repeat("x", 4096)
+	for i := range 10_000 {
+		files[fmt.Sprintf("dir%02d/file%06d.bin", i%50, i)] = fmt.Sprintf("%06d", i) + body[6:]
+	}
+	var locs, digests [2]string
+	for i := range locs {
+		locs[i], digests[i] = e.bundle("weather.tomorrow", files)
+	}
+	publish := func(i int) time.Duration {
+		id := events.NewEventID()
+		ch := w.expect(id)
+		start := time.Now()
+		ev := events.BundleReady{ID: id, PipelineID: "weather.daily", Bundle: locs[i%2], ManifestDigest: digests[i%2], AllowOlder: true}
+		if _, _, err := e.pub.AnnounceAsOperator(e.ctx, ev); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case r := <-ch:
+			if want := 10_000 * (1 - min(i, 1)); r.Type != events.TypePublished || r.Written != want {
+				b.Fatalf("event %d: %s written %d, want %d (%s)", i, r.Type, r.Written, want, r.Message)
+			}
+		case <-time.After(time.Minute):
+			b.Fatalf("event %d: no result", i)
+		}
+		return time.Since(start)
+	}
+	publish(0)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		lat = append(lat, publish(i))
+	}
+	b.StopTimer()
+	reportLatencies(b, lat)
+}
+
 // BenchmarkThroughput measures events/s: b.N events (run with
 // -benchtime=500x) announced up front, spread over pipelines with one
 // destination root each, every event writing one file. workers=0 is the

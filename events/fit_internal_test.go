@@ -71,7 +71,8 @@ func TestFitOutputsIsTheLargestFit(t *testing.T) {
 
 // BenchmarkFitResult: a published result of 10,000 outputs (1.5 MB
 // encoded) cut to NATS's default 1 MB: by the measured outputs, and by
-// probes that encode the whole result each (the way before).
+// probes that encode the whole result each (the way before); and one of
+// 1,000 outputs that fits, against encoding it once.
 func BenchmarkFitResult(b *testing.B) {
 	r := Result{SchemaVersion: 1, Type: TypePublished, ID: "ev1.site", Time: time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC), PipelineID: "p", DestinationID: "site"}
 	for i := range 10_000 {
@@ -81,6 +82,22 @@ func BenchmarkFitResult(b *testing.B) {
 	b.Run("measured", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := fitResult(r, limit); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	fits := r
+	fits.Outputs = r.Outputs[:1000]
+	b.Run("fits", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fitResult(fits, limit); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fits-encoded", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(fits); err != nil {
 				b.Fatal(err)
 			}
 		}

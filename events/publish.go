@@ -371,16 +371,25 @@ func (e *encodedOutputs) prefix(r Result, limit int) (k, size int, err error) {
 }
 
 // whole encodes r, and says whether it fits limit; over the limit it
-// need not return the encoding.
+// need not return the encoding. Outputs whose shortest encodings alone
+// pass the limit do not fit without one: most results fit, and are
+// encoded once.
 func (e *encodedOutputs) whole(r Result, limit int) ([]byte, bool, error) {
-	if len(e.list) > 1 {
-		k, _, err := e.prefix(r, limit)
-		if err != nil || k < len(e.list) {
-			return nil, false, err
-		}
+	if e.atLeast() > limit {
+		return nil, false, nil
 	}
 	data, err := json.Marshal(r)
 	return data, err == nil && len(data) <= limit, err
+}
+
+// atLeast is a lower bound of the outputs' encoding in a result: each
+// output's strings unescaped, its path and action keys, and the commas.
+func (e *encodedOutputs) atLeast() int {
+	n := max(len(e.list)-1, 0)
+	for _, o := range e.list {
+		n += len(`{"path":"","action":""}`) + len(o.Path) + len(o.SHA256) + len(o.URL) + len(o.Action)
+	}
+	return n
 }
 
 // fit is largestFit over r's first k outputs.

@@ -99,6 +99,14 @@ type tool struct {
 	// cmd is the timed command of run i.
 	cmd func(i int) []string
 
+	// measure, when set, times run i itself instead of a command (a
+	// request to a running service), returning seconds and peak RSS (KiB).
+	measure func(ctx context.Context, i int) (float64, int64, error)
+
+	// done, when set, runs once after the case's runs (stopping what
+	// prepare started), whether they succeeded or not.
+	done func() error
+
 	// after runs untimed right after run i (restoring a starting state).
 	after func(i int) error
 }
@@ -245,6 +253,15 @@ func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
 	if len(tools) == 0 {
 		return row{}, nil // skipped; setup said why
 	}
+	defer func() {
+		for _, t := range tools {
+			if t.done != nil {
+				if err := t.done(); err != nil {
+					fmt.Fprintf(os.Stderr, "bench: %s: %s: %v\n", c.name, t.name, err)
+				}
+			}
+		}
+	}()
 	for _, t := range tools {
 		for i := range e.runs {
 			if t.prepare != nil {
@@ -274,7 +291,13 @@ func (e *env) runCase(ctx context.Context, c caseDef) (row, error) {
 					return row{}, fmt.Errorf("%s: before %s run %d: %w", c.name, t.name, i+1, err)
 				}
 			}
-			secs, rss, err := timed(ctx, t.cmd(i))
+			var secs float64
+			var rss int64
+			if t.measure != nil {
+				secs, rss, err = t.measure(ctx, i)
+			} else {
+				secs, rss, err = timed(ctx, t.cmd(i))
+			}
 			if err != nil {
 				return row{}, fmt.Errorf("%s: %s run %d: %w", c.name, t.name, i+1, err)
 			}
@@ -477,6 +500,7 @@ func allCases() []caseDef {
 		{name: "republish", title: "republish, 1 % of 10,000 changed (unchanged files copied, mtimes kept)", setup: republish("republish", 100, false)},
 		{name: "republish-rewritten", title: "republish, 1 % of 10,000 changed (every file rewritten, new mtimes)", setup: republish("republish-rewritten", 100, true)},
 		{name: "nochange", title: "republish, nothing changed", setup: republish("nochange", 0, false)},
+		{name: "serve-nochange", title: "republish, nothing changed, through `serve` (announce → published result)", setup: serveNochange},
 		{name: "remove10", title: "replacement removing 10 % of 10,000", setup: remove10},
 		{name: "catalog100k", title: "catalog of 100,000 outputs, publish adding 10", setup: bigCatalog("catalog100k", 100_000)},
 		{name: "catalog1m", title: "catalog of 1,000,000 outputs, publish adding 10", huge: true, setup: bigCatalog("catalog1m", 1_000_000)},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -152,6 +153,52 @@ func (o OutputRef) MarshalJSON() ([]byte, error) {
 		w.Size = &o.Size
 	}
 	return json.Marshal(w)
+}
+
+// encodedLen is len(json.Marshal(o)) without encoding it: each string's
+// length as encoding/json escapes it (HTML characters, U+2028 and U+2029
+// as \uXXXX, invalid UTF-8 as \ufffd).
+func (o OutputRef) encodedLen() int {
+	n := len(`{"path":,"action":}`) + jsonStringLen(o.Path) + jsonStringLen(o.Action)
+	if o.SHA256 != "" {
+		n += len(`,"sha256":`) + jsonStringLen(o.SHA256)
+	}
+	if o.SHA256 != "" || o.Size != 0 {
+		var digits [20]byte
+		n += len(`,"size":`) + len(strconv.AppendInt(digits[:0], o.Size, 10))
+	}
+	if o.URL != "" {
+		n += len(`,"url":`) + jsonStringLen(o.URL)
+	}
+	return n
+}
+
+// jsonStringLen is the length of s as encoding/json writes it, quoted.
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+				n++
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			default:
+				n += len(`\u00XX`)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += len(`\uXXXX`)
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // Result reports what distributor did: a publication (published,

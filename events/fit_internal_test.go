@@ -69,8 +69,43 @@ func TestFitOutputsIsTheLargestFit(t *testing.T) {
 	}
 }
 
+// An output's measured length is its encoding's, whatever its strings
+// hold: escaped characters, HTML ones, U+2028, invalid UTF-8, sizes that
+// are and are not written.
+func TestOutputEncodedLenIsItsEncoding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	chars := []string{"a", "/", "é", "<", ">", "&", "\"", "\\", "\u2028", "\u2029", "\x01", "\x1f", "\x7f", "\b", "\f", "\n", "\r", "\t",
+		"日本", "\xff", "\xc3", "\xe2\x80", "\U0001F600", " ", "\ufffd"}
+	word := func() string {
+		var b strings.Builder
+		for range rng.IntN(10) {
+			b.WriteString(chars[rng.IntN(len(chars))])
+		}
+		return b.String()
+	}
+	for round := range 5000 {
+		o := OutputRef{Path: word(), Action: word()}
+		if rng.IntN(2) == 0 {
+			o.SHA256 = word()
+		}
+		if rng.IntN(2) == 0 {
+			o.Size = rng.Int64N(1<<40) - 1<<20
+		}
+		if rng.IntN(2) == 0 {
+			o.URL = word()
+		}
+		data, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.encodedLen(); got != len(data) {
+			t.Fatalf("round %d: %+v measures %d bytes, encodes as %d: %s", round, o, got, len(data), data)
+		}
+	}
+}
+
 // BenchmarkFitResult: a published result of 10,000 outputs (1.5 MB
-// encoded) cut to NATS's default 1 MB: by the measured outputs, and by
+// encoded) cut to the 512 KiB a result may hold: by the measured outputs, and by
 // probes that encode the whole result each (the way before); and one of
 // 1,000 outputs that fits, against encoding it once.
 func BenchmarkFitResult(b *testing.B) {
@@ -78,7 +113,7 @@ func BenchmarkFitResult(b *testing.B) {
 	for i := range 10_000 {
 		r.Outputs = append(r.Outputs, OutputRef{Path: fmt.Sprintf("dir%02d/file%06d.bin", i%50, i), SHA256: "sha256:" + strings.Repeat("0", 64), Size: 4096, Action: ActionUpdated})
 	}
-	const limit = 1 << 20
+	const limit = DefaultMaxResultBytes
 	b.Run("measured", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := fitResult(r, limit); err != nil {

@@ -334,11 +334,11 @@ const truncatedMark = " … (truncated)"
 
 // encodedOutputs measures a result's encoding by its outputs without
 // encoding it whole: with k ≥ 1 outputs it is the encoding with the first
-// alone plus, for each further output, that output's own encoding and a
-// comma. Each output is encoded once, at most, and only as far as the
-// limit reaches (a result of 10,000 outputs took 16 encodings of up to
-// 1.5 MB when each probe encoded it whole). An encoding the sum does not
-// match is left to the probes.
+// alone plus, for each further output, that output's own encoding's
+// length (OutputRef.encodedLen) and a comma. Each output is measured once,
+// at most, and only as far as the limit reaches (a result of 10,000
+// outputs took 16 encodings of up to 1.5 MB when each probe encoded it
+// whole). An encoding the sum does not match is left to the probes.
 type encodedOutputs struct {
 	list []OutputRef
 	lens []int // the encodings' lengths measured so far, from list[1]
@@ -356,11 +356,7 @@ func (e *encodedOutputs) prefix(r Result, limit int) (k, size int, err error) {
 	k, size = 1, len(one)
 	for ; k < len(e.list); k++ {
 		if k > len(e.lens) {
-			o, err := json.Marshal(e.list[k])
-			if err != nil {
-				return 0, 0, err
-			}
-			e.lens = append(e.lens, len(o))
+			e.lens = append(e.lens, e.list[k].encodedLen())
 		}
 		if size+e.lens[k-1]+1 > limit {
 			break

@@ -135,24 +135,24 @@ type OutputRef struct {
 	Action string `json:"action"`
 }
 
-// outputRefJSON is OutputRef as written: size is present exactly when the
-// digest is.
-type outputRefJSON struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256,omitempty"`
-	Size   *int64 `json:"size,omitempty"`
-	URL    string `json:"url,omitempty"`
-	Action string `json:"action"`
-}
-
 // MarshalJSON writes size whenever the output has a digest, so that a
-// consumer never mistakes an empty file for an unknown size.
+// consumer never mistakes an empty file for an unknown size. It writes
+// what encoding/json writes of the struct of its fields (size a pointer,
+// omitted when nil), without reflection: a result may list thousands.
 func (o OutputRef) MarshalJSON() ([]byte, error) {
-	w := outputRefJSON{Path: o.Path, SHA256: o.SHA256, URL: o.URL, Action: o.Action}
-	if o.SHA256 != "" || o.Size != 0 {
-		w.Size = &o.Size
+	b := make([]byte, 0, o.encodedLen())
+	b = appendJSONString(append(b, `{"path":`...), o.Path)
+	if o.SHA256 != "" {
+		b = appendJSONString(append(b, `,"sha256":`...), o.SHA256)
 	}
-	return json.Marshal(w)
+	if o.SHA256 != "" || o.Size != 0 {
+		b = strconv.AppendInt(append(b, `,"size":`...), o.Size, 10)
+	}
+	if o.URL != "" {
+		b = appendJSONString(append(b, `,"url":`...), o.URL)
+	}
+	b = appendJSONString(append(b, `,"action":`...), o.Action)
+	return append(b, '}'), nil
 }
 
 // encodedLen is len(json.Marshal(o)) without encoding it: each string's
@@ -171,6 +171,55 @@ func (o OutputRef) encodedLen() int {
 		n += len(`,"url":`) + jsonStringLen(o.URL)
 	}
 	return n
+}
+
+// appendJSONString appends s quoted as encoding/json writes it: with
+// HTML characters, U+2028 and U+2029 as \uXXXX, invalid UTF-8 as \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		} else if r == '\u2028' || r == '\u2029' {
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
+		} else {
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(b, s[start:]...), '"')
 }
 
 // jsonStringLen is the length of s as encoding/json writes it, quoted.

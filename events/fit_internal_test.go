@@ -69,10 +69,21 @@ func TestFitOutputsIsTheLargestFit(t *testing.T) {
 	}
 }
 
-// An output's measured length is its encoding's, whatever its strings
-// hold: escaped characters, HTML ones, U+2028, invalid UTF-8, sizes that
-// are and are not written.
-func TestOutputEncodedLenIsItsEncoding(t *testing.T) {
+// outputRefJSON is OutputRef as encoding/json writes it: size is present
+// exactly when the digest is or the size is not 0.
+type outputRefJSON struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   *int64 `json:"size,omitempty"`
+	URL    string `json:"url,omitempty"`
+	Action string `json:"action"`
+}
+
+// An output encodes as encoding/json encodes its fields, and its measured
+// length is that encoding's, whatever its strings hold: escaped
+// characters, HTML ones, U+2028, invalid UTF-8, sizes that are and are
+// not written.
+func TestOutputEncodingIsEncodingJSONs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	chars := []string{"a", "/", "é", "<", ">", "&", "\"", "\\", "\u2028", "\u2029", "\x01", "\x1f", "\x7f", "\b", "\f", "\n", "\r", "\t",
 		"日本", "\xff", "\xc3", "\xe2\x80", "\U0001F600", " ", "\ufffd"}
@@ -94,9 +105,20 @@ func TestOutputEncodedLenIsItsEncoding(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			o.URL = word()
 		}
-		data, err := json.Marshal(o)
+		w := outputRefJSON{Path: o.Path, SHA256: o.SHA256, URL: o.URL, Action: o.Action}
+		if o.SHA256 != "" || o.Size != 0 {
+			w.Size = &o.Size
+		}
+		want, err := json.Marshal(w)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if direct, err := o.MarshalJSON(); err != nil || !bytes.Equal(direct, want) {
+			t.Fatalf("round %d: %+v: MarshalJSON = %s, %v; want %s", round, o, direct, err, want)
+		}
+		data, err := json.Marshal(o)
+		if err != nil || !bytes.Equal(data, want) {
+			t.Fatalf("round %d: %+v encodes as %s, %v; want %s", round, o, data, err, want)
 		}
 		if got := o.encodedLen(); got != len(data) {
 			t.Fatalf("round %d: %+v measures %d bytes, encodes as %d: %s", round, o, got, len(data), data)

@@ -25,8 +25,9 @@ type Opener struct {
 	S3 config.S3Defaults
 
 	// Warn, when set, is told of storage trouble as it happens: an S3
-	// request that hit one of its time or rate limits (the caller logs
-	// it; ctx is the request's). Set it before opening anything.
+	// request that hit one of its time or rate limits, or a catalog held
+	// in memory for want of a temporary file (the caller logs it; ctx is
+	// the request's or the publication's). Set it before opening anything.
 	Warn func(ctx context.Context, err error)
 
 	mu    sync.Mutex
@@ -139,6 +140,6 @@ func (m missingBundle) Is(target error) bool { return target == storage.ErrNotEx
 func (o *Opener) withTimeouts(opts *s3.Options, t config.S3Timeouts) {
 	opts.Timeouts = s3.Timeouts{Connect: time.Duration(t.Connect), FirstByte: time.Duration(t.FirstByte), Idle: time.Duration(t.Idle),
 		MinRate: int64(t.MinRate)}
-	opts.Timeouts.OnLimit = o.Warn
+	opts.Timeouts.OnLimit, opts.Warn = o.Warn, o.Warn
 	opts.MaxAttempts = t.Attempts
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/distributor/distributor/events"
 	"github.com/distributor/distributor/lease"
 	"github.com/distributor/distributor/service"
+	s3store "github.com/distributor/distributor/storage/s3"
 	"github.com/distributor/distributor/stores"
 )
 
@@ -75,6 +76,10 @@ func (a *app) newService(cfg *config.Config, log zerolog.Logger, locker lease.Lo
 		l := zerolog.Ctx(ctx)
 		if l.GetLevel() == zerolog.Disabled {
 			l = &log
+		}
+		if inMemory := (*s3store.InMemoryError)(nil); errors.As(err, &inMemory) {
+			l.Warn().Msg(inMemory.Error())
+			return
 		}
 		l.Warn().Err(err).Msg("S3 request cut (the SDK may try it again)")
 	}

@@ -2,6 +2,8 @@ package s3
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/distributor/distributor/storage"
 )
@@ -91,14 +93,34 @@ func listSplits(n int, path func(int) string) []string {
 // request and is stored with it) in the background, while the caller
 // writes; Commit sends it in one conditional request. The bytes wait in
 // a spool: a large catalog in a temporary file, not in memory.
-func (b *Backend) PrepareCatalog(_ context.Context, doc storage.Document, _ int) storage.PendingCatalog {
+func (b *Backend) PrepareCatalog(ctx context.Context, doc storage.Document, _ int) storage.PendingCatalog {
 	c := &pendingCatalog{b: b, path: doc.Path, data: newSpool(b.catalogInMemory, ""), done: make(chan struct{})}
+	if b.warn != nil {
+		c.data.inMemoryAfter = func(err error) {
+			b.warn(ctx, &InMemoryError{Catalog: b.String() + doc.Path, Dir: os.TempDir(), Err: err})
+		}
+	}
 	go func() {
 		defer close(c.done)
 		c.err = doc.Encode(c.data)
 	}()
 	return c
 }
+
+// InMemoryError says that a catalog waits for its commit in memory, past
+// Options.CatalogInMemory, because no temporary file could hold it
+// (Options.Warn is told).
+type InMemoryError struct {
+	Catalog string // s3://bucket/prefix/.distributor.json
+	Dir     string // the temporary folder
+	Err     error
+}
+
+func (e *InMemoryError) Error() string {
+	return fmt.Sprintf("the catalog %s waits for its commit in memory: no temporary file in %s holds it: %v (set TMPDIR to a folder on a disk with room)", e.Catalog, e.Dir, e.Err)
+}
+
+func (e *InMemoryError) Unwrap() error { return e.Err }
 
 // pendingCatalog is a catalog being encoded for its commit.
 type pendingCatalog struct {

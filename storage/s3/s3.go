@@ -130,6 +130,11 @@ type Options struct {
 	// 8 MiB; negative: always in memory.
 	CatalogInMemory int64
 
+	// Warn, when set, is told of trouble the backend works around, as it
+	// happens: a catalog held in memory for want of a temporary file
+	// (*InMemoryError). Requests cut by a limit go to Timeouts.OnLimit.
+	Warn func(ctx context.Context, err error)
+
 	// Timeouts bound each request (New only; NewFromClient keeps the
 	// client's own).
 	Timeouts Timeouts
@@ -153,8 +158,9 @@ type Backend struct {
 	// singlePutMax: see Options.SinglePutMax.
 	singlePutMax int64
 
-	// catalogInMemory: see Options.CatalogInMemory.
+	// catalogInMemory, warn: see Options.CatalogInMemory, Options.Warn.
 	catalogInMemory int64
+	warn            func(ctx context.Context, err error)
 
 	// concurrency is the parts in flight per multipart Put; mem is the
 	// upload memory budget (Options.Budget), budget its size in bytes.
@@ -279,7 +285,7 @@ func NewFromClient(client *s3.Client, bucket, prefix string, opts Options) (*Bac
 		o.RequestChecksumCalculation = co.RequestChecksumCalculation
 	})
 	return &Backend{client: client, uploader: up, bucket: bucket, prefix: p, partSize: opts.PartSize, singlePutMax: opts.SinglePutMax,
-		catalogInMemory: opts.CatalogInMemory, concurrency: opts.Concurrency, budget: opts.MemoryBudget, mem: mem, endpoint: endpoint}, nil
+		catalogInMemory: opts.CatalogInMemory, warn: opts.Warn, concurrency: opts.Concurrency, budget: opts.MemoryBudget, mem: mem, endpoint: endpoint}, nil
 }
 
 // cleanPrefix turns "a/b", "/a/b/" into "a/b/"; "" stays "".

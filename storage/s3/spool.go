@@ -32,6 +32,10 @@ type spool struct {
 	// create makes the file (os.CreateTemp; tests make files that fail).
 	create func(dir, pattern string) (spoolFile, error)
 
+	// inMemoryAfter, when set, is told once why the bytes stay in memory
+	// past inMemory.
+	inMemoryAfter func(err error)
+
 	size int64
 	hash hash.Hash
 }
@@ -62,6 +66,7 @@ func (s *spool) Write(b []byte) (int, error) {
 			if err := s.unspill(); err != nil {
 				return 0, err
 			}
+			s.stayInMemory(err)
 		}
 	}
 	if s.file == nil {
@@ -78,7 +83,7 @@ func (s *spool) Write(b []byte) (int, error) {
 func (s *spool) spill() {
 	f, err := s.create(s.dir, "distributor-catalog-*")
 	if err != nil {
-		s.inMemory = -1
+		s.stayInMemory(err)
 		return
 	}
 	// Removed at once where an open file may lose its name (not on
@@ -87,11 +92,20 @@ func (s *spool) spill() {
 	for _, p := range s.parts {
 		if _, err := f.Write(p); err != nil {
 			_ = s.discard(f) // the bytes stay in memory whatever becomes of it
-			s.inMemory = -1
+			s.stayInMemory(err)
 			return
 		}
 	}
 	s.file, s.parts, s.ends = f, nil, nil
+}
+
+// stayInMemory keeps every later write in memory, and says why once.
+func (s *spool) stayInMemory(why error) {
+	s.inMemory = -1
+	if s.inMemoryAfter != nil {
+		s.inMemoryAfter(why)
+		s.inMemoryAfter = nil
+	}
 }
 
 // unspill brings the bytes in the file back into memory, which takes
@@ -102,7 +116,7 @@ func (s *spool) unspill() error {
 		return fmt.Errorf("reading the catalog back from %s: %w", s.file.Name(), err)
 	}
 	_ = s.discard(s.file) // the bytes are in memory now whatever becomes of it
-	s.file, s.inMemory = nil, -1
+	s.file = nil
 	if s.size > 0 {
 		s.parts, s.ends = [][]byte{data}, []int64{s.size}
 	}

@@ -136,6 +136,8 @@ func TestSpoolOutOfRoomKeepsTheBytes(t *testing.T) {
 			f, err := os.CreateTemp(dir, pattern)
 			return &fullFile{File: f, room: room}, err
 		}
+		told := 0
+		s.inMemoryAfter = func(error) { told++ }
 		var want []byte
 		for range rng.IntN(20) {
 			b := make([]byte, rng.IntN(50))
@@ -158,6 +160,13 @@ func TestSpoolOutOfRoomKeepsTheBytes(t *testing.T) {
 		if s.file != nil && len(want) > room {
 			t.Fatalf("round %d: %d bytes in a file of room %d", round, len(want), room)
 		}
+		fellBack := s.inMemory < 0 // the limits drawn here are never negative
+		if told != btoi(fellBack) {
+			t.Fatalf("round %d: told %d times why the bytes stay in memory; fell back %v", round, told, fellBack)
+		}
+		if fellBack && len(want) <= room {
+			t.Fatalf("round %d: %d bytes fell back to memory from a file with room for %d", round, len(want), room)
+		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -165,4 +174,11 @@ func TestSpoolOutOfRoomKeepsTheBytes(t *testing.T) {
 			t.Fatalf("round %d: closed, the spool left %v", round, left)
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

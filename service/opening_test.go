@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -232,6 +233,7 @@ func TestBundleOpenedDuringTheLeaseGivesTheLeaseBackWhileTheBundleHangs(t *testi
 	gate := make(chan struct{})
 	h.Service.Stores = gatedBundles{Stores: h.Service.Stores, gate: gate}
 	h.Service.LeaseWait = 200 * time.Millisecond
+	logs := captureLog(h.Service)
 
 	type outcome struct {
 		res engine.Result
@@ -289,6 +291,19 @@ func TestBundleOpenedDuringTheLeaseGivesTheLeaseBackWhileTheBundleHangs(t *testi
 		t.Errorf("written %+v, want a.txt", o.res.Written)
 	}
 	wantContents(t, mustRoot(t, h, d), map[string]string{"a.txt": "a2\n"})
+
+	// The lease going back is said once, at warn, naming the root.
+	var found []map[string]any
+	for _, l := range logLines(logs) {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["message"] == "bundle still opening after the lease wait; giving the root's lease back and waiting for the bundle without it" {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 || found[0]["level"] != "warn" || found[0]["root"] != d.RootKey() || found[0]["destination_id"] != d.ID {
+		t.Errorf("warnings of the lease given back while the bundle opens: %v, want one at warn naming root %s and destination %s; log:\n%s",
+			found, d.RootKey(), d.ID, logs.String())
+	}
 }
 
 // catalogReads wraps destination stores so that each read of a root's

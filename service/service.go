@@ -533,6 +533,13 @@ func (s *Service) publishOne(ctx context.Context, req Request, open func(context
 		pub, err := o.wait(s.LeaseWait)
 		if err != nil {
 			ahead.Close()
+			if errors.Is(err, errBundleSlow) {
+				// Said as the lease goes back: the events behind in the
+				// root's line go on without waiting for this one.
+				log := s.logger(ctx)
+				log.Warn().Str("root", d.RootKey()).Dur("lease_wait", s.LeaseWait).
+					Msg("bundle still opening after the lease wait; giving the root's lease back and waiting for the bundle without it")
+			}
 			return err
 		}
 		pub.ReadAhead = ahead

@@ -128,7 +128,7 @@ func TestOutputEncodingIsEncodingJSONs(t *testing.T) {
 
 // BenchmarkFitResult: a published result of 10,000 outputs (1.5 MB
 // encoded) cut to the 512 KiB a result may hold: by the measured outputs, and by
-// probes that encode the whole result each (the way before); and one of
+// probes that encode the whole result each (largestFit alone); and one of
 // 1,000 outputs that fits, against encoding it once.
 func BenchmarkFitResult(b *testing.B) {
 	r := Result{SchemaVersion: 1, Type: TypePublished, ID: "ev1.site", Time: time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC), PipelineID: "p", DestinationID: "site"}

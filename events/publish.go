@@ -336,9 +336,9 @@ const truncatedMark = " … (truncated)"
 // encoding it whole: with k ≥ 1 outputs it is the encoding with the first
 // alone plus, for each further output, that output's own encoding's
 // length (OutputRef.encodedLen) and a comma. Each output is measured once,
-// at most, and only as far as the limit reaches (a result of 10,000
-// outputs took 16 encodings of up to 1.5 MB when each probe encoded it
-// whole). An encoding the sum does not match is left to the probes.
+// at most, and only as far as the limit reaches, where probes would encode
+// the whole result once each. An encoding the sum does not match is left
+// to the probes.
 type encodedOutputs struct {
 	list []OutputRef
 	lens []int // the encodings' lengths measured so far, from list[1]

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distributor/distributor/catalog"
+	"github.com/distributor/distributor/internal/jsonfast"
 )
 
 // SchemaVersion is the version of every event this package writes and reads.
@@ -141,17 +142,17 @@ type OutputRef struct {
 // omitted when nil), without reflection: a result may list thousands.
 func (o OutputRef) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, o.encodedLen())
-	b = appendJSONString(append(b, `{"path":`...), o.Path)
+	b = jsonfast.AppendString(append(b, `{"path":`...), o.Path, true)
 	if o.SHA256 != "" {
-		b = appendJSONString(append(b, `,"sha256":`...), o.SHA256)
+		b = jsonfast.AppendString(append(b, `,"sha256":`...), o.SHA256, true)
 	}
 	if o.SHA256 != "" || o.Size != 0 {
 		b = strconv.AppendInt(append(b, `,"size":`...), o.Size, 10)
 	}
 	if o.URL != "" {
-		b = appendJSONString(append(b, `,"url":`...), o.URL)
+		b = jsonfast.AppendString(append(b, `,"url":`...), o.URL, true)
 	}
-	b = appendJSONString(append(b, `,"action":`...), o.Action)
+	b = jsonfast.AppendString(append(b, `,"action":`...), o.Action, true)
 	return append(b, '}'), nil
 }
 
@@ -159,93 +160,16 @@ func (o OutputRef) MarshalJSON() ([]byte, error) {
 // length as encoding/json escapes it (HTML characters, U+2028 and U+2029
 // as \uXXXX, invalid UTF-8 as \ufffd).
 func (o OutputRef) encodedLen() int {
-	n := len(`{"path":,"action":}`) + jsonStringLen(o.Path) + jsonStringLen(o.Action)
+	n := len(`{"path":,"action":}`) + jsonfast.StringLen(o.Path, true) + jsonfast.StringLen(o.Action, true)
 	if o.SHA256 != "" {
-		n += len(`,"sha256":`) + jsonStringLen(o.SHA256)
+		n += len(`,"sha256":`) + jsonfast.StringLen(o.SHA256, true)
 	}
 	if o.SHA256 != "" || o.Size != 0 {
 		var digits [20]byte
 		n += len(`,"size":`) + len(strconv.AppendInt(digits[:0], o.Size, 10))
 	}
 	if o.URL != "" {
-		n += len(`,"url":`) + jsonStringLen(o.URL)
-	}
-	return n
-}
-
-// appendJSONString appends s quoted as encoding/json writes it: with
-// HTML characters, U+2028 and U+2029 as \uXXXX, invalid UTF-8 as \ufffd.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		} else if r == '\u2028' || r == '\u2029' {
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-		} else {
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
-}
-
-// jsonStringLen is the length of s as encoding/json writes it, quoted.
-func jsonStringLen(s string) int {
-	n := 2
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
-				n++
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			default:
-				n += len(`\u00XX`)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
-			n += len(`\uXXXX`)
-		} else {
-			n += size
-		}
-		i += size
+		n += len(`,"url":`) + jsonfast.StringLen(o.URL, true)
 	}
 	return n
 }
